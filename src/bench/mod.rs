@@ -1,0 +1,116 @@
+//! `hotrule bench ...`: the benchmarks recorded in docs/benchmarks.md.
+
+mod writes;
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Filter-only addOrUpdate round trips over loopback HTTP against an in-process node on
+    /// RocksDB with synced writes, beside this disk's own synced-write rate, measured in the
+    /// same run.
+    Writes {
+        /// Where the node's data and the disk probe go (a directory on the disk to measure).
+        #[arg(long, default_value = "./bench-data")]
+        dir: std::path::PathBuf,
+        /// Sequential round trips by one client.
+        #[arg(long, default_value_t = 1000)]
+        sequential: usize,
+        /// Concurrent clients, each writing its own file.
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// Round trips per concurrent client.
+        #[arg(long, default_value_t = 200)]
+        per_client: usize,
+    },
+    /// `GET /runtime/rule/list` latency with N rules stored.
+    List {
+        #[arg(long, default_value = "./bench-data")]
+        dir: std::path::PathBuf,
+        #[arg(long, default_value_t = 1000)]
+        rules: usize,
+        #[arg(long, default_value_t = 2000)]
+        requests: usize,
+    },
+    /// Compile every rule file under a directory, repeatedly, and report the time per full pass.
+    Compile {
+        #[arg(long, default_value = "./config/rules")]
+        dir: std::path::PathBuf,
+        #[arg(long, default_value_t = 20)]
+        rounds: u32,
+    },
+}
+
+pub async fn run(command: BenchCommand) -> ExitCode {
+    match command {
+        BenchCommand::Compile { dir, rounds } => compile(&dir, rounds),
+        BenchCommand::Writes { dir, sequential, clients, per_client } => {
+            report(writes::run(&dir, sequential, clients, per_client).await)
+        }
+        BenchCommand::List { dir, rules, requests } => report(writes::list(&dir, rules, requests).await),
+    }
+}
+
+fn report(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hotrule bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn compile(dir: &std::path::Path, rounds: u32) -> ExitCode {
+    let (bundled, warnings) = match crate::bundled::Bundled::load(dir) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("hotrule bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    let files: Vec<_> = bundled.iter().collect();
+    let mut passes = Vec::new();
+    for _ in 0..rounds.max(1) {
+        let start = std::time::Instant::now();
+        let mut failures = 0;
+        for rule in &files {
+            if crate::workflow::compile_for(&rule.key, &rule.content).is_err() {
+                failures += 1;
+            }
+        }
+        passes.push(start.elapsed());
+        if failures > 0 {
+            eprintln!("hotrule bench: {failures} files failed to compile");
+            return ExitCode::FAILURE;
+        }
+    }
+    passes.sort();
+    let median = passes[passes.len() / 2];
+    println!(
+        "compiled {} files per pass, {} passes: min {:?}, median {:?}, max {:?}",
+        files.len(),
+        passes.len(),
+        passes[0],
+        median,
+        passes[passes.len() - 1]
+    );
+    ExitCode::SUCCESS
+}
+
+/// Sets up failpoints from the `FAILPOINTS` environment variable (failpoints builds only).
+pub fn failpoint_scenario() -> Option<fail::FailScenario<'static>> {
+    #[cfg(feature = "failpoints")]
+    {
+        Some(fail::FailScenario::setup())
+    }
+    #[cfg(not(feature = "failpoints"))]
+    {
+        None
+    }
+}

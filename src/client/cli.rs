@@ -1,0 +1,153 @@
+//! `hotrule rule ...`: the operator's CLI over the admin API. On failure it prints the
+//! server's applyStatus and message and exits non-zero.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{AdminClient, Reply, with_query};
+
+/// A CLI failure, printed as one line on stderr.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Client(#[from] super::ClientError),
+    #[error("{status} {apply_status}: {message}")]
+    Server { status: u16, apply_status: String, message: String },
+    #[error("reading {path}: {source}")]
+    ReadFile { path: String, source: std::io::Error },
+    #[error("writing {path}: {source}")]
+    WriteFile { path: String, source: std::io::Error },
+}
+
+fn check(reply: Reply) -> Result<Reply, CliError> {
+    if reply.status.is_success() || reply.status.as_u16() == 304 {
+        return Ok(reply);
+    }
+    let json = reply.json().unwrap_or(Value::Null);
+    Err(CliError::Server {
+        status: reply.status.as_u16(),
+        apply_status: json["applyStatus"].as_str().unwrap_or("").to_string(),
+        message: json["message"].as_str().map(str::to_string).unwrap_or_else(|| reply.text()),
+    })
+}
+
+fn print_outcome(reply: &Reply) {
+    let json = reply.json().unwrap_or(Value::Null);
+    println!(
+        "{} {}/{}: {}",
+        json["applyStatus"].as_str().unwrap_or("?"),
+        json["catalog"].as_str().unwrap_or(""),
+        json["name"].as_str().unwrap_or(""),
+        json["message"].as_str().unwrap_or("")
+    );
+}
+
+pub async fn push(
+    client: &AdminClient,
+    catalog: &str,
+    name: &str,
+    file: &Path,
+    allow_storage_change: bool,
+    force: bool,
+) -> Result<(), CliError> {
+    let content = std::fs::read(file).map_err(|source| CliError::ReadFile { path: file.display().to_string(), source })?;
+    let path = with_query(
+        "/runtime/rule/addOrUpdate",
+        &[
+            ("catalog", catalog),
+            ("name", name),
+            ("allowStorageChange", if allow_storage_change { "true" } else { "false" }),
+            ("force", if force { "true" } else { "false" }),
+        ],
+    );
+    let reply = check(client.post(&path, content).await?)?;
+    print_outcome(&reply);
+    Ok(())
+}
+
+pub async fn inactivate(client: &AdminClient, catalog: &str, name: &str) -> Result<(), CliError> {
+    let path = with_query("/runtime/rule/inactivate", &[("catalog", catalog), ("name", name)]);
+    let reply = check(client.post(&path, Vec::new()).await?)?;
+    print_outcome(&reply);
+    Ok(())
+}
+
+pub async fn delete(client: &AdminClient, catalog: &str, name: &str, revert_to_bundled: bool) -> Result<(), CliError> {
+    let mode = if revert_to_bundled { "revertToBundled" } else { "" };
+    let path = with_query("/runtime/rule/delete", &[("catalog", catalog), ("name", name), ("mode", mode)]);
+    let reply = check(client.post(&path, Vec::new()).await?)?;
+    print_outcome(&reply);
+    Ok(())
+}
+
+pub async fn get(client: &AdminClient, catalog: &str, name: &str, bundled: bool, json: bool) -> Result<(), CliError> {
+    let source = if bundled { "bundled" } else { "runtime" };
+    let path = with_query("/runtime/rule", &[("catalog", catalog), ("name", name), ("source", source)]);
+    let accept = json.then_some("application/json");
+    let reply = check(client.send(hyper::Method::GET, &path, Vec::new(), accept).await?)?;
+    print!("{}", reply.text());
+    if json {
+        println!();
+    }
+    Ok(())
+}
+
+pub async fn list(client: &AdminClient, catalog: Option<&str>, json: bool) -> Result<(), CliError> {
+    let path = match catalog {
+        Some(c) => with_query("/runtime/rule/list", &[("catalog", c)]),
+        None => "/runtime/rule/list".to_string(),
+    };
+    let reply = check(client.get(&path).await?)?;
+    if json {
+        println!("{}", reply.text());
+        return Ok(());
+    }
+    let body = reply.json().unwrap_or(Value::Null);
+    print!("{}", render_table(&body));
+    Ok(())
+}
+
+/// The list envelope as a fixed-width table.
+pub fn render_table(body: &Value) -> String {
+    let headers = ["CATALOG", "NAME", "STATUS", "LOCAL", "ORIGIN", "HASH", "UPDATED", "ERROR"];
+    let empty = Vec::new();
+    let rows: Vec<[String; 8]> = body["rules"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            let updated = r["updateTime"].as_u64().map(crate::clock::iso8601).unwrap_or_default();
+            [s("catalog"), s("name"), s("status"), s("localState"), s("suspendOrigin"), s("contentHash").chars().take(12).collect(), updated, s("lastApplyError")]
+        })
+        .collect();
+    let mut widths = headers.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &[String]| {
+        let parts: Vec<String> = cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        out.push_str(parts.join("  ").trim_end());
+        out.push('\n');
+    };
+    line(&headers.map(String::from));
+    for row in &rows {
+        line(row);
+    }
+    out
+}
+
+pub async fn dump(client: &AdminClient, catalog: Option<&str>, output: &Path) -> Result<(), CliError> {
+    let path = match catalog {
+        Some(c) => format!("/runtime/rule/dump/{c}"),
+        None => "/runtime/rule/dump".to_string(),
+    };
+    let reply = check(client.get(&path).await?)?;
+    std::fs::write(output, &reply.body).map_err(|source| CliError::WriteFile { path: output.display().to_string(), source })?;
+    eprintln!("wrote {} bytes to {}", reply.body.len(), output.display());
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! The admin HTTP API: one route table, thin handlers, and the single mapping from
+//! `applyStatus` to HTTP status.
+//!
+//! Handlers extract and validate parameters, call the workflow (writes) or read the store,
+//! runtime and bundled files (reads), and map the result. Every response is JSON with
+//! `applyStatus`, `catalog`, `name` and `message`, except raw rule bodies and dumps.
+
+mod dump;
+mod params;
+mod reads;
+mod writes;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+
+use crate::bundled::Bundled;
+use crate::ids::NodeId;
+use crate::runtime::Runtime;
+use crate::scan::Scanner;
+use crate::status::{ApplyStatus, Outcome};
+use crate::store::Store;
+use crate::workflow::Workflow;
+
+/// Everything the handlers read or call.
+pub struct AdminState {
+    pub node_id: NodeId,
+    pub workflow: Arc<Workflow>,
+    pub store: Arc<Store>,
+    pub runtime: Arc<Runtime>,
+    pub bundled: Arc<Bundled>,
+    pub scanner: Arc<Scanner>,
+    /// The bearer token, if any; replaceable at run time (config reload).
+    pub admin_token: std::sync::RwLock<Option<String>>,
+    pub ready: AtomicBool,
+}
+
+impl AdminState {
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    fn token(&self) -> Option<String> {
+        self.admin_token.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// The one place where an `applyStatus` becomes an HTTP status.
+pub fn status_code(status: ApplyStatus) -> StatusCode {
+    use ApplyStatus::*;
+    match status {
+        NoChange | FilterOnlyApplied | FilterOnlyPersisted | StructuralApplied | Inactivated
+        | StaticTombstoned | AlreadyInactive | Deleted | RevertedToBundled | NotFound => StatusCode::OK,
+        CompileFailed | EmptyBody | MissingCatalog | InvalidCatalog | MissingName | InvalidName | InvalidMode
+        | InvalidSource | InvalidParameter | NoBundledTwin => StatusCode::BAD_REQUEST,
+        Unauthorized => StatusCode::UNAUTHORIZED,
+        RuleNotFound => StatusCode::NOT_FOUND,
+        StorageChangeRequiresExplicitApproval | UpdateInProgress | RequiresInactivateFirst
+        | RequiresRevertToBundled | DeleteRefused | OriginConflict | SplitBrainDetected | OwnershipConflict => {
+            StatusCode::CONFLICT
+        }
+        PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ClusterViewSplit => StatusCode::MISDIRECTED_REQUEST,
+        ForwardFailed => StatusCode::BAD_GATEWAY,
+        StorageUnavailable | NotReady => StatusCode::SERVICE_UNAVAILABLE,
+        ApplyFailed | PersistFailed | CommitDeferred | TeardownDeferred | InactivateFailed | DeleteFailed
+        | RevertToBundledFailed | ListFailed | DumpFailed => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The JSON answer of a write, or of a failed read.
+pub fn outcome_response(outcome: &Outcome, catalog: &str, name: &str) -> Response {
+    let body = json!({
+        "applyStatus": outcome.status.as_str(),
+        "catalog": catalog,
+        "name": name,
+        "message": outcome.message,
+    });
+    (status_code(outcome.status), axum::Json(body)).into_response()
+}
+
+pub fn router(state: Arc<AdminState>) -> Router {
+    let rules = Router::new()
+        .route("/runtime/rule/addOrUpdate", post(writes::add_or_update))
+        .route("/runtime/rule/inactivate", post(writes::inactivate))
+        .route("/runtime/rule/delete", post(writes::delete))
+        .route("/runtime/mal/otel/addOrUpdate", post(writes::otel_add_or_update))
+        .route("/runtime/mal/otel/inactivate", post(writes::otel_inactivate))
+        .route("/runtime/mal/otel/delete", post(writes::otel_delete))
+        .route("/runtime/mal/log/addOrUpdate", post(writes::log_add_or_update))
+        .route("/runtime/mal/log/inactivate", post(writes::log_inactivate))
+        .route("/runtime/mal/log/delete", post(writes::log_delete))
+        .route("/runtime/lal/addOrUpdate", post(writes::lal_add_or_update))
+        .route("/runtime/lal/inactivate", post(writes::lal_inactivate))
+        .route("/runtime/lal/delete", post(writes::lal_delete))
+        .route("/runtime/rule", get(reads::get_rule))
+        .route("/runtime/rule/bundled", get(reads::bundled))
+        .route("/runtime/rule/list", get(reads::list))
+        .route("/runtime/rule/dump", get(dump::dump_all))
+        .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
+        .route("/readyz", get(readyz));
+    #[cfg(feature = "failpoints")]
+    let rules = rules.route("/debug/failpoints", post(writes::set_failpoint));
+    let protected = rules.route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .merge(protected)
+        .fallback(unknown_route)
+        .with_state(state)
+}
+
+async fn healthz() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
+    if state.ready.load(Ordering::SeqCst) {
+        axum::Json(json!({"status": "ready", "node": state.node_id.0})).into_response()
+    } else {
+        outcome_response(&Outcome::new(ApplyStatus::NotReady, "boot has not finished"), "", "")
+    }
+}
+
+async fn unknown_route(request: Request) -> Response {
+    let body = json!({
+        "applyStatus": "not_found",
+        "catalog": "",
+        "name": "",
+        "message": format!("no route {} {}", request.method(), request.uri().path()),
+    });
+    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+}
+
+/// Bearer-token check for every route but `/healthz`.
+async fn require_token(State(state): State<Arc<AdminState>>, headers: HeaderMap, request: Request, next: Next) -> Response {
+    let Some(expected) = state.token() else { return next.run(request).await };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match presented {
+        Some(token) if constant_time_eq(token.as_bytes(), expected.as_bytes()) => next.run(request).await,
+        Some(_) => {
+            tracing::warn!(path = %request.uri().path(), "admin request with a wrong token");
+            outcome_response(&Outcome::new(ApplyStatus::Unauthorized, "wrong bearer token"), "", "")
+        }
+        None => outcome_response(
+            &Outcome::new(ApplyStatus::Unauthorized, "missing bearer token (Authorization: Bearer <token>)"),
+            "",
+            "",
+        ),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

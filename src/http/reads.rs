@@ -1,0 +1,310 @@
+//! Read routes: one rule (raw YAML or JSON, with ETag), the bundled files, and the list view.
+//! Reads are always served from this node's own state.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::params::{Params, RawQuery};
+use super::{AdminState, outcome_response};
+use crate::clock::now_ms;
+use crate::ids::{Catalog, ContentHash, RuleKey};
+use crate::status::{ApplyStatus, Outcome};
+use crate::runtime::RuleRuntime;
+use crate::store::{EntryMeta, EntryStatus};
+
+/// What `GET /runtime/rule` serves.
+struct Served {
+    content: Vec<u8>,
+    hash: ContentHash,
+    status: &'static str,
+    source: &'static str,
+    update_time: u64,
+}
+
+pub async fn get_rule(State(state): State<Arc<AdminState>>, headers: HeaderMap, raw: RawQuery) -> Response {
+    let params = match Params::from(raw) {
+        Ok(p) => p,
+        Err(outcome) => return outcome_response(&outcome, "", ""),
+    };
+    let (catalog_echo, name_echo) = params.echo();
+    let key = match params.key(None) {
+        Ok(key) => key,
+        Err(outcome) => return outcome_response(&outcome, &catalog_echo, &name_echo),
+    };
+    let use_runtime = match params.get("source").map(str::trim) {
+        None | Some("") | Some("runtime") => true,
+        Some("bundled") => false,
+        Some(other) => {
+            let outcome = Outcome::new(ApplyStatus::InvalidSource, format!("source {other:?} is not runtime or bundled"));
+            return outcome_response(&outcome, &catalog_echo, &name_echo);
+        }
+    };
+    let mut served = None;
+    if use_runtime {
+        match state.store.get_entry(&key).await {
+            Ok(Some(entry)) if entry.is_live() => {
+                served = Some(Served {
+                    hash: entry.content_hash.clone(),
+                    status: entry.status.as_str(),
+                    source: "runtime",
+                    update_time: entry.update_time_ms,
+                    content: entry.content,
+                });
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let outcome = Outcome::new(ApplyStatus::StorageUnavailable, e.to_string());
+                return outcome_response(&outcome, &catalog_echo, &name_echo);
+            }
+        }
+    }
+    if served.is_none()
+        && let Some(bundled) = state.bundled.get(&key)
+    {
+        served = Some(Served {
+            content: bundled.content.to_vec(),
+            hash: bundled.hash.clone(),
+            status: "BUNDLED",
+            source: "bundled",
+            update_time: 0,
+        });
+    }
+    let Some(served) = served else {
+        let outcome = Outcome::new(ApplyStatus::RuleNotFound, format!("{key} has neither an entry nor a bundled file"));
+        return outcome_response(&outcome, &catalog_echo, &name_echo);
+    };
+    let etag = format!("\"{}\"", served.hash);
+    let mut response_headers = HeaderMap::new();
+    let mut put = |name: &'static str, value: &str| {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            response_headers.insert(name, v);
+        }
+    };
+    put("x-sw-content-hash", served.hash.as_str());
+    put("x-sw-status", served.status);
+    put("x-sw-source", served.source);
+    put("x-sw-update-time", &served.update_time.to_string());
+    put("etag", &etag);
+    let not_modified = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    if not_modified {
+        return (StatusCode::NOT_MODIFIED, response_headers).into_response();
+    }
+    let wants_json = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/json"));
+    if wants_json {
+        let body = json!({
+            "catalog": key.catalog.as_str(),
+            "name": key.name.as_str(),
+            "status": served.status,
+            "source": served.source,
+            "contentHash": served.hash.as_str(),
+            "updateTime": served.update_time,
+            "content": String::from_utf8_lossy(&served.content),
+        });
+        return (response_headers, axum::Json(body)).into_response();
+    }
+    response_headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-yaml; charset=utf-8"));
+    (response_headers, served.content).into_response()
+}
+
+pub async fn bundled(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Response {
+    let params = match Params::from(raw) {
+        Ok(p) => p,
+        Err(outcome) => return outcome_response(&outcome, "", ""),
+    };
+    let (catalog_echo, _) = params.echo();
+    let catalog = match params.catalog(None) {
+        Ok(c) => c,
+        Err(outcome) => return outcome_response(&outcome, &catalog_echo, ""),
+    };
+    let with_content = params.get("withContent").is_none() || params.flag("withContent");
+    let rows: Vec<Value> = state
+        .bundled
+        .iter()
+        .filter(|b| b.key.catalog == catalog)
+        .map(|b| {
+            let overridden = state.store.entry_meta(&b.key).is_some_and(|m| m.status != EntryStatus::Deleted);
+            let mut row = json!({
+                "name": b.key.name.as_str(),
+                "kind": "bundled",
+                "contentHash": b.hash.as_str(),
+                "overridden": overridden,
+            });
+            if with_content {
+                row["content"] = Value::String(String::from_utf8_lossy(&b.content).into_owned());
+            }
+            row
+        })
+        .collect();
+    axum::Json(Value::Array(rows)).into_response()
+}
+
+pub async fn list(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Response {
+    let params = match Params::from(raw) {
+        Ok(p) => p,
+        Err(outcome) => return outcome_response(&outcome, "", ""),
+    };
+    let filter = match params.get("catalog").map(str::trim) {
+        None | Some("") => None,
+        Some(_) => match params.catalog(None) {
+            Ok(c) => Some(c),
+            Err(outcome) => return outcome_response(&outcome, &params.echo().0, ""),
+        },
+    };
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], list_view(&state, filter)).into_response()
+}
+
+/// One row of `/runtime/rule/list`, serialized straight from borrowed state.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Row<'a> {
+    catalog: &'a str,
+    name: &'a str,
+    status: &'a str,
+    local_state: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    suspend_origin: Option<&'a str>,
+    loader_kind: &'a str,
+    content_hash: &'a str,
+    bundled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bundled_content_hash: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    update_time: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    applied_content_hash: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    applied_revision: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_apply_error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pending_unregister: Option<bool>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LoaderStats {
+    active: usize,
+    pending: usize,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope<'a> {
+    generated_at: u64,
+    node: &'a str,
+    loader_stats: LoaderStats,
+    alarm_resets: u64,
+    last_scan_time: u64,
+    rules: Vec<Row<'a>>,
+}
+
+/// The `/runtime/rule/list` envelope for this node, as JSON bytes.
+pub fn list_view(state: &AdminState, filter: Option<Catalog>) -> Vec<u8> {
+    state.runtime.with_all(|runtime| state.store.with_entry_index(|index| render_list(state, runtime, index, filter)))
+}
+
+fn render_list(
+    state: &AdminState,
+    runtime: &BTreeMap<RuleKey, RuleRuntime>,
+    index: &BTreeMap<RuleKey, EntryMeta>,
+    filter: Option<Catalog>,
+) -> Vec<u8> {
+    let wanted = |key: &RuleKey| filter.is_none_or(|c| key.catalog == c);
+    let mut rows = Vec::with_capacity(index.len() + state.bundled.len());
+    for meta in index.values() {
+        if meta.status == EntryStatus::Deleted || !wanted(&meta.key) {
+            continue;
+        }
+        let local = runtime.get(&meta.key);
+        let loaded = local.and_then(|l| l.loaded.as_ref());
+        let bundled = state.bundled.get(&meta.key);
+        rows.push(Row {
+            catalog: meta.key.catalog.as_str(),
+            name: meta.key.name.as_str(),
+            status: meta.status.as_str(),
+            local_state: local.map_or("NOT_LOADED", |l| l.local_state()),
+            suspend_origin: Some(local.map_or("NONE", |l| l.origin.as_str())),
+            loader_kind: loaded.map_or("NONE", |l| l.kind.as_str()),
+            content_hash: meta.content_hash.as_str(),
+            bundled: bundled.is_some(),
+            bundled_content_hash: bundled.map(|b| b.hash.as_str()),
+            update_time: Some(meta.update_time_ms),
+            revision: Some(meta.revision.to_string()),
+            applied_content_hash: Some(loaded.map_or("", |l| l.content_hash.as_str())),
+            applied_revision: Some(loaded.and_then(|l| l.revision.as_ref()).map_or(String::new(), |r| r.to_string())),
+            last_apply_error: Some(local.map_or("", |l| l.last_apply_error.as_str())),
+            pending_unregister: None,
+        });
+    }
+    for b in state.bundled.iter() {
+        if index.get(&b.key).is_some_and(|m| m.status != EntryStatus::Deleted) || !wanted(&b.key) {
+            continue;
+        }
+        let local = runtime.get(&b.key);
+        rows.push(Row {
+            catalog: b.key.catalog.as_str(),
+            name: b.key.name.as_str(),
+            status: "BUNDLED",
+            local_state: local.map_or("NOT_LOADED", |l| l.local_state()),
+            suspend_origin: None,
+            loader_kind: local.and_then(|l| l.loaded.as_ref()).map_or("NONE", |l| l.kind.as_str()),
+            content_hash: b.hash.as_str(),
+            bundled: true,
+            bundled_content_hash: Some(b.hash.as_str()),
+            update_time: None,
+            revision: None,
+            applied_content_hash: None,
+            applied_revision: None,
+            last_apply_error: Some(local.map_or("", |l| l.last_apply_error.as_str())),
+            pending_unregister: Some(false),
+        });
+    }
+    for (key, local) in runtime {
+        let listed = index.get(key).is_some_and(|m| m.status != EntryStatus::Deleted) || state.bundled.contains(key);
+        if listed || !wanted(key) {
+            continue;
+        }
+        if let Some(loaded) = &local.loaded {
+            rows.push(Row {
+                catalog: key.catalog.as_str(),
+                name: key.name.as_str(),
+                status: "n/a",
+                local_state: local.local_state(),
+                suspend_origin: None,
+                loader_kind: loaded.kind.as_str(),
+                content_hash: loaded.content_hash.as_str(),
+                bundled: false,
+                bundled_content_hash: None,
+                update_time: None,
+                revision: None,
+                applied_content_hash: None,
+                applied_revision: None,
+                last_apply_error: None,
+                pending_unregister: Some(true),
+            });
+        }
+    }
+    let envelope = Envelope {
+        generated_at: now_ms(),
+        node: &state.node_id.0,
+        loader_stats: LoaderStats { active: runtime.values().filter(|l| l.loaded.is_some()).count(), pending: 0 },
+        alarm_resets: state.runtime.alarm_reset_count(),
+        last_scan_time: state.scanner.last_scan_ms(),
+        rules: rows,
+    };
+    serde_json::to_vec(&envelope).unwrap_or_else(|e| json!({"error": e.to_string()}).to_string().into_bytes())
+}

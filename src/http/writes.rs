@@ -1,0 +1,133 @@
+//! Write routes: addOrUpdate, inactivate, delete, and their catalog shortcuts.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+
+use super::params::{Params, RawQuery};
+use super::{AdminState, outcome_response};
+use crate::bundled::MAX_CONTENT_BYTES;
+use crate::ids::Catalog;
+use crate::status::{ApplyStatus, Outcome};
+use crate::workflow::AddOrUpdate;
+
+async fn add_or_update_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>, body: Body) -> Response {
+    let params = match Params::from(raw) {
+        Ok(p) => p,
+        Err(outcome) => return outcome_response(&outcome, "", ""),
+    };
+    let (catalog_echo, name_echo) = params.echo();
+    let catalog_echo = fixed.map(|c| c.as_str().to_string()).unwrap_or(catalog_echo);
+    let key = match params.key(fixed) {
+        Ok(key) => key,
+        Err(outcome) => return outcome_response(&outcome, &catalog_echo, &name_echo),
+    };
+    let content = match axum::body::to_bytes(body, MAX_CONTENT_BYTES).await {
+        Ok(bytes) => bytes.to_vec(),
+        Err(e) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                || e.to_string().contains("length limit");
+            let outcome = if too_large {
+                Outcome::new(ApplyStatus::PayloadTooLarge, format!("content is larger than {MAX_CONTENT_BYTES} bytes"))
+            } else {
+                Outcome::new(ApplyStatus::InvalidParameter, format!("reading the body: {e}"))
+            };
+            return outcome_response(&outcome, &catalog_echo, &name_echo);
+        }
+    };
+    if content.iter().all(u8::is_ascii_whitespace) {
+        let outcome = Outcome::new(ApplyStatus::EmptyBody, "the body must hold the rule file's YAML");
+        return outcome_response(&outcome, &catalog_echo, &name_echo);
+    }
+    let request = AddOrUpdate {
+        key,
+        content,
+        allow_storage_change: params.flag("allowStorageChange"),
+        force: params.flag("force"),
+    };
+    let outcome = state.workflow.add_or_update(request).await;
+    outcome_response(&outcome, &catalog_echo, &name_echo)
+}
+
+async fn inactivate_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>) -> Response {
+    let params = match Params::from(raw) {
+        Ok(p) => p,
+        Err(outcome) => return outcome_response(&outcome, "", ""),
+    };
+    let (catalog_echo, name_echo) = params.echo();
+    let catalog_echo = fixed.map(|c| c.as_str().to_string()).unwrap_or(catalog_echo);
+    let outcome = match params.key(fixed) {
+        Ok(key) => state.workflow.inactivate(&key).await,
+        Err(outcome) => outcome,
+    };
+    outcome_response(&outcome, &catalog_echo, &name_echo)
+}
+
+async fn delete_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>) -> Response {
+    let params = match Params::from(raw) {
+        Ok(p) => p,
+        Err(outcome) => return outcome_response(&outcome, "", ""),
+    };
+    let (catalog_echo, name_echo) = params.echo();
+    let catalog_echo = fixed.map(|c| c.as_str().to_string()).unwrap_or(catalog_echo);
+    let key = match params.key(fixed) {
+        Ok(key) => key,
+        Err(outcome) => return outcome_response(&outcome, &catalog_echo, &name_echo),
+    };
+    // A shortcut delete always uses the default mode.
+    let revert = match (fixed, params.get("mode").map(str::trim)) {
+        (Some(_), _) | (None, None) | (None, Some("")) => false,
+        (None, Some("revertToBundled")) => true,
+        (None, Some(other)) => {
+            let outcome =
+                Outcome::new(ApplyStatus::InvalidMode, format!("mode {other:?} is not one of '' or 'revertToBundled'"));
+            return outcome_response(&outcome, &catalog_echo, &name_echo);
+        }
+    };
+    let outcome = state.workflow.delete(&key, revert).await;
+    outcome_response(&outcome, &catalog_echo, &name_echo)
+}
+
+macro_rules! write_routes {
+    ($add:ident, $inactivate:ident, $delete:ident, $catalog:expr) => {
+        pub async fn $add(State(state): State<Arc<AdminState>>, raw: RawQuery, body: Body) -> Response {
+            add_or_update_in(state, raw, $catalog, body).await
+        }
+        pub async fn $inactivate(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Response {
+            inactivate_in(state, raw, $catalog).await
+        }
+        pub async fn $delete(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Response {
+            delete_in(state, raw, $catalog).await
+        }
+    };
+}
+
+write_routes!(add_or_update, inactivate, delete, None);
+write_routes!(otel_add_or_update, otel_inactivate, otel_delete, Some(Catalog::OtelRules));
+write_routes!(log_add_or_update, log_inactivate, log_delete, Some(Catalog::LogMalRules));
+write_routes!(lal_add_or_update, lal_inactivate, lal_delete, Some(Catalog::Lal));
+
+/// `POST /debug/failpoints?name=N&action=A` (builds with the `failpoints` feature only).
+#[cfg(feature = "failpoints")]
+pub async fn set_failpoint(raw: RawQuery) -> Response {
+    let params = match Params::from(raw) {
+        Ok(p) => p,
+        Err(outcome) => return outcome_response(&outcome, "", ""),
+    };
+    let name = params.get("name").unwrap_or("");
+    if !crate::workflow::faults::ALL.contains(&name) {
+        let outcome = Outcome::new(
+            ApplyStatus::InvalidParameter,
+            format!("unknown failpoint {name:?}; known: {}", crate::workflow::faults::ALL.join(", ")),
+        );
+        return outcome_response(&outcome, "", "");
+    }
+    let action = params.get("action").unwrap_or("off");
+    match fail::cfg(name, action) {
+        Ok(()) => outcome_response(&Outcome::new(ApplyStatus::NoChange, format!("{name}={action}")), "", ""),
+        Err(e) => outcome_response(&Outcome::new(ApplyStatus::InvalidParameter, e), "", ""),
+    }
+}

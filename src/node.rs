@@ -1,0 +1,164 @@
+//! The composition root: builds every component, boots, spawns the workers and the admin
+//! server, and tears them down in reverse order. It wires; it decides nothing.
+//!
+//! The admin listener is bound by the caller (port 0 in tests) and is served only after boot
+//! has finished its synchronous scan, so no write can race the boot workflow.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::bundled::Bundled;
+use crate::clock::RevisionClock;
+use crate::http::{self, AdminState};
+use crate::ids::NodeId;
+use crate::runtime::Runtime;
+use crate::runtime::locks::FileLocks;
+use crate::scan::{ScanReport, ScanSettings, Scanner, boot};
+use crate::store::Store;
+use crate::store::kv::KvEngine;
+use crate::workflow::{NoPeers, Peers, Workflow};
+
+/// Validated settings for one node.
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    pub node_id: Option<String>,
+    pub rules_dir: Option<PathBuf>,
+    pub scan: ScanSettings,
+    pub admin_token: Option<String>,
+    /// How long a write waits for its file's lock before `update_in_progress`.
+    pub lock_timeout: std::time::Duration,
+}
+
+impl NodeSettings {
+    /// Settings for tests: no bundled rules, a 1 s scan and a 2 s self-heal.
+    pub fn for_test() -> NodeSettings {
+        NodeSettings {
+            node_id: None,
+            rules_dir: None,
+            scan: ScanSettings {
+                interval: std::time::Duration::from_secs(1),
+                self_heal_after: std::time::Duration::from_secs(2),
+                ..ScanSettings::default()
+            },
+            admin_token: None,
+            lock_timeout: std::time::Duration::from_millis(500),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("opening management storage: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("reading bundled rules: {0}")]
+    Bundled(#[from] crate::bundled::BundledError),
+    #[error("admin listener: {0}")]
+    Listener(std::io::Error),
+}
+
+/// A running node. Drop order does not matter; call [`RunningNode::shutdown`] to stop cleanly.
+pub struct RunningNode {
+    pub admin_addr: SocketAddr,
+    pub state: Arc<AdminState>,
+    pub boot_report: ScanReport,
+    shutdown: CancellationToken,
+    server: JoinHandle<()>,
+    scanner_task: JoinHandle<()>,
+}
+
+impl RunningNode {
+    /// Builds and boots a node on `kv`, then serves the admin API on `listener`.
+    pub async fn start(settings: NodeSettings, kv: Arc<dyn KvEngine>, listener: TcpListener) -> Result<RunningNode, NodeError> {
+        RunningNode::start_with_peers(settings, kv, listener, Arc::new(NoPeers)).await
+    }
+
+    /// Like [`RunningNode::start`], with the given view of the other nodes.
+    pub async fn start_with_peers(
+        settings: NodeSettings,
+        kv: Arc<dyn KvEngine>,
+        listener: TcpListener,
+        peers: Arc<dyn Peers>,
+    ) -> Result<RunningNode, NodeError> {
+        let admin_addr = listener.local_addr().map_err(NodeError::Listener)?;
+        let node_id = NodeId(settings.node_id.clone().unwrap_or_else(|| admin_addr.to_string()));
+
+        // Build.
+        let store = Arc::new(Store::open(kv)?);
+        let bundled = Arc::new(match &settings.rules_dir {
+            Some(dir) => {
+                let (bundled, warnings) = Bundled::load(dir)?;
+                for warning in warnings {
+                    tracing::warn!(%warning, "bundled rule skipped");
+                }
+                tracing::info!(dir = %dir.display(), files = bundled.len(), "bundled rules read");
+                bundled
+            }
+            None => Bundled::empty(),
+        });
+        let runtime = Arc::new(Runtime::new());
+        let locks = Arc::new(FileLocks::default());
+        let clock = Arc::new(RevisionClock::new(node_id.clone()));
+        let scanner = Arc::new(Scanner::new(store.clone(), runtime.clone(), bundled.clone(), locks.clone(), settings.scan.clone()));
+        let workflow = Arc::new(Workflow::new(
+            store.clone(),
+            runtime.clone(),
+            bundled.clone(),
+            clock.clone(),
+            peers,
+            locks,
+        )
+        .with_lock_timeout(settings.lock_timeout));
+        let state = Arc::new(AdminState {
+            node_id: node_id.clone(),
+            workflow,
+            store: store.clone(),
+            runtime,
+            bundled,
+            scanner: scanner.clone(),
+            admin_token: std::sync::RwLock::new(settings.admin_token.clone()),
+            ready: AtomicBool::new(false),
+        });
+
+        // Boot: one synchronous scan before the admin port serves anything.
+        let boot_report = boot::boot(&scanner, &store, &clock).await;
+        tracing::info!(
+            node = %node_id,
+            actions = boot_report.actions.len(),
+            failed = boot_report.failed.len(),
+            "boot finished"
+        );
+        state.set_ready(true);
+
+        // Spawn workers, then the server.
+        let shutdown = CancellationToken::new();
+        let scanner_task = tokio::spawn(scanner.run(shutdown.clone()));
+        let app = http::router(state.clone());
+        let server_shutdown = shutdown.clone();
+        let server = tokio::spawn(async move {
+            let serving = axum::serve(listener, app).with_graceful_shutdown(server_shutdown.cancelled_owned());
+            if let Err(e) = serving.await {
+                tracing::error!(error = %e, "admin server stopped");
+            }
+        });
+        tracing::info!(node = %node_id, admin = %admin_addr, "serving");
+        Ok(RunningNode { admin_addr, state, boot_report, shutdown, server, scanner_task })
+    }
+
+    /// Waits until the node stops (it only stops through `shutdown`).
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    /// Stops the server, then the workers (reverse of start).
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        let _ = self.server.await;
+        let _ = self.scanner_task.await;
+    }
+}

@@ -1,0 +1,7 @@
+//! Pure decisions about rule files: the lifecycle table, change classification with the
+//! storage guardrail, and cross-file ownership. No IO; every function here is a table that
+//! the workflow and the scan consult, and each is exhaustively unit-tested.
+
+pub mod classify;
+pub mod lifecycle;
+pub mod ownership;

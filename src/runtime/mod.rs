@@ -1,0 +1,306 @@
+//! The node's in-memory rule state: what is loaded, whether dispatch is suspended, and the
+//! last apply error of each file, plus the claims index used by the ownership guard.
+//!
+//! The workflow and the scan change it; HTTP handlers only read it. Every change bumps a
+//! `watch` counter so tests and waiters can wait on a condition instead of sleeping.
+//! Suspension follows the origin lattice `NONE < {SELF, PEER} < BOTH`: SELF is this node's own
+//! apply, PEER a pause from the main. A file is SUSPENDED exactly when its origin is not NONE.
+
+pub mod claims;
+pub mod locks;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::compiler::Compiled;
+use crate::ids::{ContentHash, Revision, RuleKey};
+pub use claims::ClaimIndex;
+
+/// Where the loaded content came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoaderKind {
+    Runtime,
+    Bundled,
+}
+
+impl LoaderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoaderKind::Runtime => "RUNTIME",
+            LoaderKind::Bundled => "BUNDLED",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuspendOrigin {
+    None,
+    SelfOrigin,
+    Peer,
+    Both,
+}
+
+impl SuspendOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SuspendOrigin::None => "NONE",
+            SuspendOrigin::SelfOrigin => "SELF",
+            SuspendOrigin::Peer => "PEER",
+            SuspendOrigin::Both => "BOTH",
+        }
+    }
+}
+
+/// The requested origin of a suspend or resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    SelfOrigin,
+    Peer,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuspendResult {
+    Suspended,
+    AlreadySuspended,
+    NotPresent,
+    /// Already suspended by the other origin.
+    Rejected,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResumeResult {
+    Resumed,
+    NotSuspendedBySender,
+    NotPresent,
+    /// The other origin still holds the file.
+    PartiallyResumed,
+}
+
+/// Compiled content in service on this node.
+#[derive(Debug, Clone)]
+pub struct LoadedRule {
+    pub compiled: Arc<Compiled>,
+    pub content_hash: ContentHash,
+    /// The entry revision this content came from (None for bundled content).
+    pub revision: Option<Revision>,
+    pub kind: LoaderKind,
+    pub loaded_at_ms: u64,
+}
+
+/// Everything this node knows about one file at run time.
+#[derive(Debug, Clone)]
+pub struct RuleRuntime {
+    pub loaded: Option<LoadedRule>,
+    pub origin: SuspendOrigin,
+    pub suspended_since: Option<Instant>,
+    pub last_apply_error: String,
+    /// Metrics disabled because their stored shape differs from the file's (boot mismatch).
+    pub disabled_metrics: BTreeSet<String>,
+}
+
+impl RuleRuntime {
+    fn empty() -> RuleRuntime {
+        RuleRuntime {
+            loaded: None,
+            origin: SuspendOrigin::None,
+            suspended_since: None,
+            last_apply_error: String::new(),
+            disabled_metrics: BTreeSet::new(),
+        }
+    }
+
+    /// RUNNING, SUSPENDED or NOT_LOADED.
+    pub fn local_state(&self) -> &'static str {
+        match (&self.loaded, self.origin) {
+            (_, o) if o != SuspendOrigin::None => "SUSPENDED",
+            (Some(_), _) => "RUNNING",
+            (None, _) => "NOT_LOADED",
+        }
+    }
+
+    /// How long the file has been suspended with origin exactly PEER.
+    pub fn peer_suspended_for(&self, now: Instant) -> Option<Duration> {
+        match (self.origin, self.suspended_since) {
+            (SuspendOrigin::Peer, Some(since)) => Some(now.saturating_duration_since(since)),
+            _ => None,
+        }
+    }
+}
+
+/// A recorded alarm-window reset (until an alarm engine exists, an observable event).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlarmReset {
+    pub key: RuleKey,
+    pub metrics: BTreeSet<String>,
+}
+
+pub struct Runtime {
+    rules: RwLock<BTreeMap<RuleKey, RuleRuntime>>,
+    pub claims: ClaimIndex,
+    changes_tx: watch::Sender<u64>,
+    alarm_resets: AtomicU64,
+    last_alarm_reset: RwLock<Option<AlarmReset>>,
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime::new()
+    }
+}
+
+impl Runtime {
+    pub fn new() -> Runtime {
+        let (changes_tx, _) = watch::channel(0);
+        Runtime {
+            rules: RwLock::new(BTreeMap::new()),
+            claims: ClaimIndex::default(),
+            changes_tx,
+            alarm_resets: AtomicU64::new(0),
+            last_alarm_reset: RwLock::new(None),
+        }
+    }
+
+    /// A receiver that sees a new value after every change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes_tx.subscribe()
+    }
+
+    pub fn get(&self, key: &RuleKey) -> Option<RuleRuntime> {
+        read(&self.rules).get(key).cloned()
+    }
+
+    pub fn snapshot(&self) -> BTreeMap<RuleKey, RuleRuntime> {
+        read(&self.rules).clone()
+    }
+
+    /// Runs `f` over every file's state under one read lock (no copy).
+    pub fn with_all<T>(&self, f: impl FnOnce(&BTreeMap<RuleKey, RuleRuntime>) -> T) -> T {
+        f(&read(&self.rules))
+    }
+
+    /// Runs `f` on the file's state (created empty if absent) and publishes the change.
+    fn update<T>(&self, key: &RuleKey, f: impl FnOnce(&mut RuleRuntime) -> T) -> T {
+        let mut rules = write(&self.rules);
+        let state = rules.entry(key.clone()).or_insert_with(RuleRuntime::empty);
+        let out = f(state);
+        if state.loaded.is_none() && state.origin == SuspendOrigin::None && state.last_apply_error.is_empty() {
+            rules.remove(key);
+        }
+        drop(rules);
+        self.changes_tx.send_modify(|v| *v = v.wrapping_add(1));
+        out
+    }
+
+    /// Swaps in compiled content and clears the last error and the disabled set.
+    pub fn install(&self, key: &RuleKey, loaded: LoadedRule, disabled_metrics: BTreeSet<String>) {
+        self.update(key, |s| {
+            s.loaded = Some(loaded);
+            s.last_apply_error.clear();
+            s.disabled_metrics = disabled_metrics;
+        });
+    }
+
+    /// Drops the loaded content (the backend measure is untouched).
+    pub fn unload(&self, key: &RuleKey) {
+        self.update(key, |s| {
+            s.loaded = None;
+            s.last_apply_error.clear();
+            s.disabled_metrics.clear();
+        });
+    }
+
+    pub fn set_error(&self, key: &RuleKey, message: impl Into<String>) {
+        let message = message.into();
+        self.update(key, |s| s.last_apply_error = message);
+    }
+
+    /// Applies the suspend lattice for `origin`.
+    pub fn suspend(&self, key: &RuleKey, origin: Origin, require_present: bool) -> SuspendResult {
+        self.update(key, |s| {
+            if require_present && s.loaded.is_none() {
+                return SuspendResult::NotPresent;
+            }
+            let (same, other) = lattice_parts(s.origin, origin);
+            if same {
+                return SuspendResult::AlreadySuspended;
+            }
+            if other {
+                return SuspendResult::Rejected;
+            }
+            s.origin = match origin {
+                Origin::SelfOrigin => SuspendOrigin::SelfOrigin,
+                Origin::Peer => SuspendOrigin::Peer,
+            };
+            s.suspended_since = Some(Instant::now());
+            SuspendResult::Suspended
+        })
+    }
+
+    /// Clears `origin` from the file's suspension; the other origin, if set, stays.
+    pub fn resume(&self, key: &RuleKey, origin: Origin) -> ResumeResult {
+        if !read(&self.rules).contains_key(key) {
+            return ResumeResult::NotPresent;
+        }
+        self.update(key, |s| {
+            let (same, other) = lattice_parts(s.origin, origin);
+            if !same {
+                return ResumeResult::NotSuspendedBySender;
+            }
+            if other {
+                s.origin = match origin {
+                    Origin::SelfOrigin => SuspendOrigin::Peer,
+                    Origin::Peer => SuspendOrigin::SelfOrigin,
+                };
+                s.suspended_since = Some(Instant::now());
+                return ResumeResult::PartiallyResumed;
+            }
+            s.origin = SuspendOrigin::None;
+            s.suspended_since = None;
+            ResumeResult::Resumed
+        })
+    }
+
+    /// Records an alarm-window reset for `metrics` (observable through `/runtime/rule/list`'s
+    /// `alarmResets` counter and the log).
+    pub fn reset_alarm_windows(&self, key: &RuleKey, metrics: BTreeSet<String>) {
+        if metrics.is_empty() {
+            return;
+        }
+        tracing::info!(rule = %key, metrics = ?metrics, "alarm windows reset");
+        self.alarm_resets.fetch_add(1, Ordering::SeqCst);
+        *write(&self.last_alarm_reset) = Some(AlarmReset { key: key.clone(), metrics });
+    }
+
+    pub fn alarm_reset_count(&self) -> u64 {
+        self.alarm_resets.load(Ordering::SeqCst)
+    }
+
+    pub fn last_alarm_reset(&self) -> Option<AlarmReset> {
+        read(&self.last_alarm_reset).clone()
+    }
+}
+
+/// (is `requested` already set, is the other origin set).
+fn lattice_parts(current: SuspendOrigin, requested: Origin) -> (bool, bool) {
+    let has_self = matches!(current, SuspendOrigin::SelfOrigin | SuspendOrigin::Both);
+    let has_peer = matches!(current, SuspendOrigin::Peer | SuspendOrigin::Both);
+    match requested {
+        Origin::SelfOrigin => (has_self, has_peer),
+        Origin::Peer => (has_peer, has_self),
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests;

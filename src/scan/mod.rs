@@ -1,0 +1,289 @@
+//! The periodic scan: brings this node's in-memory state into line with storage.
+//!
+//! Every interval (and whenever it is poked) the scan reads every entry from storage, plans
+//! with [`plan::plan`] and carries the actions out, each under a *try* of the file's lock: a
+//! file that is busy is skipped until the next scan. A storage read error leaves in-memory
+//! state untouched; the scan simply runs again later. This is the loop the consistency
+//! contract rests on: broadcasts only make convergence faster.
+//!
+//! The main may create measures (create-if-absent); peers never change schema.
+
+pub mod boot;
+pub mod plan;
+pub mod registry;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::bundled::Bundled;
+use crate::clock::now_ms;
+use crate::ids::RuleKey;
+use crate::rules::classify::Claims;
+use crate::rules::ownership::FileClaims;
+use crate::runtime::locks::FileLocks;
+use crate::runtime::{LoaderKind, Origin, Runtime};
+use crate::store::{Change, EntryStatus, RuleEntry, Store};
+use crate::workflow::{compile_for, loaded_rule};
+use plan::{Action, LocalView, PlanInput};
+
+#[derive(Debug, Clone)]
+pub struct ScanSettings {
+    pub interval: Duration,
+    pub self_heal_after: Duration,
+    pub tombstone_retention: Duration,
+}
+
+impl Default for ScanSettings {
+    fn default() -> Self {
+        ScanSettings {
+            interval: Duration::from_secs(30),
+            self_heal_after: Duration::from_secs(60),
+            tombstone_retention: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// What one scan did.
+#[derive(Debug, Default, Clone)]
+pub struct ScanReport {
+    pub actions: Vec<Action>,
+    pub skipped_busy: Vec<RuleKey>,
+    pub failed: Vec<(RuleKey, String)>,
+    pub storage_error: Option<String>,
+}
+
+pub struct Scanner {
+    store: Arc<Store>,
+    runtime: Arc<Runtime>,
+    bundled: Arc<Bundled>,
+    locks: Arc<FileLocks>,
+    settings: std::sync::RwLock<ScanSettings>,
+    poke: Notify,
+    scans: AtomicU64,
+    last_scan_ms: AtomicU64,
+    storage_errors: AtomicU64,
+}
+
+impl Scanner {
+    pub fn new(
+        store: Arc<Store>,
+        runtime: Arc<Runtime>,
+        bundled: Arc<Bundled>,
+        locks: Arc<FileLocks>,
+        settings: ScanSettings,
+    ) -> Scanner {
+        Scanner {
+            store,
+            runtime,
+            bundled,
+            locks,
+            settings: std::sync::RwLock::new(settings),
+            poke: Notify::new(),
+            scans: AtomicU64::new(0),
+            last_scan_ms: AtomicU64::new(0),
+            storage_errors: AtomicU64::new(0),
+        }
+    }
+
+    pub fn settings(&self) -> ScanSettings {
+        self.settings.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Changes the interval or thresholds of a running scanner (live config reload).
+    pub fn update_settings(&self, settings: ScanSettings) {
+        *self.settings.write().unwrap_or_else(|p| p.into_inner()) = settings;
+        self.poke.notify_one();
+    }
+
+    /// Asks the worker to scan now instead of at the next tick.
+    pub fn poke(&self) {
+        self.poke.notify_one();
+    }
+
+    pub fn scan_count(&self) -> u64 {
+        self.scans.load(Ordering::SeqCst)
+    }
+
+    pub fn last_scan_ms(&self) -> u64 {
+        self.last_scan_ms.load(Ordering::SeqCst)
+    }
+
+    pub fn storage_error_count(&self) -> u64 {
+        self.storage_errors.load(Ordering::SeqCst)
+    }
+
+    /// The worker: one scan per interval or poke, until `shutdown`.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        loop {
+            let interval = self.settings().interval;
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(interval) => {}
+                _ = self.poke.notified() => {}
+            }
+            let report = self.run_once(true).await;
+            if !report.actions.is_empty() || !report.failed.is_empty() {
+                tracing::info!(actions = ?report.actions, failed = ?report.failed, "scan applied changes");
+            }
+        }
+    }
+
+    /// One scan. `is_main` allows measure creation (create-if-absent).
+    pub async fn run_once(&self, is_main: bool) -> ScanReport {
+        let mut report = ScanReport::default();
+        let entries = match self.store.read_all_entries().await {
+            Ok(entries) => entries,
+            Err(e) => {
+                self.storage_errors.fetch_add(1, Ordering::SeqCst);
+                tracing::warn!(error = %e, "scan: storage unreadable; in-memory state kept as is");
+                report.storage_error = Some(e.to_string());
+                return report;
+            }
+        };
+        let settings = self.settings();
+        let metas: Vec<_> = entries.iter().map(RuleEntry::meta).collect();
+        let by_key: BTreeMap<&RuleKey, &RuleEntry> = entries.iter().map(|e| (&e.key, e)).collect();
+        let now = Instant::now();
+        let local: BTreeMap<RuleKey, LocalView> = self
+            .runtime
+            .snapshot()
+            .into_iter()
+            .map(|(key, state)| {
+                let view = LocalView {
+                    loaded: state.loaded.as_ref().map(|l| (l.content_hash.clone(), l.kind)),
+                    peer_suspended_for: state.peer_suspended_for(now),
+                };
+                (key, view)
+            })
+            .collect();
+        let bundled: BTreeMap<RuleKey, _> = self.bundled.iter().map(|b| (b.key.clone(), b.hash.clone())).collect();
+        report.actions = plan::plan(&PlanInput {
+            stored: &metas,
+            local: &local,
+            bundled: &bundled,
+            now_ms: now_ms(),
+            self_heal_after: settings.self_heal_after,
+            tombstone_retention: settings.tombstone_retention,
+        });
+        let mut new_measures = Vec::new();
+        for action in &report.actions {
+            let key = action_key(action);
+            let Some(_guard) = self.locks.try_lock(key) else {
+                report.skipped_busy.push(key.clone());
+                continue;
+            };
+            let result = match action {
+                Action::LoadEntry(key) => match by_key.get(key) {
+                    Some(entry) => self.load_entry(entry, is_main, &mut new_measures),
+                    None => Ok(()),
+                },
+                Action::LoadBundled(key) => self.load_bundled(key, is_main, &mut new_measures),
+                Action::Unload(key) => {
+                    self.runtime.unload(key);
+                    self.runtime.resume(key, Origin::Peer);
+                    Ok(())
+                }
+                Action::SelfHeal(key) => {
+                    tracing::warn!(rule = %key, "self-heal: PEER suspension outlived the threshold with an unmoved entry; resuming");
+                    self.runtime.resume(key, Origin::Peer);
+                    Ok(())
+                }
+                Action::PurgeTombstone(key) => self.purge(key).await,
+            };
+            if let Err(message) = result {
+                self.runtime.set_error(key, message.clone());
+                report.failed.push((key.clone(), message));
+            }
+        }
+        self.refresh_claims(&entries);
+        if is_main && !new_measures.is_empty() {
+            let change = Change { measures: new_measures, ..Change::default() };
+            if let Err(e) = self.store.commit(change).await {
+                tracing::warn!(error = %e, "scan: creating measures failed; retried next scan");
+            }
+        }
+        self.scans.fetch_add(1, Ordering::SeqCst);
+        self.last_scan_ms.store(now_ms(), Ordering::SeqCst);
+        report
+    }
+
+    fn load_entry(
+        &self,
+        entry: &RuleEntry,
+        is_main: bool,
+        new_measures: &mut Vec<crate::store::Measure>,
+    ) -> Result<(), String> {
+        let compiled = compile_for(&entry.key, &entry.content).map_err(|e| format!("compile_failed: {e}"))?;
+        let reconciled = registry::reconcile(&self.store, &entry.key, &compiled, &entry.revision);
+        if is_main {
+            new_measures.extend(reconciled.to_create);
+        }
+        self.runtime.install(
+            &entry.key,
+            loaded_rule(compiled, entry.content_hash.clone(), Some(entry.revision.clone()), LoaderKind::Runtime),
+            reconciled.disabled,
+        );
+        if let Some(error) = reconciled.error {
+            self.runtime.set_error(&entry.key, error);
+        }
+        self.runtime.resume(&entry.key, Origin::Peer);
+        Ok(())
+    }
+
+    fn load_bundled(
+        &self,
+        key: &RuleKey,
+        is_main: bool,
+        new_measures: &mut Vec<crate::store::Measure>,
+    ) -> Result<(), String> {
+        let Some(bundled) = self.bundled.get(key) else { return Ok(()) };
+        let compiled = compile_for(key, &bundled.content).map_err(|e| format!("compile_failed: {e}"))?;
+        let reconciled = registry::reconcile(&self.store, key, &compiled, &crate::ids::Revision::zero());
+        if is_main {
+            new_measures.extend(reconciled.to_create);
+        }
+        self.runtime.claims.set(key, FileClaims { claims: Claims::of(&compiled), inactive: false, bundled: true });
+        self.runtime.install(key, loaded_rule(compiled, bundled.hash.clone(), None, LoaderKind::Bundled), reconciled.disabled);
+        if let Some(error) = reconciled.error {
+            self.runtime.set_error(key, error);
+        }
+        self.runtime.resume(key, Origin::Peer);
+        Ok(())
+    }
+
+    async fn purge(&self, key: &RuleKey) -> Result<(), String> {
+        let change = Change { purge_entries: vec![key.clone()], ..Change::default() };
+        self.store.commit(change).await.map_err(|e| format!("purging tombstone: {e}"))
+    }
+
+    /// Makes sure every stored live entry has claims in the index (INACTIVE ones included).
+    fn refresh_claims(&self, entries: &[RuleEntry]) {
+        for entry in entries {
+            if entry.status == EntryStatus::Deleted || self.runtime.claims.get(&entry.key).is_some() {
+                continue;
+            }
+            if let Ok(compiled) = compile_for(&entry.key, &entry.content) {
+                self.runtime.claims.set(
+                    &entry.key,
+                    FileClaims {
+                        claims: Claims::of(&compiled),
+                        inactive: entry.status == EntryStatus::Inactive,
+                        bundled: self.bundled.contains(&entry.key),
+                    },
+                );
+            }
+        }
+    }
+}
+
+fn action_key(action: &Action) -> &RuleKey {
+    match action {
+        Action::LoadEntry(k) | Action::LoadBundled(k) | Action::Unload(k) | Action::SelfHeal(k) | Action::PurgeTombstone(k) => k,
+    }
+}
+

@@ -1,0 +1,131 @@
+//! The `applyStatus` vocabulary of the admin API: every outcome a workflow or request check can
+//! report. The mapping from status to HTTP code lives in exactly one place, `http::status_code`.
+
+use std::fmt;
+
+/// Every `applyStatus` string hotrule can answer with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApplyStatus {
+    // 200
+    NoChange,
+    FilterOnlyApplied,
+    FilterOnlyPersisted,
+    StructuralApplied,
+    Inactivated,
+    StaticTombstoned,
+    AlreadyInactive,
+    Deleted,
+    RevertedToBundled,
+    NotFound,
+    // 400
+    CompileFailed,
+    EmptyBody,
+    MissingCatalog,
+    InvalidCatalog,
+    MissingName,
+    InvalidName,
+    InvalidMode,
+    InvalidSource,
+    InvalidParameter,
+    NoBundledTwin,
+    // 401
+    Unauthorized,
+    // 404 for single-rule reads
+    RuleNotFound,
+    // 409
+    StorageChangeRequiresExplicitApproval,
+    UpdateInProgress,
+    RequiresInactivateFirst,
+    RequiresRevertToBundled,
+    DeleteRefused,
+    OriginConflict,
+    SplitBrainDetected,
+    OwnershipConflict,
+    // 413
+    PayloadTooLarge,
+    // 421 / 502 / 503
+    ClusterViewSplit,
+    ForwardFailed,
+    StorageUnavailable,
+    NotReady,
+    // 500
+    ApplyFailed,
+    PersistFailed,
+    CommitDeferred,
+    TeardownDeferred,
+    InactivateFailed,
+    DeleteFailed,
+    RevertToBundledFailed,
+    ListFailed,
+    DumpFailed,
+}
+
+impl ApplyStatus {
+    pub fn as_str(self) -> &'static str {
+        use ApplyStatus::*;
+        match self {
+            NoChange => "no_change",
+            FilterOnlyApplied => "filter_only_applied",
+            FilterOnlyPersisted => "filter_only_persisted",
+            StructuralApplied => "structural_applied",
+            Inactivated => "inactivated",
+            StaticTombstoned => "static_tombstoned",
+            AlreadyInactive => "already_inactive",
+            Deleted => "deleted",
+            RevertedToBundled => "reverted_to_bundled",
+            NotFound | RuleNotFound => "not_found",
+            CompileFailed => "compile_failed",
+            EmptyBody => "empty_body",
+            MissingCatalog => "missing_catalog",
+            InvalidCatalog => "invalid_catalog",
+            MissingName => "missing_name",
+            InvalidName => "invalid_name",
+            InvalidMode => "invalid_mode",
+            InvalidSource => "invalid_source",
+            InvalidParameter => "invalid_parameter",
+            NoBundledTwin => "no_bundled_twin",
+            Unauthorized => "unauthorized",
+            StorageChangeRequiresExplicitApproval => "storage_change_requires_explicit_approval",
+            UpdateInProgress => "update_in_progress",
+            RequiresInactivateFirst => "requires_inactivate_first",
+            RequiresRevertToBundled => "requires_revert_to_bundled",
+            DeleteRefused => "delete_refused",
+            OriginConflict => "origin_conflict",
+            SplitBrainDetected => "split_brain_detected",
+            OwnershipConflict => "ownership_conflict",
+            PayloadTooLarge => "payload_too_large",
+            ClusterViewSplit => "cluster_view_split",
+            ForwardFailed => "forward_failed",
+            StorageUnavailable => "storage_unavailable",
+            NotReady => "not_ready",
+            ApplyFailed => "apply_failed",
+            PersistFailed => "persist_failed",
+            CommitDeferred => "commit_deferred",
+            TeardownDeferred => "teardown_deferred",
+            InactivateFailed => "inactivate_failed",
+            DeleteFailed => "delete_failed",
+            RevertToBundledFailed => "revert_to_bundled_failed",
+            ListFailed => "list_failed",
+            DumpFailed => "dump_failed",
+        }
+    }
+}
+
+impl fmt::Display for ApplyStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a workflow operation answers: a status and a human-readable message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub status: ApplyStatus,
+    pub message: String,
+}
+
+impl Outcome {
+    pub fn new(status: ApplyStatus, message: impl Into<String>) -> Outcome {
+        Outcome { status, message: message.into() }
+    }
+}

@@ -1,0 +1,259 @@
+//! Management storage: the typed facade over the embedded key-value engine.
+//!
+//! This is the only module that reads or writes the engine. It holds two record kinds:
+//! runtime rule entries (one per catalog/name, tombstones included) and schema-registry
+//! measures (metric name → shape and owning rule). A logical change is one [`Change`], written
+//! as one atomic batch and synced before `commit` returns, so an acknowledged write survives a
+//! crash at any moment.
+//!
+//! A metadata index of all entries (no content) and the whole registry are cached in memory,
+//! so list and registry lookups never touch the disk. The cache is updated only after a
+//! successful synced write; [`Store::read_all_entries`] always reads the engine itself, which
+//! is what the periodic scan relies on.
+
+pub mod codec;
+pub mod keys;
+pub mod kv;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::compiler::MetricShape;
+use crate::ids::{ContentHash, RuleKey, Revision};
+use kv::{KvEngine, KvError, KvOp};
+
+/// The persisted status of an entry. `Deleted` is a tombstone, kept for last-write-wins merge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EntryStatus {
+    Active,
+    Inactive,
+    Deleted,
+}
+
+impl EntryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryStatus::Active => "ACTIVE",
+            EntryStatus::Inactive => "INACTIVE",
+            EntryStatus::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One runtime rule entry as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleEntry {
+    pub key: RuleKey,
+    /// The content bytes exactly as posted (empty for a tombstone).
+    pub content: Vec<u8>,
+    pub status: EntryStatus,
+    pub update_time_ms: u64,
+    pub content_hash: ContentHash,
+    pub revision: Revision,
+}
+
+impl RuleEntry {
+    pub fn meta(&self) -> EntryMeta {
+        EntryMeta {
+            key: self.key.clone(),
+            status: self.status,
+            update_time_ms: self.update_time_ms,
+            content_hash: self.content_hash.clone(),
+            revision: self.revision.clone(),
+        }
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.status != EntryStatus::Deleted
+    }
+}
+
+/// An entry without its content: what list views and the scan plan need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryMeta {
+    pub key: RuleKey,
+    pub status: EntryStatus,
+    pub update_time_ms: u64,
+    pub content_hash: ContentHash,
+    pub revision: Revision,
+}
+
+/// A schema-registry measure: the storage shape a metric was created with, and its owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Measure {
+    pub metric: String,
+    pub shape: MetricShape,
+    pub owner: RuleKey,
+    pub revision: Revision,
+}
+
+/// One logical change: written as one atomic, synced batch.
+#[derive(Debug, Clone, Default)]
+pub struct Change {
+    pub entries: Vec<RuleEntry>,
+    pub measures: Vec<Measure>,
+    /// Entries to remove physically (tombstone collection).
+    pub purge_entries: Vec<RuleKey>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Kv(#[from] KvError),
+    #[error("stored record under {key} is unreadable: {source}")]
+    Corrupt { key: String, source: codec::CodecError },
+    #[error("value for {key} does not encode: {source}")]
+    Encode { key: String, source: codec::CodecError },
+    #[error("storage task failed: {0}")]
+    Task(String),
+}
+
+/// The typed management store.
+pub struct Store {
+    kv: Arc<dyn KvEngine>,
+    index: RwLock<BTreeMap<RuleKey, EntryMeta>>,
+    measures: RwLock<BTreeMap<String, Measure>>,
+}
+
+impl Store {
+    /// Opens the store on `kv` and loads the entry index and the registry.
+    pub fn open(kv: Arc<dyn KvEngine>) -> Result<Store, StoreError> {
+        let entries = read_entries(kv.as_ref())?;
+        let measures = read_measures(kv.as_ref())?;
+        Ok(Store {
+            kv,
+            index: RwLock::new(entries.into_iter().map(|e| (e.key.clone(), e.meta())).collect()),
+            measures: RwLock::new(measures.into_iter().map(|m| (m.metric.clone(), m)).collect()),
+        })
+    }
+
+    /// Reads one entry (tombstones included) from the engine.
+    pub async fn get_entry(&self, key: &RuleKey) -> Result<Option<RuleEntry>, StoreError> {
+        fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::Read(
+            "failpoint store::read".into()
+        ))));
+        let kv = self.kv.clone();
+        let raw_key = keys::rule_key(key);
+        let raw = blocking(move || kv.get(&raw_key).map_err(StoreError::from)).await?;
+        raw.map(|bytes| decode_entry(&keys::rule_key(key), &bytes)).transpose()
+    }
+
+    /// Reads every entry (tombstones included) from the engine, not the cache.
+    pub async fn read_all_entries(&self) -> Result<Vec<RuleEntry>, StoreError> {
+        fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::Read(
+            "failpoint store::read".into()
+        ))));
+        let kv = self.kv.clone();
+        blocking(move || read_entries(kv.as_ref())).await
+    }
+
+    /// Writes `change` atomically and durably, then updates the caches.
+    pub async fn commit(&self, change: Change) -> Result<(), StoreError> {
+        let mut ops = Vec::with_capacity(change.entries.len() + change.measures.len());
+        for entry in &change.entries {
+            let key = keys::rule_key(&entry.key);
+            let value = codec::encode(entry).map_err(|source| StoreError::Encode {
+                key: String::from_utf8_lossy(&key).into_owned(),
+                source,
+            })?;
+            ops.push(KvOp::Put { key, value });
+        }
+        for measure in &change.measures {
+            let key = keys::measure_key(&measure.metric);
+            let value = codec::encode(measure).map_err(|source| StoreError::Encode {
+                key: String::from_utf8_lossy(&key).into_owned(),
+                source,
+            })?;
+            ops.push(KvOp::Put { key, value });
+        }
+        for key in &change.purge_entries {
+            ops.push(KvOp::Delete { key: keys::rule_key(key) });
+        }
+        let kv = self.kv.clone();
+        blocking(move || kv.write(&ops, true).map_err(StoreError::from)).await?;
+
+        let mut index = write_lock(&self.index);
+        for entry in &change.entries {
+            index.insert(entry.key.clone(), entry.meta());
+        }
+        for key in &change.purge_entries {
+            index.remove(key);
+        }
+        drop(index);
+        let mut measures = write_lock(&self.measures);
+        for measure in change.measures {
+            measures.insert(measure.metric.clone(), measure);
+        }
+        Ok(())
+    }
+
+    /// The cached metadata of every entry (tombstones included), in key order.
+    pub fn entry_index(&self) -> Vec<EntryMeta> {
+        read_lock(&self.index).values().cloned().collect()
+    }
+
+    /// Runs `f` over the cached entry metadata under one read lock (no copy).
+    pub fn with_entry_index<T>(&self, f: impl FnOnce(&BTreeMap<RuleKey, EntryMeta>) -> T) -> T {
+        f(&read_lock(&self.index))
+    }
+
+    pub fn entry_meta(&self, key: &RuleKey) -> Option<EntryMeta> {
+        read_lock(&self.index).get(key).cloned()
+    }
+
+    /// The cached schema registry.
+    pub fn measures(&self) -> BTreeMap<String, Measure> {
+        read_lock(&self.measures).clone()
+    }
+
+    pub fn measure(&self, metric: &str) -> Option<Measure> {
+        read_lock(&self.measures).get(metric).cloned()
+    }
+}
+
+fn read_entries(kv: &dyn KvEngine) -> Result<Vec<RuleEntry>, StoreError> {
+    kv.scan_prefix(keys::RULE_PREFIX)?
+        .into_iter()
+        .map(|(key, value)| decode_entry(&key, &value))
+        .collect()
+}
+
+fn read_measures(kv: &dyn KvEngine) -> Result<Vec<Measure>, StoreError> {
+    kv.scan_prefix(keys::MEASURE_PREFIX)?
+        .into_iter()
+        .map(|(key, value)| {
+            codec::decode(&value).map_err(|source| StoreError::Corrupt {
+                key: String::from_utf8_lossy(&key).into_owned(),
+                source,
+            })
+        })
+        .collect()
+}
+
+fn decode_entry(key: &[u8], bytes: &[u8]) -> Result<RuleEntry, StoreError> {
+    codec::decode(bytes).map_err(|source| StoreError::Corrupt {
+        key: String::from_utf8_lossy(key).into_owned(),
+        source,
+    })
+}
+
+/// Runs blocking engine work off the async workers. Concurrent synced writes land on separate
+/// threads, which is what lets RocksDB group-commit them into one fsync.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| StoreError::Task(e.to_string()))?
+}
+
+fn read_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn write_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests;

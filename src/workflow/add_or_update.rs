@@ -1,0 +1,160 @@
+//! `/addOrUpdate`: create, replace or reactivate a rule.
+
+use std::collections::BTreeSet;
+
+use super::{AddOrUpdate, Workflow, compile_for, faults, loaded_rule};
+use crate::compiler::Compiled;
+use crate::rules::classify::{self, ChangeKind, Claims, Classification};
+use crate::rules::lifecycle::{self, Decision, Operation, Row, Situation};
+use crate::rules::ownership;
+use crate::runtime::LoaderKind;
+use crate::status::{ApplyStatus, Outcome};
+use crate::store::{Change, EntryStatus};
+
+impl Workflow {
+    pub async fn add_or_update(&self, request: AddOrUpdate) -> Outcome {
+        let key = request.key.clone();
+        let _guard = match self.lock(&key).await {
+            Ok(guard) => guard,
+            Err(outcome) => return outcome,
+        };
+        let prior = match self.prior(&key).await {
+            Ok(prior) => prior,
+            Err(outcome) => return outcome,
+        };
+        let bundled = self.bundled.get(&key);
+        let row = prior.row();
+        let active_content: Option<&[u8]> = match (row, &prior.entry) {
+            (Row::Active, Some(entry)) => Some(&entry.content),
+            (Row::None, _) => bundled.map(|b| b.content.as_slice()),
+            _ => None,
+        };
+        let operation = Operation::AddOrUpdate {
+            same_as_active: active_content == Some(request.content.as_slice()),
+            force: request.force,
+        };
+        let reactivation = match lifecycle::decide(Situation { row, bundled: bundled.is_some() }, operation) {
+            Decision::NoChange => {
+                return Outcome::new(
+                    ApplyStatus::NoChange,
+                    "content is identical to the active content; post with force=true to re-apply",
+                );
+            }
+            Decision::Apply { reactivation } => reactivation,
+            other => {
+                return Outcome::new(ApplyStatus::ApplyFailed, format!("unexpected lifecycle decision {other:?}"));
+            }
+        };
+
+        // Compile fully before any pause or persist: every invalid input is an honest 400.
+        let compiled = match compile_for(&key, &request.content) {
+            Ok(compiled) => compiled,
+            Err(e) => return Outcome::new(ApplyStatus::CompileFailed, e.to_string()),
+        };
+        let prior_bytes: Option<&[u8]> = match &prior.entry {
+            Some(entry) => Some(&entry.content),
+            None => bundled.map(|b| b.content.as_slice()),
+        };
+        let prior_compiled = prior_bytes.map(|bytes| (bytes, compile_for(&key, bytes).ok()));
+        let prior_view = match &prior_compiled {
+            None => classify::Prior::None,
+            Some((bytes, None)) => classify::Prior::Unparseable { bytes },
+            Some((bytes, Some(compiled))) => classify::Prior::Compiled { bytes, compiled },
+        };
+        let mut classification = classify::classify(prior_view, &request.content, &compiled);
+        // A reactivation re-creates everything; a forced re-post of identical content takes
+        // the full structural path too, but changes no metric identity.
+        promote_to_structural(&mut classification, &compiled, reactivation);
+
+        let impact = classify::storage_impact(prior_view, &compiled, |metric| {
+            self.store.measure(metric).map(|m| m.shape)
+        });
+        if !impact.is_empty() && !request.allow_storage_change {
+            return Outcome::new(
+                ApplyStatus::StorageChangeRequiresExplicitApproval,
+                format!(
+                    "this change moves the storage identity of [{}]; re-post with allowStorageChange=true if intended",
+                    impact.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            );
+        }
+        let claims = Claims::of(&compiled);
+        if let Err(conflict) = self
+            .runtime
+            .claims
+            .with_all(|files| ownership::check(&key, &claims, bundled.is_some(), files))
+        {
+            return Outcome::new(ApplyStatus::OwnershipConflict, conflict.to_string());
+        }
+
+        let entry = self.new_entry(&key, request.content, EntryStatus::Active, &prior);
+        let measures = self.measures_for(&key, &compiled, &entry.revision);
+        let change = Change { entries: vec![entry.clone()], measures, purge_entries: Vec::new() };
+
+        if classification.kind == ChangeKind::FilterOnly {
+            if let Err(e) = self.persist(change).await {
+                return Outcome::new(ApplyStatus::PersistFailed, format!("{key} not persisted: {e}"));
+            }
+            self.set_claims(&key, &compiled, false);
+            self.peers.notify_committed(&key, &entry.revision).await;
+            if let Some(argument) = faults::injected(faults::AFTER_PERSIST) {
+                self.runtime.set_error(&key, format!("local apply deferred ({argument}); the scan retries"));
+                return Outcome::new(
+                    ApplyStatus::FilterOnlyPersisted,
+                    format!("{key} persisted; the local swap failed and the next scan retries"),
+                );
+            }
+            self.runtime.install(
+                &key,
+                loaded_rule(compiled, entry.content_hash.clone(), Some(entry.revision.clone()), LoaderKind::Runtime),
+                BTreeSet::new(),
+            );
+            return Outcome::new(ApplyStatus::FilterOnlyApplied, classification.summary());
+        }
+
+        if let Err(outcome) = self.suspend_cluster(&key).await {
+            return outcome;
+        }
+        if let Err(e) = self.persist(change).await {
+            self.resume_cluster(&key).await;
+            return Outcome::new(
+                ApplyStatus::PersistFailed,
+                format!("{key} not persisted, nothing changed: {e}"),
+            );
+        }
+        // Committed. From here on storage is authoritative.
+        self.set_claims(&key, &compiled, false);
+        if let Some(argument) = faults::injected(faults::AFTER_PERSIST) {
+            self.runtime.set_error(&key, format!("commit deferred ({argument}); the scan retries"));
+            self.resume_cluster(&key).await;
+            self.peers.notify_committed(&key, &entry.revision).await;
+            return Outcome::new(
+                ApplyStatus::CommitDeferred,
+                format!("{key} persisted; the local finishing step failed and the next scan retries"),
+            );
+        }
+        self.runtime.install(
+            &key,
+            loaded_rule(compiled, entry.content_hash.clone(), Some(entry.revision.clone()), LoaderKind::Runtime),
+            BTreeSet::new(),
+        );
+        self.runtime.resume(&key, crate::runtime::Origin::SelfOrigin);
+        self.announce(&key, &entry.revision).await;
+        self.runtime.reset_alarm_windows(&key, classification.alarm_reset());
+        Outcome::new(ApplyStatus::StructuralApplied, classification.summary())
+    }
+}
+
+fn promote_to_structural(classification: &mut Classification, compiled: &Compiled, reactivation: bool) {
+    if reactivation {
+        classification.kind = ChangeKind::Structural;
+        classification.added = Claims::of(compiled).names();
+    } else if classification.kind == ChangeKind::NoChange {
+        classification.kind = ChangeKind::Structural;
+    }
+}
+
+/// Keys every metric of a file, for alarm resets on teardown.
+pub(super) fn all_names(compiled: &Compiled) -> BTreeSet<String> {
+    Claims::of(compiled).names()
+}

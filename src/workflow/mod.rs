@@ -1,0 +1,199 @@
+//! The on-demand workflow: addOrUpdate, inactivate and delete. It is the only writer of rule
+//! entries; replicated entries from peers will go through the same write path.
+//!
+//! Every operation runs on the main under the file's lock, decides with the pure functions in
+//! `rules` (lifecycle, classification, guardrail, ownership), and treats the synced store write
+//! as the commit point. Everything before the commit is reversible and is rolled back on
+//! failure; everything after it is finishing work that the periodic scan retries if it fails.
+//!
+//! Structural path: local suspend (SELF) → Suspend broadcast → schema change prepared →
+//! persist entry and measures in one batch (commit) → finalize locally → notify and resume
+//! peers → reset alarm windows. Filter-only path: persist → apply locally; no pause.
+
+mod add_or_update;
+pub mod faults;
+pub mod peers;
+mod remove;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::bundled::Bundled;
+use crate::clock::{RevisionClock, now_ms};
+use crate::compiler::{Compiled, CompileError};
+use crate::ids::{ContentHash, Revision, RuleKey};
+use crate::rules::classify::Claims;
+use crate::rules::lifecycle::Row;
+use crate::rules::ownership::FileClaims;
+use crate::runtime::locks::{FileGuard, FileLocks};
+use crate::runtime::{LoadedRule, LoaderKind, Origin, Runtime};
+use crate::status::{ApplyStatus, Outcome};
+use crate::store::{Change, EntryStatus, Measure, RuleEntry, Store};
+pub use peers::{NoPeers, Peers, SuspendVote};
+
+/// How long a write waits for the file's lock before answering `update_in_progress`.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(35);
+
+/// An addOrUpdate request, validated by the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct AddOrUpdate {
+    pub key: RuleKey,
+    pub content: Vec<u8>,
+    pub allow_storage_change: bool,
+    pub force: bool,
+}
+
+pub struct Workflow {
+    store: Arc<Store>,
+    runtime: Arc<Runtime>,
+    bundled: Arc<Bundled>,
+    clock: Arc<RevisionClock>,
+    peers: Arc<dyn Peers>,
+    locks: Arc<FileLocks>,
+    lock_timeout: Duration,
+}
+
+/// The stored row and bundled file of a key, read under its lock.
+struct Prior {
+    entry: Option<RuleEntry>,
+    /// The previous entry revision, tombstones included, for ordering the next write.
+    last_revision: Option<Revision>,
+}
+
+impl Prior {
+    fn row(&self) -> Row {
+        match self.entry.as_ref().map(|e| e.status) {
+            Some(EntryStatus::Active) => Row::Active,
+            Some(EntryStatus::Inactive) => Row::Inactive,
+            Some(EntryStatus::Deleted) | None => Row::None,
+        }
+    }
+}
+
+impl Workflow {
+    pub fn new(
+        store: Arc<Store>,
+        runtime: Arc<Runtime>,
+        bundled: Arc<Bundled>,
+        clock: Arc<RevisionClock>,
+        peers: Arc<dyn Peers>,
+        locks: Arc<FileLocks>,
+    ) -> Workflow {
+        Workflow { store, runtime, bundled, clock, peers, locks, lock_timeout: DEFAULT_LOCK_TIMEOUT }
+    }
+
+    pub fn with_lock_timeout(mut self, timeout: Duration) -> Workflow {
+        self.lock_timeout = timeout;
+        self
+    }
+
+    /// The per-file locks (shared with the scan).
+    pub fn file_locks(&self) -> &Arc<FileLocks> {
+        &self.locks
+    }
+
+    async fn lock(&self, key: &RuleKey) -> Result<FileGuard, Outcome> {
+        self.locks.lock(key, self.lock_timeout).await.ok_or_else(|| {
+            Outcome::new(
+                ApplyStatus::UpdateInProgress,
+                format!("{key} is being updated; the file lock was not free within {:?}", self.lock_timeout),
+            )
+        })
+    }
+
+    /// Reads the prior row. A read failure is `storage_unavailable`, never "no row": treating
+    /// it as absent would let destructive changes slip past the guardrail.
+    async fn prior(&self, key: &RuleKey) -> Result<Prior, Outcome> {
+        match self.store.get_entry(key).await {
+            Ok(entry) => {
+                let last_revision = entry.as_ref().map(|e| e.revision.clone());
+                Ok(Prior { entry: entry.filter(RuleEntry::is_live), last_revision })
+            }
+            Err(e) => Err(Outcome::new(ApplyStatus::StorageUnavailable, format!("reading {key}: {e}"))),
+        }
+    }
+
+    fn new_entry(&self, key: &RuleKey, content: Vec<u8>, status: EntryStatus, prior: &Prior) -> RuleEntry {
+        let now = now_ms();
+        RuleEntry {
+            key: key.clone(),
+            content_hash: ContentHash::of(&content),
+            content,
+            status,
+            update_time_ms: now,
+            revision: self.clock.next(now, prior.last_revision.as_ref()),
+        }
+    }
+
+    /// Measures to create or reshape so the registry matches `compiled` (guardrail already passed).
+    fn measures_for(&self, key: &RuleKey, compiled: &Compiled, revision: &Revision) -> Vec<Measure> {
+        let Compiled::Mal(file) = compiled else { return Vec::new() };
+        file.metrics()
+            .into_iter()
+            .filter(|(metric, shape)| self.store.measure(metric).is_none_or(|m| m.shape != *shape))
+            .map(|(metric, shape)| Measure { metric, shape, owner: key.clone(), revision: revision.clone() })
+            .collect()
+    }
+
+    /// Persists `change`, honouring the persist failpoints.
+    async fn persist(&self, change: Change) -> Result<(), String> {
+        if let Some(argument) = faults::injected(faults::BEFORE_PERSIST) {
+            return Err(format!("failpoint {} ({argument})", faults::BEFORE_PERSIST));
+        }
+        if let Some(argument) = faults::injected(faults::PERSIST) {
+            return Err(format!("failpoint {} ({argument})", faults::PERSIST));
+        }
+        self.store.commit(change).await.map_err(|e| e.to_string())
+    }
+
+    /// Suspends locally (SELF) and then every peer. On refusal everything is resumed and the
+    /// refusal is returned as the operator's answer.
+    async fn suspend_cluster(&self, key: &RuleKey) -> Result<(), Outcome> {
+        use crate::runtime::SuspendResult;
+        if self.runtime.suspend(key, Origin::SelfOrigin, false) == SuspendResult::Rejected {
+            return Err(Outcome::new(
+                ApplyStatus::OriginConflict,
+                format!("{key} is suspended by a peer (another node is applying it); retry once it settles"),
+            ));
+        }
+        if let SuspendVote::Rejected { peer, detail } = self.peers.suspend_all(key).await {
+            self.resume_cluster(key).await;
+            return Err(Outcome::new(
+                ApplyStatus::SplitBrainDetected,
+                format!("peer {peer} refused the suspend of {key} ({detail}); another node believes it is the main"),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn resume_cluster(&self, key: &RuleKey) {
+        self.runtime.resume(key, Origin::SelfOrigin);
+        self.peers.resume_all(key).await;
+    }
+
+    /// After the commit: tell peers and let them resume.
+    async fn announce(&self, key: &RuleKey, revision: &Revision) {
+        self.peers.notify_committed(key, revision).await;
+        self.peers.resume_all(key).await;
+    }
+
+    fn set_claims(&self, key: &RuleKey, compiled: &Compiled, inactive: bool) {
+        self.runtime.claims.set(
+            key,
+            FileClaims { claims: Claims::of(compiled), inactive, bundled: self.bundled.contains(key) },
+        );
+    }
+}
+
+/// Compiles a file of `key`'s catalog.
+pub fn compile_for(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
+    crate::compiler::compile(key.catalog.dsl(), content)
+}
+
+/// A runtime record for compiled content.
+pub fn loaded_rule(compiled: Compiled, hash: ContentHash, revision: Option<Revision>, kind: LoaderKind) -> LoadedRule {
+    LoadedRule { compiled: Arc::new(compiled), content_hash: hash, revision, kind, loaded_at_ms: now_ms() }
+}
+
+#[cfg(test)]
+mod tests;

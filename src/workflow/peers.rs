@@ -1,0 +1,46 @@
+//! The workflow's view of the other nodes: best-effort suspend, resume and commit notices.
+//!
+//! A single node uses [`NoPeers`]: "this node is the main and has no peers" is the degenerate
+//! case of the cluster, and the workflow runs the same steps either way.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::ids::{NodeId, Revision, RuleKey};
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The collective answer to a Suspend broadcast.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SuspendVote {
+    /// Every reachable peer suspended (or had nothing to suspend). Unreachable peers are
+    /// logged and skipped; the periodic scan covers them.
+    Accepted,
+    /// A peer was already suspended by another origin: a competing main.
+    Rejected { peer: NodeId, detail: String },
+}
+
+pub trait Peers: Send + Sync + 'static {
+    fn suspend_all<'a>(&'a self, key: &'a RuleKey) -> BoxFuture<'a, SuspendVote>;
+    fn resume_all<'a>(&'a self, key: &'a RuleKey) -> BoxFuture<'a, ()>;
+    /// Tells peers a new entry revision is committed, so they pull it now instead of at the
+    /// next scan.
+    fn notify_committed<'a>(&'a self, key: &'a RuleKey, revision: &'a Revision) -> BoxFuture<'a, ()>;
+}
+
+/// A node without peers.
+pub struct NoPeers;
+
+impl Peers for NoPeers {
+    fn suspend_all<'a>(&'a self, _key: &'a RuleKey) -> BoxFuture<'a, SuspendVote> {
+        Box::pin(async { SuspendVote::Accepted })
+    }
+
+    fn resume_all<'a>(&'a self, _key: &'a RuleKey) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    fn notify_committed<'a>(&'a self, _key: &'a RuleKey, _revision: &'a Revision) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
