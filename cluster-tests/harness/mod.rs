@@ -1,0 +1,161 @@
+//! Shared test harness: in-process nodes on ephemeral ports, real `hotrule` processes, and
+//! waiting on predicates with a deadline instead of sleeping.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hotrule::client::{AdminClient, with_query};
+use hotrule::node::{NodeSettings, RunningNode};
+use hotrule::store::kv::{KvEngine, MemKv};
+use hotrule::workflow::Peers;
+
+/// The bundled rules shipped in config/rules (a copy of the SkyWalking corpus).
+pub fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config/rules")
+}
+
+/// Polls `check` until it returns true or `timeout` passes; panics with `what` on timeout.
+pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for: {what}");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// An in-process node with a client pointed at it.
+pub struct TestNode {
+    pub node: RunningNode,
+    pub client: AdminClient,
+    pub kv: Arc<dyn KvEngine>,
+}
+
+impl TestNode {
+    pub async fn start(settings: NodeSettings, kv: Arc<dyn KvEngine>) -> TestNode {
+        TestNode::start_with(settings, kv, None).await
+    }
+
+    pub async fn start_with(settings: NodeSettings, kv: Arc<dyn KvEngine>, peers: Option<Arc<dyn Peers>>) -> TestNode {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
+        let token = settings.admin_token.clone();
+        let node = match peers {
+            Some(peers) => RunningNode::start_with_peers(settings, kv.clone(), listener, peers).await,
+            None => RunningNode::start(settings, kv.clone(), listener).await,
+        }
+        .expect("node starts");
+        let client = AdminClient::new(&node.admin_addr.to_string(), token).expect("client");
+        TestNode { node, client, kv }
+    }
+
+    /// A node on a fresh in-memory store.
+    pub async fn in_memory(settings: NodeSettings) -> (TestNode, Arc<MemKv>) {
+        let kv = Arc::new(MemKv::new());
+        (TestNode::start(settings, kv.clone()).await, kv)
+    }
+
+    pub async fn list(&self) -> serde_json::Value {
+        self.client.get("/runtime/rule/list").await.expect("list").json().expect("list json")
+    }
+
+    pub async fn row(&self, catalog: &str, name: &str) -> Option<serde_json::Value> {
+        let list = self.list().await;
+        list["rules"].as_array()?.iter().find(|r| r["catalog"] == catalog && r["name"] == name).cloned()
+    }
+
+    pub async fn push(&self, catalog: &str, name: &str, content: &str, extra: &[(&str, &str)]) -> (u16, serde_json::Value) {
+        let mut pairs = vec![("catalog", catalog), ("name", name)];
+        pairs.extend_from_slice(extra);
+        let reply = self
+            .client
+            .post(&with_query("/runtime/rule/addOrUpdate", &pairs), content.as_bytes().to_vec())
+            .await
+            .expect("push");
+        (reply.status.as_u16(), reply.json().unwrap_or_default())
+    }
+
+    pub async fn post(&self, route: &str, pairs: &[(&str, &str)]) -> (u16, serde_json::Value) {
+        let reply = self.client.post(&with_query(route, pairs), Vec::new()).await.expect("post");
+        (reply.status.as_u16(), reply.json().unwrap_or_default())
+    }
+}
+
+/// Binds port 0 and returns a free port (released again; tiny race accepted in tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+/// A real `hotrule serve` process.
+pub struct ProcessNode {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub client: AdminClient,
+    pub log: PathBuf,
+}
+
+impl ProcessNode {
+    /// Starts `hotrule serve` with `data_dir`, a free admin port and `extra` args/env, and
+    /// waits for /readyz.
+    pub async fn spawn(data_dir: &Path, extra_args: &[&str], env: &[(&str, &str)]) -> ProcessNode {
+        let port = free_port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+        let log = data_dir.with_extension(format!("{port}.log"));
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_hotrule"));
+        command
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--admin-listen")
+            .arg(addr.to_string())
+            .arg("--rules-dir")
+            .arg(data_dir.join("no-bundled-rules"))
+            .args(extra_args)
+            .env_remove("HOTRULE_ADMIN_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(log_file);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let child = command.spawn().expect("spawn hotrule");
+        let client = AdminClient::new(&addr.to_string(), None).expect("client");
+        let node = ProcessNode { child, addr, client, log };
+        let probe = node.client.clone();
+        wait_until(Duration::from_secs(30), "process node ready", || {
+            let probe = probe.clone();
+            async move { probe.get("/readyz").await.is_ok_and(|r| r.status.is_success()) }
+        })
+        .await;
+        node
+    }
+
+    /// SIGKILL, as a crash.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for ProcessNode {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
