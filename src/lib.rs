@@ -4,9 +4,12 @@
 //! `rules` (pure decisions) and `store` (the only module that touches the key-value engine)
 //! import nothing above them. Only `node` sees everything and wires it together.
 
+pub mod agent;
 pub mod bench;
 pub mod bundled;
+pub mod bus;
 pub mod clock;
+pub mod cluster;
 pub mod client;
 pub mod http;
 pub mod ids;

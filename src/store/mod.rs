@@ -134,10 +134,10 @@ impl Store {
         fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::Read(
             "failpoint store::read".into()
         ))));
-        let kv = self.kv.clone();
+        // A point read is a memtable or block-cache lookup: no thread hop for it.
         let raw_key = keys::rule_key(key);
-        let raw = blocking(move || kv.get(&raw_key).map_err(StoreError::from)).await?;
-        raw.map(|bytes| decode_entry(&keys::rule_key(key), &bytes)).transpose()
+        let raw = self.kv.get(&raw_key)?;
+        raw.map(|bytes| decode_entry(&raw_key, &bytes)).transpose()
     }
 
     /// Reads every entry (tombstones included) from the engine, not the cache.
@@ -239,11 +239,19 @@ fn decode_entry(key: &[u8], bytes: &[u8]) -> Result<RuleEntry, StoreError> {
     })
 }
 
-/// Runs blocking engine work off the async workers. Concurrent synced writes land on separate
-/// threads, which is what lets RocksDB group-commit them into one fsync.
+/// Runs blocking engine work (a synced write, a full scan).
+///
+/// On the multi-threaded runtime it runs in place on the current worker, which hands its other
+/// tasks to a fresh thread: no cross-thread wakeup on the sequential path, and concurrent writers
+/// still reach the engine at the same time, so RocksDB group-commits them into one fsync. On a
+/// current-thread runtime (unit tests) it goes to the blocking pool instead.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    if Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread) {
+        return tokio::task::block_in_place(work);
+    }
     tokio::task::spawn_blocking(work).await.map_err(|e| StoreError::Task(e.to_string()))?
 }
 

@@ -12,6 +12,16 @@ use crate::status::{ApplyStatus, Outcome};
 use crate::store::{Change, EntryStatus};
 
 impl Workflow {
+    /// The prior content compiled: the loaded artefact when it is exactly that content,
+    /// otherwise a fresh compile (None when the prior no longer compiles).
+    fn compiled_prior(&self, key: &crate::ids::RuleKey, bytes: &[u8]) -> Option<std::sync::Arc<Compiled>> {
+        let hash = crate::ids::ContentHash::of(bytes);
+        if let Some(loaded) = self.runtime.get(key).and_then(|s| s.loaded).filter(|l| l.content_hash == hash) {
+            return Some(loaded.compiled);
+        }
+        compile_for(key, bytes).ok().map(std::sync::Arc::new)
+    }
+
     pub async fn add_or_update(&self, request: AddOrUpdate) -> Outcome {
         let key = request.key.clone();
         let _guard = match self.lock(&key).await {
@@ -55,11 +65,11 @@ impl Workflow {
             Some(entry) => Some(&entry.content),
             None => bundled.map(|b| b.content.as_slice()),
         };
-        let prior_compiled = prior_bytes.map(|bytes| (bytes, compile_for(&key, bytes).ok()));
+        let prior_compiled = prior_bytes.map(|bytes| (bytes, self.compiled_prior(&key, bytes)));
         let prior_view = match &prior_compiled {
             None => classify::Prior::None,
             Some((bytes, None)) => classify::Prior::Unparseable { bytes },
-            Some((bytes, Some(compiled))) => classify::Prior::Compiled { bytes, compiled },
+            Some((bytes, Some(compiled))) => classify::Prior::Compiled { bytes, compiled: compiled.as_ref() },
         };
         let mut classification = classify::classify(prior_view, &request.content, &compiled);
         // A reactivation re-creates everything; a forced re-post of identical content takes

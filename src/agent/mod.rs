@@ -1,0 +1,1 @@
+//! The iLogtail / LoongCollector ConfigServer protocol v2, served to agents.

@@ -1,0 +1,1 @@
+//! Cluster membership (chitchat gossip) and main selection.
