@@ -1,17 +1,15 @@
 //! The `hotrule` binary: `serve` runs a node; `rule ...` talks to a node's admin API;
 //! `bench ...` runs the benchmarks recorded in docs/benchmarks.md.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use hotrule::client::{AdminClient, cli};
-use hotrule::node::{NodeSettings, RunningNode};
-use hotrule::scan::ScanSettings;
+use hotrule::config::{self, ConfigSources};
+use hotrule::node::{ConfigRuntime, LogControl, NodeSettings, RunningNode};
 
 #[derive(Parser)]
 #[command(name = "hotrule", version, about = "Runtime hot-update of SkyWalking MAL/LAL rules on a peer-to-peer cluster")]
@@ -31,6 +29,11 @@ enum Command {
         #[command(subcommand)]
         command: RuleCommand,
     },
+    /// Inspect a configuration without running a node.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     /// Run a benchmark (see docs/benchmarks.md).
     Bench {
         #[command(subcommand)]
@@ -38,35 +41,88 @@ enum Command {
     },
 }
 
+#[derive(Args, Clone)]
+struct SourceArgs {
+    /// A configuration source: file:PATH (or a bare path), env:VAR, yaml:key::path: value,
+    /// http://... Repeatable; later sources win.
+    #[arg(long = "config", value_name = "URI")]
+    config: Vec<String>,
+    /// An inline override, key.path=value, applied after every --config.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
 #[derive(Args)]
 struct ServeArgs {
-    /// Directory of the node's management storage (RocksDB).
-    #[arg(long, default_value = "./hotrule-data")]
-    data_dir: PathBuf,
-    /// Admin API listen address.
-    #[arg(long, default_value = "127.0.0.1:17128")]
-    admin_listen: SocketAddr,
-    /// Bundled rules: <rules-dir>/<catalog>/<name>.yaml.
-    #[arg(long, default_value = "./config/rules")]
-    rules_dir: PathBuf,
-    /// Seconds between periodic scans.
-    #[arg(long, default_value_t = 30)]
-    scan_interval: u64,
-    /// Seconds a PEER suspension may last, with an unmoved entry, before the scan self-heals it.
-    #[arg(long, default_value_t = 60)]
-    self_heal_threshold: u64,
-    /// Bearer token required on every admin route except /healthz.
+    #[command(flatten)]
+    sources: SourceArgs,
+    /// Directory of the node's management storage (node.data_dir; default ./hotrule-data).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Admin API listen address (admin.listen; default 127.0.0.1:17128).
+    #[arg(long)]
+    admin_listen: Option<String>,
+    /// Bundled rules: <rules-dir>/<catalog>/<name>.yaml (rules.dir; default ./config/rules).
+    #[arg(long)]
+    rules_dir: Option<PathBuf>,
+    /// Seconds between periodic scans (rules.scan_interval; default 30).
+    #[arg(long)]
+    scan_interval: Option<u64>,
+    /// Seconds a PEER suspension may last, with an unmoved entry, before the scan self-heals it
+    /// (rules.self_heal_threshold; default 60).
+    #[arg(long)]
+    self_heal_threshold: Option<u64>,
+    /// Bearer token required on every admin route except /healthz (admin.token).
     #[arg(long, env = "HOTRULE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
-    /// Allow a non-loopback admin listener without a token.
+    /// Allow a non-loopback admin listener without a token (admin.insecure).
     #[arg(long)]
     insecure_admin: bool,
-    /// This node's id (default: the admin address host:port).
+    /// This node's id (node.id; default: the admin address host:port).
     #[arg(long)]
     node_id: Option<String>,
-    /// Log filter, e.g. info or hotrule=debug.
-    #[arg(long, env = "HOTRULE_LOG", default_value = "info")]
-    log_level: String,
+    /// Log filter, e.g. info or hotrule=debug (log.level).
+    #[arg(long, env = "HOTRULE_LOG")]
+    log_level: Option<String>,
+}
+
+impl ServeArgs {
+    /// The flags given explicitly, as config key overrides (flags override files).
+    fn sources(&self) -> ConfigSources {
+        let mut overrides: Vec<(String, String)> = Vec::new();
+        let mut put = |key: &str, value: Option<String>| {
+            if let Some(value) = value {
+                overrides.push((key.to_string(), value));
+            }
+        };
+        put("node.data_dir", self.data_dir.as_ref().map(|p| p.display().to_string()));
+        put("admin.listen", self.admin_listen.clone());
+        put("rules.dir", self.rules_dir.as_ref().map(|p| p.display().to_string()));
+        put("rules.scan_interval", self.scan_interval.map(|s| format!("{s}s")));
+        put("rules.self_heal_threshold", self.self_heal_threshold.map(|s| format!("{s}s")));
+        put("admin.token", self.admin_token.clone().filter(|t| !t.is_empty()));
+        put("admin.insecure", self.insecure_admin.then(|| "true".to_string()));
+        put("node.id", self.node_id.clone());
+        put("log.level", self.log_level.clone());
+        ConfigSources { uris: self.sources.config.clone(), sets: self.sources.set.clone(), overrides }
+    }
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration, secrets redacted.
+    Print {
+        #[command(flatten)]
+        sources: SourceArgs,
+        /// Mark the source each value came from.
+        #[arg(long)]
+        show_origin: bool,
+    },
+    /// Check a configuration; exits non-zero and lists every error.
+    Validate {
+        #[command(flatten)]
+        sources: SourceArgs,
+    },
 }
 
 #[derive(Args)]
@@ -146,6 +202,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve(args).await,
             Command::Rule { server, command } => rule(server, command).await,
+            Command::Config { command } => config_command(command),
             Command::Bench { command } => hotrule::bench::run(command).await,
         }
     })
@@ -181,61 +238,92 @@ async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
     }
 }
 
-fn init_tracing(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|e| {
-        eprintln!("hotrule: bad log filter {filter:?} ({e}); using info");
-        tracing_subscriber::EnvFilter::new("info")
-    });
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+/// Installs the log subscriber with a reloadable filter; returns the control for live changes.
+fn init_tracing(filter: &str) -> LogControl {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, reload};
+    let initial = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let (layer, handle) = reload::Layer::new(initial);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let fmt = tracing_subscriber::fmt::layer().with_target(false).with_ansi(ansi).with_writer(std::io::stderr);
+    let _ = tracing_subscriber::registry().with(layer).with(fmt).try_init();
+    Arc::new(move |level: &str| {
+        let filter = EnvFilter::try_new(level).map_err(|e| format!("log.level {level:?}: {e}"))?;
+        handle.reload(filter).map_err(|e| e.to_string())
+    })
+}
+
+fn config_command(command: ConfigCommand) -> ExitCode {
+    let (sources, show_origin, print) = match command {
+        ConfigCommand::Print { sources, show_origin } => (sources, show_origin, true),
+        ConfigCommand::Validate { sources } => (sources, false, false),
+    };
+    let sources = ConfigSources { uris: sources.config, sets: sources.set, overrides: Vec::new() };
+    match config::load(&sources, Arc::new(hotrule_confmap::ProcessEnv)) {
+        Ok(loaded) => {
+            for warning in &loaded.warnings {
+                eprintln!("warning: {warning}");
+            }
+            if print {
+                let effective = hotrule_confmap::redact(&defaults_under(&loaded), config::is_secret);
+                let origins = hotrule_confmap::redact_origins(&loaded.origins, config::is_secret);
+                print!("{}", hotrule_confmap::to_yaml_string(&effective, show_origin.then_some(&origins)));
+            } else {
+                println!("configuration is valid");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hotrule: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The full effective config: every key with its value, defaults included.
+fn defaults_under(loaded: &config::Loaded) -> hotrule_confmap::Value {
+    let json = serde_json::to_string(&loaded.config.raw).unwrap_or_default();
+    hotrule_confmap::parse_yaml(&json).unwrap_or_else(|_| loaded.effective.clone())
 }
 
 async fn serve(args: ServeArgs) -> ExitCode {
-    init_tracing(&args.log_level);
+    let sources = args.sources();
+    let env: Arc<dyn hotrule_confmap::Env> = Arc::new(hotrule_confmap::ProcessEnv);
+    let loaded = match config::load(&sources, env.clone()) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("hotrule: refusing to start: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let log_control = init_tracing(&loaded.config.log_level);
     let _failpoints = hotrule::bench::failpoint_scenario();
-    let token = args.admin_token.clone().filter(|t| !t.is_empty());
-    if !args.admin_listen.ip().is_loopback() && token.is_none() && !args.insecure_admin {
-        eprintln!(
-            "hotrule: refusing to serve the admin API on non-loopback {} without a token; \
-             set --admin-token (or HOTRULE_ADMIN_TOKEN), or pass --insecure-admin if a gateway protects it",
-            args.admin_listen
-        );
-        return ExitCode::from(2);
+    for warning in &loaded.warnings {
+        tracing::warn!(%warning, "configuration");
     }
-    if args.scan_interval == 0 || args.self_heal_threshold == 0 {
-        eprintln!("hotrule: --scan-interval and --self-heal-threshold must be at least 1 second");
-        return ExitCode::from(2);
-    }
-    let kv = match open_storage(&args.data_dir) {
+    let node_config = loaded.config.clone();
+    let kv = match open_storage(&node_config.data_dir) {
         Ok(kv) => kv,
         Err(message) => {
             eprintln!("hotrule: {message}");
             return ExitCode::FAILURE;
         }
     };
-    let rules_dir = if args.rules_dir.is_dir() {
-        Some(args.rules_dir.clone())
-    } else {
-        tracing::warn!(dir = %args.rules_dir.display(), "rules dir not found; starting without bundled rules");
-        None
-    };
-    let listener = match tokio::net::TcpListener::bind(args.admin_listen).await {
+    let listener = match tokio::net::TcpListener::bind(node_config.admin_listen).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("hotrule: cannot listen on {}: {e}", args.admin_listen);
+            eprintln!("hotrule: cannot listen on {}: {e}", node_config.admin_listen);
             return ExitCode::FAILURE;
         }
     };
-    let settings = NodeSettings {
-        node_id: args.node_id,
-        rules_dir,
-        scan: ScanSettings {
-            interval: Duration::from_secs(args.scan_interval),
-            self_heal_after: Duration::from_secs(args.self_heal_threshold),
-            ..ScanSettings::default()
-        },
-        admin_token: token,
-        lock_timeout: hotrule::workflow::DEFAULT_LOCK_TIMEOUT,
+    let runtime = ConfigRuntime {
+        sources,
+        env,
+        state: Arc::new(config::ConfigState::new(loaded)),
+        log_control: Some(log_control),
     };
+    let settings = NodeSettings::from_config(&node_config, runtime);
     let node = match RunningNode::start(settings, kv, listener).await {
         Ok(node) => node,
         Err(e) => {

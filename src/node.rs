@@ -14,6 +14,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::bundled::Bundled;
+use crate::config::reload::{LiveSettings, Reloader};
+use crate::config::{ConfigSources, ConfigState, NodeConfig};
 use crate::clock::RevisionClock;
 use crate::http::{self, AdminState};
 use crate::ids::NodeId;
@@ -24,8 +26,20 @@ use crate::store::Store;
 use crate::store::kv::KvEngine;
 use crate::workflow::{NoPeers, Peers, Workflow};
 
+/// Sets the log filter of the running process (live log-level changes).
+pub type LogControl = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+/// A node's configuration machinery: where it was loaded from, and its state for `GET /config`.
+#[derive(Clone)]
+pub struct ConfigRuntime {
+    pub sources: ConfigSources,
+    pub env: Arc<dyn hotrule_confmap::Env>,
+    pub state: Arc<ConfigState>,
+    pub log_control: Option<LogControl>,
+}
+
 /// Validated settings for one node.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct NodeSettings {
     pub node_id: Option<String>,
     pub rules_dir: Option<PathBuf>,
@@ -33,6 +47,8 @@ pub struct NodeSettings {
     pub admin_token: Option<String>,
     /// How long a write waits for its file's lock before `update_in_progress`.
     pub lock_timeout: std::time::Duration,
+    /// Present when the node runs from a loaded configuration (enables reload).
+    pub config: Option<ConfigRuntime>,
 }
 
 impl NodeSettings {
@@ -48,7 +64,52 @@ impl NodeSettings {
             },
             admin_token: None,
             lock_timeout: std::time::Duration::from_millis(500),
+            config: None,
         }
+    }
+
+    /// The settings a validated configuration describes.
+    pub fn from_config(config: &NodeConfig, runtime: ConfigRuntime) -> NodeSettings {
+        let rules_dir = if config.rules_dir.is_dir() {
+            Some(config.rules_dir.clone())
+        } else {
+            tracing::warn!(dir = %config.rules_dir.display(), "rules dir not found; starting without bundled rules");
+            None
+        };
+        NodeSettings {
+            node_id: config.node_id.clone(),
+            rules_dir,
+            scan: ScanSettings {
+                interval: config.scan_interval,
+                self_heal_after: config.self_heal_threshold,
+                tombstone_retention: config.tombstone_retention,
+            },
+            admin_token: config.admin_token.clone(),
+            lock_timeout: config.lock_timeout,
+            config: Some(runtime),
+        }
+    }
+}
+
+/// Applies the live settings of a reloaded configuration to a running node.
+struct NodeLive {
+    scanner: Arc<Scanner>,
+    state: Arc<AdminState>,
+    log_control: Option<LogControl>,
+}
+
+impl LiveSettings for NodeLive {
+    fn apply(&self, config: &NodeConfig) -> Result<(), String> {
+        if let Some(control) = &self.log_control {
+            control(&config.log_level)?;
+        }
+        self.scanner.update_settings(ScanSettings {
+            interval: config.scan_interval,
+            self_heal_after: config.self_heal_threshold,
+            tombstone_retention: config.tombstone_retention,
+        });
+        self.state.set_admin_token(config.admin_token.clone());
+        Ok(())
     }
 }
 
@@ -60,6 +121,8 @@ pub enum NodeError {
     Bundled(#[from] crate::bundled::BundledError),
     #[error("admin listener: {0}")]
     Listener(std::io::Error),
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigErrors),
 }
 
 /// A running node. Drop order does not matter; call [`RunningNode::shutdown`] to stop cleanly.
@@ -70,6 +133,7 @@ pub struct RunningNode {
     shutdown: CancellationToken,
     server: JoinHandle<()>,
     scanner_task: JoinHandle<()>,
+    reloader_task: Option<JoinHandle<()>>,
 }
 
 impl RunningNode {
@@ -114,6 +178,13 @@ impl RunningNode {
             locks,
         )
         .with_lock_timeout(settings.lock_timeout));
+        let config_state = match &settings.config {
+            Some(runtime) => runtime.state.clone(),
+            None => Arc::new(ConfigState::new(crate::config::load(
+                &ConfigSources::default(),
+                Arc::new(hotrule_confmap::MapEnv::new(Vec::<(String, String)>::new())),
+            )?)),
+        };
         let state = Arc::new(AdminState {
             node_id: node_id.clone(),
             workflow,
@@ -123,6 +194,7 @@ impl RunningNode {
             scanner: scanner.clone(),
             admin_token: std::sync::RwLock::new(settings.admin_token.clone()),
             ready: AtomicBool::new(false),
+            config: config_state,
         });
 
         // Boot: one synchronous scan before the admin port serves anything.
@@ -137,7 +209,12 @@ impl RunningNode {
 
         // Spawn workers, then the server.
         let shutdown = CancellationToken::new();
-        let scanner_task = tokio::spawn(scanner.run(shutdown.clone()));
+        let scanner_task = tokio::spawn(scanner.clone().run(shutdown.clone()));
+        let reloader_task = settings.config.as_ref().map(|runtime| {
+            let live = Arc::new(NodeLive { scanner: scanner.clone(), state: state.clone(), log_control: runtime.log_control.clone() });
+            let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
+            tokio::spawn(reloader.run(shutdown.clone()))
+        });
         let app = http::router(state.clone());
         let server_shutdown = shutdown.clone();
         let server = tokio::spawn(async move {
@@ -147,7 +224,7 @@ impl RunningNode {
             }
         });
         tracing::info!(node = %node_id, admin = %admin_addr, "serving");
-        Ok(RunningNode { admin_addr, state, boot_report, shutdown, server, scanner_task })
+        Ok(RunningNode { admin_addr, state, boot_report, shutdown, server, scanner_task, reloader_task })
     }
 
     /// Waits until the node stops (it only stops through `shutdown`).
@@ -159,6 +236,9 @@ impl RunningNode {
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         let _ = self.server.await;
+        if let Some(task) = self.reloader_task {
+            let _ = task.await;
+        }
         let _ = self.scanner_task.await;
     }
 }

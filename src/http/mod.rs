@@ -40,11 +40,17 @@ pub struct AdminState {
     /// The bearer token, if any; replaceable at run time (config reload).
     pub admin_token: std::sync::RwLock<Option<String>>,
     pub ready: AtomicBool,
+    pub config: Arc<crate::config::ConfigState>,
 }
 
 impl AdminState {
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    /// Replaces the admin token (live configuration reload).
+    pub fn set_admin_token(&self, token: Option<String>) {
+        *self.admin_token.write().unwrap_or_else(|p| p.into_inner()) = token;
     }
 
     fn token(&self) -> Option<String> {
@@ -105,7 +111,8 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/list", get(reads::list))
         .route("/runtime/rule/dump", get(dump::dump_all))
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
-        .route("/readyz", get(readyz));
+        .route("/readyz", get(readyz))
+        .route("/config", get(config));
     #[cfg(feature = "failpoints")]
     let rules = rules.route("/debug/failpoints", post(writes::set_failpoint));
     let protected = rules.route_layer(middleware::from_fn_with_state(state.clone(), require_token));
@@ -126,6 +133,10 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
     } else {
         outcome_response(&Outcome::new(ApplyStatus::NotReady, "boot has not finished"), "", "")
     }
+}
+
+async fn config(State(state): State<Arc<AdminState>>) -> Response {
+    axum::Json(state.config.view()).into_response()
 }
 
 async fn unknown_route(request: Request) -> Response {

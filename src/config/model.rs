@@ -1,0 +1,235 @@
+//! The node's configuration as read (`RawConfig`, every field with a named default) and as
+//! validated (`NodeConfig`). Nothing downstream sees a `RawConfig`.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+/// A duration written as `500ms`, `30s`, `5m`, `24h`, or a bare number of seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurationSetting(pub Duration);
+
+impl DurationSetting {
+    pub fn parse(text: &str) -> Result<DurationSetting, String> {
+        let text = text.trim();
+        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+        let (number, unit) = text.split_at(split);
+        if number.is_empty() {
+            return Err(format!("{text:?} is not a duration (use e.g. 500ms, 30s, 5m, 24h)"));
+        }
+        let n: u64 = number.parse().map_err(|_| format!("{text:?} is out of range"))?;
+        let millis = match unit.trim() {
+            "ms" => Some(n),
+            "" | "s" => n.checked_mul(1000),
+            "m" => n.checked_mul(60_000),
+            "h" => n.checked_mul(3_600_000),
+            other => return Err(format!("{text:?} has unknown unit {other:?} (use ms, s, m or h)")),
+        };
+        millis.map(|ms| DurationSetting(Duration::from_millis(ms))).ok_or_else(|| format!("{text:?} is out of range"))
+    }
+}
+
+impl fmt::Display for DurationSetting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        match ms {
+            0 => write!(f, "0s"),
+            ms if ms % 3_600_000 == 0 => write!(f, "{}h", ms / 3_600_000),
+            ms if ms % 60_000 == 0 => write!(f, "{}m", ms / 60_000),
+            ms if ms % 1000 == 0 => write!(f, "{}s", ms / 1000),
+            ms => write!(f, "{ms}ms"),
+        }
+    }
+}
+
+impl Serialize for DurationSetting {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for DurationSetting {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct DurationVisitor;
+        impl Visitor<'_> for DurationVisitor {
+            type Value = DurationSetting;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration such as 500ms, 30s, 5m, 24h, or a number of seconds")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<DurationSetting, E> {
+                Ok(DurationSetting(Duration::from_secs(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<DurationSetting, E> {
+                u64::try_from(v)
+                    .map(|s| DurationSetting(Duration::from_secs(s)))
+                    .map_err(|_| E::custom(format!("{v} is negative; durations must be positive")))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<DurationSetting, E> {
+                if v.is_finite() && v >= 0.0 {
+                    Ok(DurationSetting(Duration::from_secs_f64(v)))
+                } else {
+                    Err(E::custom(format!("{v} is not a positive duration")))
+                }
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<DurationSetting, E> {
+                if v.trim_start().starts_with('-') {
+                    return Err(E::custom(format!("{v:?} is negative; durations must be positive")));
+                }
+                DurationSetting::parse(v).map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_any(DurationVisitor)
+    }
+}
+
+fn default_data_dir() -> PathBuf {
+    PathBuf::from("./hotrule-data")
+}
+fn default_admin_listen() -> String {
+    "127.0.0.1:17128".into()
+}
+fn default_rules_dir() -> PathBuf {
+    PathBuf::from("./config/rules")
+}
+fn default_scan_interval() -> DurationSetting {
+    DurationSetting(Duration::from_secs(30))
+}
+fn default_self_heal_threshold() -> DurationSetting {
+    DurationSetting(Duration::from_secs(60))
+}
+fn default_lock_timeout() -> DurationSetting {
+    DurationSetting(Duration::from_secs(35))
+}
+fn default_tombstone_retention() -> DurationSetting {
+    DurationSetting(Duration::from_secs(24 * 3600))
+}
+fn default_log_level() -> String {
+    "info".into()
+}
+fn default_watch() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNode {
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default = "default_data_dir")]
+    pub data_dir: PathBuf,
+}
+
+impl Default for RawNode {
+    fn default() -> Self {
+        RawNode { id: None, data_dir: default_data_dir() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    #[serde(default = "default_admin_listen")]
+    pub listen: String,
+    #[serde(default)]
+    pub token: Option<String>,
+    #[serde(default)]
+    pub insecure: bool,
+}
+
+impl Default for RawAdmin {
+    fn default() -> Self {
+        RawAdmin { listen: default_admin_listen(), token: None, insecure: false }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRules {
+    #[serde(default = "default_rules_dir")]
+    pub dir: PathBuf,
+    #[serde(default = "default_scan_interval")]
+    pub scan_interval: DurationSetting,
+    #[serde(default = "default_self_heal_threshold")]
+    pub self_heal_threshold: DurationSetting,
+    #[serde(default = "default_lock_timeout")]
+    pub lock_timeout: DurationSetting,
+    #[serde(default = "default_tombstone_retention")]
+    pub tombstone_retention: DurationSetting,
+}
+
+impl Default for RawRules {
+    fn default() -> Self {
+        RawRules {
+            dir: default_rules_dir(),
+            scan_interval: default_scan_interval(),
+            self_heal_threshold: default_self_heal_threshold(),
+            lock_timeout: default_lock_timeout(),
+            tombstone_retention: default_tombstone_retention(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    #[serde(default = "default_log_level")]
+    pub level: String,
+}
+
+impl Default for RawLog {
+    fn default() -> Self {
+        RawLog { level: default_log_level() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfigSection {
+    /// Watch file sources and reload on change (SIGHUP always reloads).
+    #[serde(default = "default_watch")]
+    pub watch: bool,
+}
+
+impl Default for RawConfigSection {
+    fn default() -> Self {
+        RawConfigSection { watch: default_watch() }
+    }
+}
+
+/// The configuration tree as read, before validation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub node: RawNode,
+    #[serde(default)]
+    pub admin: RawAdmin,
+    #[serde(default)]
+    pub rules: RawRules,
+    #[serde(default)]
+    pub log: RawLog,
+    #[serde(default)]
+    pub config: RawConfigSection,
+}
+
+/// The validated configuration of a node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeConfig {
+    pub node_id: Option<String>,
+    pub data_dir: PathBuf,
+    pub admin_listen: std::net::SocketAddr,
+    pub admin_token: Option<String>,
+    pub insecure_admin: bool,
+    pub rules_dir: PathBuf,
+    pub scan_interval: Duration,
+    pub self_heal_threshold: Duration,
+    pub lock_timeout: Duration,
+    pub tombstone_retention: Duration,
+    pub log_level: String,
+    pub watch: bool,
+    /// The tree it came from (for printing, origins and diffs).
+    pub raw: RawConfig,
+}

@@ -1,0 +1,198 @@
+//! Loading, validation, redaction, the live/restart diff and reload rejection.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hotrule_confmap::MapEnv;
+
+use super::reload::{LiveSettings, Reloader, diff};
+use super::*;
+
+fn env(vars: &[(&str, &str)]) -> Arc<dyn hotrule_confmap::Env> {
+    Arc::new(MapEnv::new(vars.iter().map(|(k, v)| (k.to_string(), v.to_string()))))
+}
+
+fn file(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("write");
+    format!("file:{}", path.display())
+}
+
+fn sources(uris: Vec<String>) -> ConfigSources {
+    ConfigSources { uris, ..ConfigSources::default() }
+}
+
+fn errors(result: Result<Loaded, ConfigErrors>) -> Vec<(String, String)> {
+    match result {
+        Ok(_) => panic!("expected configuration errors"),
+        Err(ConfigErrors(issues)) => issues.into_iter().map(|i| (i.key, i.message)).collect(),
+    }
+}
+
+#[test]
+fn no_sources_give_the_documented_defaults() {
+    let loaded = load(&ConfigSources::default(), env(&[])).expect("defaults are valid");
+    let c = loaded.config;
+    assert_eq!(c.admin_listen.to_string(), "127.0.0.1:17128");
+    assert_eq!(c.data_dir, std::path::PathBuf::from("./hotrule-data"));
+    assert_eq!(c.rules_dir, std::path::PathBuf::from("./config/rules"));
+    assert_eq!((c.scan_interval, c.self_heal_threshold), (Duration::from_secs(30), Duration::from_secs(60)));
+    assert_eq!(c.log_level, "info");
+    assert!(c.watch && c.admin_token.is_none());
+}
+
+#[test]
+fn files_merge_in_order_then_sets_then_flags_win() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = file(&dir, "a.yaml", "rules:\n  scan_interval: 10s\n  self_heal_threshold: 2m\nlog:\n  level: debug\n");
+    let b = file(&dir, "b.yaml", "rules:\n  scan_interval: 20s\n");
+    let mut s = sources(vec![a.clone(), b.clone()]);
+    let loaded = load(&s, env(&[])).expect("valid");
+    assert_eq!(loaded.config.scan_interval, Duration::from_secs(20), "later file wins");
+    assert_eq!(loaded.config.self_heal_threshold, Duration::from_secs(120), "maps merge deeply");
+    assert_eq!(loaded.origins.get("rules.scan_interval"), Some(&b));
+    assert_eq!(loaded.origins.get("log.level"), Some(&a));
+    s.sets.push("rules.scan_interval=5s".into());
+    assert_eq!(load(&s, env(&[])).expect("valid").config.scan_interval, Duration::from_secs(5));
+    s.overrides.push(("rules.scan_interval".into(), "3".into()));
+    assert_eq!(load(&s, env(&[])).expect("valid").config.scan_interval, Duration::from_secs(3), "flags override");
+}
+
+#[test]
+fn expansion_defaults_and_string_typing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let uri = file(
+        &dir,
+        "n.yaml",
+        "admin:\n  listen: ${env:HR_LISTEN:-127.0.0.1:9999}\nnode:\n  id: 0123\nrules:\n  scan_interval: ${HR_SCAN}\n",
+    );
+    let loaded = load(&sources(vec![uri]), env(&[("HR_SCAN", "7")])).expect("valid");
+    assert_eq!(loaded.config.admin_listen.to_string(), "127.0.0.1:9999");
+    assert_eq!(loaded.config.node_id.as_deref(), Some("0123"), "0123 stays a string where a string is expected");
+    assert_eq!(loaded.config.scan_interval, Duration::from_secs(7), "a whole-value expansion takes the value's type");
+}
+
+#[test]
+fn every_error_is_listed_with_its_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let uri = file(
+        &dir,
+        "bad.yaml",
+        "admin:\n  listen: nowhere\nrules:\n  scan_intervall: 5s\n  self_heal_threshold: 0s\nlogg:\n  level: info\n",
+    );
+    let issues = errors(load(&sources(vec![uri]), env(&[])));
+    let keys: Vec<&str> = issues.iter().map(|(k, _)| k.as_str()).collect();
+    assert!(keys.contains(&"rules.scan_intervall") && keys.contains(&"logg"), "{issues:?}");
+    let message = |key: &str| issues.iter().find(|(k, _)| k == key).map(|(_, m)| m.clone()).unwrap_or_default();
+    assert!(message("rules.scan_intervall").contains("did you mean `rules.scan_interval`"), "{issues:?}");
+    assert!(message("logg").contains("did you mean `log`"), "{issues:?}");
+    // Field validation runs once the keys are known; fix the keys and every field error shows.
+    let uri = file(&dir, "bad2.yaml", "admin:\n  listen: nowhere\nrules:\n  self_heal_threshold: 0s\n  scan_interval: -5s\n");
+    let issues = errors(load(&sources(vec![uri]), env(&[])));
+    assert!(issues.iter().any(|(k, m)| k == "rules.scan_interval" && m.contains("negative")), "{issues:?}");
+    let uri = file(&dir, "bad3.yaml", "admin:\n  listen: nowhere\nrules:\n  self_heal_threshold: 0s\nlog:\n  level: \"[[\"\n");
+    let issues = errors(load(&sources(vec![uri]), env(&[])));
+    let keys: Vec<&str> = issues.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["admin.listen", "rules.self_heal_threshold", "log.level"], "{issues:?}");
+}
+
+#[test]
+fn a_public_admin_address_needs_a_token_or_insecure() {
+    let s = ConfigSources { sets: vec!["admin.listen=0.0.0.0:17128".into()], ..ConfigSources::default() };
+    let issues = errors(load(&s, env(&[])));
+    assert_eq!(issues[0].0, "admin.token");
+    let mut with_token = s.clone();
+    with_token.sets.push("admin.token=t0ken".into());
+    assert!(load(&with_token, env(&[])).is_ok());
+    let mut insecure = s.clone();
+    insecure.sets.push("admin.insecure=true".into());
+    assert!(load(&insecure, env(&[])).is_ok());
+}
+
+#[test]
+fn deprecated_flat_keys_move_with_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let uri = file(&dir, "old.yaml", "scan_interval: 9s\nadmin_listen: 127.0.0.1:18000\n");
+    let loaded = load(&sources(vec![uri]), env(&[])).expect("valid");
+    assert_eq!(loaded.config.scan_interval, Duration::from_secs(9));
+    assert_eq!(loaded.config.admin_listen.port(), 18000);
+    assert!(loaded.warnings.iter().any(|w| w.contains("scan_interval")), "{:?}", loaded.warnings);
+}
+
+#[test]
+fn secrets_are_redacted_in_the_view() {
+    let s = ConfigSources { sets: vec!["admin.token=s3cr3t-value".into()], ..ConfigSources::default() };
+    let state = ConfigState::new(load(&s, env(&[])).expect("valid"));
+    let view = state.view().to_string();
+    assert!(!view.contains("s3cr3t-value"), "{view}");
+    assert!(view.contains("[REDACTED]"), "{view}");
+}
+
+#[test]
+fn the_diff_separates_live_from_restart_keys() {
+    let base = load(&ConfigSources::default(), env(&[])).expect("valid").config;
+    let changed = load(
+        &ConfigSources {
+            sets: vec![
+                "rules.scan_interval=1s".into(),
+                "log.level=debug".into(),
+                "admin.token=x".into(),
+                "admin.listen=127.0.0.1:1".into(),
+                "node.data_dir=/elsewhere".into(),
+            ],
+            ..ConfigSources::default()
+        },
+        env(&[]),
+    )
+    .expect("valid")
+    .config;
+    let delta = diff(&base, &changed);
+    assert_eq!(delta.live, ["log.level", "rules.scan_interval", "admin.token"]);
+    assert_eq!(delta.restart, ["node.data_dir", "admin.listen"]);
+    assert_eq!(diff(&base, &base), reload::Delta::default());
+}
+
+#[derive(Default)]
+struct Recorder {
+    applied: Mutex<Vec<Duration>>,
+}
+
+impl LiveSettings for Recorder {
+    fn apply(&self, config: &NodeConfig) -> Result<(), String> {
+        self.applied.lock().expect("applied").push(config.scan_interval);
+        Ok(())
+    }
+}
+
+#[test]
+fn an_invalid_reload_is_rejected_and_the_previous_config_stays() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let uri = file(&dir, "live.yaml", "rules:\n  scan_interval: 30s\n");
+    let s = sources(vec![uri]);
+    let state = Arc::new(ConfigState::new(load(&s, env(&[])).expect("valid")));
+    let recorder = Arc::new(Recorder::default());
+    let reloader = Reloader::new(s, env(&[]), state.clone(), recorder.clone());
+    file(&dir, "live.yaml", "rules:\n  scan_interval: 2s\n  lock_timeout: 10s\n");
+    let delta = reloader.reload("test").expect("valid reload");
+    assert_eq!(delta.live, ["rules.scan_interval"]);
+    assert_eq!(delta.restart, ["rules.lock_timeout"]);
+    assert_eq!(state.view()["pendingRestart"], serde_json::json!(["rules.lock_timeout"]));
+    file(&dir, "live.yaml", "rules:\n  scan_interval: 0s\n");
+    assert!(reloader.reload("test").is_err());
+    assert_eq!(state.reload_failures(), 1);
+    assert_eq!(state.current().config.scan_interval, Duration::from_secs(2), "previous config kept");
+    assert_eq!(*recorder.applied.lock().expect("applied"), [Duration::from_secs(2)], "nothing applied on rejection");
+    assert!(state.view()["lastReloadError"].as_str().is_some_and(|e| e.contains("must be greater than zero")));
+}
+
+#[test]
+fn durations_parse_every_documented_form() {
+    for (text, ms) in [("500ms", 500), ("30s", 30_000), ("30", 30_000), ("5m", 300_000), ("24h", 86_400_000)] {
+        assert_eq!(DurationSetting::parse(text).map(|d| d.0.as_millis()), Ok(ms), "{text}");
+    }
+    for bad in ["", "s", "5d", "1.5s", "99999999999999999999s"] {
+        assert!(DurationSetting::parse(bad).is_err(), "{bad}");
+    }
+    assert_eq!(DurationSetting(Duration::from_millis(1500)).to_string(), "1500ms");
+    assert_eq!(DurationSetting(Duration::from_secs(120)).to_string(), "2m");
+}
