@@ -1,1 +1,49 @@
 //! Cluster membership (chitchat gossip) and main selection.
+//!
+//! Every node gossips a handful of small facts about itself (addresses, a digest of its entries,
+//! readiness, its last scan) and derives the same [`ClusterView`] from what it hears: the members,
+//! who is live, and the main, which is simply the live node with the smallest id. No vote and no
+//! quorum: during a partition each side selects its own main, and last-write-wins replication
+//! reconciles the two sides once they hear each other again.
+//!
+//! - [`main_select`]: pure main selection and generation deduplication;
+//! - [`keys`]: the gossip keys in one place, their size cap, and [`keys::digest_of`];
+//! - [`view`]: [`ClusterView`] and [`Member`], the only shapes the rest of hotrule sees;
+//! - [`membership`]: [`Membership`], which owns the chitchat instance and publishes views.
+//!
+//! chitchat types stay inside this module.
+
+pub mod keys;
+pub mod main_select;
+pub mod membership;
+pub mod view;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::SocketAddr;
+
+pub use keys::{Fact, MAX_FACT_VALUE_BYTES, digest_of};
+pub use main_select::{dedup_generations, select_main};
+pub use membership::{GossipNetwork, GossipTransport, Membership, MembershipSettings};
+pub use view::{ClusterView, Member};
+
+/// Why a membership operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    #[error("value for gossip key {fact} is {len} bytes; gossip values are capped at {max} bytes")]
+    FactTooLarge {
+        fact: &'static str,
+        len: usize,
+        max: usize,
+    },
+    #[error("invalid membership settings: {reason}")]
+    InvalidSettings { reason: String },
+    #[error("gossip did not start on {listen_addr}: {reason}")]
+    Start {
+        listen_addr: SocketAddr,
+        reason: String,
+    },
+    #[error("gossip stopped with an error: {reason}")]
+    Shutdown { reason: String },
+}

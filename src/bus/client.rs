@@ -1,0 +1,239 @@
+//! The calling side of the bus: the [`BusClient`] trait, its HTTP implementation over
+//! hyper-util's pooled client, and the [`DropSwitch`] used for fault injection.
+//!
+//! Every call is bounded by the caller's timeout as a whole (connect, send, answer, body), so a
+//! dead peer costs at most that long. Errors are classified for the caller: a refused or
+//! impossible connection is [`BusError::Unreachable`], a connection that broke later is
+//! [`BusError::Transport`], a 401 is [`BusError::Unauthorized`].
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::http::{Request, StatusCode, Uri, header};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use super::BusError;
+use super::auth::{BusAuth, MAC_HEADER, TIMESTAMP_HEADER};
+use super::messages::{
+    BusRequest, BusResponse, MAX_MESSAGE_BYTES, decode_response, encode_request,
+};
+use super::server::BUS_PATH;
+use crate::clock::now_ms;
+use crate::ids::NodeId;
+use crate::workflow::peers::BoxFuture;
+
+/// How much of a non-200 answer is kept as the error's reason.
+const MAX_REASON_BYTES: usize = 4 * 1024;
+
+/// Sends bus requests to peers.
+pub trait BusClient: Send + Sync + 'static {
+    /// Calls the peer `to`, whose bus listens on `addr` (`host:port`), and waits at most
+    /// `timeout` for the whole exchange.
+    fn call<'a>(
+        &'a self,
+        to: &'a NodeId,
+        addr: &'a str,
+        request: BusRequest,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<BusResponse, BusError>>;
+}
+
+/// Fault injection: outgoing Suspend and Resume calls to the peers in this set fail at once
+/// with [`BusError::Dropped`], as if the network had lost them. Other requests pass. Clones
+/// share one set, so a chaos test or a debug admin route can flip it on a running node.
+#[derive(Debug, Clone, Default)]
+pub struct DropSwitch {
+    dropped_peers: Arc<RwLock<BTreeSet<NodeId>>>,
+}
+
+impl DropSwitch {
+    pub fn new() -> DropSwitch {
+        DropSwitch::default()
+    }
+
+    /// Starts dropping Suspend/Resume calls to `peer`.
+    pub fn drop_calls_to(&self, peer: NodeId) {
+        self.write().insert(peer);
+    }
+
+    /// Stops dropping calls to `peer`.
+    pub fn restore(&self, peer: &NodeId) {
+        self.write().remove(peer);
+    }
+
+    pub fn restore_all(&self) {
+        self.write().clear();
+    }
+
+    /// The peers whose Suspend/Resume calls are dropped, in id order.
+    pub fn dropped_peers(&self) -> Vec<NodeId> {
+        self.read().iter().cloned().collect()
+    }
+
+    /// Whether `request` to `to` must be dropped.
+    pub fn drops(&self, to: &NodeId, request: &BusRequest) -> bool {
+        matches!(
+            request,
+            BusRequest::Suspend { .. } | BusRequest::Resume { .. }
+        ) && self.read().contains(to)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeSet<NodeId>> {
+        self.dropped_peers
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeSet<NodeId>> {
+        self.dropped_peers
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The bus client over HTTP/1.1 with pooled keep-alive connections.
+pub struct HttpBusClient {
+    http: Client<HttpConnector, Full<Bytes>>,
+    auth: BusAuth,
+    drop_switch: DropSwitch,
+}
+
+impl HttpBusClient {
+    pub fn new(auth: BusAuth) -> HttpBusClient {
+        HttpBusClient::with_drop_switch(auth, DropSwitch::new())
+    }
+
+    pub fn with_drop_switch(auth: BusAuth, drop_switch: DropSwitch) -> HttpBusClient {
+        let mut connector = HttpConnector::new();
+        // Bus messages are small request/answer pairs: do not let Nagle hold them back.
+        connector.set_nodelay(true);
+        let http = Client::builder(TokioExecutor::new()).build(connector);
+        HttpBusClient {
+            http,
+            auth,
+            drop_switch,
+        }
+    }
+
+    pub fn drop_switch(&self) -> &DropSwitch {
+        &self.drop_switch
+    }
+
+    async fn exchange(
+        &self,
+        to: &NodeId,
+        addr: &str,
+        request: &BusRequest,
+    ) -> Result<BusResponse, BusError> {
+        let bad_address = |reason: String| BusError::BadAddress {
+            to: to.clone(),
+            addr: addr.to_string(),
+            reason,
+        };
+        let uri: Uri = format!("http://{addr}{BUS_PATH}")
+            .parse()
+            .map_err(|e| bad_address(format!("{e}")))?;
+        if uri.host().is_none() || uri.path() != BUS_PATH {
+            return Err(bad_address("expected host:port".to_string()));
+        }
+        let body = encode_request(request)?;
+        let mut builder =
+            Request::post(uri).header(header::CONTENT_TYPE, "application/octet-stream");
+        if let Some(signature) = self.auth.sign(now_ms(), BUS_PATH, &body) {
+            builder = builder
+                .header(TIMESTAMP_HEADER, signature.timestamp)
+                .header(MAC_HEADER, signature.mac_hex);
+        }
+        let http_request = builder
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| bad_address(e.to_string()))?;
+
+        let answer = self.http.request(http_request).await.map_err(|e| {
+            // The error's Display is terse ("client error (Connect)"); its source says why.
+            let reason = match std::error::Error::source(&e) {
+                Some(source) => format!("{e}: {source}"),
+                None => e.to_string(),
+            };
+            if e.is_connect() {
+                BusError::Unreachable {
+                    to: to.clone(),
+                    reason,
+                }
+            } else {
+                BusError::Transport {
+                    to: to.clone(),
+                    reason,
+                }
+            }
+        })?;
+        let status = answer.status();
+        let limit = if status == StatusCode::OK {
+            MAX_MESSAGE_BYTES
+        } else {
+            MAX_REASON_BYTES
+        };
+        let collected = Limited::new(answer.into_body(), limit)
+            .collect()
+            .await
+            .map(|body| body.to_bytes());
+        if status == StatusCode::UNAUTHORIZED {
+            return Err(BusError::Unauthorized { to: to.clone() });
+        }
+        if status != StatusCode::OK {
+            let reason = match &collected {
+                Ok(body) => String::from_utf8_lossy(body).trim().to_string(),
+                Err(_) => "(unreadable body)".to_string(),
+            };
+            return Err(BusError::Status {
+                to: to.clone(),
+                status: status.as_u16(),
+                reason,
+            });
+        }
+        let bytes =
+            collected.map_err(
+                |e| match e.downcast_ref::<http_body_util::LengthLimitError>() {
+                    Some(_) => BusError::TooLarge {
+                        len: MAX_MESSAGE_BYTES + 1,
+                        max: MAX_MESSAGE_BYTES,
+                    },
+                    None => BusError::Transport {
+                        to: to.clone(),
+                        reason: format!("reading the answer: {e}"),
+                    },
+                },
+            )?;
+        decode_response(&bytes)
+    }
+}
+
+impl BusClient for HttpBusClient {
+    fn call<'a>(
+        &'a self,
+        to: &'a NodeId,
+        addr: &'a str,
+        request: BusRequest,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<BusResponse, BusError>> {
+        Box::pin(async move {
+            if self.drop_switch.drops(to, &request) {
+                return Err(BusError::Dropped {
+                    to: to.clone(),
+                    request: request.name(),
+                });
+            }
+            match tokio::time::timeout(timeout, self.exchange(to, addr, &request)).await {
+                Ok(result) => result,
+                Err(_elapsed) => Err(BusError::Timeout {
+                    to: to.clone(),
+                    after: timeout,
+                }),
+            }
+        })
+    }
+}

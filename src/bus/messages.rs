@@ -1,0 +1,497 @@
+//! The bus vocabulary: every request a node can send a peer, every answer, and their wire
+//! encoding.
+//!
+//! A message on the wire is one format-version byte, then the bincode (2.x, serde mode) encoding
+//! of a [`BusRequest`] or [`BusResponse`], the same scheme as `store::codec`. Decoding reads bytes
+//! from the network, so it is bounded ([`MAX_MESSAGE_BYTES`], also passed to bincode as its
+//! allocation limit), rejects trailing bytes and never panics.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::BusError;
+use crate::ids::{ContentHash, NodeId, Revision, RuleKey};
+use crate::store::{EntryStatus, RuleEntry};
+
+/// The version byte in front of every bus message. Bump it when a message changes shape.
+pub const BUS_FORMAT_VERSION: u8 = 1;
+
+/// The largest encoded message accepted in either direction (64 MiB): a full `Entries` answer
+/// for every rule file fits many times over, and a hostile length prefix cannot make a node
+/// allocate more.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// bincode with its byte limit set to [`MAX_MESSAGE_BYTES`], so a forged collection length
+/// fails instead of reserving memory.
+const WIRE_CONFIG: bincode::config::Configuration<
+    bincode::config::LittleEndian,
+    bincode::config::Varint,
+    bincode::config::Limit<MAX_MESSAGE_BYTES>,
+> = bincode::config::standard().with_limit::<MAX_MESSAGE_BYTES>();
+
+/// A write operation forwarded from a node that is not the main to the main.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ForwardOp {
+    AddOrUpdate {
+        key: RuleKey,
+        content: Vec<u8>,
+        allow_storage_change: bool,
+        force: bool,
+    },
+    Inactivate {
+        key: RuleKey,
+    },
+    Delete {
+        key: RuleKey,
+        revert_to_bundled: bool,
+    },
+}
+
+impl ForwardOp {
+    pub fn key(&self) -> &RuleKey {
+        match self {
+            ForwardOp::AddOrUpdate { key, .. }
+            | ForwardOp::Inactivate { key }
+            | ForwardOp::Delete { key, .. } => key,
+        }
+    }
+}
+
+/// What a peer did with a Suspend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SuspendState {
+    Suspended,
+    AlreadySuspended,
+    /// The peer does not run the rule, so there is nothing to pause.
+    NotPresent,
+    /// The peer is suspended by another origin: a competing main.
+    Rejected,
+}
+
+/// What a peer did with a Resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ResumeState {
+    Resumed,
+    NotSuspendedBySender,
+    NotPresent,
+    /// The sender's suspension is cleared but another origin still holds the rule.
+    PartiallyResumed,
+}
+
+/// One entry without its content, enough to compare replicas: what `Digest` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntrySummary {
+    pub key: RuleKey,
+    pub revision: Revision,
+    pub content_hash: ContentHash,
+    pub status: EntryStatus,
+}
+
+impl EntrySummary {
+    pub fn of(entry: &RuleEntry) -> EntrySummary {
+        EntrySummary {
+            key: entry.key.clone(),
+            revision: entry.revision.clone(),
+            content_hash: entry.content_hash.clone(),
+            status: entry.status,
+        }
+    }
+}
+
+/// A request from one node to another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BusRequest {
+    /// Run a write on the main on behalf of the node the operator called. → `Forwarded`
+    Forward {
+        op: ForwardOp,
+        sender: NodeId,
+        issued_at_ms: u64,
+    },
+    /// Pause dispatch of `key` before a structural change. → `SuspendAck`
+    Suspend {
+        key: RuleKey,
+        sender: NodeId,
+        issued_at_ms: u64,
+    },
+    /// Undo the sender's Suspend. → `ResumeAck`
+    Resume {
+        key: RuleKey,
+        sender: NodeId,
+        issued_at_ms: u64,
+    },
+    /// A new revision of `key` is committed; pull it now rather than at the next scan. → `Ack`
+    NotifyCommitted {
+        key: RuleKey,
+        revision: Revision,
+        sender: NodeId,
+    },
+    /// The summaries of every entry the peer holds, tombstones included. → `DigestReply`
+    Digest { sender: NodeId },
+    /// Full entries (content included) for `keys`. → `Entries`
+    FetchEntries { keys: Vec<RuleKey> },
+    /// Does the peer durably hold `key` at `revision` or later? → `Held`
+    ConfirmHeld { key: RuleKey, revision: Revision },
+}
+
+impl BusRequest {
+    /// A short name for logs and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BusRequest::Forward { .. } => "forward",
+            BusRequest::Suspend { .. } => "suspend",
+            BusRequest::Resume { .. } => "resume",
+            BusRequest::NotifyCommitted { .. } => "notify_committed",
+            BusRequest::Digest { .. } => "digest",
+            BusRequest::FetchEntries { .. } => "fetch_entries",
+            BusRequest::ConfirmHeld { .. } => "confirm_held",
+        }
+    }
+}
+
+/// An answer to a [`BusRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BusResponse {
+    /// The main's HTTP answer to a forwarded write, relayed as is.
+    Forwarded {
+        http_status: u16,
+        body: Vec<u8>,
+        node: NodeId,
+    },
+    SuspendAck {
+        node: NodeId,
+        state: SuspendState,
+    },
+    ResumeAck {
+        node: NodeId,
+        state: ResumeState,
+    },
+    Ack,
+    DigestReply {
+        entries: Vec<EntrySummary>,
+    },
+    Entries {
+        entries: Vec<RuleEntry>,
+    },
+    Held {
+        held: bool,
+    },
+    /// The handler could not serve the request (storage down, not the main...).
+    Error {
+        message: String,
+    },
+}
+
+impl BusResponse {
+    pub fn name(&self) -> &'static str {
+        match self {
+            BusResponse::Forwarded { .. } => "forwarded",
+            BusResponse::SuspendAck { .. } => "suspend_ack",
+            BusResponse::ResumeAck { .. } => "resume_ack",
+            BusResponse::Ack => "ack",
+            BusResponse::DigestReply { .. } => "digest_reply",
+            BusResponse::Entries { .. } => "entries",
+            BusResponse::Held { .. } => "held",
+            BusResponse::Error { .. } => "error",
+        }
+    }
+}
+
+pub fn encode_request(request: &BusRequest) -> Result<Vec<u8>, BusError> {
+    encode(request)
+}
+
+pub fn decode_request(bytes: &[u8]) -> Result<BusRequest, BusError> {
+    decode(bytes)
+}
+
+pub fn encode_response(response: &BusResponse) -> Result<Vec<u8>, BusError> {
+    encode(response)
+}
+
+pub fn decode_response(bytes: &[u8]) -> Result<BusResponse, BusError> {
+    decode(bytes)
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, BusError> {
+    let body = bincode::serde::encode_to_vec(value, WIRE_CONFIG)
+        .map_err(|e| BusError::Encode(e.to_string()))?;
+    let len = body.len() + 1;
+    if len > MAX_MESSAGE_BYTES {
+        return Err(BusError::TooLarge {
+            len,
+            max: MAX_MESSAGE_BYTES,
+        });
+    }
+    let mut out = Vec::with_capacity(len);
+    out.push(BUS_FORMAT_VERSION);
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, BusError> {
+    if bytes.len() > MAX_MESSAGE_BYTES {
+        return Err(BusError::TooLarge {
+            len: bytes.len(),
+            max: MAX_MESSAGE_BYTES,
+        });
+    }
+    let (&version, body) = bytes
+        .split_first()
+        .ok_or(BusError::Decode("empty message".into()))?;
+    if version != BUS_FORMAT_VERSION {
+        return Err(BusError::Decode(format!(
+            "format version {version}, this build reads version {BUS_FORMAT_VERSION}"
+        )));
+    }
+    let (value, read) = bincode::serde::decode_from_slice(body, WIRE_CONFIG)
+        .map_err(|e| BusError::Decode(e.to_string()))?;
+    if read != body.len() {
+        return Err(BusError::Decode(format!(
+            "{} trailing bytes after the message",
+            body.len() - read
+        )));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::ids::{Catalog, RuleName};
+
+    fn key(name: &str) -> RuleKey {
+        RuleKey::new(
+            Catalog::OtelRules,
+            RuleName::parse(name).expect("valid name"),
+        )
+    }
+
+    fn node(id: &str) -> NodeId {
+        NodeId(id.into())
+    }
+
+    fn revision() -> Revision {
+        Revision {
+            millis: 1_700_000_000_123,
+            counter: 7,
+            node: node("10.0.0.1:17128"),
+        }
+    }
+
+    fn entry() -> RuleEntry {
+        RuleEntry {
+            key: key("vm"),
+            content: b"metricPrefix: vm\n".to_vec(),
+            status: EntryStatus::Active,
+            update_time_ms: 42,
+            content_hash: ContentHash::of(b"metricPrefix: vm\n"),
+            revision: revision(),
+        }
+    }
+
+    pub(crate) fn every_request() -> Vec<BusRequest> {
+        let sender = node("10.0.0.1:17128");
+        vec![
+            BusRequest::Forward {
+                op: ForwardOp::AddOrUpdate {
+                    key: key("vm"),
+                    content: vec![0, 1, 2, 255],
+                    allow_storage_change: true,
+                    force: false,
+                },
+                sender: sender.clone(),
+                issued_at_ms: 1,
+            },
+            BusRequest::Forward {
+                op: ForwardOp::Inactivate { key: key("a/b") },
+                sender: sender.clone(),
+                issued_at_ms: 2,
+            },
+            BusRequest::Forward {
+                op: ForwardOp::Delete {
+                    key: key("k8s/node"),
+                    revert_to_bundled: true,
+                },
+                sender: sender.clone(),
+                issued_at_ms: 3,
+            },
+            BusRequest::Suspend {
+                key: key("vm"),
+                sender: sender.clone(),
+                issued_at_ms: 4,
+            },
+            BusRequest::Resume {
+                key: key("vm"),
+                sender: sender.clone(),
+                issued_at_ms: 5,
+            },
+            BusRequest::NotifyCommitted {
+                key: key("vm"),
+                revision: revision(),
+                sender: sender.clone(),
+            },
+            BusRequest::Digest { sender },
+            BusRequest::FetchEntries {
+                keys: vec![key("vm"), key("x.y_z-w")],
+            },
+            BusRequest::FetchEntries { keys: vec![] },
+            BusRequest::ConfirmHeld {
+                key: key("vm"),
+                revision: revision(),
+            },
+        ]
+    }
+
+    pub(crate) fn every_response() -> Vec<BusResponse> {
+        let me = node("10.0.0.2:17128");
+        let mut tombstone = entry();
+        tombstone.status = EntryStatus::Deleted;
+        tombstone.content.clear();
+        vec![
+            BusResponse::Forwarded {
+                http_status: 409,
+                body: b"{\"applyStatus\":\"x\"}".to_vec(),
+                node: me.clone(),
+            },
+            BusResponse::SuspendAck {
+                node: me.clone(),
+                state: SuspendState::Suspended,
+            },
+            BusResponse::SuspendAck {
+                node: me.clone(),
+                state: SuspendState::AlreadySuspended,
+            },
+            BusResponse::SuspendAck {
+                node: me.clone(),
+                state: SuspendState::NotPresent,
+            },
+            BusResponse::SuspendAck {
+                node: me.clone(),
+                state: SuspendState::Rejected,
+            },
+            BusResponse::ResumeAck {
+                node: me.clone(),
+                state: ResumeState::Resumed,
+            },
+            BusResponse::ResumeAck {
+                node: me.clone(),
+                state: ResumeState::NotSuspendedBySender,
+            },
+            BusResponse::ResumeAck {
+                node: me.clone(),
+                state: ResumeState::NotPresent,
+            },
+            BusResponse::ResumeAck {
+                node: me,
+                state: ResumeState::PartiallyResumed,
+            },
+            BusResponse::Ack,
+            BusResponse::DigestReply {
+                entries: vec![EntrySummary::of(&entry()), EntrySummary::of(&tombstone)],
+            },
+            BusResponse::Entries {
+                entries: vec![entry(), tombstone],
+            },
+            BusResponse::Held { held: true },
+            BusResponse::Held { held: false },
+            BusResponse::Error {
+                message: "storage unavailable: é".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_request_round_trips_with_a_version_prefix() {
+        for request in every_request() {
+            let bytes = encode_request(&request).expect("encode");
+            assert_eq!(bytes[0], BUS_FORMAT_VERSION);
+            assert_eq!(
+                decode_request(&bytes).expect("decode"),
+                request,
+                "{}",
+                request.name()
+            );
+        }
+    }
+
+    #[test]
+    fn every_response_round_trips_with_a_version_prefix() {
+        for response in every_response() {
+            let bytes = encode_response(&response).expect("encode");
+            assert_eq!(bytes[0], BUS_FORMAT_VERSION);
+            assert_eq!(
+                decode_response(&bytes).expect("decode"),
+                response,
+                "{}",
+                response.name()
+            );
+        }
+    }
+
+    #[test]
+    fn empty_unknown_version_trailing_and_truncated_bytes_are_errors() {
+        assert!(matches!(decode_request(&[]), Err(BusError::Decode(_))));
+        assert!(matches!(decode_request(&[9, 0]), Err(BusError::Decode(_))));
+        let mut bytes = encode_request(&BusRequest::Digest { sender: node("n") }).expect("encode");
+        bytes.push(0);
+        assert!(matches!(decode_request(&bytes), Err(BusError::Decode(_))));
+        let whole = encode_response(&BusResponse::Entries {
+            entries: vec![entry()],
+        })
+        .expect("encode");
+        for cut in 0..whole.len() {
+            assert!(
+                decode_response(&whole[..cut]).is_err(),
+                "prefix of {cut} bytes decoded"
+            );
+        }
+    }
+
+    #[test]
+    fn garbage_never_panics_and_forged_lengths_do_not_allocate() {
+        // A deterministic pseudo-random generator: no flaky inputs, no extra crates.
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for len in 0..2_000usize {
+            let mut bytes: Vec<u8> = (0..len % 97).map(|_| next() as u8).collect();
+            if len % 2 == 0 && !bytes.is_empty() {
+                bytes[0] = BUS_FORMAT_VERSION;
+            }
+            let _ = decode_request(&bytes);
+            let _ = decode_response(&bytes);
+        }
+        // `Entries` with a claimed length of u64::MAX: varint 0xff then eight 0xff bytes.
+        let mut forged = vec![BUS_FORMAT_VERSION, 5];
+        forged.extend_from_slice(&[0xff; 9]);
+        assert!(decode_response(&forged).is_err());
+        // A `Forwarded` body claiming 4 GiB of bytes in a 20-byte message.
+        let forged_body = [
+            BUS_FORMAT_VERSION,
+            0,
+            0xcd,
+            0x00,
+            0x00,
+            0xfc,
+            0x00,
+            0x00,
+            0x00,
+            0x00,
+            0x01,
+        ];
+        assert!(decode_response(&forged_body).is_err());
+    }
+
+    #[test]
+    fn oversized_input_is_refused_before_decoding() {
+        let huge = vec![BUS_FORMAT_VERSION; MAX_MESSAGE_BYTES + 1];
+        assert!(matches!(
+            decode_request(&huge),
+            Err(BusError::TooLarge { .. })
+        ));
+    }
+}

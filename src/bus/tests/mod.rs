@@ -1,0 +1,108 @@
+//! Bus tests, shared fixtures: a scripted handler and sample requests. The HTTP server and
+//! client are tested end to end in `http`, the in-memory twin in `memory`.
+
+mod http;
+mod memory;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::*;
+use crate::ids::{Catalog, NodeId, RuleKey, RuleName};
+use crate::workflow::peers::BoxFuture;
+
+pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(super) fn node(id: &str) -> NodeId {
+    NodeId(id.into())
+}
+
+pub(super) fn key() -> RuleKey {
+    RuleKey::new(Catalog::Lal, RuleName::parse("default").expect("valid"))
+}
+
+pub(super) fn suspend() -> BusRequest {
+    BusRequest::Suspend {
+        key: key(),
+        sender: node("a"),
+        issued_at_ms: 1,
+    }
+}
+
+pub(super) fn digest() -> BusRequest {
+    BusRequest::Digest { sender: node("a") }
+}
+
+/// Answers every request predictably and remembers what it saw.
+pub(super) struct ScriptedHandler {
+    node: NodeId,
+    delay: Duration,
+    seen: Mutex<Vec<BusRequest>>,
+}
+
+impl ScriptedHandler {
+    pub(super) fn new(id: &str) -> Arc<ScriptedHandler> {
+        ScriptedHandler::slow(id, Duration::ZERO)
+    }
+
+    pub(super) fn slow(id: &str, delay: Duration) -> Arc<ScriptedHandler> {
+        Arc::new(ScriptedHandler {
+            node: node(id),
+            delay,
+            seen: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub(super) fn seen(&self) -> Vec<BusRequest> {
+        self.seen.lock().expect("not poisoned").clone()
+    }
+
+    pub(super) fn answer(&self, request: &BusRequest) -> BusResponse {
+        let me = self.node.clone();
+        match request {
+            BusRequest::Forward { op, .. } => BusResponse::Forwarded {
+                http_status: 200,
+                body: op.key().to_string().into_bytes(),
+                node: me,
+            },
+            BusRequest::Suspend { .. } => BusResponse::SuspendAck {
+                node: me,
+                state: SuspendState::Suspended,
+            },
+            BusRequest::Resume { .. } => BusResponse::ResumeAck {
+                node: me,
+                state: ResumeState::Resumed,
+            },
+            BusRequest::NotifyCommitted { .. } => BusResponse::Ack,
+            BusRequest::Digest { .. } => BusResponse::DigestReply { entries: vec![] },
+            BusRequest::FetchEntries { keys } => BusResponse::Error {
+                message: format!("{} keys", keys.len()),
+            },
+            BusRequest::ConfirmHeld { revision, .. } => BusResponse::Held {
+                held: revision.millis > 0,
+            },
+        }
+    }
+}
+
+impl BusHandler for ScriptedHandler {
+    fn handle<'a>(&'a self, request: BusRequest) -> BoxFuture<'a, BusResponse> {
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            let response = self.answer(&request);
+            self.seen.lock().expect("not poisoned").push(request);
+            response
+        })
+    }
+}
+
+#[test]
+fn bus_types_can_be_shared_across_tasks() {
+    fn shared<T: Send + Sync + 'static>() {}
+    shared::<HttpBusClient>();
+    shared::<MemBusClient>();
+    shared::<MemNetwork>();
+    shared::<DropSwitch>();
+    shared::<BusAuth>();
+    shared::<BusError>();
+}
