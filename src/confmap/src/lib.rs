@@ -1,12 +1,22 @@
 //! Layered configuration resolution, modelled on the OpenTelemetry Collector's `confmap`.
 //!
 //! A [`Resolver`] takes an ordered list of source URIs (`file:node.yaml`, `env:HOTRULE_CONFIG`,
-//! `yaml:server::port: 8080`, `http://host/conf.yaml`; a bare path means `file:`), retrieves each
+//! `yaml:server::port: 8080`, `https://host/conf.yaml`; a bare path means `file:`), retrieves each
 //! through the [`Provider`] of its scheme, and merges them: maps deeply, everything else replaced
 //! by the later source, an explicit null included. It then expands `${scheme:opaque}` references
 //! inside string values (`${PORT}` means `${env:PORT}`; `$$` is a literal `$`) and runs the
 //! [`Converter`]s (such as [`RenameKeys`] for deprecated keys). The result, [`Resolved`], carries
 //! the tree, the source of every leaf, warnings for the operator, and the files to watch.
+//!
+//! The standard providers ([`Providers::standard`], [`ResolverBuilder::standard_providers`]):
+//!
+//! | scheme | example | what it yields |
+//! | --- | --- | --- |
+//! | `file` | `file:node.yaml`, or a bare path | the file parsed as YAML; the file is watched |
+//! | `env` | `env:HOTRULE_CONFIG`, `${env:PORT:-8080}` | the variable parsed as YAML |
+//! | `yaml` | `yaml:server::port: 8080` | the inline YAML (`::` separates nested keys) |
+//! | `http` | `http://host:8080/node.yaml` | one GET (5 s timeout, 1 MiB limit), body parsed as YAML |
+//! | `https` | `https://host/node.yaml` | the same over TLS; the certificate is verified against the public web CA roots plus the PEM file named by `HOTRULE_CONFIG_CA_FILE` (for a private CA) |
 //!
 //! The crate knows nothing about what the keys mean: callers decode the tree into their own types
 //! with [`Resolved::decode`], print it with [`to_yaml_string`] (after [`redact`]), and re-resolve

@@ -156,15 +156,17 @@ impl Providers {
         Providers::default()
     }
 
-    /// `file`, `env`, `yaml`, `http` and `https` with their defaults, reading variables from `env`.
+    /// `file`, `env`, `yaml`, `http` and `https` with their defaults, reading variables from `env`:
+    /// `https` trusts the public web CA roots plus the PEM file named by `HOTRULE_CONFIG_CA_FILE`
+    /// in `env` ([`HttpProvider::https_from_env`]).
     pub fn standard(env: Arc<dyn Env>) -> Providers {
         let mut providers = Providers::new();
         let standard: [Arc<dyn Provider>; 5] = [
             Arc::new(FileProvider),
-            Arc::new(EnvProvider::new(env)),
+            Arc::new(EnvProvider::new(Arc::clone(&env))),
             Arc::new(YamlProvider),
             Arc::new(HttpProvider::http()),
-            Arc::new(HttpProvider::https()),
+            Arc::new(HttpProvider::https_from_env(env)),
         ];
         for provider in standard {
             providers

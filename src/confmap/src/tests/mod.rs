@@ -3,6 +3,7 @@
 
 mod expand;
 mod http;
+mod https;
 mod merge;
 mod providers;
 mod watch;
