@@ -197,8 +197,8 @@ impl Peers for RejectingPeers {
     fn resume_all<'a>(&'a self, _key: &'a RuleKey) -> BoxFuture<'a, ()> {
         Box::pin(async {})
     }
-    fn notify_committed<'a>(&'a self, _key: &'a RuleKey, _revision: &'a Revision) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
+    fn notify_committed<'a>(&'a self, _key: &'a RuleKey, _revision: &'a Revision) -> BoxFuture<'a, usize> {
+        Box::pin(async { 0 })
     }
 }
 

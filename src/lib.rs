@@ -15,6 +15,7 @@ pub mod config;
 pub mod http;
 pub mod ids;
 pub mod node;
+pub mod replication;
 pub mod rules;
 pub mod runtime;
 pub mod scan;

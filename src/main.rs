@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use hotrule::client::{AdminClient, cli};
 use hotrule::config::{self, ConfigSources};
-use hotrule::node::{ConfigRuntime, LogControl, NodeSettings, RunningNode};
+use hotrule::node::{BusWiring, ClusterWiring, ConfigRuntime, LogControl, NodeSettings, RunningNode};
 
 #[derive(Parser)]
 #[command(name = "hotrule", version, about = "Runtime hot-update of SkyWalking MAL/LAL rules on a peer-to-peer cluster")]
@@ -84,6 +84,33 @@ struct ServeArgs {
     /// Log filter, e.g. info or hotrule=debug (log.level).
     #[arg(long, env = "HOTRULE_LOG")]
     log_level: Option<String>,
+    /// UDP gossip address; makes this node part of a cluster (cluster.gossip_listen).
+    #[arg(long)]
+    gossip_listen: Option<String>,
+    /// Cluster bus address (cluster.bus_listen; default: gossip port + 1).
+    #[arg(long)]
+    bus_listen: Option<String>,
+    /// The host (IP) peers and operators reach this node at (cluster.advertise_host).
+    #[arg(long)]
+    advertise_host: Option<String>,
+    /// A peer's gossip address host:port; repeatable (cluster.seeds).
+    #[arg(long = "seed")]
+    seeds: Vec<String>,
+    /// Nodes only gossip within the same cluster id (cluster.id; default hotrule).
+    #[arg(long)]
+    cluster_id: Option<String>,
+    /// File holding the shared bus secret (cluster.secret_file).
+    #[arg(long)]
+    cluster_secret_file: Option<PathBuf>,
+    /// The shared bus secret (cluster.secret).
+    #[arg(long = "cluster-secret", env = "HOTRULE_CLUSTER_SECRET", hide_env_values = true, hide = true)]
+    cluster_secret: Option<String>,
+    /// Run a multi-node cluster without bus authentication (cluster.insecure_bus).
+    #[arg(long)]
+    insecure_bus: bool,
+    /// Peers that must confirm holding a commit before the main answers (cluster.commit_replicas).
+    #[arg(long)]
+    commit_replicas: Option<usize>,
 }
 
 impl ServeArgs {
@@ -104,6 +131,17 @@ impl ServeArgs {
         put("admin.insecure", self.insecure_admin.then(|| "true".to_string()));
         put("node.id", self.node_id.clone());
         put("log.level", self.log_level.clone());
+        put("cluster.gossip_listen", self.gossip_listen.clone());
+        put("cluster.bus_listen", self.bus_listen.clone());
+        put("cluster.advertise_host", self.advertise_host.clone());
+        if !self.seeds.is_empty() {
+            put("cluster.seeds", Some(format!("[{}]", self.seeds.join(", "))));
+        }
+        put("cluster.id", self.cluster_id.clone());
+        put("cluster.secret_file", self.cluster_secret_file.as_ref().map(|p| p.display().to_string()));
+        put("cluster.secret", self.cluster_secret.clone().filter(|s| !s.is_empty()));
+        put("cluster.insecure_bus", self.insecure_bus.then(|| "true".to_string()));
+        put("cluster.commit_replicas", self.commit_replicas.map(|n| n.to_string()));
         ConfigSources { uris: self.sources.config.clone(), sets: self.sources.set.clone(), overrides }
     }
 }
@@ -324,7 +362,17 @@ async fn serve(args: ServeArgs) -> ExitCode {
         log_control: Some(log_control),
     };
     let settings = NodeSettings::from_config(&node_config, runtime);
-    let node = match RunningNode::start(settings, kv, listener).await {
+    let started = match &node_config.cluster {
+        None => RunningNode::start(settings, kv, listener).await,
+        Some(cluster) => match cluster_wiring(cluster, &node_config).await {
+            Ok(wiring) => RunningNode::start_clustered(settings, kv, listener, wiring).await,
+            Err(message) => {
+                eprintln!("hotrule: {message}");
+                return ExitCode::FAILURE;
+            }
+        },
+    };
+    let node = match started {
         Ok(node) => node,
         Err(e) => {
             eprintln!("hotrule: {e}");
@@ -336,6 +384,37 @@ async fn serve(args: ServeArgs) -> ExitCode {
     tracing::info!("shutting down");
     node.shutdown().await;
     ExitCode::SUCCESS
+}
+
+/// Binds the bus and describes gossip for a clustered node.
+async fn cluster_wiring(cluster: &config::model::ClusterConfig, node: &config::NodeConfig) -> Result<ClusterWiring, String> {
+    let bus_listener = tokio::net::TcpListener::bind(cluster.bus_listen)
+        .await
+        .map_err(|e| format!("cannot listen for the cluster bus on {}: {e}", cluster.bus_listen))?;
+    let auth = match &cluster.secret {
+        Some(secret) => hotrule::bus::BusAuth::secret(secret),
+        None => {
+            tracing::warn!("cluster bus runs WITHOUT authentication (--insecure-bus)");
+            hotrule::bus::BusAuth::Insecure
+        }
+    };
+    let node_id = hotrule::ids::NodeId(node.node_id.clone().unwrap_or_else(|| cluster.admin_advertise.clone()));
+    let mut membership = hotrule::cluster::MembershipSettings::new(node_id, cluster.gossip_advertise);
+    membership.gossip_listen_addr = cluster.gossip_listen;
+    membership.seeds = cluster.seeds.clone();
+    membership.cluster_id = cluster.id.clone();
+    membership.gossip_interval = cluster.gossip_interval;
+    let replication = hotrule::replication::ReplicationSettings {
+        commit_replicas: cluster.commit_replicas,
+        ..hotrule::replication::ReplicationSettings::default()
+    };
+    Ok(ClusterWiring {
+        membership,
+        gossip: hotrule::cluster::GossipTransport::Udp,
+        bus: BusWiring::Http { listener: bus_listener, advertise: cluster.bus_advertise.clone(), auth },
+        replication,
+        admin_advertise: cluster.admin_advertise.clone(),
+    })
 }
 
 #[cfg(feature = "rocksdb")]

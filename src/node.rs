@@ -14,6 +14,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::bundled::Bundled;
+use crate::cluster::{Fact, Membership};
+use crate::replication::handler::NodeBusHandler;
+use crate::replication::peers::ClusterPeers;
+use crate::replication::sync::Syncer;
+use crate::replication::Cluster;
 use crate::config::reload::{LiveSettings, Reloader};
 use crate::config::{ConfigSources, ConfigState, NodeConfig};
 use crate::clock::RevisionClock;
@@ -123,6 +128,24 @@ pub enum NodeError {
     Listener(std::io::Error),
     #[error("{0}")]
     Config(#[from] crate::config::ConfigErrors),
+    #[error("cluster membership: {0}")]
+    Cluster(crate::cluster::ClusterError),
+}
+
+/// How a clustered node reaches its peers.
+pub struct ClusterWiring {
+    pub membership: crate::cluster::MembershipSettings,
+    pub gossip: crate::cluster::GossipTransport,
+    pub bus: BusWiring,
+    pub replication: crate::replication::ReplicationSettings,
+    /// The admin address peers and operators reach this node at (a gossip fact).
+    pub admin_advertise: String,
+}
+
+/// The cluster bus of a node: real HTTP on its own listener, or the in-memory twin.
+pub enum BusWiring {
+    Http { listener: TcpListener, advertise: String, auth: crate::bus::BusAuth },
+    Memory { network: crate::bus::MemNetwork },
 }
 
 /// A running node. Drop order does not matter; call [`RunningNode::shutdown`] to stop cleanly.
@@ -134,6 +157,7 @@ pub struct RunningNode {
     server: JoinHandle<()>,
     scanner_task: JoinHandle<()>,
     reloader_task: Option<JoinHandle<()>>,
+    cluster_tasks: Vec<JoinHandle<()>>,
 }
 
 impl RunningNode {
@@ -149,8 +173,66 @@ impl RunningNode {
         listener: TcpListener,
         peers: Arc<dyn Peers>,
     ) -> Result<RunningNode, NodeError> {
+        RunningNode::start_full(settings, kv, listener, Some(peers), None).await
+    }
+
+    /// A node in a cluster: gossip membership, the bus, replication and forwarding.
+    pub async fn start_clustered(
+        settings: NodeSettings,
+        kv: Arc<dyn KvEngine>,
+        listener: TcpListener,
+        wiring: ClusterWiring,
+    ) -> Result<RunningNode, NodeError> {
+        RunningNode::start_full(settings, kv, listener, None, Some(wiring)).await
+    }
+
+    async fn start_full(
+        settings: NodeSettings,
+        kv: Arc<dyn KvEngine>,
+        listener: TcpListener,
+        peers_override: Option<Arc<dyn Peers>>,
+        wiring: Option<ClusterWiring>,
+    ) -> Result<RunningNode, NodeError> {
         let admin_addr = listener.local_addr().map_err(NodeError::Listener)?;
-        let node_id = NodeId(settings.node_id.clone().unwrap_or_else(|| admin_addr.to_string()));
+        let node_id = NodeId(settings.node_id.clone().unwrap_or_else(|| match &wiring {
+            Some(w) => w.admin_advertise.clone(),
+            None => admin_addr.to_string(),
+        }));
+
+        // Membership and the bus first: the workflow's peers need them.
+        let mut bus_server = None;
+        let mut memory_network: Option<crate::bus::MemNetwork> = None;
+        let cluster = match wiring {
+            None => None,
+            Some(wiring) => {
+                let (bus, drop_switch, bus_advertise): (Arc<dyn crate::bus::BusClient>, _, String) = match wiring.bus {
+                    BusWiring::Http { listener, advertise, auth } => {
+                        let switch = crate::bus::DropSwitch::new();
+                        let client = crate::bus::HttpBusClient::with_drop_switch(auth.clone(), switch.clone());
+                        bus_server = Some((listener, auth));
+                        (Arc::new(client), Some(switch), advertise)
+                    }
+                    BusWiring::Memory { network } => {
+                        let client = network.client(node_id.clone());
+                        let switch = client.drop_switch().clone();
+                        bus_server = None;
+                        memory_network = Some(network);
+                        (Arc::new(client), Some(switch), node_id.0.clone())
+                    }
+                };
+                let mut membership_settings = wiring.membership;
+                membership_settings.node_id = node_id.clone();
+                membership_settings.initial_facts.push((Fact::AdminAddr, wiring.admin_advertise.clone()));
+                membership_settings.initial_facts.push((Fact::BusAddr, bus_advertise));
+                let membership = Membership::start(membership_settings, &wiring.gossip).await.map_err(NodeError::Cluster)?;
+                Some(Arc::new(Cluster { membership: Arc::new(membership), bus, drop_switch, settings: wiring.replication }))
+            }
+        };
+        let peers: Arc<dyn Peers> = match (peers_override, &cluster) {
+            (Some(peers), _) => peers,
+            (None, Some(cluster)) => Arc::new(ClusterPeers::new(cluster.clone())),
+            (None, None) => Arc::new(NoPeers),
+        };
 
         // Build.
         let store = Arc::new(Store::open(kv)?);
@@ -175,9 +257,13 @@ impl RunningNode {
             bundled.clone(),
             clock.clone(),
             peers,
-            locks,
+            locks.clone(),
         )
         .with_lock_timeout(settings.lock_timeout));
+        if let Some(cluster) = &cluster {
+            let membership = cluster.membership.clone();
+            scanner.set_main_check(Arc::new(move || membership.is_main()));
+        }
         let config_state = match &settings.config {
             Some(runtime) => runtime.state.clone(),
             None => Arc::new(ConfigState::new(crate::config::load(
@@ -195,6 +281,7 @@ impl RunningNode {
             admin_token: std::sync::RwLock::new(settings.admin_token.clone()),
             ready: AtomicBool::new(false),
             config: config_state,
+            cluster: cluster.clone(),
         });
 
         // Boot: one synchronous scan before the admin port serves anything.
@@ -207,8 +294,46 @@ impl RunningNode {
         );
         state.set_ready(true);
 
-        // Spawn workers, then the server.
+        // Spawn workers, then the servers.
         let shutdown = CancellationToken::new();
+        let mut cluster_tasks = Vec::new();
+        if let Some(cluster) = &cluster {
+            let handler: Arc<dyn crate::bus::BusHandler> = Arc::new(NodeBusHandler {
+                cluster: cluster.clone(),
+                workflow: state.workflow.clone(),
+                store: store.clone(),
+                runtime: state.runtime.clone(),
+                locks: locks.clone(),
+                scanner: scanner.clone(),
+                render: Arc::new(|outcome, catalog, name| {
+                    let body = serde_json::json!({
+                        "applyStatus": outcome.status.as_str(),
+                        "catalog": catalog.as_str(),
+                        "name": name,
+                        "message": outcome.message,
+                    });
+                    (http::status_code(outcome.status).as_u16(), body)
+                }),
+            });
+            match (bus_server.take(), &memory_network) {
+                (Some((listener, auth)), _) => {
+                    let router = crate::bus::router(handler, auth);
+                    let stop = shutdown.clone();
+                    cluster_tasks.push(tokio::spawn(async move {
+                        if let Err(e) = crate::bus::serve(listener, router, stop.cancelled_owned()).await {
+                            tracing::error!(error = %e, "cluster bus stopped");
+                        }
+                    }));
+                }
+                (None, Some(network)) => network.register(node_id.clone(), handler),
+                (None, None) => {}
+            }
+            let syncer = Arc::new(Syncer { cluster: cluster.clone(), store: store.clone(), workflow: state.workflow.clone(), scanner: scanner.clone() });
+            cluster_tasks.push(tokio::spawn(syncer.run(shutdown.clone())));
+            if let Err(e) = cluster.membership.set_ready(true).await {
+                tracing::warn!(error = %e, "cannot publish readiness");
+            }
+        }
         let scanner_task = tokio::spawn(scanner.clone().run(shutdown.clone()));
         let reloader_task = settings.config.as_ref().map(|runtime| {
             let live = Arc::new(NodeLive { scanner: scanner.clone(), state: state.clone(), log_control: runtime.log_control.clone() });
@@ -224,7 +349,7 @@ impl RunningNode {
             }
         });
         tracing::info!(node = %node_id, admin = %admin_addr, "serving");
-        Ok(RunningNode { admin_addr, state, boot_report, shutdown, server, scanner_task, reloader_task })
+        Ok(RunningNode { admin_addr, state, boot_report, shutdown, server, scanner_task, reloader_task, cluster_tasks })
     }
 
     /// Waits until the node stops (it only stops through `shutdown`).
@@ -236,9 +361,20 @@ impl RunningNode {
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         let _ = self.server.await;
+        for task in self.cluster_tasks {
+            let _ = task.await;
+        }
         if let Some(task) = self.reloader_task {
             let _ = task.await;
         }
         let _ = self.scanner_task.await;
+        if let Some(cluster) = self.state.cluster.clone() {
+            drop(self.state);
+            if let Ok(cluster) = Arc::try_unwrap(cluster)
+                && let Ok(membership) = Arc::try_unwrap(cluster.membership)
+            {
+                let _ = membership.shutdown().await;
+            }
+        }
     }
 }

@@ -199,6 +199,63 @@ impl Default for RawConfigSection {
     }
 }
 
+fn default_cluster_id() -> String {
+    "hotrule".into()
+}
+fn default_gossip_interval() -> DurationSetting {
+    DurationSetting(Duration::from_millis(500))
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    /// UDP gossip address; setting it (or seeds) makes this node part of a cluster.
+    #[serde(default)]
+    pub gossip_listen: Option<String>,
+    /// Cluster bus (node-to-node HTTP) address; default: gossip port + 1 on the same host.
+    #[serde(default)]
+    pub bus_listen: Option<String>,
+    /// Host peers and operators reach this node at; default: the listen hosts.
+    #[serde(default)]
+    pub advertise_host: Option<String>,
+    /// Other nodes' gossip addresses (host:port).
+    #[serde(default)]
+    pub seeds: Vec<String>,
+    #[serde(default = "default_cluster_id")]
+    pub id: String,
+    /// A file holding the shared bus secret (or HOTRULE_CLUSTER_SECRET).
+    #[serde(default)]
+    pub secret_file: Option<PathBuf>,
+    /// The shared bus secret itself (prefer secret_file or the environment).
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// Run a multi-node cluster without bus authentication.
+    #[serde(default)]
+    pub insecure_bus: bool,
+    /// Peers that must confirm holding a commit before the main answers.
+    #[serde(default)]
+    pub commit_replicas: usize,
+    #[serde(default = "default_gossip_interval")]
+    pub gossip_interval: DurationSetting,
+}
+
+impl Default for RawCluster {
+    fn default() -> Self {
+        RawCluster {
+            gossip_listen: None,
+            bus_listen: None,
+            advertise_host: None,
+            seeds: Vec::new(),
+            id: default_cluster_id(),
+            secret_file: None,
+            secret: None,
+            insecure_bus: false,
+            commit_replicas: 0,
+            gossip_interval: default_gossip_interval(),
+        }
+    }
+}
+
 /// The configuration tree as read, before validation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -213,6 +270,8 @@ pub struct RawConfig {
     pub log: RawLog,
     #[serde(default)]
     pub config: RawConfigSection,
+    #[serde(default)]
+    pub cluster: RawCluster,
 }
 
 /// The validated configuration of a node.
@@ -230,6 +289,24 @@ pub struct NodeConfig {
     pub tombstone_retention: Duration,
     pub log_level: String,
     pub watch: bool,
+    /// Present when this node is part of a cluster.
+    pub cluster: Option<ClusterConfig>,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
+}
+
+/// Validated cluster settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterConfig {
+    pub gossip_listen: std::net::SocketAddr,
+    pub gossip_advertise: std::net::SocketAddr,
+    pub bus_listen: std::net::SocketAddr,
+    pub bus_advertise: String,
+    pub admin_advertise: String,
+    pub seeds: Vec<String>,
+    pub id: String,
+    /// None: an insecure bus (explicitly allowed).
+    pub secret: Option<Vec<u8>>,
+    pub commit_replicas: usize,
+    pub gossip_interval: Duration,
 }

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 
-use super::model::{NodeConfig, RawConfig};
+use super::model::{ClusterConfig, NodeConfig, RawConfig};
 
 /// One problem, with the key it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +60,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             issue(key, "must be greater than zero".into());
         }
     }
+    let cluster = admin_listen.and_then(|admin| cluster_config(&raw, admin, &mut issue));
     if let Err(e) = tracing_subscriber::EnvFilter::try_new(&raw.log.level) {
         issue("log.level", format!("{:?} is not a log filter: {e}", raw.log.level));
     }
@@ -77,8 +78,86 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             tombstone_retention: raw.rules.tombstone_retention.0,
             log_level: raw.log.level.clone(),
             watch: raw.config.watch,
+            cluster,
             raw,
         }),
         _ => Err(issues),
     }
+}
+
+/// Validates the `cluster` section; `None` when this node runs alone.
+fn cluster_config(raw: &RawConfig, admin: SocketAddr, issue: &mut impl FnMut(&str, String)) -> Option<ClusterConfig> {
+    let c = &raw.cluster;
+    if c.gossip_listen.is_none() && c.seeds.is_empty() {
+        return None;
+    }
+    let parse = |key: &str, text: &str, issue: &mut dyn FnMut(&str, String)| match text.trim().parse::<SocketAddr>() {
+        Ok(addr) => Some(addr),
+        Err(_) => {
+            issue(key, format!("{text:?} is not an address of the form ip:port"));
+            None
+        }
+    };
+    let gossip_listen = parse("cluster.gossip_listen", c.gossip_listen.as_deref().unwrap_or("0.0.0.0:17130"), issue)?;
+    if gossip_listen.port() == 0 {
+        issue("cluster.gossip_listen", "needs a fixed port: peers seed it".into());
+    }
+    let default_bus = SocketAddr::new(gossip_listen.ip(), gossip_listen.port().wrapping_add(1));
+    let bus_listen = match &c.bus_listen {
+        Some(text) => parse("cluster.bus_listen", text, issue)?,
+        None => default_bus,
+    };
+    for seed in &c.seeds {
+        if seed.rsplit_once(':').is_none_or(|(host, port)| host.is_empty() || port.parse::<u16>().is_err()) {
+            issue("cluster.seeds", format!("{seed:?} is not host:port"));
+        }
+    }
+    let advertise = |listen: SocketAddr| match &c.advertise_host {
+        Some(host) => format!("{host}:{}", listen.port()),
+        None => listen.to_string(),
+    };
+    let gossip_advertise = match advertise(gossip_listen).parse::<SocketAddr>() {
+        Ok(addr) => addr,
+        Err(_) => {
+            issue("cluster.advertise_host", "must be an IP address (gossip advertises a socket address)".into());
+            return None;
+        }
+    };
+    if gossip_advertise.ip().is_unspecified() {
+        issue("cluster.advertise_host", format!("required when gossip listens on {gossip_listen}: peers cannot reach 0.0.0.0"));
+    }
+    let secret = match (&c.secret, &c.secret_file) {
+        (Some(secret), _) if !secret.is_empty() => Some(secret.clone().into_bytes()),
+        (_, Some(path)) => match std::fs::read(path) {
+            Ok(bytes) => Some(bytes.trim_ascii().to_vec()).filter(|b| !b.is_empty()),
+            Err(e) => {
+                issue("cluster.secret_file", format!("{}: {e}", path.display()));
+                None
+            }
+        },
+        _ => None,
+    };
+    if secret.is_none() && !c.insecure_bus {
+        issue(
+            "cluster.secret",
+            "a clustered node needs a shared bus secret (cluster.secret_file, --cluster-secret-file or HOTRULE_CLUSTER_SECRET); \
+             pass --insecure-bus (cluster.insecure_bus: true) to run without one"
+                .into(),
+        );
+    }
+    if c.gossip_interval.0 < std::time::Duration::from_millis(10) {
+        issue("cluster.gossip_interval", "must be at least 10ms".into());
+    }
+    Some(ClusterConfig {
+        gossip_listen,
+        gossip_advertise,
+        bus_listen,
+        bus_advertise: advertise(bus_listen),
+        admin_advertise: advertise(admin),
+        seeds: c.seeds.clone(),
+        id: c.id.clone(),
+        secret,
+        commit_replicas: c.commit_replicas,
+        gossip_interval: c.gossip_interval.0,
+    })
 }

@@ -41,6 +41,8 @@ pub struct AdminState {
     pub admin_token: std::sync::RwLock<Option<String>>,
     pub ready: AtomicBool,
     pub config: Arc<crate::config::ConfigState>,
+    /// Present when the node runs in a cluster.
+    pub cluster: Option<Arc<crate::replication::Cluster>>,
 }
 
 impl AdminState {
@@ -53,7 +55,7 @@ impl AdminState {
         *self.admin_token.write().unwrap_or_else(|p| p.into_inner()) = token;
     }
 
-    fn token(&self) -> Option<String> {
+    pub(crate) fn token(&self) -> Option<String> {
         self.admin_token.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
@@ -112,9 +114,10 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/dump", get(dump::dump_all))
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
         .route("/readyz", get(readyz))
-        .route("/config", get(config));
+        .route("/config", get(config))
+        .route("/cluster/status", get(reads::cluster_status));
     #[cfg(feature = "failpoints")]
-    let rules = rules.route("/debug/failpoints", post(writes::set_failpoint));
+    let rules = rules.route("/debug/failpoints", post(writes::set_failpoint)).route("/debug/drop", post(writes::set_drop));
     let protected = rules.route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))

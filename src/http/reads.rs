@@ -155,6 +155,9 @@ pub async fn list(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Respon
         Ok(p) => p,
         Err(outcome) => return outcome_response(&outcome, "", ""),
     };
+    if params.flag("cluster") {
+        return axum::Json(cluster_list(&state).await).into_response();
+    }
     let filter = match params.get("catalog").map(str::trim) {
         None | Some("") => None,
         Some(_) => match params.catalog(None) {
@@ -307,4 +310,89 @@ fn render_list(
         rules: rows,
     };
     serde_json::to_vec(&envelope).unwrap_or_else(|e| json!({"error": e.to_string()}).to_string().into_bytes())
+}
+
+/// `GET /cluster/status`: this node, the main, and every member as gossip sees it.
+pub async fn cluster_status(State(state): State<Arc<AdminState>>) -> Response {
+    let Some(cluster) = &state.cluster else {
+        return axum::Json(json!({
+            "self": state.node_id.0,
+            "main": state.node_id.0,
+            "members": [{"nodeId": state.node_id.0, "live": true, "lastScanTime": state.scanner.last_scan_ms()}],
+        }))
+        .into_response();
+    };
+    let view = cluster.view();
+    let members: Vec<Value> = view
+        .members
+        .iter()
+        .map(|m| {
+            json!({
+                "nodeId": m.node_id.0,
+                "live": m.live,
+                "adminAddr": m.admin_addr,
+                "busAddr": m.bus_addr,
+                "generation": m.generation,
+                "digest": m.digest,
+                "ready": m.ready,
+                "lastScanTime": m.last_scan_ms,
+            })
+        })
+        .collect();
+    axum::Json(json!({"self": view.self_id.0, "main": view.main.map(|m| m.0), "members": members})).into_response()
+}
+
+/// `GET /runtime/rule/list?cluster=true`: every live node's view, a row per rule × node,
+/// with whether that node has converged on the main's stored content.
+async fn cluster_list(state: &AdminState) -> Value {
+    let mut views: Vec<(String, Value)> = vec![(state.node_id.0.clone(), serde_json::from_slice(&list_view(state, None)).unwrap_or(Value::Null))];
+    let mut unreachable = Vec::new();
+    let main = state.cluster.as_ref().and_then(|c| c.view().main).map(|m| m.0).unwrap_or_else(|| state.node_id.0.clone());
+    if let Some(cluster) = &state.cluster {
+        let token = state.token();
+        for member in cluster.view().live_peers() {
+            let Some(addr) = member.admin_addr.clone() else { continue };
+            let answer = match crate::client::AdminClient::new(&addr, token.clone()) {
+                Ok(client) => client.get("/runtime/rule/list").await.ok().and_then(|r| r.json()),
+                Err(_) => None,
+            };
+            match answer {
+                Some(view) => views.push((member.node_id.0.clone(), view)),
+                None => unreachable.push(member.node_id.0.clone()),
+            }
+        }
+    }
+    let main_hashes: BTreeMap<(String, String), String> = views
+        .iter()
+        .filter(|(node, _)| *node == main)
+        .flat_map(|(_, view)| view["rules"].as_array().cloned().unwrap_or_default())
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            ((s("catalog"), s("name")), s("contentHash"))
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for (node, view) in &views {
+        for r in view["rules"].as_array().cloned().unwrap_or_default() {
+            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            let stored_matches = main_hashes.get(&(s("catalog"), s("name"))).is_none_or(|h| *h == s("contentHash"));
+            let applied = match s("status").as_str() {
+                "ACTIVE" => s("localState") == "RUNNING" && s("appliedContentHash") == s("contentHash"),
+                "INACTIVE" => s("localState") == "NOT_LOADED",
+                _ => s("localState") == "RUNNING",
+            };
+            rows.push(json!({
+                "node": node,
+                "catalog": s("catalog"),
+                "name": s("name"),
+                "status": s("status"),
+                "localState": s("localState"),
+                "contentHash": s("contentHash"),
+                "appliedContentHash": s("appliedContentHash"),
+                "lastApplyError": s("lastApplyError"),
+                "converged": stored_matches && applied,
+            }));
+        }
+    }
+    json!({"generatedAt": now_ms(), "main": main, "nodes": views.iter().map(|(n, _)| n).collect::<Vec<_>>(), "unreachable": unreachable, "rules": rows})
 }

@@ -4,11 +4,12 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
 use super::params::{Params, RawQuery};
 use super::{AdminState, outcome_response};
 use crate::bundled::MAX_CONTENT_BYTES;
+use crate::bus::messages::ForwardOp;
 use crate::ids::Catalog;
 use crate::status::{ApplyStatus, Outcome};
 use crate::workflow::AddOrUpdate;
@@ -48,6 +49,16 @@ async fn add_or_update_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<C
         allow_storage_change: params.flag("allowStorageChange"),
         force: params.flag("force"),
     };
+    if let Some(response) = forward_if_not_main(&state, || ForwardOp::AddOrUpdate {
+        key: request.key.clone(),
+        content: request.content.clone(),
+        allow_storage_change: request.allow_storage_change,
+        force: request.force,
+    })
+    .await
+    {
+        return response;
+    }
     let outcome = state.workflow.add_or_update(request).await;
     outcome_response(&outcome, &catalog_echo, &name_echo)
 }
@@ -60,7 +71,12 @@ async fn inactivate_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Cata
     let (catalog_echo, name_echo) = params.echo();
     let catalog_echo = fixed.map(|c| c.as_str().to_string()).unwrap_or(catalog_echo);
     let outcome = match params.key(fixed) {
-        Ok(key) => state.workflow.inactivate(&key).await,
+        Ok(key) => {
+            if let Some(response) = forward_if_not_main(&state, || ForwardOp::Inactivate { key: key.clone() }).await {
+                return response;
+            }
+            state.workflow.inactivate(&key).await
+        }
         Err(outcome) => outcome,
     };
     outcome_response(&outcome, &catalog_echo, &name_echo)
@@ -87,8 +103,37 @@ async fn delete_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>
             return outcome_response(&outcome, &catalog_echo, &name_echo);
         }
     };
+    if let Some(response) =
+        forward_if_not_main(&state, || ForwardOp::Delete { key: key.clone(), revert_to_bundled: revert }).await
+    {
+        return response;
+    }
     let outcome = state.workflow.delete(&key, revert).await;
     outcome_response(&outcome, &catalog_echo, &name_echo)
+}
+
+/// A write that reaches a node which is not the main goes to the main, once; the main's status
+/// and body are relayed unchanged. A transport failure is `502 forward_failed` with `mainNode`.
+async fn forward_if_not_main(state: &AdminState, op: impl FnOnce() -> ForwardOp) -> Option<Response> {
+    let cluster = state.cluster.as_ref().filter(|c| !c.is_main())?;
+    let op = op();
+    let key = op.key().clone();
+    Some(match cluster.forward(op).await {
+        Ok((status, body)) => {
+            let status = axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
+            (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
+        }
+        Err((outcome, main)) => {
+            let body = serde_json::json!({
+                "applyStatus": outcome.status.as_str(),
+                "catalog": key.catalog.as_str(),
+                "name": key.name.as_str(),
+                "message": outcome.message,
+                "mainNode": main,
+            });
+            (super::status_code(outcome.status), axum::Json(body)).into_response()
+        }
+    })
 }
 
 macro_rules! write_routes {
@@ -109,6 +154,26 @@ write_routes!(add_or_update, inactivate, delete, None);
 write_routes!(otel_add_or_update, otel_inactivate, otel_delete, Some(Catalog::OtelRules));
 write_routes!(log_add_or_update, log_inactivate, log_delete, Some(Catalog::LogMalRules));
 write_routes!(lal_add_or_update, lal_inactivate, lal_delete, Some(Catalog::Lal));
+
+/// `POST /debug/drop?peer=ID&drop=true|false`: drop (or restore) this node's outgoing
+/// Suspend/Resume messages to one peer (builds with the `failpoints` feature only).
+#[cfg(feature = "failpoints")]
+pub async fn set_drop(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Response {
+    let params = match Params::from(raw) {
+        Ok(p) => p,
+        Err(outcome) => return outcome_response(&outcome, "", ""),
+    };
+    let Some(switch) = state.cluster.as_ref().and_then(|c| c.drop_switch.clone()) else {
+        return outcome_response(&Outcome::new(ApplyStatus::InvalidParameter, "this node is not clustered"), "", "");
+    };
+    let peer = crate::ids::NodeId(params.get("peer").unwrap_or("").to_string());
+    if params.flag("drop") {
+        switch.drop_calls_to(peer.clone());
+    } else {
+        switch.restore(&peer);
+    }
+    outcome_response(&Outcome::new(ApplyStatus::NoChange, format!("dropping suspend/resume to: {:?}", switch.dropped_peers())), "", "")
+}
 
 /// `POST /debug/failpoints?name=N&action=A` (builds with the `failpoints` feature only).
 #[cfg(feature = "failpoints")]

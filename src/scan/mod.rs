@@ -64,6 +64,8 @@ pub struct Scanner {
     locks: Arc<FileLocks>,
     settings: std::sync::RwLock<ScanSettings>,
     poke: Notify,
+    /// Whether this node is the main (only the main creates measures).
+    main_check: std::sync::RwLock<Arc<dyn Fn() -> bool + Send + Sync>>,
     scans: AtomicU64,
     last_scan_ms: AtomicU64,
     storage_errors: AtomicU64,
@@ -84,6 +86,7 @@ impl Scanner {
             locks,
             settings: std::sync::RwLock::new(settings),
             poke: Notify::new(),
+            main_check: std::sync::RwLock::new(Arc::new(|| true)),
             scans: AtomicU64::new(0),
             last_scan_ms: AtomicU64::new(0),
             storage_errors: AtomicU64::new(0),
@@ -98,6 +101,16 @@ impl Scanner {
     pub fn update_settings(&self, settings: ScanSettings) {
         *self.settings.write().unwrap_or_else(|p| p.into_inner()) = settings;
         self.poke.notify_one();
+    }
+
+    /// Sets how the scan learns whether this node is the main (a lone node always is).
+    pub fn set_main_check(&self, check: Arc<dyn Fn() -> bool + Send + Sync>) {
+        *self.main_check.write().unwrap_or_else(|p| p.into_inner()) = check;
+    }
+
+    fn is_main(&self) -> bool {
+        let check = self.main_check.read().unwrap_or_else(|p| p.into_inner()).clone();
+        check()
     }
 
     /// Asks the worker to scan now instead of at the next tick.
@@ -126,7 +139,7 @@ impl Scanner {
                 _ = tokio::time::sleep(interval) => {}
                 _ = self.poke.notified() => {}
             }
-            let report = self.run_once(true).await;
+            let report = self.run_once(self.is_main()).await;
             if !report.actions.is_empty() || !report.failed.is_empty() {
                 tracing::info!(actions = ?report.actions, failed = ?report.failed, "scan applied changes");
             }

@@ -115,6 +115,7 @@ pub struct Store {
     kv: Arc<dyn KvEngine>,
     index: RwLock<BTreeMap<RuleKey, EntryMeta>>,
     measures: RwLock<BTreeMap<String, Measure>>,
+    changes_tx: tokio::sync::watch::Sender<u64>,
 }
 
 impl Store {
@@ -123,6 +124,7 @@ impl Store {
         let entries = read_entries(kv.as_ref())?;
         let measures = read_measures(kv.as_ref())?;
         Ok(Store {
+            changes_tx: tokio::sync::watch::channel(0).0,
             kv,
             index: RwLock::new(entries.into_iter().map(|e| (e.key.clone(), e.meta())).collect()),
             measures: RwLock::new(measures.into_iter().map(|m| (m.metric.clone(), m)).collect()),
@@ -186,7 +188,14 @@ impl Store {
         for measure in change.measures {
             measures.insert(measure.metric.clone(), measure);
         }
+        drop(measures);
+        self.changes_tx.send_modify(|v| *v = v.wrapping_add(1));
         Ok(())
+    }
+
+    /// A receiver that sees a new value after every successful commit.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes_tx.subscribe()
     }
 
     /// The cached metadata of every entry (tombstones included), in key order.

@@ -106,7 +106,8 @@ impl Workflow {
                 return Outcome::new(ApplyStatus::PersistFailed, format!("{key} not persisted: {e}"));
             }
             self.set_claims(&key, &compiled, false);
-            self.peers.notify_committed(&key, &entry.revision).await;
+            let confirmed = self.peers.notify_committed(&key, &entry.revision).await;
+            let note = super::replicas_note(self.peers.replicas_required(), confirmed);
             if let Some(argument) = faults::injected(faults::AFTER_PERSIST) {
                 self.runtime.set_error(&key, format!("local apply deferred ({argument}); the scan retries"));
                 return Outcome::new(
@@ -119,7 +120,7 @@ impl Workflow {
                 loaded_rule(compiled, entry.content_hash.clone(), Some(entry.revision.clone()), LoaderKind::Runtime),
                 BTreeSet::new(),
             );
-            return Outcome::new(ApplyStatus::FilterOnlyApplied, classification.summary());
+            return Outcome::new(ApplyStatus::FilterOnlyApplied, format!("{}{note}", classification.summary()));
         }
 
         if let Err(outcome) = self.suspend_cluster(&key).await {
@@ -149,9 +150,9 @@ impl Workflow {
             BTreeSet::new(),
         );
         self.runtime.resume(&key, crate::runtime::Origin::SelfOrigin);
-        self.announce(&key, &entry.revision).await;
+        let note = self.announce(&key, &entry.revision).await;
         self.runtime.reset_alarm_windows(&key, classification.alarm_reset());
-        Outcome::new(ApplyStatus::StructuralApplied, classification.summary())
+        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{note}", classification.summary()))
     }
 }
 

@@ -171,10 +171,43 @@ impl Workflow {
         self.peers.resume_all(key).await;
     }
 
-    /// After the commit: tell peers and let them resume.
-    async fn announce(&self, key: &RuleKey, revision: &Revision) {
-        self.peers.notify_committed(key, revision).await;
+    /// After the commit: tell peers and let them resume. Returns a note for the answer when
+    /// `--commit-replicas` asks for confirmations.
+    async fn announce(&self, key: &RuleKey, revision: &Revision) -> String {
+        let confirmed = self.peers.notify_committed(key, revision).await;
         self.peers.resume_all(key).await;
+        replicas_note(self.peers.replicas_required(), confirmed)
+    }
+
+    /// Applies entries replicated from another node: the same single write path as operator
+    /// requests, by last-write-wins on the revision. Returns how many entries moved storage.
+    /// Runtime state follows on the next scan (callers poke it).
+    pub async fn apply_replicated(&self, entries: Vec<RuleEntry>) -> Result<usize, String> {
+        let mut applied = 0;
+        for entry in entries {
+            let key = entry.key.clone();
+            let Ok(_guard) = self.lock(&key).await else {
+                return Err(format!("{key}: file lock busy"));
+            };
+            let local = self.store.get_entry(&key).await.map_err(|e| format!("{key}: {e}"))?;
+            self.clock.observe(&entry.revision);
+            if local.as_ref().is_some_and(|l| l.revision >= entry.revision) {
+                continue;
+            }
+            let compiled = entry.is_live().then(|| compile_for(&key, &entry.content).ok()).flatten();
+            let inactive = entry.status == EntryStatus::Inactive;
+            let live = entry.is_live();
+            self.store
+                .commit(Change { entries: vec![entry], ..Change::default() })
+                .await
+                .map_err(|e| format!("{key}: {e}"))?;
+            match (&compiled, live) {
+                (Some(compiled), true) => self.set_claims(&key, compiled, inactive),
+                _ => self.runtime.claims.remove(&key),
+            }
+            applied += 1;
+        }
+        Ok(applied)
     }
 
     fn set_claims(&self, key: &RuleKey, compiled: &Compiled, inactive: bool) {
@@ -183,6 +216,14 @@ impl Workflow {
             FileClaims { claims: Claims::of(compiled), inactive, bundled: self.bundled.contains(key) },
         );
     }
+}
+
+/// The answer's note on peer confirmations (empty unless confirmations are required).
+pub fn replicas_note(required: usize, confirmed: usize) -> String {
+    if required == 0 {
+        return String::new();
+    }
+    format!("; held by {confirmed} peer(s), {required} required")
 }
 
 /// Compiles a file of `key`'s catalog.

@@ -24,8 +24,12 @@ pub trait Peers: Send + Sync + 'static {
     fn suspend_all<'a>(&'a self, key: &'a RuleKey) -> BoxFuture<'a, SuspendVote>;
     fn resume_all<'a>(&'a self, key: &'a RuleKey) -> BoxFuture<'a, ()>;
     /// Tells peers a new entry revision is committed, so they pull it now instead of at the
-    /// next scan.
-    fn notify_committed<'a>(&'a self, key: &'a RuleKey, revision: &'a Revision) -> BoxFuture<'a, ()>;
+    /// next scan. Returns how many peers confirmed they hold it (see `replicas_required`).
+    fn notify_committed<'a>(&'a self, key: &'a RuleKey, revision: &'a Revision) -> BoxFuture<'a, usize>;
+    /// How many peers must confirm a commit before the write is answered (`--commit-replicas`).
+    fn replicas_required(&self) -> usize {
+        0
+    }
 }
 
 /// A node without peers.
@@ -40,7 +44,7 @@ impl Peers for NoPeers {
         Box::pin(async {})
     }
 
-    fn notify_committed<'a>(&'a self, _key: &'a RuleKey, _revision: &'a Revision) -> BoxFuture<'a, ()> {
-        Box::pin(async {})
+    fn notify_committed<'a>(&'a self, _key: &'a RuleKey, _revision: &'a Revision) -> BoxFuture<'a, usize> {
+        Box::pin(async { 0 })
     }
 }

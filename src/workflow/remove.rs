@@ -61,12 +61,12 @@ impl Workflow {
         }
         self.runtime.unload(key);
         self.runtime.resume(key, Origin::SelfOrigin);
-        self.announce(key, &entry.revision).await;
+        let note = self.announce(key, &entry.revision).await;
         self.runtime.reset_alarm_windows(key, compiled.as_ref().map(all_names).unwrap_or_default());
         if static_tombstone {
-            Outcome::new(ApplyStatus::StaticTombstoned, format!("bundled rule {key} tombstoned; its measures are kept"))
+            Outcome::new(ApplyStatus::StaticTombstoned, format!("bundled rule {key} tombstoned; its measures are kept{note}"))
         } else {
-            Outcome::new(ApplyStatus::Inactivated, format!("{key} inactivated; its measures are kept"))
+            Outcome::new(ApplyStatus::Inactivated, format!("{key} inactivated; its measures are kept{note}"))
         }
     }
 
@@ -91,8 +91,9 @@ impl Workflow {
                 }
                 self.runtime.claims.remove(key);
                 self.runtime.unload(key);
-                self.peers.notify_committed(key, &tombstone.revision).await;
-                Outcome::new(ApplyStatus::Deleted, format!("{key} deleted; its backend measures are left in place"))
+                let confirmed = self.peers.notify_committed(key, &tombstone.revision).await;
+                let note = super::replicas_note(self.peers.replicas_required(), confirmed);
+                Outcome::new(ApplyStatus::Deleted, format!("{key} deleted; its backend measures are left in place{note}"))
             }
             Decision::RevertToBundled => self.revert_to_bundled(key, &prior).await,
             other => Outcome::new(ApplyStatus::DeleteFailed, format!("unexpected decision {other:?}")),
@@ -133,9 +134,9 @@ impl Workflow {
         self.runtime.claims.set(key, FileClaims { claims, inactive: false, bundled: true });
         self.runtime.install(key, loaded_rule(compiled, bundled.hash.clone(), None, LoaderKind::Bundled), BTreeSet::new());
         self.runtime.resume(key, Origin::SelfOrigin);
-        self.announce(key, &tombstone.revision).await;
+        let note = self.announce(key, &tombstone.revision).await;
         self.runtime.reset_alarm_windows(key, reset);
-        Outcome::new(ApplyStatus::RevertedToBundled, format!("{key} now runs its bundled file"))
+        Outcome::new(ApplyStatus::RevertedToBundled, format!("{key} now runs its bundled file{note}"))
     }
 }
 

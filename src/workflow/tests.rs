@@ -44,8 +44,11 @@ impl Peers for RecordingPeers {
     fn resume_all<'a>(&'a self, key: &'a RuleKey) -> peers::BoxFuture<'a, ()> {
         Box::pin(async move { self.calls.lock().expect("calls").push(format!("resume {key}")) })
     }
-    fn notify_committed<'a>(&'a self, key: &'a RuleKey, _r: &'a Revision) -> peers::BoxFuture<'a, ()> {
-        Box::pin(async move { self.calls.lock().expect("calls").push(format!("notify {key}")) })
+    fn notify_committed<'a>(&'a self, key: &'a RuleKey, _r: &'a Revision) -> peers::BoxFuture<'a, usize> {
+        Box::pin(async move {
+            self.calls.lock().expect("calls").push(format!("notify {key}"));
+            0
+        })
     }
 }
 

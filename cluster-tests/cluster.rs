@@ -1,0 +1,312 @@
+//! In-process cluster scenarios: three nodes on chitchat's in-memory transport and the
+//! in-memory bus (real encoding, cuttable links), each with its own store, talking through
+//! their real admin HTTP APIs on ephemeral ports. Every wait is on a predicate with a bound;
+//! each scenario is a sequence of logged phases.
+
+mod harness;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use harness::{TestNode, wait_until};
+use hotrule::bus::MemNetwork;
+use hotrule::bus::messages::{BusRequest, BusResponse, ForwardOp};
+use hotrule::cluster::{GossipNetwork, GossipTransport, MembershipSettings};
+use hotrule::ids::{Catalog, NodeId, RuleKey, RuleName};
+use hotrule::node::{BusWiring, ClusterWiring, NodeSettings, RunningNode};
+use hotrule::replication::ReplicationSettings;
+use hotrule::store::kv::{KvEngine, MemKv};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn rule(prefix: &str, step: u32) -> String {
+    format!(
+        "expSuffix: service(['svc'], Layer.GENERAL)\nmetricPrefix: {prefix}\nmetricsRules:\n  - name: requests\n    exp: requests_total.sum(['svc']).rate('PT{step}M')\n"
+    )
+}
+
+fn phase(scenario: &str, what: &str) {
+    eprintln!("[{scenario}] {what}");
+}
+
+fn gossip_addr(i: usize) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 40_000 + i as u16))
+}
+
+fn node_id(i: usize) -> NodeId {
+    NodeId(format!("n{i}"))
+}
+
+struct TestCluster {
+    gossip: GossipNetwork,
+    bus: MemNetwork,
+    stores: Vec<Arc<MemKv>>,
+    nodes: Vec<Option<TestNode>>,
+    size: usize,
+}
+
+impl TestCluster {
+    async fn start(size: usize) -> TestCluster {
+        let mut cluster = TestCluster {
+            gossip: GossipNetwork::new(),
+            bus: MemNetwork::new(),
+            stores: (0..size).map(|_| Arc::new(MemKv::new())).collect(),
+            nodes: (0..size).map(|_| None).collect(),
+            size,
+        };
+        for i in 1..=size {
+            cluster.start_node(i).await;
+        }
+        cluster.wait_agreement(&(1..=size).collect::<Vec<_>>(), 1).await;
+        cluster
+    }
+
+    async fn start_node(&mut self, i: usize) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let admin = listener.local_addr().expect("addr").to_string();
+        let mut membership = MembershipSettings::for_test(node_id(i), gossip_addr(i));
+        membership.seeds = (1..=self.size).filter(|j| *j != i).map(|j| gossip_addr(j).to_string()).collect();
+        let wiring = ClusterWiring {
+            membership,
+            gossip: GossipTransport::InMemory(self.gossip.clone()),
+            bus: BusWiring::Memory { network: self.bus.clone() },
+            replication: ReplicationSettings { sync_timeout: Duration::from_secs(2), ..ReplicationSettings::default() },
+            admin_advertise: admin.clone(),
+        };
+        let settings = NodeSettings { node_id: Some(format!("n{i}")), ..NodeSettings::for_test() };
+        let kv: Arc<dyn KvEngine> = self.stores[i - 1].clone();
+        let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring).await.expect("node starts");
+        let client = hotrule::client::AdminClient::new(&admin, None).expect("client");
+        self.nodes[i - 1] = Some(TestNode { node, client, kv });
+    }
+
+    async fn stop_node(&mut self, i: usize) {
+        if let Some(node) = self.nodes[i - 1].take() {
+            self.bus.unregister(&node_id(i));
+            let TestNode { node, client, kv } = node;
+            drop((client, kv));
+            node.shutdown().await;
+        }
+    }
+
+    fn node(&self, i: usize) -> &TestNode {
+        self.nodes[i - 1].as_ref().expect("node is running")
+    }
+
+    async fn status(&self, i: usize) -> serde_json::Value {
+        self.node(i).client.get("/cluster/status").await.expect("status").json().expect("json")
+    }
+
+    /// Waits until every node in `live` sees exactly `live` as live members and `main` as main.
+    async fn wait_agreement(&self, live: &[usize], main: usize) {
+        for &i in live {
+            wait_until(WAIT, &format!("n{i} sees main n{main} and {} live members", live.len()), || async {
+                let status = self.status(i).await;
+                let live_count = status["members"].as_array().map_or(0, |m| m.iter().filter(|m| m["live"] == true).count());
+                status["main"] == format!("n{main}") && live_count == live.len()
+            })
+            .await;
+        }
+    }
+
+    /// Waits until node `i` stores and runs `content` for `otel-rules/name`.
+    async fn wait_rule(&self, i: usize, name: &str, content: &str) {
+        let hash = hotrule::ids::ContentHash::of(content.as_bytes()).0;
+        wait_until(WAIT, &format!("n{i} runs {name} at {}", &hash[..8]), || async {
+            self.node(i).row("otel-rules", name).await.is_some_and(|r| {
+                r["contentHash"] == hash.as_str() && r["appliedContentHash"] == hash.as_str() && r["localState"] == "RUNNING"
+            })
+        })
+        .await;
+    }
+
+    async fn partition(&self, side_a: &[usize], side_b: &[usize]) {
+        for &a in side_a {
+            for &b in side_b {
+                self.gossip.cut(gossip_addr(a), gossip_addr(b)).await;
+                self.bus.cut(&node_id(a), &node_id(b));
+            }
+        }
+    }
+
+    async fn heal(&self, side_a: &[usize], side_b: &[usize]) {
+        for &a in side_a {
+            for &b in side_b {
+                self.gossip.heal(gossip_addr(a), gossip_addr(b)).await;
+                self.bus.heal(&node_id(a), &node_id(b));
+            }
+        }
+    }
+
+    async fn shutdown(mut self) {
+        for i in 1..=self.size {
+            self.stop_node(i).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_commit_reaches_every_node_and_writes_anywhere_are_forwarded() {
+    let s = "healthy";
+    let cluster = TestCluster::start(3).await;
+    phase(s, "structural write on the main n1");
+    let started = Instant::now();
+    let (code, json) = cluster.node(1).push("otel-rules", "a", &rule("ha", 1), &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("structural_applied")), "{json}");
+    for i in 1..=3 {
+        cluster.wait_rule(i, "a", &rule("ha", 1)).await;
+    }
+    phase(s, &format!("visible on every node {:?} after the 200", started.elapsed()));
+
+    phase(s, "a write sent to n3 is forwarded to the main and answered with the main's answer");
+    let (code, json) = cluster.node(3).push("otel-rules", "a", &rule("ha", 2), &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("filter_only_applied")), "{json}");
+    for i in 1..=3 {
+        cluster.wait_rule(i, "a", &rule("ha", 2)).await;
+    }
+    let (code, json) = cluster.node(2).push("otel-rules", "b", "metricsRules: [", &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (400, Some("compile_failed")), "errors relay unchanged: {json}");
+
+    phase(s, "a forwarded request that reaches a non-main answers 421 cluster_view_split");
+    let client = cluster.bus.client(NodeId("outsider".into()));
+    let key = RuleKey::new(Catalog::OtelRules, RuleName::parse("a").expect("name"));
+    let request = BusRequest::Forward { op: ForwardOp::Inactivate { key }, sender: NodeId("outsider".into()), issued_at_ms: 0 };
+    match hotrule::bus::BusClient::call(&client, &node_id(2), "", request, Duration::from_secs(5)).await {
+        Ok(BusResponse::Forwarded { http_status, body, .. }) => {
+            assert_eq!(http_status, 421);
+            let body: serde_json::Value = serde_json::from_slice(&body).expect("json");
+            assert_eq!((body["applyStatus"].as_str(), body["mainNode"].as_str()), (Some("cluster_view_split"), Some("n1")));
+        }
+        other => panic!("expected a 421 forward answer, got {other:?}"),
+    }
+
+    phase(s, "the cluster list shows every node converged");
+    let list = cluster.node(2).client.get("/runtime/rule/list?cluster=true").await.expect("list").json().expect("json");
+    let rows: Vec<_> = list["rules"].as_array().expect("rows").iter().filter(|r| r["name"] == "a").cloned().collect();
+    assert_eq!(rows.len(), 3, "{list}");
+    assert!(rows.iter().all(|r| r["converged"] == true), "{rows:?}");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_pauses_split_brain_and_self_heal() {
+    let s = "pauses";
+    let cluster = TestCluster::start(3).await;
+    cluster.node(1).push("otel-rules", "p", &rule("pp", 1), &[]).await;
+    for i in 1..=3 {
+        cluster.wait_rule(i, "p", &rule("pp", 1)).await;
+    }
+    phase(s, "the pause broadcast to n3 is dropped; n3 still converges on the structural change");
+    cluster.node(1).post("/debug/drop", &[("peer", "n3"), ("drop", "true")]).await;
+    let added = format!("{}  - name: extra\n    exp: extra_total.sum(['svc'])\n", rule("pp", 1));
+    let (code, json) = cluster.node(1).push("otel-rules", "p", &added, &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("structural_applied")), "{json}");
+    for i in 1..=3 {
+        cluster.wait_rule(i, "p", &added).await;
+    }
+    cluster.node(1).post("/debug/drop", &[("peer", "n3"), ("drop", "false")]).await;
+
+    phase(s, "a peer already suspended by SELF refuses the main's Suspend: 409 split_brain_detected");
+    let key = RuleKey::new(Catalog::OtelRules, RuleName::parse("p").expect("name"));
+    let n2 = &cluster.node(2).node.state.runtime;
+    n2.suspend(&key, hotrule::runtime::Origin::SelfOrigin, true);
+    let (code, json) = cluster.node(1).push("otel-rules", "p", &rule("pp", 1), &[("allowStorageChange", "true")]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (409, Some("split_brain_detected")), "{json}");
+    assert_eq!(cluster.node(1).row("otel-rules", "p").await.expect("row")["suspendOrigin"], "NONE", "the main resumed itself");
+    n2.resume(&key, hotrule::runtime::Origin::SelfOrigin);
+
+    phase(s, "a PEER suspension left behind by a crashed main self-heals after the threshold");
+    let n3 = &cluster.node(3).node.state.runtime;
+    n3.suspend(&key, hotrule::runtime::Origin::Peer, true);
+    wait_until(WAIT, "n3 self-heals", || async {
+        cluster.node(3).row("otel-rules", "p").await.is_some_and(|r| r["suspendOrigin"] == "NONE")
+    })
+    .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_main_leaves_the_next_node_takes_writes_and_the_old_main_returns_with_nothing_lost() {
+    let s = "failover";
+    let mut cluster = TestCluster::start(3).await;
+    cluster.node(1).push("otel-rules", "f", &rule("ff", 1), &[]).await;
+    for i in 1..=3 {
+        cluster.wait_rule(i, "f", &rule("ff", 1)).await;
+    }
+    phase(s, "n1 stops; n2 becomes the main");
+    let stopped = Instant::now();
+    cluster.stop_node(1).await;
+    cluster.wait_agreement(&[2, 3], 2).await;
+    phase(s, &format!("n2 is the main everywhere {:?} after n1 stopped", stopped.elapsed()));
+    let (code, json) = cluster.node(3).push("otel-rules", "f", &rule("ff", 2), &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("filter_only_applied")), "{json}");
+    let (code, _) = cluster.node(3).push("otel-rules", "g", &rule("gg", 1), &[]).await;
+    assert_eq!(code, 200);
+    for i in 2..=3 {
+        cluster.wait_rule(i, "f", &rule("ff", 2)).await;
+        cluster.wait_rule(i, "g", &rule("gg", 1)).await;
+    }
+    phase(s, "n1 returns on its old store, becomes the main again and pulls what it missed");
+    cluster.start_node(1).await;
+    cluster.wait_agreement(&[1, 2, 3], 1).await;
+    cluster.wait_rule(1, "f", &rule("ff", 2)).await;
+    cluster.wait_rule(1, "g", &rule("gg", 1)).await;
+    let (code, json) = cluster.node(2).push("otel-rules", "f", &rule("ff", 3), &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("filter_only_applied")), "{json}");
+    for i in 1..=3 {
+        cluster.wait_rule(i, "f", &rule("ff", 3)).await;
+    }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_on_both_sides_of_a_partition_converge_on_the_later_write() {
+    let s = "partition";
+    let cluster = TestCluster::start(3).await;
+    cluster.node(1).push("otel-rules", "x", &rule("xx", 1), &[]).await;
+    for i in 1..=3 {
+        cluster.wait_rule(i, "x", &rule("xx", 1)).await;
+    }
+    phase(s, "cut n1 from n2 and n3: each side elects its own main");
+    cluster.partition(&[1], &[2, 3]).await;
+    wait_until(WAIT, "n2 sees itself as main", || async { cluster.status(2).await["main"] == "n2" }).await;
+    wait_until(WAIT, "n1 still sees itself as main", || async { cluster.status(1).await["main"] == "n1" }).await;
+    phase(s, "write on the n1 side, then later on the n2 side");
+    let (code, _) = cluster.node(1).push("otel-rules", "x", &rule("xx", 2), &[]).await;
+    assert_eq!(code, 200);
+    let (code, _) = cluster.node(3).push("otel-rules", "x", &rule("xx", 3), &[]).await;
+    assert_eq!(code, 200);
+    let (code, _) = cluster.node(1).push("otel-rules", "only-a", &rule("oa", 1), &[]).await;
+    assert_eq!(code, 200);
+    phase(s, "heal: every node holds the later write, and the write only one side saw");
+    cluster.heal(&[1], &[2, 3]).await;
+    cluster.wait_agreement(&[1, 2, 3], 1).await;
+    for i in 1..=3 {
+        cluster.wait_rule(i, "x", &rule("xx", 3)).await;
+        cluster.wait_rule(i, "only-a", &rule("oa", 1)).await;
+    }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_with_unreadable_storage_keeps_its_state_and_converges_when_storage_returns() {
+    let s = "storage";
+    let cluster = TestCluster::start(3).await;
+    cluster.node(1).push("otel-rules", "st", &rule("st", 1), &[]).await;
+    for i in 1..=3 {
+        cluster.wait_rule(i, "st", &rule("st", 1)).await;
+    }
+    phase(s, "n2's storage becomes unreadable; a new commit lands on the others");
+    cluster.stores[1].set_fail_reads(true);
+    cluster.stores[1].set_fail_writes(true);
+    cluster.node(1).push("otel-rules", "st", &rule("st", 2), &[]).await;
+    cluster.wait_rule(3, "st", &rule("st", 2)).await;
+    let row = cluster.node(2).row("otel-rules", "st").await.expect("row");
+    assert_eq!(row["localState"], "RUNNING", "in-memory state held stable");
+    phase(s, "storage returns; n2 converges");
+    cluster.stores[1].set_fail_reads(false);
+    cluster.stores[1].set_fail_writes(false);
+    cluster.wait_rule(2, "st", &rule("st", 2)).await;
+    cluster.shutdown().await;
+}

@@ -1,0 +1,98 @@
+//! Replication: how a node works with its peers. It holds the workflow's `Peers` over the cluster
+//! bus (best-effort Suspend/Resume, commit notices), the bus handler that answers peers, storage
+//! sync (peers pull from the main; the main pulls newer entries from peers), and forwarding of
+//! writes to the main.
+//!
+//! Every node keeps a full replica of the rule entries. The main alone accepts operator writes
+//! and its synced write is the commit point. Replicated entries go through the workflow's single
+//! write path (`apply_replicated`), merging by last-write-wins on the revision.
+
+pub mod handler;
+pub mod peers;
+pub mod sync;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::bus::client::{BusClient, DropSwitch};
+use crate::bus::messages::{BusRequest, BusResponse, ForwardOp};
+use crate::bus::BusError;
+use crate::cluster::membership::Membership;
+use crate::cluster::view::{ClusterView, Member};
+use crate::ids::NodeId;
+use crate::status::{ApplyStatus, Outcome};
+
+#[derive(Debug, Clone)]
+pub struct ReplicationSettings {
+    /// Deadline of one Suspend/Resume call to one peer.
+    pub suspend_timeout: Duration,
+    /// Deadline of a forwarded write.
+    pub forward_timeout: Duration,
+    /// Deadline of one sync call (digest, fetch, notice).
+    pub sync_timeout: Duration,
+    /// Peers that must confirm holding a commit before the main answers (0: none).
+    pub commit_replicas: usize,
+    /// How long the main waits for those confirmations.
+    pub replica_deadline: Duration,
+}
+
+impl Default for ReplicationSettings {
+    fn default() -> Self {
+        ReplicationSettings {
+            suspend_timeout: Duration::from_secs(2),
+            forward_timeout: Duration::from_secs(30),
+            sync_timeout: Duration::from_secs(5),
+            commit_replicas: 0,
+            replica_deadline: Duration::from_secs(5),
+        }
+    }
+}
+
+/// This node's membership and bus, as the rest of the node sees them.
+pub struct Cluster {
+    pub membership: Arc<Membership>,
+    pub bus: Arc<dyn BusClient>,
+    pub drop_switch: Option<DropSwitch>,
+    pub settings: ReplicationSettings,
+}
+
+impl Cluster {
+    pub fn view(&self) -> ClusterView {
+        self.membership.view().borrow().clone()
+    }
+
+    pub fn self_id(&self) -> &NodeId {
+        self.membership.self_id()
+    }
+
+    pub fn is_main(&self) -> bool {
+        self.membership.is_main()
+    }
+
+    /// Calls `member` over the bus.
+    pub async fn call(&self, member: &Member, request: BusRequest, timeout: Duration) -> Result<BusResponse, BusError> {
+        let Some(addr) = member.bus_addr.as_deref() else {
+            return Err(BusError::Unreachable { to: member.node_id.clone(), reason: "no bus address gossiped yet".into() });
+        };
+        self.bus.call(&member.node_id, addr, request, timeout).await
+    }
+
+    /// Forwards a write to the main. `Ok((status, body))` is the main's answer, relayed
+    /// unchanged; `Err` is this node's `forward_failed`.
+    pub async fn forward(&self, op: ForwardOp) -> Result<(u16, Vec<u8>), (Outcome, String)> {
+        let view = self.view();
+        let main_id = view.main.clone().unwrap_or_else(|| self.self_id().clone());
+        let Some(main) = view.member(&main_id).cloned() else {
+            return Err((Outcome::new(ApplyStatus::ForwardFailed, format!("main {main_id} is not in the member list")), main_id.0));
+        };
+        let request = BusRequest::Forward { op, sender: self.self_id().clone(), issued_at_ms: crate::clock::now_ms() };
+        match self.call(&main, request, self.settings.forward_timeout).await {
+            Ok(BusResponse::Forwarded { http_status, body, .. }) => Ok((http_status, body)),
+            Ok(other) => Err((
+                Outcome::new(ApplyStatus::ForwardFailed, format!("main {main_id} answered {}", other.name())),
+                main_id.0,
+            )),
+            Err(e) => Err((Outcome::new(ApplyStatus::ForwardFailed, format!("forwarding to main {main_id}: {e}")), main_id.0)),
+        }
+    }
+}

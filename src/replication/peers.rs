@@ -1,0 +1,120 @@
+//! The workflow's `Peers` over the cluster bus: Suspend/Resume broadcasts (best effort, a
+//! deadline per peer, unreachable peers logged and skipped) and commit notices.
+
+use std::sync::Arc;
+
+use crate::bus::messages::{BusRequest, BusResponse, SuspendState};
+use crate::ids::{Revision, RuleKey};
+use crate::workflow::peers::BoxFuture;
+use crate::workflow::{Peers, SuspendVote};
+
+use super::Cluster;
+
+pub struct ClusterPeers {
+    cluster: Arc<Cluster>,
+}
+
+impl ClusterPeers {
+    pub fn new(cluster: Arc<Cluster>) -> ClusterPeers {
+        ClusterPeers { cluster }
+    }
+}
+
+impl Peers for ClusterPeers {
+    fn suspend_all<'a>(&'a self, key: &'a RuleKey) -> BoxFuture<'a, SuspendVote> {
+        Box::pin(async move {
+            let view = self.cluster.view();
+            let timeout = self.cluster.settings.suspend_timeout;
+            let calls = view.live_peers().cloned().map(|peer| {
+                let cluster = self.cluster.clone();
+                let request = BusRequest::Suspend {
+                    key: key.clone(),
+                    sender: cluster.self_id().clone(),
+                    issued_at_ms: crate::clock::now_ms(),
+                };
+                async move {
+                    let answer = cluster.call(&peer, request, timeout).await;
+                    (peer.node_id, answer)
+                }
+            });
+            for (peer, answer) in futures_join(calls).await {
+                match answer {
+                    Ok(BusResponse::SuspendAck { state: SuspendState::Rejected, .. }) => {
+                        return SuspendVote::Rejected { peer, detail: "ORIGIN CONFLICT: already suspended by another origin".into() };
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(%peer, rule = %key, error = %e, "suspend not delivered; the peer's scan covers it"),
+                }
+            }
+            SuspendVote::Accepted
+        })
+    }
+
+    fn resume_all<'a>(&'a self, key: &'a RuleKey) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let view = self.cluster.view();
+            let timeout = self.cluster.settings.suspend_timeout;
+            let calls = view.live_peers().cloned().map(|peer| {
+                let cluster = self.cluster.clone();
+                let request = BusRequest::Resume {
+                    key: key.clone(),
+                    sender: cluster.self_id().clone(),
+                    issued_at_ms: crate::clock::now_ms(),
+                };
+                async move {
+                    let answer = cluster.call(&peer, request, timeout).await;
+                    (peer.node_id, answer)
+                }
+            });
+            for (peer, answer) in futures_join(calls).await {
+                if let Err(e) = answer {
+                    tracing::warn!(%peer, rule = %key, error = %e, "resume not delivered; the peer self-heals");
+                }
+            }
+        })
+    }
+
+    fn notify_committed<'a>(&'a self, key: &'a RuleKey, revision: &'a Revision) -> BoxFuture<'a, usize> {
+        Box::pin(async move {
+            let view = self.cluster.view();
+            let required = self.cluster.settings.commit_replicas;
+            let timeout = if required > 0 { self.cluster.settings.replica_deadline } else { self.cluster.settings.sync_timeout };
+            let peers: Vec<_> = view.live_peers().cloned().collect();
+            let notices = peers.into_iter().map(|peer| {
+                let cluster = self.cluster.clone();
+                let request = BusRequest::NotifyCommitted { key: key.clone(), revision: revision.clone(), sender: cluster.self_id().clone() };
+                async move { matches!(cluster.call(&peer, request, timeout).await, Ok(BusResponse::Ack)) }
+            });
+            if required == 0 {
+                // Best effort and off the answer's path: peers also converge by gossip and scan.
+                let notices: Vec<_> = notices.collect();
+                tokio::spawn(async move {
+                    futures_join(notices.into_iter()).await;
+                });
+                return 0;
+            }
+            futures_join(notices).await.into_iter().filter(|held| *held).count()
+        })
+    }
+
+    fn replicas_required(&self) -> usize {
+        self.cluster.settings.commit_replicas
+    }
+}
+
+/// Runs futures concurrently and collects their outputs in order.
+pub(crate) async fn futures_join<F: std::future::Future + Send + 'static>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output>
+where
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut out = Vec::with_capacity(handles.len());
+    for handle in handles {
+        if let Ok(value) = handle.await {
+            out.push(value);
+        }
+    }
+    out
+}

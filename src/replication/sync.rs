@@ -1,0 +1,133 @@
+//! Storage sync between replicas, by last-write-wins on the revision.
+//!
+//! A peer pulls from the main every entry whose revision is newer than its own: on the main's
+//! commit notice, when gossip shows its digest differs from the main's, and every scan
+//! interval. The main pulls from every live peer any entry newer than its own: entries an
+//! interim main wrote during a partition. After a partition heals, the cluster converges on the
+//! last write. The sync worker also publishes this node's digest as a gossip fact.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::bus::messages::{BusRequest, BusResponse};
+use crate::cluster::keys::{Fact, digest_of};
+use crate::cluster::view::Member;
+use crate::ids::RuleKey;
+use crate::scan::Scanner;
+use crate::store::Store;
+use crate::workflow::Workflow;
+
+use super::Cluster;
+use super::handler::summaries;
+
+const FETCH_CHUNK: usize = 64;
+
+/// Fetches `keys` from `from` and applies them through the workflow's replicated-write path.
+pub async fn pull_keys(cluster: &Cluster, workflow: &Workflow, from: &Member, keys: Vec<RuleKey>) -> Result<usize, String> {
+    let mut applied = 0;
+    for chunk in keys.chunks(FETCH_CHUNK) {
+        let request = BusRequest::FetchEntries { keys: chunk.to_vec() };
+        match cluster.call(from, request, cluster.settings.sync_timeout).await {
+            Ok(BusResponse::Entries { entries }) => applied += workflow.apply_replicated(entries).await?,
+            Ok(other) => return Err(format!("{} answered {} to a fetch", from.node_id, other.name())),
+            Err(e) => return Err(format!("fetching from {}: {e}", from.node_id)),
+        }
+    }
+    Ok(applied)
+}
+
+/// Pulls from `from` every entry it holds at a newer revision than this node.
+pub async fn pull_newer(cluster: &Cluster, store: &Store, workflow: &Workflow, from: &Member) -> Result<usize, String> {
+    let request = BusRequest::Digest { sender: cluster.self_id().clone() };
+    let remote = match cluster.call(from, request, cluster.settings.sync_timeout).await {
+        Ok(BusResponse::DigestReply { entries }) => entries,
+        Ok(other) => return Err(format!("{} answered {} to a digest", from.node_id, other.name())),
+        Err(e) => return Err(format!("digest from {}: {e}", from.node_id)),
+    };
+    let local: BTreeMap<RuleKey, crate::ids::Revision> =
+        store.with_entry_index(|index| index.iter().map(|(k, m)| (k.clone(), m.revision.clone())).collect());
+    let newer: Vec<RuleKey> = remote
+        .into_iter()
+        .filter(|s| local.get(&s.key).is_none_or(|mine| s.revision > *mine))
+        .map(|s| s.key)
+        .collect();
+    if newer.is_empty() {
+        return Ok(0);
+    }
+    pull_keys(cluster, workflow, from, newer).await
+}
+
+pub struct Syncer {
+    pub cluster: Arc<Cluster>,
+    pub store: Arc<Store>,
+    pub workflow: Arc<Workflow>,
+    pub scanner: Arc<Scanner>,
+}
+
+impl Syncer {
+    /// One sync: the main pulls from live peers, a peer pulls from the main. With
+    /// `only_differing`, sources whose gossiped digest equals this node's are skipped.
+    pub async fn sync_once(&self, only_differing: Option<&str>) -> usize {
+        let view = self.cluster.view();
+        let candidates: Vec<Member> = if view.is_main() {
+            view.live_peers().cloned().collect()
+        } else {
+            view.main.as_ref().and_then(|m| view.member(m)).cloned().into_iter().collect()
+        };
+        let sources = candidates.into_iter().filter(|m| match (only_differing, m.digest.as_deref()) {
+            (Some(mine), Some(theirs)) => mine != theirs,
+            _ => true,
+        });
+        let mut applied = 0;
+        for source in sources {
+            match pull_newer(&self.cluster, &self.store, &self.workflow, &source).await {
+                Ok(n) => applied += n,
+                Err(e) => tracing::debug!(from = %source.node_id, error = %e, "sync skipped"),
+            }
+        }
+        if applied > 0 {
+            tracing::info!(applied, "replicated entries pulled");
+            self.scanner.poke();
+        }
+        applied
+    }
+
+    fn digest(&self) -> String {
+        digest_of(&summaries(&self.store))
+    }
+
+    /// The worker: sync on every scan interval, on membership changes (a digest that differs
+    /// from the main's, a new main), and publish this node's digest after every commit.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut store_changes = self.store.subscribe();
+        let mut view_changes = self.cluster.membership.view();
+        let mut published = String::new();
+        let mut published_scan = 0;
+        loop {
+            let digest = self.digest();
+            if digest != published {
+                if let Err(e) = self.cluster.membership.set_fact(Fact::Digest, digest.clone()).await {
+                    tracing::warn!(error = %e, "cannot publish the digest");
+                }
+                published = digest;
+            }
+            let last_scan = self.scanner.last_scan_ms();
+            if last_scan != published_scan {
+                let _ = self.cluster.membership.set_last_scan_ms(last_scan).await;
+                published_scan = last_scan;
+            }
+            let interval = self.scanner.settings().interval;
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(interval) => { self.sync_once(None).await; }
+                Ok(()) = store_changes.changed() => {}
+                Ok(()) = view_changes.changed() => {
+                    view_changes.borrow_and_update();
+                    self.sync_once(Some(&published)).await;
+                }
+            }
+        }
+    }
+}
