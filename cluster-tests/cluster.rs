@@ -271,6 +271,7 @@ async fn writes_on_both_sides_of_a_partition_converge_on_the_later_write() {
     phase(s, "cut n1 from n2 and n3: each side elects its own main");
     cluster.partition(&[1], &[2, 3]).await;
     wait_until(WAIT, "n2 sees itself as main", || async { cluster.status(2).await["main"] == "n2" }).await;
+    wait_until(WAIT, "n3 follows n2", || async { cluster.status(3).await["main"] == "n2" }).await;
     wait_until(WAIT, "n1 still sees itself as main", || async { cluster.status(1).await["main"] == "n1" }).await;
     phase(s, "write on the n1 side, then later on the n2 side");
     let (code, _) = cluster.node(1).push("otel-rules", "x", &rule("xx", 2), &[]).await;

@@ -29,6 +29,13 @@ enum Command {
         #[command(subcommand)]
         command: RuleCommand,
     },
+    /// The cluster as a node sees it.
+    Cluster {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
     /// Inspect a configuration without running a node.
     Config {
         #[command(subcommand)]
@@ -147,6 +154,15 @@ impl ServeArgs {
 }
 
 #[derive(Subcommand)]
+enum ClusterCommand {
+    /// Members, liveness, addresses, generation, digest and last scan, and the main.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum ConfigCommand {
     /// Print the effective configuration, secrets redacted.
     Print {
@@ -201,6 +217,9 @@ enum RuleCommand {
         catalog: Option<String>,
         #[arg(long)]
         json: bool,
+        /// Every live node's view: a row per rule x node, with whether it has converged.
+        #[arg(long)]
+        cluster: bool,
     },
     /// Inactivate a rule (its measures are kept).
     Inactivate {
@@ -241,6 +260,22 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve(args).await,
             Command::Rule { server, command } => rule(server, command).await,
             Command::Config { command } => config_command(command),
+            Command::Cluster { server, command: ClusterCommand::Status { json } } => {
+                let token = std::env::var("HOTRULE_ADMIN_TOKEN").ok();
+                match AdminClient::new(&server.server, token) {
+                    Ok(client) => match cli::cluster_status(&client, json).await {
+                        Ok(()) => ExitCode::SUCCESS,
+                        Err(e) => {
+                            eprintln!("hotrule: {e}");
+                            ExitCode::FAILURE
+                        }
+                    },
+                    Err(e) => {
+                        eprintln!("hotrule: {e}");
+                        ExitCode::from(2)
+                    }
+                }
+            }
             Command::Bench { command } => hotrule::bench::run(command).await,
         }
     })
@@ -260,7 +295,8 @@ async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
             cli::push(&client, &catalog, &name, &file, allow_storage_change, force).await
         }
         RuleCommand::Get { catalog, name, bundled, json } => cli::get(&client, &catalog, &name, bundled, json).await,
-        RuleCommand::List { catalog, json } => cli::list(&client, catalog.as_deref(), json).await,
+        RuleCommand::List { catalog, json, cluster: false } => cli::list(&client, catalog.as_deref(), json).await,
+        RuleCommand::List { json, cluster: true, .. } => cli::cluster_list(&client, json).await,
         RuleCommand::Inactivate { catalog, name } => cli::inactivate(&client, &catalog, &name).await,
         RuleCommand::Delete { catalog, name, revert_to_bundled } => {
             cli::delete(&client, &catalog, &name, revert_to_bundled).await

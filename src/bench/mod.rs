@@ -1,5 +1,6 @@
 //! `hotrule bench ...`: the benchmarks recorded in docs/benchmarks.md.
 
+mod cluster;
 mod writes;
 
 use std::process::ExitCode;
@@ -24,6 +25,18 @@ pub enum BenchCommand {
         /// Round trips per concurrent client.
         #[arg(long, default_value_t = 200)]
         per_client: usize,
+    },
+    /// Healthy-commit visibility and failover time on a cluster of real node processes.
+    Cluster {
+        #[arg(long, default_value = "./bench-data/cluster")]
+        dir: std::path::PathBuf,
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
+        #[arg(long, default_value_t = 200)]
+        writes: usize,
+        /// Nodes listen on 127.0.<net>.2 .. 127.0.<net>.(nodes+1).
+        #[arg(long, default_value_t = 90)]
+        net: u8,
     },
     /// `GET /runtime/rule/list` latency with N rules stored.
     List {
@@ -50,6 +63,7 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             report(writes::run(&dir, sequential, clients, per_client).await)
         }
         BenchCommand::List { dir, rules, requests } => report(writes::list(&dir, rules, requests).await),
+        BenchCommand::Cluster { dir, nodes, writes, net } => report(cluster::run(&dir, nodes, writes, net).await),
     }
 }
 

@@ -110,35 +110,18 @@ pub async fn list(client: &AdminClient, catalog: Option<&str>, json: bool) -> Re
 
 /// The list envelope as a fixed-width table.
 pub fn render_table(body: &Value) -> String {
-    let headers = ["CATALOG", "NAME", "STATUS", "LOCAL", "ORIGIN", "HASH", "UPDATED", "ERROR"];
-    let empty = Vec::new();
-    let rows: Vec<[String; 8]> = body["rules"]
+    let rows: Vec<Vec<String>> = body["rules"]
         .as_array()
-        .unwrap_or(&empty)
+        .cloned()
+        .unwrap_or_default()
         .iter()
         .map(|r| {
             let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
             let updated = r["updateTime"].as_u64().map(crate::clock::iso8601).unwrap_or_default();
-            [s("catalog"), s("name"), s("status"), s("localState"), s("suspendOrigin"), s("contentHash").chars().take(12).collect(), updated, s("lastApplyError")]
+            vec![s("catalog"), s("name"), s("status"), s("localState"), s("suspendOrigin"), s("contentHash").chars().take(12).collect(), updated, s("lastApplyError")]
         })
         .collect();
-    let mut widths = headers.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let mut line = |cells: &[String]| {
-        let parts: Vec<String> = cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        out.push_str(parts.join("  ").trim_end());
-        out.push('\n');
-    };
-    line(&headers.map(String::from));
-    for row in &rows {
-        line(row);
-    }
-    out
+    table(&["CATALOG", "NAME", "STATUS", "LOCAL", "ORIGIN", "HASH", "UPDATED", "ERROR"], &rows)
 }
 
 pub async fn dump(client: &AdminClient, catalog: Option<&str>, output: &Path) -> Result<(), CliError> {
@@ -150,4 +133,76 @@ pub async fn dump(client: &AdminClient, catalog: Option<&str>, output: &Path) ->
     std::fs::write(output, &reply.body).map_err(|source| CliError::WriteFile { path: output.display().to_string(), source })?;
     eprintln!("wrote {} bytes to {}", reply.body.len(), output.display());
     Ok(())
+}
+
+/// `hotrule cluster status`.
+pub async fn cluster_status(client: &AdminClient, json: bool) -> Result<(), CliError> {
+    let reply = check(client.get("/cluster/status").await?)?;
+    if json {
+        println!("{}", reply.text());
+        return Ok(());
+    }
+    let body = reply.json().unwrap_or(Value::Null);
+    println!("self: {}   main: {}", body["self"].as_str().unwrap_or("?"), body["main"].as_str().unwrap_or("?"));
+    let rows: Vec<Vec<String>> = body["members"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|m| {
+            let s = |k: &str| match &m[k] {
+                Value::String(v) => v.clone(),
+                Value::Null => "-".into(),
+                other => other.to_string(),
+            };
+            vec![s("nodeId"), if m["live"] == true { "live".into() } else { "dead".into() }, s("adminAddr"), s("busAddr"), s("generation"), s("digest"), s("lastScanTime")]
+        })
+        .collect();
+    print!("{}", table(&["NODE", "LIVE", "ADMIN", "BUS", "GENERATION", "DIGEST", "LAST SCAN"], &rows));
+    Ok(())
+}
+
+/// `hotrule rule list --cluster`.
+pub async fn cluster_list(client: &AdminClient, json: bool) -> Result<(), CliError> {
+    let reply = check(client.get("/runtime/rule/list?cluster=true").await?)?;
+    if json {
+        println!("{}", reply.text());
+        return Ok(());
+    }
+    let body = reply.json().unwrap_or(Value::Null);
+    let rows: Vec<Vec<String>> = body["rules"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+            vec![s("catalog"), s("name"), s("node"), s("status"), s("localState"), s("contentHash").chars().take(12).collect(), (if r["converged"] == true { "yes" } else { "NO" }).into()]
+        })
+        .collect();
+    print!("{}", table(&["CATALOG", "NAME", "NODE", "STATUS", "LOCAL", "HASH", "CONVERGED"], &rows));
+    if let Some(unreachable) = body["unreachable"].as_array().filter(|u| !u.is_empty()) {
+        eprintln!("unreachable: {unreachable:?}");
+    }
+    Ok(())
+}
+
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<String>| {
+        let parts: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        out.push_str(parts.join("  ").trim_end());
+        out.push('\n');
+    };
+    line(headers.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row.clone());
+    }
+    out
 }

@@ -1,0 +1,146 @@
+//! A cluster of real `hotrule` processes on loopback addresses: real UDP gossip with default
+//! settings and the HTTP bus with an HMAC secret. Forwarding, convergence, kill -9 of the main,
+//! failover, the old main's return, and a node with the wrong secret kept out of the bus.
+
+mod harness;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::wait_until;
+use hotrule::client::{AdminClient, with_query};
+
+const WAIT: Duration = Duration::from_secs(40);
+
+fn rule(prefix: &str, step: u32) -> String {
+    format!(
+        "expSuffix: service(['svc'], Layer.GENERAL)\nmetricPrefix: {prefix}\nmetricsRules:\n  - name: requests\n    exp: requests_total.sum(['svc']).rate('PT{step}M')\n"
+    )
+}
+
+struct Proc {
+    child: Child,
+    host: String,
+    client: AdminClient,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Node `i` of the cluster in `net` (127.0.<net>.<i+1>), seeded with node 1.
+fn spawn(dir: &Path, net: u8, i: u8, secret_file: &Path) -> Proc {
+    let host = format!("127.0.{net}.{}", i + 1);
+    let log = std::fs::File::create(dir.join(format!("n{i}.log"))).expect("log");
+    let child = Command::new(env!("CARGO_BIN_EXE_hotrule"))
+        .arg("serve")
+        .args(["--data-dir", &dir.join(format!("n{i}")).display().to_string()])
+        .args(["--admin-listen", &format!("{host}:17128")])
+        .args(["--gossip-listen", &format!("{host}:17130")])
+        .args(["--bus-listen", &format!("{host}:17129")])
+        .args(["--seed", &format!("127.0.{net}.2:17130")])
+        .args(["--cluster-secret-file", &secret_file.display().to_string()])
+        .args(["--rules-dir", "no-bundled-rules", "--scan-interval", "2", "--self-heal-threshold", "4"])
+        .env_remove("HOTRULE_ADMIN_TOKEN")
+        .env_remove("HOTRULE_CLUSTER_SECRET")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("spawn hotrule");
+    let client = AdminClient::new(&format!("{host}:17128"), None).expect("client");
+    Proc { child, host, client }
+}
+
+async fn status(p: &Proc) -> Option<serde_json::Value> {
+    p.client.get("/cluster/status").await.ok().and_then(|r| r.json())
+}
+
+async fn wait_main(nodes: &[&Proc], main: &Proc, live: usize) {
+    let want = format!("{}:17128", main.host);
+    for node in nodes {
+        wait_until(WAIT, &format!("{} sees main {want} with {live} live", node.host), || async {
+            status(node).await.is_some_and(|s| {
+                s["main"] == want.as_str()
+                    && s["members"].as_array().is_some_and(|m| m.iter().filter(|m| m["live"] == true).count() == live)
+            })
+        })
+        .await;
+    }
+}
+
+async fn push(p: &Proc, name: &str, content: &str) -> (u16, serde_json::Value) {
+    let path = with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", name)]);
+    let reply = p.client.post(&path, content.as_bytes().to_vec()).await.expect("push");
+    (reply.status.as_u16(), reply.json().unwrap_or_default())
+}
+
+async fn wait_rule(p: &Proc, name: &str, content: &str) {
+    let hash = hotrule::ids::ContentHash::of(content.as_bytes()).0;
+    wait_until(WAIT, &format!("{} runs {name}", p.host), || async {
+        let path = with_query("/runtime/rule", &[("catalog", "otel-rules"), ("name", name)]);
+        let stored = p.client.get(&path).await.ok().and_then(|r| {
+            r.headers.get("x-sw-content-hash").and_then(|v| v.to_str().ok()).map(str::to_string)
+        });
+        stored.as_deref() == Some(hash.as_str())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_three_process_cluster_forwards_converges_and_fails_over() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "correct horse battery staple").expect("secret");
+    let net = 61;
+    let n1 = spawn(dir.path(), net, 1, &secret);
+    let n2 = spawn(dir.path(), net, 2, &secret);
+    let n3 = spawn(dir.path(), net, 3, &secret);
+    wait_main(&[&n1, &n2, &n3], &n1, 3).await;
+
+    eprintln!("[process-cluster] a write to n3 is forwarded to the main n1 and reaches everyone");
+    let (code, json) = push(&n3, "pc", &rule("pc", 1)).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("structural_applied")), "{json}");
+    for node in [&n1, &n2, &n3] {
+        wait_rule(node, "pc", &rule("pc", 1)).await;
+    }
+
+    eprintln!("[process-cluster] a node with the wrong secret cannot use the bus");
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, "not the secret").expect("secret");
+    let n4 = spawn(dir.path(), net, 4, &wrong);
+    wait_until(WAIT, "n4 ready", || async { n4.client.get("/readyz").await.is_ok_and(|r| r.status.is_success()) }).await;
+    wait_until(WAIT, "n4 sees n1 as main through gossip", || async {
+        status(&n4).await.is_some_and(|s| s["main"] == format!("{}:17128", n1.host))
+    })
+    .await;
+    let (code, json) = push(&n4, "intruder", &rule("in", 1)).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (502, Some("forward_failed")), "{json}");
+    assert!(json["message"].as_str().is_some_and(|m| m.contains("unauthenticated")), "{json}");
+    drop(n4);
+
+    eprintln!("[process-cluster] kill -9 the main; n2 takes over and accepts writes");
+    let mut n1 = n1;
+    let killed = Instant::now();
+    let _ = n1.child.kill();
+    let _ = n1.child.wait();
+    wait_until(WAIT, "a write through n3 is accepted by the new main", || async {
+        push(&n3, "pc", &rule("pc", 2)).await.0 == 200
+    })
+    .await;
+    eprintln!("[process-cluster] first write accepted {:?} after the kill", killed.elapsed());
+    wait_rule(&n2, "pc", &rule("pc", 2)).await;
+
+    eprintln!("[process-cluster] n1 returns, becomes the main again, and holds the write it missed");
+    let n1 = spawn(dir.path(), net, 1, &secret);
+    wait_main(&[&n1, &n2, &n3], &n1, 3).await;
+    wait_rule(&n1, "pc", &rule("pc", 2)).await;
+    let (code, _) = push(&n2, "pc", &rule("pc", 3)).await;
+    assert_eq!(code, 200);
+    for node in [&n1, &n2, &n3] {
+        wait_rule(node, "pc", &rule("pc", 3)).await;
+    }
+}
