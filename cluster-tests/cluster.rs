@@ -121,6 +121,23 @@ impl TestCluster {
         .await;
     }
 
+    /// Waits, up to `bound`, until every node in `side` sees `main` as main; gives up quietly
+    /// (chaos rounds go on either way; convergence is checked at the end).
+    async fn settle(&self, side: &[usize], main: usize, bound: Duration) -> bool {
+        let deadline = Instant::now() + bound;
+        while Instant::now() < deadline {
+            let mut agreed = true;
+            for &i in side {
+                agreed &= self.status(i).await["main"] == format!("n{main}");
+            }
+            if agreed {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
     async fn partition(&self, side_a: &[usize], side_b: &[usize]) {
         for &a in side_a {
             for &b in side_b {
@@ -309,5 +326,145 @@ async fn a_peer_with_unreadable_storage_keeps_its_state_and_converges_when_stora
     cluster.stores[1].set_fail_reads(false);
     cluster.stores[1].set_fail_writes(false);
     cluster.wait_rule(2, "st", &rule("st", 2)).await;
+    cluster.shutdown().await;
+}
+
+/// A small deterministic PRNG (xorshift64*), so a failing chaos run can be replayed by seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// `millis.counter@node` → an orderable tuple.
+fn parse_revision(text: &str) -> Option<(u64, u32, String)> {
+    let (clock, node) = text.split_once('@')?;
+    let (millis, counter) = clock.split_once('.')?;
+    Some((millis.parse().ok()?, counter.parse().ok()?, node.to_string()))
+}
+
+/// Randomized rounds of writes, stops, restarts and partitions, then a check that no
+/// acknowledged write was lost: for every key, every node holds the same entry, and its revision
+/// is at or after every acknowledged write's revision (last-write-wins). Rounds and seed come
+/// from HOTRULE_CHAOS_ROUNDS (default 100) and HOTRULE_CHAOS_SEED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_rounds_lose_no_acknowledged_write() {
+    let s = "chaos";
+    let rounds: usize = std::env::var("HOTRULE_CHAOS_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+    let seed: u64 = std::env::var("HOTRULE_CHAOS_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_1234);
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let mut rng = Rng(seed | 1);
+    let mut cluster = TestCluster::start(3).await;
+    let keys = ["k0", "k1", "k2", "k3", "k4"];
+    // Every acknowledged write: (key, revision, content hash).
+    let mut acked: Vec<(String, (u64, u32, String), String)> = Vec::new();
+    let mut attempted = 0usize;
+    let mut counter = 0u32;
+    let mut rounds_run = 0;
+    for round in 0..rounds {
+        if Instant::now() > deadline {
+            phase(s, &format!("time bound reached after {round} rounds"));
+            break;
+        }
+        rounds_run += 1;
+        let action = rng.below(4);
+        let victim = 1 + rng.below(3);
+        let others: Vec<usize> = (1..=3).filter(|i| *i != victim).collect();
+        match action {
+            1 => {
+                cluster.stop_node(victim).await;
+                // Let the survivors notice, so the next writes go to a new main if needed.
+                cluster.settle(&others, others[0], Duration::from_secs(10)).await;
+            }
+            2 => {
+                cluster.partition(&[victim], &others).await;
+                // Both sides elect their own main and both accept writes: real divergence.
+                cluster.settle(&[victim], victim, Duration::from_secs(10)).await;
+                cluster.settle(&others, others[0], Duration::from_secs(10)).await;
+            }
+            _ => {}
+        }
+        for _ in 0..(2 + rng.below(4)) {
+            let node = 1 + rng.below(3);
+            if cluster.nodes[node - 1].is_none() {
+                continue;
+            }
+            let key = keys[rng.below(keys.len())];
+            counter += 1;
+            let content = rule(&format!("chaos_{key}"), counter);
+            attempted += 1;
+            let (code, json) = cluster.node(node).push("otel-rules", key, &content, &[]).await;
+            if code == 200 {
+                let revision = json["revision"].as_str().and_then(parse_revision).expect("a committed write carries its revision");
+                acked.push((key.to_string(), revision, hotrule::ids::ContentHash::of(content.as_bytes()).0));
+            }
+        }
+        match action {
+            1 => cluster.start_node(victim).await,
+            2 => cluster.heal(&[victim], &others).await,
+            3 => {
+                // Restart whichever node is main right now.
+                let main = cluster.status(1).await["main"].as_str().and_then(|m| m.trim_start_matches('n').parse::<usize>().ok()).unwrap_or(1);
+                cluster.stop_node(main).await;
+                cluster.start_node(main).await;
+            }
+            _ => {}
+        }
+    }
+    phase(s, &format!("{rounds_run} rounds, {attempted} writes attempted, {} acknowledged; healing and converging", acked.len()));
+    cluster.wait_agreement(&[1, 2, 3], 1).await;
+    // Converged: every node holds the same (revision, hash) for every key.
+    let snapshot = |list: serde_json::Value| -> std::collections::BTreeMap<String, (String, String)> {
+        list["rules"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                let s = |k: &str| r[k].as_str().unwrap_or("").to_string();
+                (s("name"), (s("revision"), s("contentHash")))
+            })
+            .collect()
+    };
+    let converge_deadline = Instant::now() + Duration::from_secs(60);
+    let states = loop {
+        let mut lists = Vec::new();
+        for i in 1..=3 {
+            lists.push(cluster.node(i).list().await);
+        }
+        let all_applied = lists.iter().all(|l| {
+            l["rules"].as_array().is_some_and(|rows| rows.iter().all(|r| r["appliedContentHash"] == r["contentHash"]))
+        });
+        let views: Vec<_> = lists.into_iter().map(snapshot).collect();
+        if all_applied && views.windows(2).all(|w| w[0] == w[1]) {
+            break views;
+        }
+        assert!(Instant::now() < converge_deadline, "not converged within 60 s: {views:#?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let final_state = &states[0];
+    let mut lost = Vec::new();
+    for (key, revision, hash) in &acked {
+        match final_state.get(key).and_then(|(rev, h)| parse_revision(rev).map(|r| (r, h))) {
+            None => lost.push(format!("{key}: acknowledged at {revision:?} but absent")),
+            Some((final_rev, final_hash)) => {
+                if *revision > final_rev || (*revision == final_rev && hash != final_hash) {
+                    lost.push(format!("{key}: acknowledged {revision:?} newer than the final {final_rev:?}"));
+                }
+            }
+        }
+    }
+    phase(s, &format!("checked {} acknowledged writes against the converged state: {} lost", acked.len(), lost.len()));
+    assert!(acked.len() > rounds_run, "too few acknowledged writes ({}) to mean anything", acked.len());
+    assert!(lost.is_empty(), "lost acknowledged writes: {lost:#?}");
     cluster.shutdown().await;
 }

@@ -306,13 +306,7 @@ impl RunningNode {
                 locks: locks.clone(),
                 scanner: scanner.clone(),
                 render: Arc::new(|outcome, catalog, name| {
-                    let body = serde_json::json!({
-                        "applyStatus": outcome.status.as_str(),
-                        "catalog": catalog.as_str(),
-                        "name": name,
-                        "message": outcome.message,
-                    });
-                    (http::status_code(outcome.status).as_u16(), body)
+                    (http::status_code(outcome.status).as_u16(), http::outcome_body(outcome, catalog.as_str(), name))
                 }),
             });
             match (bus_server.take(), &memory_network) {
@@ -368,13 +362,12 @@ impl RunningNode {
             let _ = task.await;
         }
         let _ = self.scanner_task.await;
-        if let Some(cluster) = self.state.cluster.clone() {
-            drop(self.state);
-            if let Ok(cluster) = Arc::try_unwrap(cluster)
-                && let Ok(membership) = Arc::try_unwrap(cluster.membership)
-            {
-                let _ = membership.shutdown().await;
-            }
+        // Gossip stops here whoever still holds the membership, so the node's gossip address
+        // is free for a restart in the same process.
+        if let Some(cluster) = &self.state.cluster
+            && let Err(e) = cluster.membership.shutdown().await
+        {
+            tracing::warn!(error = %e, "stopping gossip");
         }
     }
 }

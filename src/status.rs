@@ -117,15 +117,23 @@ impl fmt::Display for ApplyStatus {
     }
 }
 
-/// What a workflow operation answers: a status and a human-readable message.
+/// What a workflow operation answers: a status, a human-readable message, and the revision it
+/// committed (when it committed one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     pub status: ApplyStatus,
     pub message: String,
+    pub revision: Option<crate::ids::Revision>,
 }
 
 impl Outcome {
     pub fn new(status: ApplyStatus, message: impl Into<String>) -> Outcome {
-        Outcome { status, message: message.into() }
+        Outcome { status, message: message.into(), revision: None }
+    }
+
+    /// The same outcome, recording the revision it committed.
+    pub fn at(mut self, revision: &crate::ids::Revision) -> Outcome {
+        self.revision = Some(revision.clone());
+        self
     }
 }

@@ -199,9 +199,17 @@ pub struct Membership {
     self_id: NodeId,
     generation: u64,
     gossip_addr: SocketAddr,
-    handle: ChitchatHandle,
+    /// The chitchat handle, the key listener and the view worker's guard, taken on shutdown.
+    /// Shutdown works through `&self`, so a node can stop gossip while other components
+    /// still hold the membership.
+    running: tokio::sync::Mutex<Option<Running>>,
+    chitchat: Arc<Mutex<Chitchat>>,
     view_rx: watch::Receiver<ClusterView>,
     refresh_tx: mpsc::Sender<()>,
+}
+
+struct Running {
+    handle: ChitchatHandle,
     _key_listener: ListenerHandle,
     _view_worker: DropGuard,
 }
@@ -271,11 +279,14 @@ impl Membership {
             self_id: settings.node_id,
             generation: settings.generation,
             gossip_addr: settings.gossip_advertise_addr,
-            handle,
+            chitchat: handle.chitchat(),
             view_rx,
             refresh_tx,
-            _key_listener: key_listener,
-            _view_worker: stop.drop_guard(),
+            running: tokio::sync::Mutex::new(Some(Running {
+                handle,
+                _key_listener: key_listener,
+                _view_worker: stop.drop_guard(),
+            })),
         })
     }
 
@@ -310,9 +321,7 @@ impl Membership {
     pub async fn set_fact(&self, fact: Fact, value: impl Into<String>) -> Result<(), ClusterError> {
         let value = value.into();
         check_fact_value(fact, &value)?;
-        self.handle
-            .with_chitchat(|chitchat| chitchat.self_node_state().set(fact.key(), &value))
-            .await;
+        self.chitchat.lock().await.self_node_state().set(fact.key(), &value);
         let _ = self.refresh_tx.try_send(());
         Ok(())
     }
@@ -328,13 +337,15 @@ impl Membership {
 
     /// Stops gossip and waits for chitchat's loop to end. Peers see this node die after their
     /// failure detection delay (chitchat has no leave message).
-    pub async fn shutdown(self) -> Result<(), ClusterError> {
-        let Membership {
+    pub async fn shutdown(&self) -> Result<(), ClusterError> {
+        let Some(Running {
             handle,
             _view_worker,
             _key_listener,
-            ..
-        } = self;
+        }) = self.running.lock().await.take()
+        else {
+            return Ok(());
+        };
         drop(_view_worker);
         drop(_key_listener);
         handle.shutdown().await.map_err(|e| ClusterError::Shutdown {

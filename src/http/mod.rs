@@ -83,15 +83,24 @@ pub fn status_code(status: ApplyStatus) -> StatusCode {
     }
 }
 
-/// The JSON answer of a write, or of a failed read.
-pub fn outcome_response(outcome: &Outcome, catalog: &str, name: &str) -> Response {
-    let body = json!({
+/// The JSON body of a write's answer (or a failed read's): `applyStatus`, `catalog`, `name`,
+/// `message`, and `revision` when the write committed one.
+pub fn outcome_body(outcome: &Outcome, catalog: &str, name: &str) -> serde_json::Value {
+    let mut body = json!({
         "applyStatus": outcome.status.as_str(),
         "catalog": catalog,
         "name": name,
         "message": outcome.message,
     });
-    (status_code(outcome.status), axum::Json(body)).into_response()
+    if let Some(revision) = &outcome.revision {
+        body["revision"] = serde_json::Value::String(revision.to_string());
+    }
+    body
+}
+
+/// The answer of a write, or of a failed read.
+pub fn outcome_response(outcome: &Outcome, catalog: &str, name: &str) -> Response {
+    (status_code(outcome.status), axum::Json(outcome_body(outcome, catalog, name))).into_response()
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {

@@ -113,14 +113,16 @@ impl Workflow {
                 return Outcome::new(
                     ApplyStatus::FilterOnlyPersisted,
                     format!("{key} persisted; the local swap failed and the next scan retries"),
-                );
+                )
+                .at(&entry.revision);
             }
             self.runtime.install(
                 &key,
                 loaded_rule(compiled, entry.content_hash.clone(), Some(entry.revision.clone()), LoaderKind::Runtime),
                 BTreeSet::new(),
             );
-            return Outcome::new(ApplyStatus::FilterOnlyApplied, format!("{}{note}", classification.summary()));
+            return Outcome::new(ApplyStatus::FilterOnlyApplied, format!("{}{note}", classification.summary()))
+                .at(&entry.revision);
         }
 
         if let Err(outcome) = self.suspend_cluster(&key).await {
@@ -142,7 +144,8 @@ impl Workflow {
             return Outcome::new(
                 ApplyStatus::CommitDeferred,
                 format!("{key} persisted; the local finishing step failed and the next scan retries"),
-            );
+            )
+            .at(&entry.revision);
         }
         self.runtime.install(
             &key,
@@ -152,7 +155,7 @@ impl Workflow {
         self.runtime.resume(&key, crate::runtime::Origin::SelfOrigin);
         let note = self.announce(&key, &entry.revision).await;
         self.runtime.reset_alarm_windows(&key, classification.alarm_reset());
-        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{note}", classification.summary()))
+        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{note}", classification.summary())).at(&entry.revision)
     }
 }
 

@@ -57,7 +57,8 @@ impl Workflow {
             return Outcome::new(
                 ApplyStatus::TeardownDeferred,
                 format!("{key} is INACTIVE in storage; the local teardown failed and the next scan retries"),
-            );
+            )
+            .at(&entry.revision);
         }
         self.runtime.unload(key);
         self.runtime.resume(key, Origin::SelfOrigin);
@@ -65,8 +66,9 @@ impl Workflow {
         self.runtime.reset_alarm_windows(key, compiled.as_ref().map(all_names).unwrap_or_default());
         if static_tombstone {
             Outcome::new(ApplyStatus::StaticTombstoned, format!("bundled rule {key} tombstoned; its measures are kept{note}"))
+                .at(&entry.revision)
         } else {
-            Outcome::new(ApplyStatus::Inactivated, format!("{key} inactivated; its measures are kept{note}"))
+            Outcome::new(ApplyStatus::Inactivated, format!("{key} inactivated; its measures are kept{note}")).at(&entry.revision)
         }
     }
 
@@ -94,6 +96,7 @@ impl Workflow {
                 let confirmed = self.peers.notify_committed(key, &tombstone.revision).await;
                 let note = super::replicas_note(self.peers.replicas_required(), confirmed);
                 Outcome::new(ApplyStatus::Deleted, format!("{key} deleted; its backend measures are left in place{note}"))
+                    .at(&tombstone.revision)
             }
             Decision::RevertToBundled => self.revert_to_bundled(key, &prior).await,
             other => Outcome::new(ApplyStatus::DeleteFailed, format!("unexpected decision {other:?}")),
@@ -136,7 +139,7 @@ impl Workflow {
         self.runtime.resume(key, Origin::SelfOrigin);
         let note = self.announce(key, &tombstone.revision).await;
         self.runtime.reset_alarm_windows(key, reset);
-        Outcome::new(ApplyStatus::RevertedToBundled, format!("{key} now runs its bundled file{note}"))
+        Outcome::new(ApplyStatus::RevertedToBundled, format!("{key} now runs its bundled file{note}")).at(&tombstone.revision)
     }
 }
 
