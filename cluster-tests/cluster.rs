@@ -468,3 +468,22 @@ async fn chaos_rounds_lose_no_acknowledged_write() {
     assert!(lost.is_empty(), "lost acknowledged writes: {lost:#?}");
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_operators_writing_one_file_through_different_nodes_converge_on_the_last_write() {
+    let s = "two-operators";
+    let cluster = TestCluster::start(3).await;
+    phase(s, "concurrent writes of one file through n2 and n3");
+    let (first, second) = (rule("same", 1), rule("same", 2));
+    let (a, b) = tokio::join!(
+        cluster.node(2).push("otel-rules", "same", &first, &[]),
+        cluster.node(3).push("otel-rules", "same", &second, &[]),
+    );
+    assert_eq!((a.0, b.0), (200, 200), "both operators get an honest 200: {a:?} {b:?}");
+    let rev = |v: &serde_json::Value| v["revision"].as_str().and_then(parse_revision).expect("revision");
+    let last = if rev(&a.1) > rev(&b.1) { first } else { second };
+    for i in 1..=3 {
+        cluster.wait_rule(i, "same", &last).await;
+    }
+    cluster.shutdown().await;
+}

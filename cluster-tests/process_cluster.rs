@@ -34,6 +34,10 @@ impl Drop for Proc {
 
 /// Node `i` of the cluster in `net` (127.0.<net>.<i+1>), seeded with node 1.
 fn spawn(dir: &Path, net: u8, i: u8, secret_file: &Path) -> Proc {
+    spawn_with(dir, net, i, secret_file, &[])
+}
+
+fn spawn_with(dir: &Path, net: u8, i: u8, secret_file: &Path, env: &[(&str, &str)]) -> Proc {
     let host = format!("127.0.{net}.{}", i + 1);
     let log = std::fs::File::create(dir.join(format!("n{i}.log"))).expect("log");
     let child = Command::new(env!("CARGO_BIN_EXE_hotrule"))
@@ -47,6 +51,7 @@ fn spawn(dir: &Path, net: u8, i: u8, secret_file: &Path) -> Proc {
         .args(["--rules-dir", "no-bundled-rules", "--scan-interval", "2", "--self-heal-threshold", "4"])
         .env_remove("HOTRULE_ADMIN_TOKEN")
         .env_remove("HOTRULE_CLUSTER_SECRET")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -142,5 +147,58 @@ async fn a_real_three_process_cluster_forwards_converges_and_fails_over() {
     assert_eq!(code, 200);
     for node in [&n1, &n2, &n3] {
         wait_rule(node, "pc", &rule("pc", 3)).await;
+    }
+}
+
+async fn row(p: &Proc, name: &str) -> Option<serde_json::Value> {
+    let list = p.client.get("/runtime/rule/list").await.ok()?.json()?;
+    list["rules"].as_array()?.iter().find(|r| r["name"] == name).cloned()
+}
+
+/// The main crashes mid-structural: after its Suspend broadcast, before persist (a failpoint
+/// aborts the process). Peers are left PEER-suspended with an unmoved entry; they self-heal,
+/// the next node becomes the main, and nothing of the aborted change is stored anywhere.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_self_heal_when_the_main_crashes_mid_structural() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "crash-test-secret").expect("secret");
+    let net = 62;
+    // The first structural persist on n1 succeeds; the second aborts the process.
+    let crash = [("FAILPOINTS", "workflow::before_persist=1*off->return(abort)")];
+    let n1 = spawn_with(dir.path(), net, 1, &secret, &crash);
+    let n2 = spawn(dir.path(), net, 2, &secret);
+    let n3 = spawn(dir.path(), net, 3, &secret);
+    wait_main(&[&n1, &n2, &n3], &n1, 3).await;
+    let (code, _) = push(&n2, "crash", &rule("cr", 1)).await;
+    assert_eq!(code, 200);
+    for node in [&n1, &n2, &n3] {
+        wait_rule(node, "crash", &rule("cr", 1)).await;
+    }
+    eprintln!("[crash] a structural change: n1 suspends the peers, then aborts before persisting");
+    let added = format!("{}  - name: extra\n    exp: extra_total.sum(['svc'])\n", rule("cr", 1));
+    let (code, json) = push(&n3, "crash", &added).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (502, Some("forward_failed")), "{json}");
+    let suspended = row(&n2, "crash").await.expect("row");
+    eprintln!("[crash] n2 right after the crash: suspendOrigin {}", suspended["suspendOrigin"]);
+    eprintln!("[crash] the peers self-heal (threshold 4 s) with the old content");
+    for node in [&n2, &n3] {
+        wait_until(WAIT, "PEER suspension self-heals", || async {
+            row(node, "crash").await.is_some_and(|r| r["suspendOrigin"] == "NONE" && r["localState"] == "RUNNING")
+        })
+        .await;
+        wait_rule(node, "crash", &rule("cr", 1)).await;
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_hotrule"))
+        .args(["cluster", "status", "--server", &format!("http://{}:17128", n2.host)])
+        .output()
+        .expect("cli");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && text.contains("main:") && text.contains("NODE"), "{text}");
+    eprintln!("[crash] n2 takes over and accepts writes");
+    wait_until(WAIT, "the new main accepts the change", || async { push(&n3, "crash", &added).await.0 == 200 }).await;
+    for node in [&n2, &n3] {
+        wait_rule(node, "crash", &added).await;
     }
 }
