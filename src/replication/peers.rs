@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::bus::messages::{BusRequest, BusResponse, SuspendState};
-use crate::ids::{Revision, RuleKey};
+use crate::ids::{NodeId, Revision, RuleKey};
 use crate::workflow::peers::BoxFuture;
 use crate::workflow::{Peers, SuspendVote};
 
@@ -20,24 +20,34 @@ impl ClusterPeers {
     }
 }
 
+impl ClusterPeers {
+    /// Sends `request(sender)` to every live peer at once, each with the Suspend/Resume
+    /// deadline, and returns every answer with the peer it came from.
+    async fn broadcast(
+        &self,
+        request: impl Fn(NodeId) -> BusRequest,
+    ) -> Vec<(NodeId, Result<BusResponse, crate::bus::BusError>)> {
+        let timeout = self.cluster.settings.suspend_timeout;
+        let view = self.cluster.view();
+        let calls = view.live_peers().cloned().map(|peer| {
+            let cluster = self.cluster.clone();
+            let request = request(cluster.self_id().clone());
+            async move {
+                let answer = cluster.call(&peer, request, timeout).await;
+                (peer.node_id, answer)
+            }
+        });
+        futures_join(calls).await
+    }
+}
+
 impl Peers for ClusterPeers {
     fn suspend_all<'a>(&'a self, key: &'a RuleKey) -> BoxFuture<'a, SuspendVote> {
         Box::pin(async move {
-            let view = self.cluster.view();
-            let timeout = self.cluster.settings.suspend_timeout;
-            let calls = view.live_peers().cloned().map(|peer| {
-                let cluster = self.cluster.clone();
-                let request = BusRequest::Suspend {
-                    key: key.clone(),
-                    sender: cluster.self_id().clone(),
-                    issued_at_ms: crate::clock::now_ms(),
-                };
-                async move {
-                    let answer = cluster.call(&peer, request, timeout).await;
-                    (peer.node_id, answer)
-                }
-            });
-            for (peer, answer) in futures_join(calls).await {
+            let answers = self
+                .broadcast(|sender| BusRequest::Suspend { key: key.clone(), sender, issued_at_ms: crate::clock::now_ms() })
+                .await;
+            for (peer, answer) in answers {
                 match answer {
                     Ok(BusResponse::SuspendAck { state: SuspendState::Rejected, .. }) => {
                         return SuspendVote::Rejected { peer, detail: "ORIGIN CONFLICT: already suspended by another origin".into() };
@@ -52,21 +62,10 @@ impl Peers for ClusterPeers {
 
     fn resume_all<'a>(&'a self, key: &'a RuleKey) -> BoxFuture<'a, ()> {
         Box::pin(async move {
-            let view = self.cluster.view();
-            let timeout = self.cluster.settings.suspend_timeout;
-            let calls = view.live_peers().cloned().map(|peer| {
-                let cluster = self.cluster.clone();
-                let request = BusRequest::Resume {
-                    key: key.clone(),
-                    sender: cluster.self_id().clone(),
-                    issued_at_ms: crate::clock::now_ms(),
-                };
-                async move {
-                    let answer = cluster.call(&peer, request, timeout).await;
-                    (peer.node_id, answer)
-                }
-            });
-            for (peer, answer) in futures_join(calls).await {
+            let answers = self
+                .broadcast(|sender| BusRequest::Resume { key: key.clone(), sender, issued_at_ms: crate::clock::now_ms() })
+                .await;
+            for (peer, answer) in answers {
                 if let Err(e) = answer {
                     tracing::warn!(%peer, rule = %key, error = %e, "resume not delivered; the peer self-heals");
                 }
