@@ -44,16 +44,23 @@ struct TestCluster {
     stores: Vec<Arc<MemKv>>,
     nodes: Vec<Option<TestNode>>,
     size: usize,
+    commit_replicas: usize,
 }
 
 impl TestCluster {
     async fn start(size: usize) -> TestCluster {
+        TestCluster::start_with(size, 0).await
+    }
+
+    /// A cluster whose main waits for `commit_replicas` peer confirmations on every commit.
+    async fn start_with(size: usize, commit_replicas: usize) -> TestCluster {
         let mut cluster = TestCluster {
             gossip: GossipNetwork::new(),
             bus: MemNetwork::new(),
             stores: (0..size).map(|_| Arc::new(MemKv::new())).collect(),
             nodes: (0..size).map(|_| None).collect(),
             size,
+            commit_replicas,
         };
         for i in 1..=size {
             cluster.start_node(i).await;
@@ -71,7 +78,11 @@ impl TestCluster {
             membership,
             gossip: GossipTransport::InMemory(self.gossip.clone()),
             bus: BusWiring::Memory { network: self.bus.clone() },
-            replication: ReplicationSettings { sync_timeout: Duration::from_secs(2), ..ReplicationSettings::default() },
+            replication: ReplicationSettings {
+                sync_timeout: Duration::from_secs(2),
+                commit_replicas: self.commit_replicas,
+                ..ReplicationSettings::default()
+            },
             admin_advertise: admin.clone(),
         };
         let settings = NodeSettings { node_id: Some(format!("n{i}")), ..NodeSettings::for_test() };
@@ -485,5 +496,29 @@ async fn two_operators_writing_one_file_through_different_nodes_converge_on_the_
     for i in 1..=3 {
         cluster.wait_rule(i, "same", &last).await;
     }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commit_replicas_make_the_main_wait_for_peers_to_hold_the_entry() {
+    let s = "replicas";
+    let cluster = TestCluster::start_with(3, 2).await;
+    phase(s, "with --commit-replicas 2 the answer comes once both peers hold the commit");
+    let (code, json) = cluster.node(1).push("otel-rules", "r", &rule("rr", 1), &[]).await;
+    assert_eq!(code, 200, "{json}");
+    assert!(json["message"].as_str().is_some_and(|m| m.ends_with("held by 2 peer(s), 2 required")), "{json}");
+    // Held means stored: both peers already answer the new content, without waiting.
+    let hash = hotrule::ids::ContentHash::of(rule("rr", 1).as_bytes()).0;
+    for i in 2..=3 {
+        let reply = cluster.node(i).client.get("/runtime/rule?catalog=otel-rules&name=r").await.expect("get");
+        assert_eq!(reply.headers["x-sw-content-hash"].to_str().ok(), Some(hash.as_str()));
+    }
+    phase(s, "a peer cut off from the bus cannot confirm: the write still commits and says so");
+    cluster.bus.cut(&node_id(1), &node_id(3));
+    let (code, json) = cluster.node(1).push("otel-rules", "r", &rule("rr", 2), &[]).await;
+    assert_eq!(code, 200, "{json}");
+    assert!(json["message"].as_str().is_some_and(|m| m.ends_with("held by 1 peer(s), 2 required")), "{json}");
+    cluster.bus.heal(&node_id(1), &node_id(3));
+    cluster.wait_rule(3, "r", &rule("rr", 2)).await;
     cluster.shutdown().await;
 }
