@@ -140,3 +140,37 @@ async fn flags_override_files_and_env_expansion_works() {
     assert_eq!(view["config"]["rules"]["scan_interval"], "13s");
     assert_eq!(view["config"]["rules"]["self_heal_threshold"], "7s", "the flag overrides the file");
 }
+
+/// Every leaf key path of a YAML document (lists and nulls are leaves).
+fn leaf_paths(value: &serde_json::Value, prefix: &str, out: &mut std::collections::BTreeSet<String>) {
+    match value {
+        serde_json::Value::Object(map) if !map.is_empty() => {
+            for (key, child) in map {
+                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                leaf_paths(child, &path, out);
+            }
+        }
+        _ => {
+            out.insert(prefix.to_string());
+        }
+    }
+}
+
+#[test]
+fn the_example_config_is_valid_and_lists_every_key() {
+    let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/node.yaml");
+    let uri = format!("file:{}", example.display());
+    let output = bin().args(["config", "validate", "--config", &uri]).output().expect("run");
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed = bin().args(["config", "print", "--config", &uri]).output().expect("run");
+    assert_eq!(printed.status.code(), Some(0));
+    let parse = |text: &str| hotrule_confmap::parse_yaml(text).expect("yaml").to_json();
+    let mut documented = std::collections::BTreeSet::new();
+    leaf_paths(&parse(&std::fs::read_to_string(&example).expect("read")), "", &mut documented);
+    let mut known = std::collections::BTreeSet::new();
+    leaf_paths(&parse(&String::from_utf8_lossy(&printed.stdout)), "", &mut known);
+    let missing: Vec<_> = known.difference(&documented).collect();
+    assert!(missing.is_empty(), "config/node.yaml does not list: {missing:?}");
+    let unknown: Vec<_> = documented.difference(&known).collect();
+    assert!(unknown.is_empty(), "config/node.yaml lists keys the node does not know: {unknown:?}");
+}
