@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use crate::client::{AdminClient, with_query};
 
-struct Node {
-    child: Child,
-    client: AdminClient,
-    id: String,
+pub(super) struct Node {
+    pub(super) child: Child,
+    pub(super) client: AdminClient,
+    pub(super) id: String,
 }
 
 impl Drop for Node {
@@ -30,7 +30,11 @@ fn rule(step: usize) -> Vec<u8> {
     .into_bytes()
 }
 
-fn spawn(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path) -> Result<Node, String> {
+pub(super) fn spawn(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path) -> Result<Node, String> {
+    spawn_with(bin, dir, net, i, secret, &[])
+}
+
+pub(super) fn spawn_with(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path, extra: &[&str]) -> Result<Node, String> {
     let host = format!("127.0.{net}.{}", i + 1);
     let log = std::fs::File::create(dir.join(format!("n{i}.log"))).map_err(|e| e.to_string())?;
     let child = Command::new(bin)
@@ -41,6 +45,7 @@ fn spawn(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path) -> Result<Nod
         .args(["--bus-listen", &format!("{host}:17129")])
         .args(["--seed", &format!("127.0.{net}.2:17130")])
         .args(["--cluster-secret-file", &secret.display().to_string(), "--rules-dir", "no-bundled-rules"])
+        .args(extra)
         .env_remove("HOTRULE_ADMIN_TOKEN")
         .stdout(Stdio::null())
         .stderr(log)
@@ -50,7 +55,7 @@ fn spawn(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path) -> Result<Nod
     Ok(Node { child, client, id: format!("{host}:17128") })
 }
 
-async fn wait_for(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) -> Result<(), String> {
+pub(super) async fn wait_for(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) -> Result<(), String> {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if check().await {

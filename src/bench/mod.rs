@@ -1,5 +1,6 @@
 //! `hotrule bench ...`: the benchmarks recorded in docs/benchmarks.md.
 
+mod chaos;
 mod cluster;
 mod writes;
 
@@ -38,6 +39,21 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 90)]
         net: u8,
     },
+    /// Randomized writes, kill -9, restarts and partitions on real processes; then check that
+    /// no acknowledged write was lost. Partitions need root and iptables.
+    Chaos {
+        #[arg(long, default_value = "./bench-data/chaos")]
+        dir: std::path::PathBuf,
+        #[arg(long, default_value_t = 100)]
+        rounds: usize,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+        #[arg(long, default_value_t = 93)]
+        net: u8,
+        /// Stop starting rounds after this many seconds.
+        #[arg(long, default_value_t = 1200)]
+        time_limit: u64,
+    },
     /// `GET /runtime/rule/list` latency with N rules stored.
     List {
         #[arg(long, default_value = "./bench-data")]
@@ -64,6 +80,9 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         }
         BenchCommand::List { dir, rules, requests } => report(writes::list(&dir, rules, requests).await),
         BenchCommand::Cluster { dir, nodes, writes, net } => report(cluster::run(&dir, nodes, writes, net).await),
+        BenchCommand::Chaos { dir, rounds, seed, net, time_limit } => {
+            report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit)).await)
+        }
     }
 }
 
