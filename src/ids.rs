@@ -8,7 +8,12 @@ use sha2::{Digest, Sha256};
 
 use crate::compiler::DslKind;
 
-/// A rule catalog. It mirrors the on-disk directory of bundled rules.
+/// A catalog of management storage. The five rule catalogs mirror the on-disk directory of
+/// bundled rules; the agent catalogs hold the desired state served to log and metric agents
+/// (groups, pipeline and instance configs, onetime commands). Both kinds are entries written by
+/// the one workflow and replicated alike; only rule catalogs are compiled and loaded.
+///
+/// New variants go at the end: the serialized form of an entry carries the variant index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Catalog {
     OtelRules,
@@ -16,9 +21,14 @@ pub enum Catalog {
     TelegrafRules,
     MeterAnalyzerConfig,
     Lal,
+    AgentGroups,
+    AgentPipelineConfigs,
+    AgentInstanceConfigs,
+    AgentCommands,
 }
 
 impl Catalog {
+    /// The rule catalogs (what the rule routes, bundled files, list and dump know).
     pub const ALL: [Catalog; 5] = [
         Catalog::OtelRules,
         Catalog::LogMalRules,
@@ -27,6 +37,19 @@ impl Catalog {
         Catalog::Lal,
     ];
 
+    /// The agent catalogs (desired state of the agent config server).
+    pub const AGENT: [Catalog; 4] = [
+        Catalog::AgentGroups,
+        Catalog::AgentPipelineConfigs,
+        Catalog::AgentInstanceConfigs,
+        Catalog::AgentCommands,
+    ];
+
+    /// True for the five rule catalogs, false for agent catalogs.
+    pub fn is_rule(self) -> bool {
+        self.dsl().is_some()
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Catalog::OtelRules => "otel-rules",
@@ -34,17 +57,29 @@ impl Catalog {
             Catalog::TelegrafRules => "telegraf-rules",
             Catalog::MeterAnalyzerConfig => "meter-analyzer-config",
             Catalog::Lal => "lal",
+            Catalog::AgentGroups => "agent-groups",
+            Catalog::AgentPipelineConfigs => "agent-pipeline-configs",
+            Catalog::AgentInstanceConfigs => "agent-instance-configs",
+            Catalog::AgentCommands => "agent-commands",
         }
     }
 
+    /// A rule catalog by name; agent catalogs are not accepted (rule routes refuse them).
     pub fn parse(text: &str) -> Option<Catalog> {
         Catalog::ALL.into_iter().find(|c| c.as_str() == text)
     }
 
-    pub fn dsl(self) -> DslKind {
+    /// The rule language of a rule catalog; `None` for agent catalogs, which are never compiled.
+    pub fn dsl(self) -> Option<DslKind> {
         match self {
-            Catalog::Lal => DslKind::Lal,
-            _ => DslKind::Mal,
+            Catalog::Lal => Some(DslKind::Lal),
+            Catalog::OtelRules | Catalog::LogMalRules | Catalog::TelegrafRules | Catalog::MeterAnalyzerConfig => {
+                Some(DslKind::Mal)
+            }
+            Catalog::AgentGroups
+            | Catalog::AgentPipelineConfigs
+            | Catalog::AgentInstanceConfigs
+            | Catalog::AgentCommands => None,
         }
     }
 }
@@ -220,7 +255,12 @@ mod tests {
             assert_eq!(Catalog::parse(c.as_str()), Some(c));
         }
         assert_eq!(Catalog::parse("oal"), None);
-        assert_eq!(Catalog::Lal.dsl(), DslKind::Lal);
-        assert_eq!(Catalog::TelegrafRules.dsl(), DslKind::Mal);
+        assert_eq!(Catalog::Lal.dsl(), Some(DslKind::Lal));
+        assert_eq!(Catalog::TelegrafRules.dsl(), Some(DslKind::Mal));
+        for c in Catalog::AGENT {
+            assert!(!c.is_rule());
+            assert_eq!(Catalog::parse(c.as_str()), None, "rule routes refuse {c}");
+        }
+        assert!(Catalog::ALL.iter().all(|c| c.is_rule()));
     }
 }

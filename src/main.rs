@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use hotrule::client::{AdminClient, cli};
 use hotrule::config::{self, ConfigSources};
-use hotrule::node::{BusWiring, ClusterWiring, ConfigRuntime, LogControl, NodeSettings, RunningNode};
+use hotrule::node::{BusWiring, ClusterWiring, ConfigRuntime, Listeners, LogControl, NodeSettings, RunningNode};
 
 #[derive(Parser)]
 #[command(name = "hotrule", version, about = "Runtime hot-update of SkyWalking MAL/LAL rules on a peer-to-peer cluster")]
@@ -35,6 +35,27 @@ enum Command {
         server: ServerArgs,
         #[command(subcommand)]
         command: ClusterCommand,
+    },
+    /// Log and metric agents (LoongCollector) known to the cluster.
+    Agent {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        command: AgentCommand,
+    },
+    /// Pipeline and instance configs served to agents.
+    AgentConfig {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        command: AgentConfigCommand,
+    },
+    /// Agent groups (tag and IP-range selectors).
+    AgentGroup {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        command: AgentGroupCommand,
     },
     /// Inspect a configuration without running a node.
     Config {
@@ -69,6 +90,10 @@ struct ServeArgs {
     /// Admin API listen address (admin.listen; default 127.0.0.1:17128).
     #[arg(long)]
     admin_listen: Option<String>,
+    /// Agent config server (data) listen address (agents.data_listen; default: the admin host,
+    /// port 12800).
+    #[arg(long)]
+    data_listen: Option<String>,
     /// Bundled rules: <rules-dir>/<catalog>/<name>.yaml (rules.dir; default ./config/rules).
     #[arg(long)]
     rules_dir: Option<PathBuf>,
@@ -131,6 +156,7 @@ impl ServeArgs {
         };
         put("node.data_dir", self.data_dir.as_ref().map(|p| p.display().to_string()));
         put("admin.listen", self.admin_listen.clone());
+        put("agents.data_listen", self.data_listen.clone());
         put("rules.dir", self.rules_dir.as_ref().map(|p| p.display().to_string()));
         put("rules.scan_interval", self.scan_interval.map(|s| format!("{s}s")));
         put("rules.self_heal_threshold", self.self_heal_threshold.map(|s| format!("{s}s")));
@@ -160,6 +186,92 @@ enum ClusterCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum AgentCommand {
+    /// Agents of every live node, filtered by group, running status and liveness.
+    List {
+        #[arg(long)]
+        group: Option<String>,
+        /// The running status the agent reports (e.g. running).
+        #[arg(long)]
+        status: Option<String>,
+        /// Only offline agents (--offline true) or only online ones (--offline false).
+        #[arg(long)]
+        offline: Option<bool>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One agent with each config's desired and reported version and status.
+    Show { instance_id: String },
+}
+
+#[derive(Subcommand)]
+enum AgentConfigCommand {
+    /// Create a config or replace its content (a new version when the content changes).
+    Push {
+        /// pipeline or instance.
+        #[arg(long, default_value = "pipeline")]
+        kind: String,
+        #[arg(long)]
+        name: String,
+        /// yaml or json (default: from the file extension).
+        #[arg(long)]
+        format: Option<String>,
+        file: PathBuf,
+    },
+    /// Apply a config to a group.
+    Apply {
+        #[arg(long, default_value = "pipeline")]
+        kind: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        group: String,
+    },
+    /// Remove a config from a group (its agents delete it).
+    Remove {
+        #[arg(long, default_value = "pipeline")]
+        kind: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        group: String,
+    },
+    /// Which agents applied, are applying or failed a config.
+    Status {
+        #[arg(long, default_value = "pipeline")]
+        kind: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum AgentGroupCommand {
+    /// Create or replace a group.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "")]
+        description: String,
+        /// A tag condition name=value (value may use * wildcards); repeatable.
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+        /// An IP range (CIDR or a single address); repeatable.
+        #[arg(long = "ip-cidr")]
+        ip_cidrs: Vec<String>,
+    },
+    /// List groups.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a group (not `default`).
+    Delete { name: String },
 }
 
 #[derive(Subcommand)]
@@ -277,6 +389,9 @@ fn main() -> ExitCode {
                 }
             }
             Command::Bench { command } => hotrule::bench::run(command).await,
+            Command::Agent { server, command } => agent(server, AgentCli::Agent(command)).await,
+            Command::AgentConfig { server, command } => agent(server, AgentCli::Config(command)).await,
+            Command::AgentGroup { server, command } => agent(server, AgentCli::Group(command)).await,
         }
     })
 }
@@ -302,6 +417,61 @@ async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
             cli::delete(&client, &catalog, &name, revert_to_bundled).await
         }
         RuleCommand::Dump { catalog, output } => cli::dump(&client, catalog.as_deref(), &output).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hotrule: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+enum AgentCli {
+    Agent(AgentCommand),
+    Config(AgentConfigCommand),
+    Group(AgentGroupCommand),
+}
+
+async fn agent(server: ServerArgs, command: AgentCli) -> ExitCode {
+    use hotrule::client::agents;
+    let token = std::env::var("HOTRULE_ADMIN_TOKEN").ok();
+    let client = match AdminClient::new(&server.server, token) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("hotrule: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match command {
+        AgentCli::Agent(AgentCommand::List { group, status, offline, json }) => {
+            agents::list_agents(&client, group.as_deref(), status.as_deref(), offline, json).await
+        }
+        AgentCli::Agent(AgentCommand::Show { instance_id }) => agents::show_agent(&client, &instance_id).await,
+        AgentCli::Config(AgentConfigCommand::Push { kind, name, format, file }) => {
+            agents::push_config(&client, &kind, &name, &file, format.as_deref()).await
+        }
+        AgentCli::Config(AgentConfigCommand::Apply { kind, name, group }) => {
+            agents::apply_config(&client, &kind, &name, &group, false).await
+        }
+        AgentCli::Config(AgentConfigCommand::Remove { kind, name, group }) => {
+            agents::apply_config(&client, &kind, &name, &group, true).await
+        }
+        AgentCli::Config(AgentConfigCommand::Status { kind, name, json }) => {
+            agents::config_status(&client, &kind, &name, json).await
+        }
+        AgentCli::Group(AgentGroupCommand::Create { name, description, tags, ip_cidrs }) => {
+            let tags = match tags.iter().map(|t| agents::parse_tag(t)).collect::<Result<Vec<_>, _>>() {
+                Ok(tags) => tags,
+                Err(e) => {
+                    eprintln!("hotrule: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            agents::create_group(&client, &name, &description, &tags, &ip_cidrs).await
+        }
+        AgentCli::Group(AgentGroupCommand::List { json }) => agents::list_groups(&client, json).await,
+        AgentCli::Group(AgentGroupCommand::Delete { name }) => agents::delete_group(&client, &name).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -391,6 +561,13 @@ async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let data_listener = match tokio::net::TcpListener::bind(node_config.agents.data_listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("hotrule: cannot listen for agents on {}: {e}", node_config.agents.data_listen);
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = ConfigRuntime {
         sources,
         env,
@@ -398,10 +575,11 @@ async fn serve(args: ServeArgs) -> ExitCode {
         log_control: Some(log_control),
     };
     let settings = NodeSettings::from_config(&node_config, runtime);
+    let listeners = Listeners { admin: listener, data: Some(data_listener) };
     let started = match &node_config.cluster {
-        None => RunningNode::start(settings, kv, listener).await,
+        None => RunningNode::start_with_listeners(settings, kv, listeners, None).await,
         Some(cluster) => match cluster_wiring(cluster, &node_config).await {
-            Ok(wiring) => RunningNode::start_clustered(settings, kv, listener, wiring).await,
+            Ok(wiring) => RunningNode::start_with_listeners(settings, kv, listeners, Some(wiring)).await,
             Err(message) => {
                 eprintln!("hotrule: {message}");
                 return ExitCode::FAILURE;
@@ -416,6 +594,9 @@ async fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     println!("hotrule admin API on http://{}", node.admin_addr);
+    if let Some(data) = node.data_addr {
+        println!("hotrule agent config server on http://{data}");
+    }
     wait_for_signal().await;
     tracing::info!("shutting down");
     node.shutdown().await;

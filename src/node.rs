@@ -2,7 +2,8 @@
 //! server, and tears them down in reverse order. It wires; it decides nothing.
 //!
 //! The admin listener is bound by the caller (port 0 in tests) and is served only after boot
-//! has finished its synchronous scan, so no write can race the boot workflow.
+//! has finished its synchronous scan, so no write can race the boot workflow. The data listener
+//! (the agent config server, see `agent`) is optional and bound by the caller the same way.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::{AgentRegistry, AgentService, StoreAgentState, StoreConfigSource};
 use crate::bundled::Bundled;
 use crate::cluster::{Fact, Membership};
 use crate::replication::handler::NodeBusHandler;
@@ -54,6 +56,10 @@ pub struct NodeSettings {
     pub lock_timeout: std::time::Duration,
     /// Present when the node runs from a loaded configuration (enables reload).
     pub config: Option<ConfigRuntime>,
+    /// The agent config server's protocol settings.
+    pub agents: crate::agent::AgentServiceSettings,
+    /// How often agent state is flushed to storage.
+    pub agent_flush_interval: std::time::Duration,
 }
 
 impl NodeSettings {
@@ -70,6 +76,8 @@ impl NodeSettings {
             admin_token: None,
             lock_timeout: std::time::Duration::from_millis(500),
             config: None,
+            agents: crate::agent::AgentServiceSettings::default(),
+            agent_flush_interval: std::time::Duration::from_millis(500),
         }
     }
 
@@ -92,6 +100,8 @@ impl NodeSettings {
             admin_token: config.admin_token.clone(),
             lock_timeout: config.lock_timeout,
             config: Some(runtime),
+            agents: config.agents.service.clone(),
+            agent_flush_interval: crate::agent::maintenance::default_flush_interval(),
         }
     }
 }
@@ -114,6 +124,7 @@ impl LiveSettings for NodeLive {
             tombstone_retention: config.tombstone_retention,
         });
         self.state.set_admin_token(config.admin_token.clone());
+        self.state.agents.set_agent_token(config.agents.service.agent_token.clone());
         Ok(())
     }
 }
@@ -126,6 +137,8 @@ pub enum NodeError {
     Bundled(#[from] crate::bundled::BundledError),
     #[error("admin listener: {0}")]
     Listener(std::io::Error),
+    #[error("agent state: {0}")]
+    AgentState(#[from] crate::agent::registry::RegistryError),
     #[error("{0}")]
     Config(#[from] crate::config::ConfigErrors),
     #[error("cluster membership: {0}")]
@@ -148,13 +161,24 @@ pub enum BusWiring {
     Memory { network: crate::bus::MemNetwork },
 }
 
+/// The listeners a node serves on, bound by the caller (port 0 in tests).
+pub struct Listeners {
+    pub admin: TcpListener,
+    /// The agent config server (`agents.data_listen`); none: agents are not served.
+    pub data: Option<TcpListener>,
+}
+
 /// A running node. Drop order does not matter; call [`RunningNode::shutdown`] to stop cleanly.
 pub struct RunningNode {
     pub admin_addr: SocketAddr,
+    /// Where agents are served, when a data listener was given.
+    pub data_addr: Option<SocketAddr>,
     pub state: Arc<AdminState>,
     pub boot_report: ScanReport,
     shutdown: CancellationToken,
     server: JoinHandle<()>,
+    data_server: Option<JoinHandle<()>>,
+    agent_task: JoinHandle<()>,
     scanner_task: JoinHandle<()>,
     reloader_task: Option<JoinHandle<()>>,
     cluster_tasks: Vec<JoinHandle<()>>,
@@ -173,7 +197,18 @@ impl RunningNode {
         listener: TcpListener,
         peers: Arc<dyn Peers>,
     ) -> Result<RunningNode, NodeError> {
-        RunningNode::start_full(settings, kv, listener, Some(peers), None).await
+        let listeners = Listeners { admin: listener, data: None };
+        RunningNode::start_full(settings, kv, listeners, Some(peers), None).await
+    }
+
+    /// A node on the given listeners, alone (`wiring` none) or in a cluster.
+    pub async fn start_with_listeners(
+        settings: NodeSettings,
+        kv: Arc<dyn KvEngine>,
+        listeners: Listeners,
+        wiring: Option<ClusterWiring>,
+    ) -> Result<RunningNode, NodeError> {
+        RunningNode::start_full(settings, kv, listeners, None, wiring).await
     }
 
     /// A node in a cluster: gossip membership, the bus, replication and forwarding.
@@ -183,17 +218,20 @@ impl RunningNode {
         listener: TcpListener,
         wiring: ClusterWiring,
     ) -> Result<RunningNode, NodeError> {
-        RunningNode::start_full(settings, kv, listener, None, Some(wiring)).await
+        let listeners = Listeners { admin: listener, data: None };
+        RunningNode::start_full(settings, kv, listeners, None, Some(wiring)).await
     }
 
     async fn start_full(
         settings: NodeSettings,
         kv: Arc<dyn KvEngine>,
-        listener: TcpListener,
+        listeners: Listeners,
         peers_override: Option<Arc<dyn Peers>>,
         wiring: Option<ClusterWiring>,
     ) -> Result<RunningNode, NodeError> {
+        let Listeners { admin: listener, data: data_listener } = listeners;
         let admin_addr = listener.local_addr().map_err(NodeError::Listener)?;
+        let data_addr = data_listener.as_ref().map(|l| l.local_addr()).transpose().map_err(NodeError::Listener)?;
         let node_id = NodeId(settings.node_id.clone().unwrap_or_else(|| match &wiring {
             Some(w) => w.admin_advertise.clone(),
             None => admin_addr.to_string(),
@@ -271,6 +309,15 @@ impl RunningNode {
                 Arc::new(hotrule_confmap::MapEnv::new(Vec::<(String, String)>::new())),
             )?)),
         };
+        let agent_registry = Arc::new(AgentRegistry::load(
+            Arc::new(StoreAgentState::new(store.clone())),
+            settings.agents.max_agents,
+        )?);
+        let agents = Arc::new(AgentService::new(
+            settings.agents.clone(),
+            Arc::new(StoreConfigSource::new(store.clone())),
+            agent_registry,
+        ));
         let state = Arc::new(AdminState {
             node_id: node_id.clone(),
             workflow,
@@ -282,6 +329,7 @@ impl RunningNode {
             ready: AtomicBool::new(false),
             config: config_state,
             cluster: cluster.clone(),
+            agents: agents.clone(),
         });
 
         // Boot: one synchronous scan before the admin port serves anything.
@@ -329,6 +377,11 @@ impl RunningNode {
             }
         }
         let scanner_task = tokio::spawn(scanner.clone().run(shutdown.clone()));
+        let agent_task = tokio::spawn(crate::agent::maintenance::run(
+            agents.clone(),
+            settings.agent_flush_interval,
+            shutdown.clone(),
+        ));
         let reloader_task = settings.config.as_ref().map(|runtime| {
             let live = Arc::new(NodeLive { scanner: scanner.clone(), state: state.clone(), log_control: runtime.log_control.clone() });
             let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
@@ -342,8 +395,30 @@ impl RunningNode {
                 tracing::error!(error = %e, "admin server stopped");
             }
         });
-        tracing::info!(node = %node_id, admin = %admin_addr, "serving");
-        Ok(RunningNode { admin_addr, state, boot_report, shutdown, server, scanner_task, reloader_task, cluster_tasks })
+        let data_server = data_listener.map(|data_listener| {
+            let app = crate::agent::router(agents.clone());
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                let serving = axum::serve(data_listener, app).with_graceful_shutdown(stop.cancelled_owned());
+                if let Err(e) = serving.await {
+                    tracing::error!(error = %e, "agent data server stopped");
+                }
+            })
+        });
+        tracing::info!(node = %node_id, admin = %admin_addr, data = ?data_addr, "serving");
+        Ok(RunningNode {
+            admin_addr,
+            data_addr,
+            state,
+            boot_report,
+            shutdown,
+            server,
+            data_server,
+            agent_task,
+            scanner_task,
+            reloader_task,
+            cluster_tasks,
+        })
     }
 
     /// Waits until the node stops (it only stops through `shutdown`).
@@ -355,6 +430,9 @@ impl RunningNode {
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         let _ = self.server.await;
+        if let Some(data_server) = self.data_server {
+            let _ = data_server.await;
+        }
         for task in self.cluster_tasks {
             let _ = task.await;
         }
@@ -362,6 +440,7 @@ impl RunningNode {
             let _ = task.await;
         }
         let _ = self.scanner_task.await;
+        let _ = self.agent_task.await;
         // Gossip stops here whoever still holds the membership, so the node's gossip address
         // is free for a restart in the same process.
         if let Some(cluster) = &self.state.cluster

@@ -8,6 +8,8 @@ use std::fmt;
 pub enum ApplyStatus {
     // 200
     NoChange,
+    /// An agent object (group, config, command) was written.
+    Stored,
     FilterOnlyApplied,
     FilterOnlyPersisted,
     StructuralApplied,
@@ -65,6 +67,7 @@ impl ApplyStatus {
         use ApplyStatus::*;
         match self {
             NoChange => "no_change",
+            Stored => "stored",
             FilterOnlyApplied => "filter_only_applied",
             FilterOnlyPersisted => "filter_only_persisted",
             StructuralApplied => "structural_applied",
@@ -124,16 +127,24 @@ pub struct Outcome {
     pub status: ApplyStatus,
     pub message: String,
     pub revision: Option<crate::ids::Revision>,
+    /// The version of an agent config the write left in place (agent config writes only).
+    pub version: Option<i64>,
 }
 
 impl Outcome {
     pub fn new(status: ApplyStatus, message: impl Into<String>) -> Outcome {
-        Outcome { status, message: message.into(), revision: None }
+        Outcome { status, message: message.into(), revision: None, version: None }
     }
 
     /// The same outcome, recording the revision it committed.
     pub fn at(mut self, revision: &crate::ids::Revision) -> Outcome {
         self.revision = Some(revision.clone());
+        self
+    }
+
+    /// The same outcome, recording the agent config version it left in place.
+    pub fn with_version(mut self, version: Option<i64>) -> Outcome {
+        self.version = version;
         self
     }
 }

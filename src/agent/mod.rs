@@ -13,6 +13,8 @@
 //!   [`AgentStateStore`] (agent state, batched; [`MemAgentStateStore`] in memory);
 //! - state and IO: [`AgentRegistry`] (agents held by this node, flushed in batches),
 //!   [`AgentService`] (carries out the decisions), [`router`] (HTTP);
+//! - the node's side: `manage` (management operations as pure edits of stored objects) and
+//!   `store_source` (the seams implemented over management storage);
 //! - `sim`: a protocol client that behaves like the 3.x agent, for tests and load generation.
 //!
 //! The behaviour rules, and why each is as it is, are in `protocol`'s docs.
@@ -21,6 +23,8 @@ pub mod detail;
 pub mod error;
 pub mod http;
 pub mod liveness;
+pub mod maintenance;
+pub mod manage;
 pub mod matching;
 pub mod model;
 pub mod proto;
@@ -31,6 +35,7 @@ pub mod sim;
 pub mod snapshot;
 pub mod source;
 pub mod state;
+pub mod store_source;
 
 #[cfg(test)]
 mod tests;
@@ -47,3 +52,5 @@ pub use sim::{AgentBenchReport, AgentBenchSettings, run_agents};
 pub use snapshot::ConfigSnapshot;
 pub use source::{AgentConfigSource, MemConfigSource};
 pub use state::{AgentRecord, AgentStateStore, MemAgentStateStore};
+pub use store_source::{StoreAgentState, StoreConfigSource};
+pub use manage::AgentOp;

@@ -137,6 +137,11 @@ impl AgentService {
         }
     }
 
+    /// The desired state this node serves now (for the management views).
+    pub fn desired(&self) -> Result<Arc<ConfigSnapshot>, super::source::SourceError> {
+        self.source.snapshot()
+    }
+
     fn snapshot(&self) -> Result<Arc<ConfigSnapshot>, ProtocolError> {
         self.source
             .snapshot()

@@ -70,6 +70,27 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         rounds: u32,
     },
+    /// A fleet of simulated LoongCollector agents heartbeating a node's data listener.
+    Agents {
+        /// Simulated agents.
+        #[arg(long, default_value_t = 1000)]
+        agents: usize,
+        /// Seconds between an agent's heartbeats.
+        #[arg(long, default_value_t = 10)]
+        interval: u64,
+        /// The agent data listener, host:port.
+        #[arg(long, default_value = "127.0.0.1:12800")]
+        server: String,
+        /// Seconds to run (default: three intervals).
+        #[arg(long)]
+        duration: Option<u64>,
+        /// Tags every agent reports, name=value; repeatable.
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+        /// The agent token header value, if the node requires one.
+        #[arg(long, env = "HOTRULE_AGENT_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
 }
 
 pub async fn run(command: BenchCommand) -> ExitCode {
@@ -83,7 +104,35 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         BenchCommand::Chaos { dir, rounds, seed, net, time_limit } => {
             report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit)).await)
         }
+        BenchCommand::Agents { agents, interval, server, duration, tags, token } => {
+            report(bench_agents(agents, interval, server, duration, tags, token).await)
+        }
     }
+}
+
+async fn bench_agents(
+    agents: usize,
+    interval_s: u64,
+    server: String,
+    duration_s: Option<u64>,
+    tags: Vec<String>,
+    token: Option<String>,
+) -> Result<(), String> {
+    if interval_s == 0 {
+        return Err("--interval must be at least 1 second".into());
+    }
+    let mut settings = crate::agent::AgentBenchSettings::new(server, agents, std::time::Duration::from_secs(interval_s));
+    if let Some(duration) = duration_s {
+        settings.duration = std::time::Duration::from_secs(duration);
+    }
+    settings.tags = tags.iter().map(|t| crate::client::agents::parse_tag(t)).collect::<Result<_, _>>()?;
+    settings.token = token.filter(|t| !t.is_empty());
+    let report = crate::agent::run_agents(settings).await;
+    print!("{report}");
+    if report.heartbeats_ok == 0 {
+        return Err("no heartbeat was answered".into());
+    }
+    Ok(())
 }
 
 fn report(result: Result<(), String>) -> ExitCode {

@@ -45,6 +45,12 @@ pub enum ForwardOp {
         key: RuleKey,
         revert_to_bundled: bool,
     },
+    /// A management operation on the agents' desired state: `op` is an
+    /// [`AgentOp`](crate::agent::AgentOp) as JSON, `key` the object it writes.
+    Agent {
+        key: RuleKey,
+        op: Vec<u8>,
+    },
 }
 
 impl ForwardOp {
@@ -52,7 +58,8 @@ impl ForwardOp {
         match self {
             ForwardOp::AddOrUpdate { key, .. }
             | ForwardOp::Inactivate { key }
-            | ForwardOp::Delete { key, .. } => key,
+            | ForwardOp::Delete { key, .. }
+            | ForwardOp::Agent { key, .. } => key,
         }
     }
 }

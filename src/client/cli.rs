@@ -20,7 +20,7 @@ pub enum CliError {
     WriteFile { path: String, source: std::io::Error },
 }
 
-fn check(reply: Reply) -> Result<Reply, CliError> {
+pub(crate) fn check(reply: Reply) -> Result<Reply, CliError> {
     if reply.status.is_success() || reply.status.as_u16() == 304 {
         return Ok(reply);
     }
@@ -187,7 +187,7 @@ pub async fn cluster_list(client: &AdminClient, json: bool) -> Result<(), CliErr
     Ok(())
 }
 
-fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

@@ -1,5 +1,6 @@
 //! The admin API client used by the CLI, the benchmarks and the tests.
 
+pub mod agents;
 pub mod cli;
 
 use std::time::Duration;
@@ -64,6 +65,12 @@ impl AdminClient {
         Ok(AdminClient { base, token: token.filter(|t| !t.is_empty()), timeout: Duration::from_secs(60), client })
     }
 
+    /// The same client with another request timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> AdminClient {
+        self.timeout = timeout;
+        self
+    }
+
     pub fn base(&self) -> &str {
         &self.base
     }
@@ -100,6 +107,10 @@ impl AdminClient {
 
     pub async fn post(&self, path: &str, body: Vec<u8>) -> Result<Reply, ClientError> {
         self.send(Method::POST, path, body, None).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Result<Reply, ClientError> {
+        self.send(Method::DELETE, path, Vec::new(), None).await
     }
 }
 

@@ -256,6 +256,67 @@ impl Default for RawCluster {
     }
 }
 
+/// The agent data port; the host defaults to the admin listener's.
+pub const DEFAULT_DATA_PORT: u16 = 12800;
+fn default_detail_delivery() -> String {
+    "inline".into()
+}
+fn default_agent_heartbeat_interval() -> DurationSetting {
+    DurationSetting(Duration::from_secs(10))
+}
+fn default_agent_offline_after() -> DurationSetting {
+    DurationSetting(Duration::from_secs(30))
+}
+fn default_agent_retention() -> DurationSetting {
+    DurationSetting(Duration::from_secs(12 * 3600))
+}
+
+/// The agent config server (ConfigServer protocol v2 for iLogtail / LoongCollector).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgents {
+    /// The data listener agents heartbeat (`config_server_list` points here). Default: the
+    /// admin listener's host, port 12800 (127.0.0.1:12800 with the default admin.listen), so
+    /// nodes sharing a machine on different hosts do not collide.
+    #[serde(default)]
+    pub data_listen: Option<String>,
+    /// `inline` (details in the heartbeat answer) or `fetch` (agents fetch them).
+    #[serde(default = "default_detail_delivery")]
+    pub detail_delivery: String,
+    /// Optional token agents (behind a proxy adding the header) must present.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// The agents' heartbeat interval (the agent's own default is 10s).
+    #[serde(default = "default_agent_heartbeat_interval")]
+    pub heartbeat_interval: DurationSetting,
+    /// Silence after which an agent is shown offline.
+    #[serde(default = "default_agent_offline_after")]
+    pub offline_after: DurationSetting,
+    /// Silence after which an agent is forgotten (removed from memory and storage).
+    #[serde(default = "default_agent_retention")]
+    pub retention: DurationSetting,
+}
+
+impl Default for RawAgents {
+    fn default() -> Self {
+        RawAgents {
+            data_listen: None,
+            detail_delivery: default_detail_delivery(),
+            token: None,
+            heartbeat_interval: default_agent_heartbeat_interval(),
+            offline_after: default_agent_offline_after(),
+            retention: default_agent_retention(),
+        }
+    }
+}
+
+/// Validated agent config server settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentsConfig {
+    pub data_listen: std::net::SocketAddr,
+    pub service: crate::agent::AgentServiceSettings,
+}
+
 /// The configuration tree as read, before validation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -272,6 +333,8 @@ pub struct RawConfig {
     pub config: RawConfigSection,
     #[serde(default)]
     pub cluster: RawCluster,
+    #[serde(default)]
+    pub agents: RawAgents,
 }
 
 /// The validated configuration of a node.
@@ -291,6 +354,7 @@ pub struct NodeConfig {
     pub watch: bool,
     /// Present when this node is part of a cluster.
     pub cluster: Option<ClusterConfig>,
+    pub agents: AgentsConfig,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use hotrule_confmap::{Env, WatchEvent, WatchOptions, Watcher};
 use tokio_util::sync::CancellationToken;
 
-use super::model::NodeConfig;
+use super::model::{AgentsConfig, NodeConfig};
+use crate::agent::AgentServiceSettings;
 use super::{ConfigSources, ConfigState, load};
 
 /// What changed between two configs.
@@ -37,6 +38,10 @@ pub fn diff(old: &NodeConfig, new: &NodeConfig) -> Delta {
     check(old.lock_timeout != new.lock_timeout, "rules.lock_timeout", false);
     check(old.watch != new.watch, "config.watch", false);
     check(old.cluster != new.cluster, "cluster", false);
+    check(old.agents.service.agent_token != new.agents.service.agent_token, "agents.token", true);
+    check(old.agents.data_listen != new.agents.data_listen, "agents.data_listen", false);
+    let without_token = |a: &AgentsConfig| AgentServiceSettings { agent_token: None, ..a.service.clone() };
+    check(without_token(&old.agents) != without_token(&new.agents), "agents", false);
     delta
 }
 

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::net::SocketAddr;
 
-use super::model::{ClusterConfig, NodeConfig, RawConfig};
+use super::model::{AgentsConfig, ClusterConfig, NodeConfig, RawConfig};
 
 /// One problem, with the key it is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,11 +61,12 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
         }
     }
     let cluster = admin_listen.and_then(|admin| cluster_config(&raw, admin, &mut issue));
+    let agents = admin_listen.and_then(|admin| agents_config(&raw, admin, &mut issue));
     if let Err(e) = tracing_subscriber::EnvFilter::try_new(&raw.log.level) {
         issue("log.level", format!("{:?} is not a log filter: {e}", raw.log.level));
     }
-    match admin_listen {
-        Some(admin_listen) if issues.is_empty() => Ok(NodeConfig {
+    match (admin_listen, agents) {
+        (Some(admin_listen), Some(agents)) if issues.is_empty() => Ok(NodeConfig {
             node_id: raw.node.id.clone(),
             data_dir: raw.node.data_dir.clone(),
             admin_listen,
@@ -79,10 +80,60 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             log_level: raw.log.level.clone(),
             watch: raw.config.watch,
             cluster,
+            agents,
             raw,
         }),
         _ => Err(issues),
     }
+}
+
+/// Validates the `agents` section.
+fn agents_config(raw: &RawConfig, admin: SocketAddr, issue: &mut impl FnMut(&str, String)) -> Option<AgentsConfig> {
+    use crate::agent::{AgentServiceSettings, DetailDelivery, LivenessPolicy};
+    let a = &raw.agents;
+    let data_listen = match &a.data_listen {
+        None => Some(SocketAddr::new(admin.ip(), super::model::DEFAULT_DATA_PORT)),
+        Some(text) => match text.trim().parse::<SocketAddr>() {
+            Ok(addr) => Some(addr),
+            Err(_) => {
+                issue("agents.data_listen", format!("{text:?} is not an address of the form ip:port"));
+                None
+            }
+        },
+    };
+    let detail_delivery = match a.detail_delivery.trim() {
+        "inline" => Some(DetailDelivery::Inline),
+        "fetch" => Some(DetailDelivery::Fetch),
+        other => {
+            issue("agents.detail_delivery", format!("{other:?} is not inline or fetch"));
+            None
+        }
+    };
+    let interval = a.heartbeat_interval.0;
+    if interval.is_zero() {
+        issue("agents.heartbeat_interval", "must be greater than zero".into());
+        return None;
+    }
+    if a.offline_after.0 < interval {
+        issue("agents.offline_after", format!("must be at least agents.heartbeat_interval ({interval:?})"));
+    }
+    if a.retention.0 < a.offline_after.0 {
+        issue("agents.retention", "must be at least agents.offline_after".into());
+    }
+    let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
+    let offline_ms = u64::try_from(a.offline_after.0.as_millis()).unwrap_or(u64::MAX);
+    let missed_intervals = u32::try_from(offline_ms.div_ceil(interval_ms).max(1)).unwrap_or(u32::MAX);
+    let service = AgentServiceSettings {
+        detail_delivery: detail_delivery?,
+        agent_token: a.token.clone().filter(|t| !t.is_empty()),
+        liveness: LivenessPolicy {
+            heartbeat_interval_ms: interval_ms,
+            missed_intervals,
+            retention_ms: u64::try_from(a.retention.0.as_millis()).unwrap_or(u64::MAX),
+        },
+        ..AgentServiceSettings::default()
+    };
+    Some(AgentsConfig { data_listen: data_listen?, service })
 }
 
 /// Validates the `cluster` section; `None` when this node runs alone.

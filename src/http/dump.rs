@@ -38,7 +38,7 @@ async fn dump(state: Arc<AdminState>, filter: Option<Catalog>) -> Response {
     };
     let entries: Vec<RuleEntry> = entries
         .into_iter()
-        .filter(|e| e.is_live() && filter.is_none_or(|c| e.key.catalog == c))
+        .filter(|e| e.is_live() && e.key.catalog.is_rule() && filter.is_none_or(|c| e.key.catalog == c))
         .collect();
     let dumped_at = iso8601(now_ms());
     match build_archive(&entries, filter, &dumped_at) {

@@ -5,6 +5,7 @@
 //! runtime and bundled files (reads), and map the result. Every response is JSON with
 //! `applyStatus`, `catalog`, `name` and `message`, except raw rule bodies and dumps.
 
+mod agents;
 mod dump;
 mod params;
 mod reads;
@@ -18,7 +19,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use serde_json::json;
 
 use crate::bundled::Bundled;
@@ -43,6 +44,8 @@ pub struct AdminState {
     pub config: Arc<crate::config::ConfigState>,
     /// Present when the node runs in a cluster.
     pub cluster: Option<Arc<crate::replication::Cluster>>,
+    /// The agent config server of this node (agents it holds, desired state it serves).
+    pub agents: Arc<crate::agent::AgentService>,
 }
 
 impl AdminState {
@@ -64,7 +67,7 @@ impl AdminState {
 pub fn status_code(status: ApplyStatus) -> StatusCode {
     use ApplyStatus::*;
     match status {
-        NoChange | FilterOnlyApplied | FilterOnlyPersisted | StructuralApplied | Inactivated
+        NoChange | Stored | FilterOnlyApplied | FilterOnlyPersisted | StructuralApplied | Inactivated
         | StaticTombstoned | AlreadyInactive | Deleted | RevertedToBundled | NotFound => StatusCode::OK,
         CompileFailed | EmptyBody | MissingCatalog | InvalidCatalog | MissingName | InvalidName | InvalidMode
         | InvalidSource | InvalidParameter | NoBundledTwin => StatusCode::BAD_REQUEST,
@@ -95,6 +98,9 @@ pub fn outcome_body(outcome: &Outcome, catalog: &str, name: &str) -> serde_json:
     if let Some(revision) = &outcome.revision {
         body["revision"] = serde_json::Value::String(revision.to_string());
     }
+    if let Some(version) = outcome.version {
+        body["version"] = serde_json::Value::from(version);
+    }
     body
 }
 
@@ -124,7 +130,18 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
         .route("/readyz", get(readyz))
         .route("/config", get(config))
-        .route("/cluster/status", get(reads::cluster_status));
+        .route("/cluster/status", get(reads::cluster_status))
+        .route("/agent/groups", get(agents::list_groups).post(agents::create_group))
+        .route("/agent/groups/{name}", delete(agents::delete_group))
+        .route("/agent/configs", get(agents::list_configs).post(agents::push_config))
+        .route("/agent/configs/{kind}/{name}", get(agents::get_config).delete(agents::delete_config))
+        .route("/agent/configs/{kind}/{name}/apply", post(agents::apply_config))
+        .route("/agent/configs/{kind}/{name}/remove", post(agents::remove_config))
+        .route("/agent/configs/{kind}/{name}/status", get(agents::config_status))
+        .route("/agent/commands", get(agents::list_commands).post(agents::create_command))
+        .route("/agent/commands/{name}", delete(agents::delete_command))
+        .route("/agent/agents", get(agents::list_agents))
+        .route("/agent/agents/{instance_id}", get(agents::show_agent));
     #[cfg(feature = "failpoints")]
     let rules = rules.route("/debug/failpoints", post(writes::set_failpoint)).route("/debug/drop", post(writes::set_drop));
     let protected = rules.route_layer(middleware::from_fn_with_state(state.clone(), require_token));

@@ -226,7 +226,7 @@ fn render_list(
     index: &BTreeMap<RuleKey, EntryMeta>,
     filter: Option<Catalog>,
 ) -> Vec<u8> {
-    let wanted = |key: &RuleKey| filter.is_none_or(|c| key.catalog == c);
+    let wanted = |key: &RuleKey| key.catalog.is_rule() && filter.is_none_or(|c| key.catalog == c);
     let mut rows = Vec::with_capacity(index.len() + state.bundled.len());
     for meta in index.values() {
         if meta.status == EntryStatus::Deleted || !wanted(&meta.key) {

@@ -114,7 +114,7 @@ async fn delete_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>
 
 /// A write that reaches a node which is not the main goes to the main, once; the main's status
 /// and body are relayed unchanged. A transport failure is `502 forward_failed` with `mainNode`.
-async fn forward_if_not_main(state: &AdminState, op: impl FnOnce() -> ForwardOp) -> Option<Response> {
+pub(super) async fn forward_if_not_main(state: &AdminState, op: impl FnOnce() -> ForwardOp) -> Option<Response> {
     let cluster = state.cluster.as_ref().filter(|c| !c.is_main())?;
     let op = op();
     let key = op.key().clone();

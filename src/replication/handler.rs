@@ -56,6 +56,10 @@ impl NodeBusHandler {
             }
             ForwardOp::Inactivate { key } => self.workflow.inactivate(&key).await,
             ForwardOp::Delete { key, revert_to_bundled } => self.workflow.delete(&key, revert_to_bundled).await,
+            ForwardOp::Agent { op, .. } => match serde_json::from_slice::<crate::agent::AgentOp>(&op) {
+                Ok(op) => self.workflow.agent_op(&op).await,
+                Err(e) => Outcome::new(ApplyStatus::InvalidParameter, format!("forwarded agent operation: {e}")),
+            },
         };
         let (status, body) = (self.render)(&outcome, key.catalog, key.name.as_str());
         BusResponse::Forwarded { http_status: status, body: body.to_string().into_bytes(), node }

@@ -9,6 +9,9 @@
 //! - tombstone or no entry → the bundled file if there is one (`LoadBundled` unless it is
 //!   already what runs), else `Unload` whatever is still loaded;
 //! - tombstones past their retention → `PurgeTombstone`.
+//!
+//! Entries of agent catalogs are desired state for agents, not rules: the plan never loads
+//! them, and only purges their tombstones.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -48,6 +51,16 @@ pub fn plan(input: &PlanInput<'_>) -> Vec<Action> {
     let keys: BTreeSet<&RuleKey> =
         stored.keys().copied().chain(input.local.keys()).chain(input.bundled.keys()).collect();
     for key in keys {
+        if !key.catalog.is_rule() {
+            // Agent catalogs are never loaded or compiled; only their tombstones age out.
+            if let Some(entry) = stored.get(key)
+                && entry.status == EntryStatus::Deleted
+                && input.now_ms.saturating_sub(entry.update_time_ms) >= input.tombstone_retention.as_millis() as u64
+            {
+                actions.push(Action::PurgeTombstone(key.clone()));
+            }
+            continue;
+        }
         let local = input.local.get(key);
         let loaded = local.and_then(|l| l.loaded.as_ref());
         match stored.get(key).map(|e| (e.status, *e)) {
@@ -185,5 +198,27 @@ mod tests {
         let old = stored("a", EntryStatus::Deleted, "", 10_000);
         let fresh = stored("b", EntryStatus::Deleted, "", 99_000);
         assert_eq!(run(&[old, fresh], &[], &[]), vec![Action::PurgeTombstone(key("a"))]);
+    }
+
+    #[test]
+    fn agent_catalog_entries_are_never_loaded_only_purged() {
+        let agent = |status, time| EntryMeta {
+            key: RuleKey::new(Catalog::AgentGroups, RuleName::parse("web").expect("name")),
+            ..stored("x", status, "a", time)
+        };
+        let live = [agent(EntryStatus::Active, 1)];
+        let none = BTreeMap::new();
+        let input = PlanInput {
+            stored: &live,
+            local: &none,
+            bundled: &BTreeMap::new(),
+            now_ms: 10,
+            self_heal_after: Duration::from_secs(60),
+            tombstone_retention: Duration::from_millis(5),
+        };
+        assert!(plan(&input).is_empty());
+        let dead = [agent(EntryStatus::Deleted, 1)];
+        let input = PlanInput { stored: &dead, ..input };
+        assert_eq!(plan(&input), vec![Action::PurgeTombstone(dead[0].key.clone())]);
     }
 }

@@ -1,12 +1,32 @@
 //! The key layout of management storage, in one place.
 //!
 //! - `rule/<catalog>/<name>`: a runtime rule entry (including tombstones);
-//! - `measure/<metric name>`: a schema-registry measure.
+//! - `measure/<metric name>`: a schema-registry measure;
+//! - `agent-state/<instance id>`: what this node remembers of an agent heartbeating it. Node-local:
+//!   outside `rule/`, so neither the digest nor the fetch of replication ever sees it.
+//!
+//! Agent desired state (groups, configs, commands) lives under `rule/<agent catalog>/<name>`: it is
+//! written and replicated exactly like rule entries.
 
-use crate::ids::RuleKey;
+use crate::ids::{Catalog, RuleKey};
 
 pub const RULE_PREFIX: &[u8] = b"rule/";
 pub const MEASURE_PREFIX: &[u8] = b"measure/";
+pub const AGENT_STATE_PREFIX: &[u8] = b"agent-state/";
+
+/// `rule/<catalog>/`: every entry of one catalog.
+pub fn catalog_prefix(catalog: Catalog) -> Vec<u8> {
+    let mut out = RULE_PREFIX.to_vec();
+    out.extend_from_slice(catalog.as_str().as_bytes());
+    out.push(b'/');
+    out
+}
+
+pub fn agent_state_key(instance_id: &str) -> Vec<u8> {
+    let mut out = AGENT_STATE_PREFIX.to_vec();
+    out.extend_from_slice(instance_id.as_bytes());
+    out
+}
 
 pub fn rule_key(key: &RuleKey) -> Vec<u8> {
     let mut out = RULE_PREFIX.to_vec();

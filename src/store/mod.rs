@@ -222,6 +222,58 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Reads every entry of one catalog (tombstones included) from the engine, synchronously:
+    /// a prefix scan of one small catalog, for callers that are not async (the agent config
+    /// source rebuilding its snapshot after a change).
+    pub fn read_catalog_now(&self, catalog: crate::ids::Catalog) -> Result<Vec<RuleEntry>, StoreError> {
+        fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::Read(
+            "failpoint store::read".into()
+        ))));
+        self.kv
+            .scan_prefix(&keys::catalog_prefix(catalog))?
+            .into_iter()
+            .map(|(key, value)| decode_entry(&key, &value))
+            .collect()
+    }
+
+    /// Writes node-local agent state in one synced batch: `upserts` are (instance id, encoded
+    /// record), `removals` instance ids. Not an entry: it is never replicated, and it does not
+    /// wake [`Store::subscribe`] receivers.
+    pub fn write_agent_states(&self, upserts: &[(String, Vec<u8>)], removals: &[String]) -> Result<(), StoreError> {
+        let mut ops = Vec::with_capacity(upserts.len() + removals.len());
+        for (id, value) in upserts {
+            let key = keys::agent_state_key(id);
+            let value = codec::encode(value).map_err(|source| StoreError::Encode {
+                key: String::from_utf8_lossy(&key).into_owned(),
+                source,
+            })?;
+            ops.push(KvOp::Put { key, value });
+        }
+        for id in removals {
+            ops.push(KvOp::Delete { key: keys::agent_state_key(id) });
+        }
+        self.kv.write(&ops, true)?;
+        Ok(())
+    }
+
+    /// Every stored agent state record: (instance id, encoded record).
+    pub fn read_agent_states(&self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.kv
+            .scan_prefix(keys::AGENT_STATE_PREFIX)?
+            .into_iter()
+            .map(|(key, value)| {
+                let id = String::from_utf8_lossy(&key[keys::AGENT_STATE_PREFIX.len()..]).into_owned();
+                let bytes: Vec<u8> = codec::decode(&value).map_err(|source| StoreError::Corrupt {
+                    key: String::from_utf8_lossy(&key).into_owned(),
+                    source,
+                })?;
+                Ok((id, bytes))
+            })
+            .collect()
+    }
+}
+
 fn read_entries(kv: &dyn KvEngine) -> Result<Vec<RuleEntry>, StoreError> {
     kv.scan_prefix(keys::RULE_PREFIX)?
         .into_iter()

@@ -11,6 +11,7 @@
 //! peers → reset alarm windows. Filter-only path: persist → apply locally; no pause.
 
 mod add_or_update;
+pub mod agent_objects;
 pub mod faults;
 pub mod peers;
 mod remove;
@@ -194,7 +195,8 @@ impl Workflow {
             if local.as_ref().is_some_and(|l| l.revision >= entry.revision) {
                 continue;
             }
-            let compiled = entry.is_live().then(|| compile_for(&key, &entry.content).ok()).flatten();
+            let compiled =
+                (entry.is_live() && key.catalog.is_rule()).then(|| compile_for(&key, &entry.content).ok()).flatten();
             let inactive = entry.status == EntryStatus::Inactive;
             let live = entry.is_live();
             self.store
@@ -203,6 +205,7 @@ impl Workflow {
                 .map_err(|e| format!("{key}: {e}"))?;
             match (&compiled, live) {
                 (Some(compiled), true) => self.set_claims(&key, compiled, inactive),
+                _ if !key.catalog.is_rule() => {}
                 _ => self.runtime.claims.remove(&key),
             }
             applied += 1;
@@ -226,9 +229,12 @@ pub fn replicas_note(required: usize, confirmed: usize) -> String {
     format!("; held by {confirmed} peer(s), {required} required")
 }
 
-/// Compiles a file of `key`'s catalog.
+/// Compiles a file of `key`'s catalog. Agent catalogs hold no rules and never compile.
 pub fn compile_for(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
-    crate::compiler::compile(key.catalog.dsl(), content)
+    let Some(dsl) = key.catalog.dsl() else {
+        return Err(CompileError { line: 0, column: 0, message: format!("{} is not a rule catalog", key.catalog) });
+    };
+    crate::compiler::compile(dsl, content)
 }
 
 /// A runtime record for compiled content.

@@ -1,0 +1,580 @@
+//! The agent config server end to end: the management API on the admin port, the ConfigServer
+//! protocol v2 on the data listener, a simulated LoongCollector agent, and a 3-node in-process
+//! cluster where a config written through one node reaches an agent heartbeating another.
+//! Every wait is on a predicate with a bound; each scenario is a sequence of logged phases.
+
+mod harness;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use harness::wait_until;
+use hotrule::agent::model::ConfigKind;
+use hotrule::agent::proto;
+use hotrule::agent::sim::{AgentClient, REAL_AGENT_CAPABILITIES, SimAgent, SimAgentSpec};
+use hotrule::agent::state::ApplyStatus;
+use hotrule::bus::MemNetwork;
+use hotrule::client::{AdminClient, with_query};
+use hotrule::cluster::{GossipNetwork, GossipTransport, MembershipSettings};
+use hotrule::ids::NodeId;
+use hotrule::node::{BusWiring, ClusterWiring, Listeners, NodeSettings, RunningNode};
+use hotrule::replication::ReplicationSettings;
+use hotrule::store::kv::{KvEngine, MemKv};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+const NGINX_V1: &str = "inputs:\n  - Type: input_file\n    FilePaths: [/var/log/nginx/access.log]\nflushers:\n  - Type: flusher_stdout\n";
+const NGINX_V2: &str = "inputs:\n  - Type: input_file\n    FilePaths: [/var/log/nginx/*.log]\nflushers:\n  - Type: flusher_stdout\n";
+
+fn phase(scenario: &str, what: &str) {
+    eprintln!("[{scenario}] {what}");
+}
+
+fn now_s() -> i64 {
+    i64::try_from(hotrule::clock::now_ms() / 1000).unwrap_or(0)
+}
+
+async fn bind() -> tokio::net::TcpListener {
+    tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind port 0")
+}
+
+/// A single node with a data listener, and clients for both ports.
+async fn single_node(kv: Arc<dyn KvEngine>) -> (RunningNode, AdminClient, AgentClient) {
+    let listeners = Listeners {
+        admin: bind().await,
+        data: Some(bind().await),
+    };
+    let node = RunningNode::start_with_listeners(NodeSettings::for_test(), kv, listeners, None)
+        .await
+        .expect("node starts");
+    let admin = AdminClient::new(&node.admin_addr.to_string(), None).expect("admin client");
+    let data = node.data_addr.expect("data listener");
+    let agents = AgentClient::new(&data.to_string(), None).expect("agent client");
+    (node, admin, agents)
+}
+
+async fn post_json(client: &AdminClient, path: &str, body: Value) -> (u16, Value) {
+    let reply = client
+        .post(path, body.to_string().into_bytes())
+        .await
+        .expect("post");
+    (reply.status.as_u16(), reply.json().unwrap_or(Value::Null))
+}
+
+async fn post(client: &AdminClient, path: &str) -> (u16, Value) {
+    let reply = client.post(path, Vec::new()).await.expect("post");
+    (reply.status.as_u16(), reply.json().unwrap_or(Value::Null))
+}
+
+async fn get(client: &AdminClient, path: &str) -> (u16, Value) {
+    let reply = client.get(path).await.expect("get");
+    (reply.status.as_u16(), reply.json().unwrap_or(Value::Null))
+}
+
+async fn push(client: &AdminClient, name: &str, content: &str) -> (u16, Value) {
+    post_json(
+        client,
+        "/agent/configs",
+        json!({"kind": "pipeline", "name": name, "content": content, "format": "yaml"}),
+    )
+    .await
+}
+
+fn web_agent() -> SimAgent {
+    let mut spec = SimAgentSpec::numbered(7);
+    spec.tags = vec![("env".into(), "prod".into())];
+    spec.capabilities = REAL_AGENT_CAPABILITIES | proto::AGENT_ACCEPTS_ONETIME;
+    SimAgent::new(spec, now_s())
+}
+
+fn held_version(agent: &SimAgent, name: &str) -> Option<i64> {
+    agent
+        .configs(ConfigKind::Pipeline)
+        .get(name)
+        .map(|h| h.version)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_reaches_an_agent_is_updated_removed_and_commands_arrive() {
+    let s = "e2e";
+    let kv = Arc::new(MemKv::new());
+    let (node, admin, data) = single_node(kv.clone()).await;
+
+    phase(
+        s,
+        "create group web (env=prod*), push nginx, apply it to web",
+    );
+    let group = json!({"name": "web", "description": "web servers", "selector": {"tags": [{"name": "env", "value": "prod*"}]}});
+    let (code, body) = post_json(&admin, "/agent/groups", group).await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (200, Some("stored")),
+        "{body}"
+    );
+    let (code, body) = push(&admin, "nginx", NGINX_V1).await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (200, Some("stored")),
+        "{body}"
+    );
+    let v1 = body["version"].as_i64().expect("version");
+    let (code, body) = post(
+        &admin,
+        &with_query("/agent/configs/pipeline/nginx/apply", &[("group", "web")]),
+    )
+    .await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str(), body["version"].as_i64()),
+        (200, Some("stored"), Some(v1)),
+        "{body}"
+    );
+    let (code, body) = push(&admin, "nginx", NGINX_V1).await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str(), body["version"].as_i64()),
+        (200, Some("no_change"), Some(v1)),
+        "{body}"
+    );
+
+    phase(s, "the agent receives v1, applies it, and reports APPLIED");
+    let mut agent = web_agent();
+    let mut outsider = SimAgent::new(SimAgentSpec::numbered(8), now_s());
+    let round = agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    assert_eq!(round.applied, 1);
+    assert_eq!(held_version(&agent, "nginx"), Some(v1));
+    let detail: Value =
+        serde_json::from_slice(&agent.configs(ConfigKind::Pipeline)["nginx"].detail)
+            .expect("JSON detail");
+    assert_eq!(
+        detail["flushers"][0]["Type"], "flusher_stdout",
+        "YAML is delivered as JSON"
+    );
+    outsider
+        .heartbeat(&data, now_s())
+        .await
+        .expect("outsider heartbeat");
+    assert!(
+        outsider.configs(ConfigKind::Pipeline).is_empty(),
+        "an agent outside web gets nothing"
+    );
+    agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    assert_eq!(
+        agent.configs(ConfigKind::Pipeline)["nginx"].status,
+        ApplyStatus::Applied
+    );
+    let (code, status) = get(&admin, "/agent/configs/pipeline/nginx/status").await;
+    assert_eq!(code, 200, "{status}");
+    let applied = status["agents"]["applied"].as_array().expect("applied");
+    assert_eq!(applied.len(), 1, "{status}");
+    assert_eq!(applied[0]["instanceId"], agent.instance_id());
+
+    phase(
+        s,
+        "the agent list and the agent view show it with its groups and config versions",
+    );
+    let (_, list) = get(&admin, &with_query("/agent/agents", &[("group", "web")])).await;
+    let rows = list["agents"].as_array().expect("agents");
+    assert_eq!(rows.len(), 1, "{list}");
+    assert_eq!(rows[0]["groups"], json!(["default", "web"]));
+    let (_, all) = get(&admin, "/agent/agents").await;
+    assert_eq!(all["agents"].as_array().map(Vec::len), Some(2));
+    let (_, offline) = get(&admin, &with_query("/agent/agents", &[("offline", "true")])).await;
+    assert_eq!(offline["agents"].as_array().map(Vec::len), Some(0));
+    let (code, shown) = get(&admin, &format!("/agent/agents/{}", agent.instance_id())).await;
+    assert_eq!(code, 200, "{shown}");
+    assert_eq!(
+        shown["configs"][0]["desiredVersion"].as_i64(),
+        Some(v1),
+        "{shown}"
+    );
+    assert_eq!(shown["configs"][0]["status"], "APPLIED", "{shown}");
+
+    phase(
+        s,
+        "an update gets a new, larger version and reaches the agent",
+    );
+    let (code, body) = push(&admin, "nginx", NGINX_V2).await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (200, Some("stored")),
+        "{body}"
+    );
+    let v2 = body["version"].as_i64().expect("version");
+    assert!(v2 > v1, "versions grow: {v1} -> {v2}");
+    agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    assert_eq!(held_version(&agent, "nginx"), Some(v2));
+
+    phase(s, "removing it from web tells the agent to delete it (-1)");
+    let (code, body) = post(
+        &admin,
+        &with_query("/agent/configs/pipeline/nginx/remove", &[("group", "web")]),
+    )
+    .await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (200, Some("stored")),
+        "{body}"
+    );
+    let round = agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    assert_eq!(round.deleted, 1);
+    assert_eq!(held_version(&agent, "nginx"), None);
+
+    phase(s, "a onetime command for web reaches the agent");
+    let command = json!({"name": "collect-once", "content": "inputs: []\n", "expireTime": now_s() + 3600, "group": "web"});
+    let (code, body) = post_json(&admin, "/agent/commands", command).await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (200, Some("stored")),
+        "{body}"
+    );
+    let round = agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    assert_eq!(round.commands_received, 1);
+    assert!(agent.commands().contains_key("collect-once"));
+
+    phase(
+        s,
+        "agent state is flushed and survives a restart of the node",
+    );
+    node.shutdown().await;
+    let (node, admin, _data) = single_node(kv.clone()).await;
+    let (_, all) = get(&admin, "/agent/agents").await;
+    let ids: Vec<&str> = all["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter_map(|a| a["instance_id"].as_str())
+        .collect();
+    assert!(ids.contains(&agent.instance_id()), "{all}");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_management_requests_are_refused_with_4xx() {
+    let kv = Arc::new(MemKv::new());
+    let (node, admin, _data) = single_node(kv).await;
+    let (code, body) = push(&admin, "bad", "inputs: [\n  - a\nflushers: {").await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (400, Some("compile_failed")),
+        "{body}"
+    );
+    assert!(
+        body["message"].as_str().is_some_and(|m| m.contains("line")),
+        "the position is given: {body}"
+    );
+    let (code, body) = post_json(
+        &admin,
+        "/agent/configs",
+        json!({"kind": "pipeline", "name": "j", "content": "{\"a\": ", "format": "json"}),
+    )
+    .await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (400, Some("compile_failed")),
+        "{body}"
+    );
+    let (code, body) = push(&admin, "list", "- a\n- b\n").await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (400, Some("compile_failed")),
+        "top level must be an object: {body}"
+    );
+    let (code, body) = post_json(
+        &admin,
+        "/agent/configs",
+        json!({"kind": "daemon", "name": "x", "content": "a: 1"}),
+    )
+    .await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (400, Some("invalid_parameter")),
+        "{body}"
+    );
+    let reply = admin
+        .post("/agent/configs", b"not json".to_vec())
+        .await
+        .expect("post");
+    assert_eq!(reply.status.as_u16(), 400);
+    let (code, body) = push(&admin, "../etc", "a: 1\n").await;
+    assert_eq!(code, 400, "{body}");
+    let (code, body) = post_json(
+        &admin,
+        "/agent/groups",
+        json!({"name": "empty", "selector": {"tags": []}}),
+    )
+    .await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (400, Some("invalid_parameter")),
+        "{body}"
+    );
+    let (code, body) = post_json(
+        &admin,
+        "/agent/groups",
+        json!({"name": "default", "selector": {"tags": [{"name": "a", "value": "*"}]}}),
+    )
+    .await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (409, Some("delete_refused")),
+        "{body}"
+    );
+    let reply = admin.delete("/agent/groups/default").await.expect("delete");
+    assert_eq!(
+        reply.status.as_u16(),
+        409,
+        "the default group cannot be deleted"
+    );
+    let reply = admin.delete("/agent/groups/nope").await.expect("delete");
+    assert_eq!(reply.status.as_u16(), 404);
+    let (code, body) = post(
+        &admin,
+        &with_query(
+            "/agent/configs/pipeline/missing/apply",
+            &[("group", "default")],
+        ),
+    )
+    .await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (404, Some("not_found")),
+        "{body}"
+    );
+    let (code, _) = push(&admin, "ok", "a: 1\n").await;
+    assert_eq!(code, 200);
+    let (code, body) = post(
+        &admin,
+        &with_query("/agent/configs/pipeline/ok/apply", &[("group", "nope")]),
+    )
+    .await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (404, Some("not_found")),
+        "{body}"
+    );
+    let (code, body) = post(&admin, "/agent/configs/pipeline/ok/apply").await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (400, Some("invalid_parameter")),
+        "group is required: {body}"
+    );
+    let command = json!({"name": "c", "content": "a: 1", "expireTime": 0, "group": "default"});
+    let (code, body) = post_json(&admin, "/agent/commands", command).await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (400, Some("invalid_parameter")),
+        "{body}"
+    );
+    let (code, _) = get(&admin, "/agent/agents/unknown-instance").await;
+    assert_eq!(code, 404);
+    let (code, body) = get(
+        &admin,
+        &with_query("/agent/agents", &[("offline", "maybe")]),
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+
+    // Agent catalogs are not rule catalogs: the rule API refuses them and never lists them.
+    let reply = admin
+        .post(
+            &with_query(
+                "/runtime/rule/addOrUpdate",
+                &[("catalog", "agent-groups"), ("name", "x")],
+            ),
+            b"a: 1".to_vec(),
+        )
+        .await
+        .expect("post");
+    assert_eq!(reply.status.as_u16(), 400);
+    assert_eq!(
+        reply.json().expect("json")["applyStatus"],
+        "invalid_catalog"
+    );
+    let (_, list) = get(&admin, "/runtime/rule/list").await;
+    assert_eq!(list["rules"].as_array().map(Vec::len), Some(0), "{list}");
+    node.shutdown().await;
+}
+
+// ---- three nodes ----
+
+fn gossip_addr(i: usize) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 41_000 + i as u16))
+}
+
+struct ClusterNode {
+    node: RunningNode,
+    admin: AdminClient,
+    data: AgentClient,
+}
+
+async fn start_cluster(size: usize) -> (Vec<ClusterNode>, MemNetwork) {
+    let gossip = GossipNetwork::new();
+    let bus = MemNetwork::new();
+    let mut nodes = Vec::new();
+    for i in 1..=size {
+        let listeners = Listeners {
+            admin: bind().await,
+            data: Some(bind().await),
+        };
+        let admin_addr = listeners.admin.local_addr().expect("addr").to_string();
+        let mut membership = MembershipSettings::for_test(NodeId(format!("n{i}")), gossip_addr(i));
+        membership.seeds = (1..=size)
+            .filter(|j| *j != i)
+            .map(|j| gossip_addr(j).to_string())
+            .collect();
+        let wiring = ClusterWiring {
+            membership,
+            gossip: GossipTransport::InMemory(gossip.clone()),
+            bus: BusWiring::Memory {
+                network: bus.clone(),
+            },
+            replication: ReplicationSettings {
+                sync_timeout: Duration::from_secs(2),
+                ..ReplicationSettings::default()
+            },
+            admin_advertise: admin_addr.clone(),
+        };
+        let settings = NodeSettings {
+            node_id: Some(format!("n{i}")),
+            ..NodeSettings::for_test()
+        };
+        let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
+        let node = RunningNode::start_with_listeners(settings, kv, listeners, Some(wiring))
+            .await
+            .expect("node starts");
+        let admin = AdminClient::new(&admin_addr, None).expect("client");
+        let data = AgentClient::new(&node.data_addr.expect("data").to_string(), None)
+            .expect("agent client");
+        nodes.push(ClusterNode { node, admin, data });
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        wait_until(
+            WAIT,
+            &format!("n{} sees main n1 and {size} live members", i + 1),
+            || async {
+                let (_, status) = get(&n.admin, "/cluster/status").await;
+                let live = status["members"]
+                    .as_array()
+                    .map_or(0, |m| m.iter().filter(|m| m["live"] == true).count());
+                status["main"] == "n1" && live == size
+            },
+        )
+        .await;
+    }
+    (nodes, bus)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_written_on_one_node_reaches_an_agent_heartbeating_another() {
+    let s = "cluster";
+    let (nodes, bus) = start_cluster(3).await;
+
+    phase(
+        s,
+        "push and apply through n2 (not the main: forwarded to n1)",
+    );
+    let (code, body) = push(&nodes[1].admin, "nginx", NGINX_V1).await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (200, Some("stored")),
+        "{body}"
+    );
+    let v1 = body["version"].as_i64().expect("version");
+    let (code, body) = post(
+        &nodes[1].admin,
+        &with_query(
+            "/agent/configs/pipeline/nginx/apply",
+            &[("group", "default")],
+        ),
+    )
+    .await;
+    assert_eq!(
+        (code, body["applyStatus"].as_str()),
+        (200, Some("stored")),
+        "{body}"
+    );
+
+    phase(s, "an agent heartbeating n3 receives it");
+    let mut agent = SimAgent::new(SimAgentSpec::numbered(3), now_s());
+    let data = nodes[2].data.clone();
+    let mut held = None;
+    let deadline = std::time::Instant::now() + WAIT;
+    while held != Some(v1) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent on n3 never received nginx v{v1}"
+        );
+        agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+        held = held_version(&agent, "nginx");
+        if held != Some(v1) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+
+    phase(
+        s,
+        "listing agents on n1 fans out: the agent is held by n3 and has applied v1",
+    );
+    wait_until(WAIT, "n1 sees the agent applied on n3", || async {
+        let (_, status) = get(&nodes[0].admin, "/agent/configs/pipeline/nginx/status").await;
+        status["agents"]["applied"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|x| x["instanceId"] == agent.instance_id() && x["node"] == "n3")
+        })
+    })
+    .await;
+    let (_, list) = get(&nodes[0].admin, "/agent/agents").await;
+    let rows = list["agents"].as_array().expect("agents");
+    assert_eq!(rows.len(), 1, "{list}");
+    assert_eq!(rows[0]["node"], "n3");
+
+    phase(
+        s,
+        "an update written on n1 reaches the agent on n3 with a new version",
+    );
+    let (code, body) = push(&nodes[0].admin, "nginx", NGINX_V2).await;
+    assert_eq!(code, 200, "{body}");
+    let v2 = body["version"].as_i64().expect("version");
+    let deadline = std::time::Instant::now() + WAIT;
+    while held_version(&agent, "nginx") != Some(v2) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent on n3 never received v{v2}"
+        );
+        agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    phase(
+        s,
+        "with the bus to n3 cut, a write misses its commit notice; the periodic digest sync brings it",
+    );
+    bus.cut(&NodeId("n1".into()), &NodeId("n3".into()));
+    let v3_content = NGINX_V2.replace("flusher_stdout", "flusher_sls");
+    let (code, body) = push(&nodes[0].admin, "nginx", &v3_content).await;
+    assert_eq!(code, 200, "{body}");
+    let v3 = body["version"].as_i64().expect("version");
+    agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    assert_ne!(
+        held_version(&agent, "nginx"),
+        Some(v3),
+        "n3 cannot have pulled it over a cut bus"
+    );
+    bus.heal(&NodeId("n1".into()), &NodeId("n3".into()));
+    let deadline = std::time::Instant::now() + WAIT;
+    while held_version(&agent, "nginx") != Some(v3) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agent on n3 never received v{v3} after the heal"
+        );
+        agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for n in nodes {
+        n.node.shutdown().await;
+    }
+}

@@ -1,0 +1,43 @@
+//! The agent maintenance worker: one unit of work is [`AgentService::maintain`] (forget agents
+//! past the retention, flush changed agent state to storage in one synced batch); it waits for
+//! its interval or for shutdown, and flushes once more on the way out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::service::AgentService;
+
+/// How often agent state is flushed by default.
+pub fn default_flush_interval() -> Duration {
+    Duration::from_secs(5)
+}
+
+async fn maintain_once(service: &Arc<AgentService>) {
+    let service = Arc::clone(service);
+    // The flush is a synced storage write: keep it off the async workers.
+    match tokio::task::spawn_blocking(move || service.maintain()).await {
+        Ok(Ok(report))
+            if report.forgotten > 0 || report.flushed.upserted + report.flushed.removed > 0 =>
+        {
+            tracing::debug!(forgotten = report.forgotten, flushed = ?report.flushed, "agent state maintained");
+        }
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "agent state flush failed; retried on the next pass")
+        }
+        Err(e) => tracing::warn!(error = %e, "agent maintenance task failed"),
+    }
+}
+
+pub async fn run(service: Arc<AgentService>, interval: Duration, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        maintain_once(&service).await;
+    }
+    maintain_once(&service).await;
+}
