@@ -202,3 +202,40 @@ async fn peers_self_heal_when_the_main_crashes_mid_structural() {
         wait_rule(node, "crash", &added).await;
     }
 }
+
+/// The main's workflow aborts mid-structural: after its Suspend broadcast, persist fails (a
+/// failpoint returns an error). The operator gets 500 persist_failed, the main resumes every
+/// peer at once (no waiting for self-heal), and no node stores the aborted change.
+#[cfg(feature = "failpoints")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_main_that_aborts_mid_structural_resumes_its_peers_and_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "abort-test-secret").expect("secret");
+    let net = 63;
+    // The self-heal threshold is 4 s; the check runs right after the answer, so only the
+    // main's own Resume can have cleared the peers' suspension.
+    let spawn_slow_heal = |i: u8, env: &[(&str, &str)]| spawn_with(dir.path(), net, i, &secret, env);
+    let abort = [("FAILPOINTS", "workflow::persist=1*off->return(disk full)")];
+    let n1 = spawn_slow_heal(1, &abort);
+    let n2 = spawn_slow_heal(2, &[]);
+    let n3 = spawn_slow_heal(3, &[]);
+    wait_main(&[&n1, &n2, &n3], &n1, 3).await;
+    let (code, _) = push(&n2, "abort", &rule("ab", 1)).await;
+    assert_eq!(code, 200);
+    for node in [&n1, &n2, &n3] {
+        wait_rule(node, "abort", &rule("ab", 1)).await;
+    }
+    eprintln!("[abort] a structural change whose persist fails on the main");
+    let added = format!("{}  - name: extra\n    exp: extra_total.sum(['svc'])\n", rule("ab", 1));
+    let started = Instant::now();
+    let (code, json) = push(&n3, "abort", &added).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (500, Some("persist_failed")), "{json}");
+    for node in [&n1, &n2, &n3] {
+        let r = row(node, "abort").await.expect("row");
+        assert_eq!(r["suspendOrigin"], "NONE", "{} resumed by the main's Resume: {r}", node.host);
+        assert_eq!(r["localState"], "RUNNING", "{r}");
+        wait_rule(node, "abort", &rule("ab", 1)).await;
+    }
+    eprintln!("[abort] every node resumed and unchanged {:?} after the request", started.elapsed());
+}
