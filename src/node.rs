@@ -329,6 +329,7 @@ impl RunningNode {
             ready: AtomicBool::new(false),
             config: config_state,
             cluster: cluster.clone(),
+            list_cache: std::sync::Mutex::new(None),
             agents: agents.clone(),
         });
 

@@ -46,6 +46,8 @@ pub struct AdminState {
     pub cluster: Option<Arc<crate::replication::Cluster>>,
     /// The agent config server of this node (agents it holds, desired state it serves).
     pub agents: Arc<crate::agent::AgentService>,
+    /// The list view's rendered rows, reused until the runtime or the store changes.
+    pub list_cache: std::sync::Mutex<Option<reads::ListCache>>,
 }
 
 impl AdminState {

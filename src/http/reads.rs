@@ -197,35 +197,54 @@ struct Row<'a> {
     pending_unregister: Option<bool>,
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct LoaderStats {
+/// The rendered rows of the list view, valid for one (runtime, store, filter) version.
+pub struct ListCache {
+    versions: (u64, u64, Option<Catalog>),
+    rows: Arc<Vec<u8>>,
     active: usize,
-    pending: usize,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Envelope<'a> {
-    generated_at: u64,
-    node: &'a str,
-    loader_stats: LoaderStats,
-    alarm_resets: u64,
-    last_scan_time: u64,
-    rules: Vec<Row<'a>>,
 }
 
 /// The `/runtime/rule/list` envelope for this node, as JSON bytes.
+///
+/// The rows change only when the runtime or the store does, so they are rendered once per
+/// change (versions read *before* rendering, so a concurrent change only makes the next request
+/// render again) and the envelope's timestamps are written around them on every request.
 pub fn list_view(state: &AdminState, filter: Option<Catalog>) -> Vec<u8> {
-    state.runtime.with_all(|runtime| state.store.with_entry_index(|index| render_list(state, runtime, index, filter)))
+    let versions = (state.runtime.version(), state.store.version(), filter);
+    let cached = {
+        let cache = state.list_cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.as_ref().filter(|c| c.versions == versions).map(|c| (c.rows.clone(), c.active))
+    };
+    let (rows, active) = cached.unwrap_or_else(|| {
+        let (rows, active) =
+            state.runtime.with_all(|runtime| state.store.with_entry_index(|index| render_rows(state, runtime, index, filter)));
+        *state.list_cache.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(ListCache { versions, rows: rows.clone(), active });
+        (rows, active)
+    });
+    let head = json!({
+        "generatedAt": now_ms(),
+        "node": state.node_id.0,
+        "loaderStats": {"active": active, "pending": 0},
+        "alarmResets": state.runtime.alarm_reset_count(),
+        "lastScanTime": state.scanner.last_scan_ms(),
+    })
+    .to_string();
+    // `head` is a JSON object; reopen it to append the cached rows.
+    let mut out = Vec::with_capacity(head.len() + rows.len() + 10);
+    out.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
+    out.extend_from_slice(b",\"rules\":");
+    out.extend_from_slice(&rows);
+    out.push(b'}');
+    out
 }
 
-fn render_list(
+fn render_rows(
     state: &AdminState,
     runtime: &BTreeMap<RuleKey, RuleRuntime>,
     index: &BTreeMap<RuleKey, EntryMeta>,
     filter: Option<Catalog>,
-) -> Vec<u8> {
+) -> (Arc<Vec<u8>>, usize) {
     let wanted = |key: &RuleKey| key.catalog.is_rule() && filter.is_none_or(|c| key.catalog == c);
     let mut rows = Vec::with_capacity(index.len() + state.bundled.len());
     for meta in index.values() {
@@ -301,15 +320,8 @@ fn render_list(
             });
         }
     }
-    let envelope = Envelope {
-        generated_at: now_ms(),
-        node: &state.node_id.0,
-        loader_stats: LoaderStats { active: runtime.values().filter(|l| l.loaded.is_some()).count(), pending: 0 },
-        alarm_resets: state.runtime.alarm_reset_count(),
-        last_scan_time: state.scanner.last_scan_ms(),
-        rules: rows,
-    };
-    serde_json::to_vec(&envelope).unwrap_or_else(|e| json!({"error": e.to_string()}).to_string().into_bytes())
+    let active = runtime.values().filter(|l| l.loaded.is_some()).count();
+    (Arc::new(serde_json::to_vec(&rows).unwrap_or_else(|_| b"[]".to_vec())), active)
 }
 
 /// `GET /cluster/status`: this node, the main, and every member as gossip sees it.

@@ -169,6 +169,11 @@ impl Runtime {
         self.changes_tx.subscribe()
     }
 
+    /// A counter that moves on every change (what `subscribe` receivers see).
+    pub fn version(&self) -> u64 {
+        *self.changes_tx.borrow()
+    }
+
     pub fn get(&self, key: &RuleKey) -> Option<RuleRuntime> {
         read(&self.rules).get(key).cloned()
     }

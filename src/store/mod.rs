@@ -193,6 +193,11 @@ impl Store {
         Ok(())
     }
 
+    /// A counter that moves after every successful commit.
+    pub fn version(&self) -> u64 {
+        *self.changes_tx.borrow()
+    }
+
     /// A receiver that sees a new value after every successful commit.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes_tx.subscribe()
