@@ -196,3 +196,43 @@ fn durations_parse_every_documented_form() {
     assert_eq!(DurationSetting(Duration::from_millis(1500)).to_string(), "1500ms");
     assert_eq!(DurationSetting(Duration::from_secs(120)).to_string(), "2m");
 }
+
+#[test]
+fn a_clustered_node_needs_a_bus_secret_unless_insecure() {
+    let base = |extra: &[&str]| ConfigSources {
+        sets: ["cluster.gossip_listen=127.0.0.1:17130", "cluster.seeds=[127.0.0.2:17130]"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect(),
+        ..ConfigSources::default()
+    };
+    let issues = errors(load(&base(&[]), env(&[])));
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert_eq!(issues[0].0, "cluster.secret");
+    assert!(issues[0].1.contains("--insecure-bus"), "{issues:?}");
+    let insecure = load(&base(&["cluster.insecure_bus=true"]), env(&[])).expect("insecure bus allowed");
+    assert_eq!(insecure.config.cluster.as_ref().and_then(|c| c.secret.clone()), None);
+    let with_secret = load(&base(&["cluster.secret=s3cret"]), env(&[])).expect("valid");
+    let cluster = with_secret.config.cluster.clone().expect("clustered");
+    assert_eq!(cluster.secret.as_deref(), Some(&b"s3cret"[..]));
+    assert_eq!(cluster.bus_listen.port(), 17131, "the bus defaults to the gossip port + 1");
+    assert_eq!(cluster.admin_advertise, "127.0.0.1:17128");
+    assert!(!ConfigState::new(with_secret).view().to_string().contains("s3cret"), "the secret is redacted");
+}
+
+#[test]
+fn cluster_settings_are_validated_and_a_lone_node_has_none() {
+    assert!(load(&ConfigSources::default(), env(&[])).expect("valid").config.cluster.is_none());
+    let s = ConfigSources {
+        sets: vec![
+            "cluster.gossip_listen=0.0.0.0:17130".into(),
+            "cluster.seeds=[nohost]".into(),
+            "cluster.insecure_bus=true".into(),
+        ],
+        ..ConfigSources::default()
+    };
+    let issues = errors(load(&s, env(&[])));
+    let keys: Vec<&str> = issues.iter().map(|(k, _)| k.as_str()).collect();
+    assert!(keys.contains(&"cluster.seeds") && keys.contains(&"cluster.advertise_host"), "{issues:?}");
+}
