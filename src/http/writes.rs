@@ -14,13 +14,20 @@ use crate::ids::Catalog;
 use crate::status::{ApplyStatus, Outcome};
 use crate::workflow::AddOrUpdate;
 
-async fn add_or_update_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>, body: Body) -> Response {
-    let params = match Params::from(raw) {
-        Ok(p) => p,
-        Err(outcome) => return outcome_response(&outcome, "", ""),
-    };
+/// The query parameters of a write, with the catalog and name its answer echoes (a shortcut
+/// route echoes its fixed catalog).
+fn parse(raw: RawQuery, fixed: Option<Catalog>) -> Result<(Params, String, String), Response> {
+    let params = Params::from(raw).map_err(|outcome| outcome_response(&outcome, "", ""))?;
     let (catalog_echo, name_echo) = params.echo();
     let catalog_echo = fixed.map(|c| c.as_str().to_string()).unwrap_or(catalog_echo);
+    Ok((params, catalog_echo, name_echo))
+}
+
+async fn add_or_update_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>, body: Body) -> Response {
+    let (params, catalog_echo, name_echo) = match parse(raw, fixed) {
+        Ok(parsed) => parsed,
+        Err(response) => return response,
+    };
     let key = match params.key(fixed) {
         Ok(key) => key,
         Err(outcome) => return outcome_response(&outcome, &catalog_echo, &name_echo),
@@ -64,12 +71,10 @@ async fn add_or_update_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<C
 }
 
 async fn inactivate_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>) -> Response {
-    let params = match Params::from(raw) {
-        Ok(p) => p,
-        Err(outcome) => return outcome_response(&outcome, "", ""),
+    let (params, catalog_echo, name_echo) = match parse(raw, fixed) {
+        Ok(parsed) => parsed,
+        Err(response) => return response,
     };
-    let (catalog_echo, name_echo) = params.echo();
-    let catalog_echo = fixed.map(|c| c.as_str().to_string()).unwrap_or(catalog_echo);
     let outcome = match params.key(fixed) {
         Ok(key) => {
             if let Some(response) = forward_if_not_main(&state, || ForwardOp::Inactivate { key: key.clone() }).await {
@@ -83,12 +88,10 @@ async fn inactivate_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Cata
 }
 
 async fn delete_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>) -> Response {
-    let params = match Params::from(raw) {
-        Ok(p) => p,
-        Err(outcome) => return outcome_response(&outcome, "", ""),
+    let (params, catalog_echo, name_echo) = match parse(raw, fixed) {
+        Ok(parsed) => parsed,
+        Err(response) => return response,
     };
-    let (catalog_echo, name_echo) = params.echo();
-    let catalog_echo = fixed.map(|c| c.as_str().to_string()).unwrap_or(catalog_echo);
     let key = match params.key(fixed) {
         Ok(key) => key,
         Err(outcome) => return outcome_response(&outcome, &catalog_echo, &name_echo),
