@@ -14,9 +14,14 @@ use crate::store::{Change, EntryStatus};
 impl Workflow {
     /// The prior content compiled: the loaded artefact when it is exactly that content,
     /// otherwise a fresh compile (None when the prior no longer compiles).
-    fn compiled_prior(&self, key: &crate::ids::RuleKey, bytes: &[u8]) -> Option<std::sync::Arc<Compiled>> {
-        let hash = crate::ids::ContentHash::of(bytes);
-        if let Some(loaded) = self.runtime.get(key).and_then(|s| s.loaded).filter(|l| l.content_hash == hash) {
+    /// `hash` is the prior's stored hash (entry or bundled file), so it is not computed again.
+    fn compiled_prior(
+        &self,
+        key: &crate::ids::RuleKey,
+        bytes: &[u8],
+        hash: &crate::ids::ContentHash,
+    ) -> Option<std::sync::Arc<Compiled>> {
+        if let Some(loaded) = self.runtime.get(key).and_then(|s| s.loaded).filter(|l| l.content_hash == *hash) {
             return Some(loaded.compiled);
         }
         compile_for(key, bytes).ok().map(std::sync::Arc::new)
@@ -61,11 +66,11 @@ impl Workflow {
             Ok(compiled) => compiled,
             Err(e) => return Outcome::new(ApplyStatus::CompileFailed, e.to_string()),
         };
-        let prior_bytes: Option<&[u8]> = match &prior.entry {
-            Some(entry) => Some(&entry.content),
-            None => bundled.map(|b| b.content.as_slice()),
+        let prior_content = match &prior.entry {
+            Some(entry) => Some((entry.content.as_slice(), &entry.content_hash)),
+            None => bundled.map(|b| (b.content.as_slice(), &b.hash)),
         };
-        let prior_compiled = prior_bytes.map(|bytes| (bytes, self.compiled_prior(&key, bytes)));
+        let prior_compiled = prior_content.map(|(bytes, hash)| (bytes, self.compiled_prior(&key, bytes, hash)));
         let prior_view = match &prior_compiled {
             None => classify::Prior::None,
             Some((bytes, None)) => classify::Prior::Unparseable { bytes },
