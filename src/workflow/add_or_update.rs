@@ -29,12 +29,8 @@ impl Workflow {
 
     pub async fn add_or_update(&self, request: AddOrUpdate) -> Outcome {
         let key = request.key.clone();
-        let _guard = match self.lock(&key).await {
-            Ok(guard) => guard,
-            Err(outcome) => return outcome,
-        };
-        let prior = match self.prior(&key).await {
-            Ok(prior) => prior,
+        let (_guard, prior) = match self.begin(&key).await {
+            Ok(started) => started,
             Err(outcome) => return outcome,
         };
         let bundled = self.bundled.get(&key);

@@ -45,12 +45,8 @@ impl Workflow {
             Ok(key) => key,
             Err(e) => return manage_outcome(&e),
         };
-        let _guard = match self.lock(&key).await {
-            Ok(guard) => guard,
-            Err(outcome) => return outcome,
-        };
-        let prior = match self.prior(&key).await {
-            Ok(prior) => prior,
+        let (_guard, prior) = match self.begin(&key).await {
+            Ok(started) => started,
             Err(outcome) => return outcome,
         };
         let now = now_ms();

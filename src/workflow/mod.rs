@@ -102,6 +102,13 @@ impl Workflow {
         })
     }
 
+    /// Every operation's start: the file's lock, then its prior row read under it.
+    async fn begin(&self, key: &RuleKey) -> Result<(FileGuard, Prior), Outcome> {
+        let guard = self.lock(key).await?;
+        let prior = self.prior(key).await?;
+        Ok((guard, prior))
+    }
+
     /// Reads the prior row. A read failure is `storage_unavailable`, never "no row": treating
     /// it as absent would let destructive changes slip past the guardrail.
     async fn prior(&self, key: &RuleKey) -> Result<Prior, Outcome> {

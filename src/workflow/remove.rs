@@ -14,12 +14,8 @@ use crate::store::{Change, EntryStatus};
 
 impl Workflow {
     pub async fn inactivate(&self, key: &RuleKey) -> Outcome {
-        let _guard = match self.lock(key).await {
-            Ok(guard) => guard,
-            Err(outcome) => return outcome,
-        };
-        let prior = match self.prior(key).await {
-            Ok(prior) => prior,
+        let (_guard, prior) = match self.begin(key).await {
+            Ok(started) => started,
             Err(outcome) => return outcome,
         };
         let bundled = self.bundled.get(key);
@@ -73,12 +69,8 @@ impl Workflow {
     }
 
     pub async fn delete(&self, key: &RuleKey, revert_to_bundled: bool) -> Outcome {
-        let _guard = match self.lock(key).await {
-            Ok(guard) => guard,
-            Err(outcome) => return outcome,
-        };
-        let prior = match self.prior(key).await {
-            Ok(prior) => prior,
+        let (_guard, prior) = match self.begin(key).await {
+            Ok(started) => started,
             Err(outcome) => return outcome,
         };
         let bundled = self.bundled.get(key);
