@@ -1,6 +1,6 @@
 //! Tests against real `hotrule` processes: defaults with no config, the admin-safety refusal,
-//! acknowledged writes surviving `kill -9`, the CLI, and failpoint scenarios (commit
-//! deferred, process aborts around the commit point) in builds with `failpoints`.
+//! acknowledged writes surviving `kill -9`, the CLI, agents over TLS, and failpoint scenarios
+//! (commit deferred, process aborts around the commit point) in builds with `failpoints`.
 
 mod harness;
 
@@ -50,6 +50,114 @@ async fn serve_runs_with_no_config_at_all() {
     assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Runs the `hotrule` binary with `args` and `env`; (exit code, stdout, stderr).
+fn run_cli(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let mut command = bin();
+    command.args(args).env_remove("HOTRULE_ADMIN_TOKEN").env_remove("HOTRULE_AGENT_TOKEN");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let output = command.output().expect("run hotrule");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The number after `label` in a bench report line such as "heartbeats: 6 ok, 0 failed".
+fn count_after(report: &str, label: &str) -> u64 {
+    report
+        .split(label)
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.trim_end_matches([',', ';']).parse().ok())
+        .unwrap_or_else(|| panic!("no {label:?} in report:\n{report}"))
+}
+
+#[tokio::test]
+async fn agents_are_served_over_tls_when_a_certificate_is_configured() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+        .expect("params")
+        .self_signed(&key)
+        .expect("self-signed certificate");
+    let (cert_file, key_file) = (dir.path().join("agent.crt"), dir.path().join("agent.key"));
+    std::fs::write(&cert_file, cert.pem()).expect("write cert");
+    std::fs::write(&key_file, key.serialize_pem()).expect("write key");
+    let node = ProcessNode::spawn(
+        &dir.path().join("node"),
+        &[
+            "--set",
+            &format!("agents.tls.cert_file={}", cert_file.display()),
+            "--set",
+            &format!("agents.tls.key_file={}", key_file.display()),
+        ],
+        &[],
+    )
+    .await;
+    wait_until(Duration::from_secs(10), "the data listener's address printed", || {
+        let printed = node.data_url();
+        async move { printed.is_some() }
+    })
+    .await;
+    let url = node.data_url().expect("printed");
+    let addr = url.strip_prefix("https://").unwrap_or_else(|| panic!("a TLS listener prints https://, got {url}"));
+
+    // An operator assigns a config to every agent (the default group), through the CLI.
+    let server = format!("http://{}", node.addr);
+    let pipeline = dir.path().join("nginx.yaml");
+    std::fs::write(&pipeline, "inputs:\n  - Type: input_file\n    FilePaths: [/var/log/nginx/access.log]\n").expect("write");
+    let admin = [("HOTRULE_SERVER", server.as_str())];
+    let (code, out, err) = run_cli(&["agent-config", "push", "--name", "nginx", pipeline.to_str().expect("path")], &admin);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let (code, out, err) = run_cli(&["agent-config", "apply", "--name", "nginx", "--group", "default"], &admin);
+    assert_eq!(code, Some(0), "{out}{err}");
+
+    // Agents that trust the certificate heartbeat over TLS and receive the config.
+    let ca = cert_file.to_str().expect("path");
+    let bench = |server: String| {
+        let ca = ca.to_string();
+        async move {
+            let args = ["bench", "agents", "--agents", "3", "--interval", "1", "--duration", "3", "--server", &server, "--ca-file", &ca];
+            tokio::task::spawn_blocking({
+                let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+                move || run_cli(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[])
+            })
+            .await
+            .expect("bench task")
+        }
+    };
+    let (code, out, err) = bench(url.clone()).await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(count_after(&out, "heartbeats:") >= 3, "{out}");
+    assert_eq!(count_after(&out, "configs applied"), 3, "each agent applied the config once over TLS:\n{out}");
+
+    // Plain HTTP to the TLS port is refused (the handshake fails), and the node keeps serving.
+    let (code, out, err) = bench(format!("http://{addr}")).await;
+    assert_ne!(code, Some(0), "plain HTTP must not be answered on a TLS port:\n{out}{err}");
+    assert!(out.contains("heartbeats: 0 ok"), "{out}");
+
+    // An agent that does not trust the certificate is refused too.
+    let stranger = rcgen::KeyPair::generate().expect("key");
+    let other_ca = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .expect("params")
+        .self_signed(&stranger)
+        .expect("cert");
+    let other_ca_file = dir.path().join("other.crt");
+    std::fs::write(&other_ca_file, other_ca.pem()).expect("write");
+    let (code, out, _) = run_cli(
+        &["bench", "agents", "--agents", "1", "--interval", "1", "--duration", "1", "--server", &url, "--ca-file", other_ca_file.to_str().expect("path")],
+        &[],
+    );
+    assert_ne!(code, Some(0), "an untrusted certificate must fail verification:\n{out}");
+
+    let (code, out, err) = bench(url).await;
+    assert_eq!(code, Some(0), "still serving after refused clients:\n{out}{err}");
+    assert!(node.log_text().contains("agent TLS handshake failed"), "the refused handshake is logged");
 }
 
 #[test]

@@ -20,6 +20,7 @@ pub mod rules;
 pub mod runtime;
 pub mod scan;
 pub mod status;
+pub mod tls;
 pub mod store;
 pub mod workflow;
 

@@ -595,7 +595,8 @@ async fn serve(args: ServeArgs) -> ExitCode {
     };
     println!("hotrule admin API on http://{}", node.admin_addr);
     if let Some(data) = node.data_addr {
-        println!("hotrule agent config server on http://{data}");
+        let scheme = if node_config.agents.tls.is_some() { "https" } else { "http" };
+        println!("hotrule agent config server on {scheme}://{data}");
     }
     wait_for_signal().await;
     tracing::info!("shutting down");

@@ -60,6 +60,8 @@ pub struct NodeSettings {
     pub agents: crate::agent::AgentServiceSettings,
     /// How often agent state is flushed to storage.
     pub agent_flush_interval: std::time::Duration,
+    /// TLS on the data listener: certificate and key files (re-read when they change).
+    pub agent_tls: Option<crate::tls::TlsFiles>,
 }
 
 impl NodeSettings {
@@ -78,6 +80,7 @@ impl NodeSettings {
             config: None,
             agents: crate::agent::AgentServiceSettings::default(),
             agent_flush_interval: std::time::Duration::from_millis(500),
+            agent_tls: None,
         }
     }
 
@@ -102,6 +105,7 @@ impl NodeSettings {
             config: Some(runtime),
             agents: config.agents.service.clone(),
             agent_flush_interval: crate::agent::maintenance::default_flush_interval(),
+            agent_tls: config.agents.tls.clone(),
         }
     }
 }
@@ -135,7 +139,7 @@ pub enum NodeError {
     Store(#[from] crate::store::StoreError),
     #[error("reading bundled rules: {0}")]
     Bundled(#[from] crate::bundled::BundledError),
-    #[error("admin listener: {0}")]
+    #[error("listener: {0}")]
     Listener(std::io::Error),
     #[error("agent state: {0}")]
     AgentState(#[from] crate::agent::registry::RegistryError),
@@ -143,6 +147,22 @@ pub enum NodeError {
     Config(#[from] crate::config::ConfigErrors),
     #[error("cluster membership: {0}")]
     Cluster(crate::cluster::ClusterError),
+    #[error("agent data listener TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
+}
+
+/// Serves `app` on `listener` until `stop` is cancelled.
+fn spawn_server<L>(listener: L, app: axum::Router, stop: CancellationToken, what: &'static str) -> JoinHandle<()>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    tokio::spawn(async move {
+        let serving = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
+        if let Err(e) = serving.await {
+            tracing::error!(error = %e, server = what, "server stopped");
+        }
+    })
 }
 
 /// How a clustered node reaches its peers.
@@ -232,6 +252,10 @@ impl RunningNode {
         let Listeners { admin: listener, data: data_listener } = listeners;
         let admin_addr = listener.local_addr().map_err(NodeError::Listener)?;
         let data_addr = data_listener.as_ref().map(|l| l.local_addr()).transpose().map_err(NodeError::Listener)?;
+        let data_tls = match &settings.agent_tls {
+            Some(files) => Some(crate::tls::server_config(files, crate::tls::DEFAULT_RECHECK)?),
+            None => None,
+        };
         let node_id = NodeId(settings.node_id.clone().unwrap_or_else(|| match &wiring {
             Some(w) => w.admin_advertise.clone(),
             None => admin_addr.to_string(),
@@ -388,25 +412,16 @@ impl RunningNode {
             let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
             tokio::spawn(reloader.run(shutdown.clone()))
         });
-        let app = http::router(state.clone());
-        let server_shutdown = shutdown.clone();
-        let server = tokio::spawn(async move {
-            let serving = axum::serve(listener, app).with_graceful_shutdown(server_shutdown.cancelled_owned());
-            if let Err(e) = serving.await {
-                tracing::error!(error = %e, "admin server stopped");
+        let server = spawn_server(listener, http::router(state.clone()), shutdown.clone(), "admin");
+        let data_server = match (data_listener, data_tls) {
+            (None, _) => None,
+            (Some(tcp), None) => Some(spawn_server(tcp, crate::agent::router(agents.clone()), shutdown.clone(), "agent data")),
+            (Some(tcp), Some(tls)) => {
+                let listener = crate::tls::TlsListener::new(tcp, tls).map_err(NodeError::Listener)?;
+                Some(spawn_server(listener, crate::agent::router(agents.clone()), shutdown.clone(), "agent data"))
             }
-        });
-        let data_server = data_listener.map(|data_listener| {
-            let app = crate::agent::router(agents.clone());
-            let stop = shutdown.clone();
-            tokio::spawn(async move {
-                let serving = axum::serve(data_listener, app).with_graceful_shutdown(stop.cancelled_owned());
-                if let Err(e) = serving.await {
-                    tracing::error!(error = %e, "agent data server stopped");
-                }
-            })
-        });
-        tracing::info!(node = %node_id, admin = %admin_addr, data = ?data_addr, "serving");
+        };
+        tracing::info!(node = %node_id, admin = %admin_addr, data = ?data_addr, data_tls = settings.agent_tls.is_some(), "serving");
         Ok(RunningNode {
             admin_addr,
             data_addr,

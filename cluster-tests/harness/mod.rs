@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -127,7 +127,7 @@ impl ProcessNode {
             .arg(data_dir.join("no-bundled-rules"))
             .args(extra_args)
             .env_remove("HOTRULE_ADMIN_TOKEN")
-            .stdout(Stdio::null())
+            .stdout(log_file.try_clone().expect("log file handle"))
             .stderr(log_file);
         for (k, v) in env {
             command.env(k, v);
@@ -152,6 +152,14 @@ impl ProcessNode {
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The agent data listener's scheme and address, as the node printed them at start
+    /// ("hotrule agent config server on http://127.0.0.1:PORT").
+    pub fn data_url(&self) -> Option<String> {
+        let log = self.log_text();
+        let line = log.lines().find(|l| l.starts_with("hotrule agent config server on "))?;
+        line.rsplit(' ').next().map(str::to_string)
     }
 }
 

@@ -71,26 +71,34 @@ pub enum BenchCommand {
         rounds: u32,
     },
     /// A fleet of simulated LoongCollector agents heartbeating a node's data listener.
-    Agents {
-        /// Simulated agents.
-        #[arg(long, default_value_t = 1000)]
-        agents: usize,
-        /// Seconds between an agent's heartbeats.
-        #[arg(long, default_value_t = 10)]
-        interval: u64,
-        /// The agent data listener, host:port.
-        #[arg(long, default_value = "127.0.0.1:12800")]
-        server: String,
-        /// Seconds to run (default: three intervals).
-        #[arg(long)]
-        duration: Option<u64>,
-        /// Tags every agent reports, name=value; repeatable.
-        #[arg(long = "tag")]
-        tags: Vec<String>,
-        /// The agent token header value, if the node requires one.
-        #[arg(long, env = "HOTRULE_AGENT_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-    },
+    Agents(AgentsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AgentsArgs {
+    /// Simulated agents.
+    #[arg(long, default_value_t = 1000)]
+    agents: usize,
+    /// Seconds between an agent's heartbeats.
+    #[arg(long, default_value_t = 10)]
+    interval: u64,
+    /// The agent data listener: host:port or http://host:port, or https://host:port when the
+    /// node serves agents over TLS.
+    #[arg(long, default_value = "127.0.0.1:12800")]
+    server: String,
+    /// PEM file of the CA certificates to trust for an https:// server (default: the public
+    /// web roots).
+    #[arg(long)]
+    ca_file: Option<std::path::PathBuf>,
+    /// Seconds to run (default: three intervals).
+    #[arg(long)]
+    duration: Option<u64>,
+    /// Tags every agent reports, name=value; repeatable.
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    /// The agent token header value, if the node requires one.
+    #[arg(long, env = "HOTRULE_AGENT_TOKEN", hide_env_values = true)]
+    token: Option<String>,
 }
 
 pub async fn run(command: BenchCommand) -> ExitCode {
@@ -104,29 +112,22 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         BenchCommand::Chaos { dir, rounds, seed, net, time_limit } => {
             report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit)).await)
         }
-        BenchCommand::Agents { agents, interval, server, duration, tags, token } => {
-            report(bench_agents(agents, interval, server, duration, tags, token).await)
-        }
+        BenchCommand::Agents(args) => report(bench_agents(args).await),
     }
 }
 
-async fn bench_agents(
-    agents: usize,
-    interval_s: u64,
-    server: String,
-    duration_s: Option<u64>,
-    tags: Vec<String>,
-    token: Option<String>,
-) -> Result<(), String> {
-    if interval_s == 0 {
+async fn bench_agents(args: AgentsArgs) -> Result<(), String> {
+    if args.interval == 0 {
         return Err("--interval must be at least 1 second".into());
     }
-    let mut settings = crate::agent::AgentBenchSettings::new(server, agents, std::time::Duration::from_secs(interval_s));
-    if let Some(duration) = duration_s {
+    let interval = std::time::Duration::from_secs(args.interval);
+    let mut settings = crate::agent::AgentBenchSettings::new(args.server, args.agents, interval);
+    if let Some(duration) = args.duration {
         settings.duration = std::time::Duration::from_secs(duration);
     }
-    settings.tags = tags.iter().map(|t| crate::client::agents::parse_tag(t)).collect::<Result<_, _>>()?;
-    settings.token = token.filter(|t| !t.is_empty());
+    settings.tags = args.tags.iter().map(|t| crate::client::agents::parse_tag(t)).collect::<Result<_, _>>()?;
+    settings.token = args.token.filter(|t| !t.is_empty());
+    settings.ca_file = args.ca_file;
     let report = crate::agent::run_agents(settings).await;
     print!("{report}");
     if report.heartbeats_ok == 0 {

@@ -295,6 +295,19 @@ pub struct RawAgents {
     /// Silence after which an agent is forgotten (removed from memory and storage).
     #[serde(default = "default_agent_retention")]
     pub retention: DurationSetting,
+    /// Optional TLS on the data listener (the real 3.x agent speaks plain HTTP only).
+    #[serde(default)]
+    pub tls: RawTls,
+}
+
+/// A certificate and key, PEM files; both or neither.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
 }
 
 impl Default for RawAgents {
@@ -306,6 +319,7 @@ impl Default for RawAgents {
             heartbeat_interval: default_agent_heartbeat_interval(),
             offline_after: default_agent_offline_after(),
             retention: default_agent_retention(),
+            tls: RawTls::default(),
         }
     }
 }
@@ -314,6 +328,8 @@ impl Default for RawAgents {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentsConfig {
     pub data_listen: std::net::SocketAddr,
+    /// Present when the data listener speaks TLS.
+    pub tls: Option<crate::tls::TlsFiles>,
     pub service: crate::agent::AgentServiceSettings,
 }
 

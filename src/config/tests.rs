@@ -236,3 +236,44 @@ fn cluster_settings_are_validated_and_a_lone_node_has_none() {
     let keys: Vec<&str> = issues.iter().map(|(k, _)| k.as_str()).collect();
     assert!(keys.contains(&"cluster.seeds") && keys.contains(&"cluster.advertise_host"), "{issues:?}");
 }
+
+#[test]
+fn agent_tls_needs_both_files_and_a_pair_that_fits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pair = |name: &str| {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("cert");
+        let (cert_file, key_file) = (dir.path().join(format!("{name}.crt")), dir.path().join(format!("{name}.key")));
+        std::fs::write(&cert_file, cert.pem()).expect("write");
+        std::fs::write(&key_file, key.serialize_pem()).expect("write");
+        (cert_file.display().to_string(), key_file.display().to_string())
+    };
+    let (a_cert, a_key) = pair("a");
+    let (_, b_key) = pair("b");
+    let with = |sets: &[String]| load(&ConfigSources { sets: sets.to_vec(), ..ConfigSources::default() }, env(&[]));
+
+    let none = with(&[]).expect("no TLS is valid").config;
+    assert_eq!(none.agents.tls, None);
+    let good = with(&[format!("agents.tls.cert_file={a_cert}"), format!("agents.tls.key_file={a_key}")])
+        .expect("a matching pair is valid")
+        .config;
+    let files = good.agents.tls.clone().expect("TLS configured");
+    assert_eq!(files.cert_file, std::path::PathBuf::from(&a_cert));
+    assert_eq!(diff(&none, &good).restart, ["agents.tls"], "changing the files needs a restart");
+
+    let only_cert = errors(with(&[format!("agents.tls.cert_file={a_cert}")]));
+    assert_eq!(only_cert[0].0, "agents.tls.key_file", "{only_cert:?}");
+    let only_key = errors(with(&[format!("agents.tls.key_file={a_key}")]));
+    assert_eq!(only_key[0].0, "agents.tls.cert_file", "{only_key:?}");
+    let crossed = errors(with(&[format!("agents.tls.cert_file={a_cert}"), format!("agents.tls.key_file={b_key}")]));
+    assert_eq!(crossed[0].0, "agents.tls", "{crossed:?}");
+    assert!(crossed[0].1.contains("does not fit"), "{crossed:?}");
+    let missing = errors(with(&[
+        format!("agents.tls.cert_file={}", dir.path().join("absent.crt").display()),
+        format!("agents.tls.key_file={a_key}"),
+    ]));
+    assert!(missing[0].1.contains("absent.crt"), "{missing:?}");
+}

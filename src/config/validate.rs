@@ -133,7 +133,33 @@ fn agents_config(raw: &RawConfig, admin: SocketAddr, issue: &mut impl FnMut(&str
         },
         ..AgentServiceSettings::default()
     };
-    Some(AgentsConfig { data_listen: data_listen?, service })
+    let tls = agent_tls(&a.tls, issue);
+    Some(AgentsConfig { data_listen: data_listen?, tls: tls?, service })
+}
+
+/// Validates `agents.tls`: both files or neither, and a pair that loads and fits together.
+fn agent_tls(raw: &super::model::RawTls, issue: &mut impl FnMut(&str, String)) -> Option<Option<crate::tls::TlsFiles>> {
+    match (&raw.cert_file, &raw.key_file) {
+        (None, None) => Some(None),
+        (Some(cert_file), Some(key_file)) => {
+            let files = crate::tls::TlsFiles { cert_file: cert_file.clone(), key_file: key_file.clone() };
+            match crate::tls::load(&files) {
+                Ok(_) => Some(Some(files)),
+                Err(e) => {
+                    issue("agents.tls", e.to_string());
+                    None
+                }
+            }
+        }
+        (Some(_), None) => {
+            issue("agents.tls.key_file", "is required with agents.tls.cert_file".into());
+            None
+        }
+        (None, Some(_)) => {
+            issue("agents.tls.cert_file", "is required with agents.tls.key_file".into());
+            None
+        }
+    }
 }
 
 /// Validates the `cluster` section; `None` when this node runs alone.

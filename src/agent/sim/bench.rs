@@ -31,6 +31,8 @@ pub struct AgentBenchSettings {
     /// How long to keep heartbeating.
     pub duration: Duration,
     pub token: Option<String>,
+    /// CA certificates (PEM) to trust for an `https://` server.
+    pub ca_file: Option<std::path::PathBuf>,
     /// Tags every simulated agent reports.
     pub tags: Vec<(String, String)>,
     pub capabilities: u64,
@@ -46,6 +48,7 @@ impl AgentBenchSettings {
             interval,
             duration: interval.saturating_mul(3),
             token: None,
+            ca_file: None,
             tags: Vec::new(),
             capabilities: REAL_AGENT_CAPABILITIES,
             request_timeout: Duration::from_secs(15),
@@ -145,7 +148,11 @@ pub async fn run_agents(settings: AgentBenchSettings) -> AgentBenchReport {
             .push("need at least one agent and a non-zero interval".to_string());
         return report;
     }
-    let client = match AgentClient::new(&settings.server, settings.token.clone()) {
+    let client = match AgentClient::with_ca_file(
+        &settings.server,
+        settings.token.clone(),
+        settings.ca_file.as_deref(),
+    ) {
         Ok(client) => client.with_timeout(settings.request_timeout),
         Err(e) => {
             report.error_count = 1;

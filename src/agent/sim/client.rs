@@ -1,5 +1,6 @@
-//! The HTTP transport of the simulated agents: plain HTTP POST of protobuf bodies to one server,
-//! as the 3.x agent's libcurl client does (no TLS, no failover, a 15 s timeout).
+//! The HTTP transport of the simulated agents: HTTP POST of protobuf bodies to one server, as the
+//! 3.x agent's libcurl client does (no failover, a 15 s timeout). The real agent speaks plain
+//! HTTP only; `https://` servers are accepted here for agents and proxies that can use TLS.
 
 use std::time::Duration;
 
@@ -7,6 +8,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, StatusCode};
 use hyper_util::client::legacy::Client;
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use prost::Message;
@@ -16,8 +18,10 @@ use crate::agent::proto;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SimError {
-    #[error("server address {0:?} is not host:port or http://host:port")]
+    #[error("server address {0:?} is not host:port, http://host:port or https://host:port")]
     BadServer(String),
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("POST {path} failed: {message}")]
     Transport { path: String, message: String },
     #[error("POST {path} timed out after {timeout:?}")]
@@ -53,16 +57,27 @@ pub struct AgentClient {
     base: String,
     token: Option<String>,
     timeout: Duration,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl AgentClient {
-    /// `server` is `host:port` or `http://host:port` (the agent speaks plain HTTP only).
+    /// `server` is `host:port` or `http://host:port` (what the real agent speaks), or
+    /// `https://host:port`, verified against the public web roots.
     pub fn new(server: &str, token: Option<String>) -> Result<AgentClient, SimError> {
+        AgentClient::with_ca_file(server, token, None)
+    }
+
+    /// As [`AgentClient::new`], trusting the CA certificates in `ca_file` (PEM) for `https://`.
+    pub fn with_ca_file(
+        server: &str,
+        token: Option<String>,
+        ca_file: Option<&std::path::Path>,
+    ) -> Result<AgentClient, SimError> {
         let trimmed = server.trim().trim_end_matches('/');
-        let base = match trimmed.strip_prefix("http://") {
-            Some(rest) if !rest.is_empty() && !rest.contains('/') => trimmed.to_string(),
-            None if !trimmed.is_empty() && !trimmed.contains("://") && !trimmed.contains('/') => {
+        let host_port = |rest: &str| !rest.is_empty() && !rest.contains('/');
+        let base = match (trimmed.strip_prefix("http://"), trimmed.strip_prefix("https://")) {
+            (Some(rest), _) | (_, Some(rest)) if host_port(rest) => trimmed.to_string(),
+            (None, None) if host_port(trimmed) && !trimmed.contains("://") => {
                 format!("http://{trimmed}")
             }
             _ => return Err(SimError::BadServer(server.to_string())),
@@ -73,8 +88,15 @@ impl AgentClient {
         {
             return Err(SimError::BadServer(server.to_string()));
         }
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
+        let tls = crate::tls::client_config(ca_file).map_err(|e| SimError::Tls(e.to_string()))?;
+        let mut http = HttpConnector::new();
+        http.set_nodelay(true);
+        http.enforce_http(false);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(1024)
             .build(connector);
