@@ -290,7 +290,7 @@ impl FailureLog {
             && self.last_ms.compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed).is_ok()
         {
             let suppressed = self.suppressed.swap(0, Ordering::Relaxed);
-            tracing::warn!(%peer, reason, suppressed, "agent TLS handshake failed (plain HTTP to a TLS port?)");
+            tracing::warn!(%peer, reason, suppressed, "agent TLS handshake failed");
         } else {
             self.suppressed.fetch_add(1, Ordering::Relaxed);
         }

@@ -43,6 +43,19 @@ pub enum SimError {
     },
 }
 
+/// An error with its sources ("client error (Connect): invalid peer certificate: ..."): hyper's
+/// own message alone names only the stage that failed.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
 /// One raw HTTP answer.
 #[derive(Debug, Clone)]
 pub struct RawReply {
@@ -141,7 +154,7 @@ impl AgentClient {
                 .client
                 .request(request)
                 .await
-                .map_err(|e| transport(e.to_string()))?;
+                .map_err(|e| transport(error_chain(&e)))?;
             let (parts, body) = response.into_parts();
             let body = body
                 .collect()
