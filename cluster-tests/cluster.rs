@@ -500,6 +500,39 @@ async fn two_operators_writing_one_file_through_different_nodes_converge_on_the_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wiped_node_serves_agent_configs_only_after_it_has_synced() {
+    let scenario = "wiped node";
+    let mut cluster = TestCluster::start(3).await;
+    for i in 1..=3 {
+        assert_eq!(cluster.status(i).await["agentConfigsServed"], true, "n{i} synced at start");
+    }
+    phase(scenario, "a write on the main makes the digests differ from an empty store's");
+    let (status, body) = cluster.node(1).push("otel-rules", "wiped", &rule("wiped", 1), &[]).await;
+    assert_eq!(status, 200, "{body}");
+    cluster.wait_rule(3, "wiped", &rule("wiped", 1)).await;
+
+    phase(scenario, "n3 restarts with an empty store and no bus to anyone");
+    cluster.stop_node(3).await;
+    cluster.stores[2] = Arc::new(MemKv::new());
+    cluster.bus.isolate(&node_id(3));
+    cluster.start_node(3).await;
+    cluster.wait_agreement(&[1, 2, 3], 1).await;
+    // Membership is back (gossip is not cut) but nothing can be pulled: n3 holds back. Watch it
+    // for a few of its 1 s catch-up retries.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        assert_eq!(cluster.status(3).await["agentConfigsServed"], false, "an unsynced node must hold back");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    phase(scenario, "the bus returns: n3 pulls, and serves from then on");
+    cluster.bus.heal_all();
+    wait_until(WAIT, "n3 serves agent configs", || async { cluster.status(3).await["agentConfigsServed"] == true }).await;
+    cluster.wait_rule(3, "wiped", &rule("wiped", 1)).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commit_replicas_make_the_main_wait_for_peers_to_hold_the_entry() {
     let s = "replicas";
     let cluster = TestCluster::start_with(3, 2).await;

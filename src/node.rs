@@ -337,11 +337,19 @@ impl RunningNode {
             Arc::new(StoreAgentState::new(store.clone())),
             settings.agents.max_agents,
         )?);
-        let agents = Arc::new(AgentService::new(
-            settings.agents.clone(),
-            Arc::new(StoreConfigSource::new(store.clone())),
-            agent_registry,
-        ));
+        // A clustered node serves agents configs only once its state is confirmed against the
+        // cluster; a lone node is its own source of truth.
+        let (catch_up, caught_up) = match &cluster {
+            Some(cluster) => {
+                let (catch_up, caught_up) = crate::replication::sync::CatchUp::new(cluster.settings.alone_after);
+                (Some(catch_up), caught_up)
+            }
+            None => (None, tokio::sync::watch::channel(true).1),
+        };
+        let agents = Arc::new(
+            AgentService::new(settings.agents.clone(), Arc::new(StoreConfigSource::new(store.clone())), agent_registry)
+                .with_catch_up(caught_up),
+        );
         let state = Arc::new(AdminState {
             node_id: node_id.clone(),
             workflow,
@@ -370,7 +378,7 @@ impl RunningNode {
         // Spawn workers, then the servers.
         let shutdown = CancellationToken::new();
         let mut cluster_tasks = Vec::new();
-        if let Some(cluster) = &cluster {
+        if let (Some(cluster), Some(catch_up)) = (&cluster, catch_up) {
             let handler: Arc<dyn crate::bus::BusHandler> = Arc::new(NodeBusHandler {
                 cluster: cluster.clone(),
                 workflow: state.workflow.clone(),
@@ -395,7 +403,13 @@ impl RunningNode {
                 (None, Some(network)) => network.register(node_id.clone(), handler),
                 (None, None) => {}
             }
-            let syncer = Arc::new(Syncer { cluster: cluster.clone(), store: store.clone(), workflow: state.workflow.clone(), scanner: scanner.clone() });
+            let syncer = Arc::new(Syncer {
+                cluster: cluster.clone(),
+                store: store.clone(),
+                workflow: state.workflow.clone(),
+                scanner: scanner.clone(),
+                catch_up,
+            });
             cluster_tasks.push(tokio::spawn(syncer.run(shutdown.clone())));
             if let Err(e) = cluster.membership.set_ready(true).await {
                 tracing::warn!(error = %e, "cannot publish readiness");

@@ -237,6 +237,29 @@ pub fn plan_heartbeat(
     }
 }
 
+/// The heartbeat answer of a node holding back: one whose desired state is not yet confirmed
+/// against the cluster (a new or wiped node before its first sync). The request is recorded as
+/// usual, but nothing is sent (no config, no `-1`, no command), so agents keep what they hold
+/// instead of being told to delete everything an empty store lacks.
+pub fn plan_holding_heartbeat(request_id: Vec<u8>, report_full_state: bool) -> proto::HeartbeatResponse {
+    proto::HeartbeatResponse {
+        request_id,
+        common_response: ok_common_response(),
+        capabilities: SERVER_CAPABILITIES,
+        flags: if report_full_state { proto::RESPONSE_REPORT_FULL_STATE } else { 0 },
+        ..proto::HeartbeatResponse::default()
+    }
+}
+
+/// The fetch answer of a node holding back: empty lists, which update nothing.
+pub fn plan_holding_fetch(request: &proto::FetchConfigRequest) -> proto::FetchConfigResponse {
+    proto::FetchConfigResponse {
+        request_id: request.request_id.clone(),
+        common_response: ok_common_response(),
+        ..proto::FetchConfigResponse::default()
+    }
+}
+
 fn held(record: &AgentRecord, kind: ConfigKind) -> &[ConfigStatusRecord] {
     match kind {
         ConfigKind::Pipeline => &record.pipeline_configs,
@@ -291,7 +314,11 @@ fn plan_config_updates(
     updates.extend(
         held_versions
             .iter()
-            .filter(|(name, version)| **version != DELETE_VERSION && !assigned.contains_key(**name))
+            .filter(|(name, version)| {
+                **version != DELETE_VERSION
+                    && !assigned.contains_key(**name)
+                    && !desired.withheld.contains(kind, name)
+            })
             .map(|(name, _)| deletion(name)),
     );
     updates
@@ -361,15 +388,17 @@ pub fn plan_fetch(
         asked
             .iter()
             .filter(|info| seen.insert(info.name.clone()))
-            .map(|info| {
+            .filter_map(|info| {
                 let current = match known {
                     Some(known) => known.desired.configs(kind).get(&info.name).map(Arc::as_ref),
                     None if info.version == DELETE_VERSION => None,
                     None => snapshot.config(kind, &info.name),
                 };
                 match current {
-                    Some(config) => config_detail(config, true),
-                    None => deletion(&info.name),
+                    Some(config) => Some(config_detail(config, true)),
+                    // A stored config this node cannot serve is left alone, not deleted.
+                    None if snapshot.withheld().contains(kind, &info.name) => None,
+                    None => Some(deletion(&info.name)),
                 }
             })
             .collect()

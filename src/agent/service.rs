@@ -14,7 +14,7 @@ use super::liveness::{Liveness, LivenessPolicy};
 use super::proto;
 use super::protocol::{
     DetailDelivery, KnownAgent, check_fetch, check_report, merge_heartbeat, merge_report,
-    plan_fetch, plan_heartbeat, prune_onetime_history,
+    plan_fetch, plan_heartbeat, plan_holding_fetch, plan_holding_heartbeat, prune_onetime_history,
 };
 use super::registry::{AgentRegistry, FlushReport, RegistryError, default_max_agents};
 use super::snapshot::ConfigSnapshot;
@@ -75,6 +75,9 @@ pub struct AgentService {
     source: Arc<dyn AgentConfigSource>,
     registry: Arc<AgentRegistry>,
     clock: Clock,
+    /// True once this node's desired state is confirmed against the cluster; until then
+    /// heartbeats are recorded but answered with nothing to do (see `plan_holding_heartbeat`).
+    caught_up: tokio::sync::watch::Receiver<bool>,
 }
 
 impl AgentService {
@@ -90,7 +93,20 @@ impl AgentService {
             source,
             registry,
             clock: Arc::new(crate::clock::now_ms),
+            caught_up: tokio::sync::watch::channel(true).1,
         }
+    }
+
+    /// Serves configs only once `caught_up` says so (a clustered node, after its first sync).
+    /// Without it a node serves from the start (a lone node is its own source of truth).
+    pub fn with_catch_up(mut self, caught_up: tokio::sync::watch::Receiver<bool>) -> AgentService {
+        self.caught_up = caught_up;
+        self
+    }
+
+    /// Whether configs are being served (false while holding back before the first sync).
+    pub fn serving(&self) -> bool {
+        *self.caught_up.borrow()
     }
 
     /// Replaces the wall clock (tests).
@@ -162,6 +178,11 @@ impl AgentService {
         // practice, and if they did the later write would simply win.
         let remembered = self.registry.get(&instance_id);
         let merged = merge_heartbeat(request, remembered.as_ref(), now_ms)?;
+        if !self.serving() {
+            let response = plan_holding_heartbeat(request.request_id.clone(), merged.report_full_state);
+            self.registry.upsert(merged.record).map_err(registry_busy)?;
+            return Ok(response);
+        }
         let snapshot = self.snapshot()?;
         let mut record = merged.record;
         let desired = snapshot.desired_for(&record.identity(), now_ms);
@@ -186,6 +207,9 @@ impl AgentService {
     ) -> Result<proto::FetchConfigResponse, ProtocolError> {
         let now_ms = self.now_ms();
         let instance_id = check_fetch(request)?;
+        if !self.serving() {
+            return Ok(plan_holding_fetch(request));
+        }
         let snapshot = self.snapshot()?;
         let record = self.registry.get(&instance_id);
         let response = match &record {

@@ -49,6 +49,8 @@ pub struct DesiredState {
     pub pipeline: BTreeMap<String, Arc<DeliverableConfig>>,
     pub instance: BTreeMap<String, Arc<DeliverableConfig>>,
     pub commands: BTreeMap<String, Arc<DeliverableCommand>>,
+    /// Configs stored but left out of the snapshot: never told to be deleted on that account.
+    pub withheld: Arc<Withheld>,
 }
 
 impl DesiredState {
@@ -60,6 +62,30 @@ impl DesiredState {
     }
 }
 
+/// Names of stored configs the snapshot could not serve (see [`ConfigSnapshot::rejected`]). An
+/// agent holding one keeps its copy: a bad stored entry must not turn into a `-1`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Withheld {
+    pipeline: BTreeSet<String>,
+    instance: BTreeSet<String>,
+}
+
+impl Withheld {
+    pub fn contains(&self, kind: ConfigKind, name: &str) -> bool {
+        match kind {
+            ConfigKind::Pipeline => self.pipeline.contains(name),
+            ConfigKind::Instance => self.instance.contains(name),
+        }
+    }
+
+    fn insert(&mut self, kind: ConfigKind, name: &str) {
+        match kind {
+            ConfigKind::Pipeline => self.pipeline.insert(name.to_string()),
+            ConfigKind::Instance => self.instance.insert(name.to_string()),
+        };
+    }
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct ConfigSnapshot {
     groups: BTreeMap<String, AgentGroup>,
@@ -67,6 +93,7 @@ pub struct ConfigSnapshot {
     instance: BTreeMap<String, Arc<DeliverableConfig>>,
     commands: BTreeMap<String, Arc<DeliverableCommand>>,
     rejected: Vec<RejectedEntry>,
+    withheld: Arc<Withheld>,
 }
 
 impl ConfigSnapshot {
@@ -105,7 +132,10 @@ impl ConfigSnapshot {
                     };
                     target.insert(entry.name, Arc::new(deliverable));
                 }
-                Err(reason) => snapshot.reject(entry.kind.label(), &entry.name, reason),
+                Err(reason) => {
+                    Arc::make_mut(&mut snapshot.withheld).insert(entry.kind, &entry.name);
+                    snapshot.reject(entry.kind.label(), &entry.name, reason)
+                }
             }
         }
         for command in commands {
@@ -157,6 +187,10 @@ impl ConfigSnapshot {
         }
     }
 
+    pub fn withheld(&self) -> &Withheld {
+        &self.withheld
+    }
+
     pub fn command(&self, name: &str) -> Option<&DeliverableCommand> {
         self.commands.get(name).map(Arc::as_ref)
     }
@@ -195,6 +229,7 @@ impl ConfigSnapshot {
                 })
                 .map(|c| (c.name.clone(), Arc::clone(c)))
                 .collect(),
+            withheld: Arc::clone(&self.withheld),
         }
     }
 }

@@ -331,6 +331,7 @@ pub async fn cluster_status(State(state): State<Arc<AdminState>>) -> Response {
             "self": state.node_id.0,
             "main": state.node_id.0,
             "members": [{"nodeId": state.node_id.0, "live": true, "lastScanTime": state.scanner.last_scan_ms()}],
+            "agentConfigsServed": state.agents.serving(),
         }))
         .into_response();
     };
@@ -351,7 +352,14 @@ pub async fn cluster_status(State(state): State<Arc<AdminState>>) -> Response {
             })
         })
         .collect();
-    axum::Json(json!({"self": view.self_id.0, "main": view.main.map(|m| m.0), "members": members})).into_response()
+    axum::Json(json!({
+        "self": view.self_id.0,
+        "main": view.main.map(|m| m.0),
+        "members": members,
+        // False until this node's state is confirmed against the cluster (its first sync).
+        "agentConfigsServed": state.agents.serving(),
+    }))
+    .into_response()
 }
 
 /// `GET /runtime/rule/list?cluster=true`: every live node's view, a row per rule × node,

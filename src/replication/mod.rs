@@ -34,6 +34,9 @@ pub struct ReplicationSettings {
     pub commit_replicas: usize,
     /// How long the main waits for those confirmations.
     pub replica_deadline: Duration,
+    /// A node that has seen no live peer for this long after starting counts itself alone and
+    /// caught up (see `sync::CatchUp`).
+    pub alone_after: Duration,
 }
 
 impl Default for ReplicationSettings {
@@ -44,6 +47,7 @@ impl Default for ReplicationSettings {
             sync_timeout: Duration::from_secs(5),
             commit_replicas: 0,
             replica_deadline: Duration::from_secs(5),
+            alone_after: Duration::from_secs(5),
         }
     }
 }

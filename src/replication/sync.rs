@@ -5,9 +5,14 @@
 //! interval. The main pulls from every live peer any entry newer than its own: entries an
 //! interim main wrote during a partition. After a partition heals, the cluster converges on the
 //! last write. The sync worker also publishes this node's digest as a gossip fact.
+//!
+//! [`CatchUp`] records when this node's state was first confirmed against the cluster: a pull
+//! that succeeded, or a gossiped digest equal to its own. Agents are served configs only from
+//! then on, so a new or wiped node never tells agents to delete what its empty store lacks.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -59,11 +64,38 @@ pub async fn pull_newer(cluster: &Cluster, store: &Store, workflow: &Workflow, f
     pull_keys(cluster, workflow, from, newer).await
 }
 
+/// Whether this node's replicated state has been confirmed against the cluster since it started.
+/// It only ever goes from false to true.
+pub struct CatchUp {
+    confirmed: tokio::sync::watch::Sender<bool>,
+    started: Instant,
+    alone_after: Duration,
+}
+
+impl CatchUp {
+    /// Not caught up yet; the receiver tells the agent service when it is.
+    pub fn new(alone_after: Duration) -> (CatchUp, tokio::sync::watch::Receiver<bool>) {
+        let (confirmed, receiver) = tokio::sync::watch::channel(false);
+        (CatchUp { confirmed, started: Instant::now(), alone_after }, receiver)
+    }
+
+    pub fn is_confirmed(&self) -> bool {
+        *self.confirmed.borrow()
+    }
+
+    fn confirm(&self, how: &str) {
+        if self.confirmed.send_if_modified(|c| !std::mem::replace(c, true)) {
+            tracing::info!(how, after = ?self.started.elapsed(), "state confirmed against the cluster; serving agent configs");
+        }
+    }
+}
+
 pub struct Syncer {
     pub cluster: Arc<Cluster>,
     pub store: Arc<Store>,
     pub workflow: Arc<Workflow>,
     pub scanner: Arc<Scanner>,
+    pub catch_up: CatchUp,
 }
 
 impl Syncer {
@@ -76,14 +108,22 @@ impl Syncer {
         } else {
             view.main.as_ref().and_then(|m| view.member(m)).cloned().into_iter().collect()
         };
-        let sources = candidates.into_iter().filter(|m| match (only_differing, m.digest.as_deref()) {
-            (Some(mine), Some(theirs)) => mine != theirs,
-            _ => true,
-        });
+        if candidates.is_empty() && view.is_main() && self.catch_up.started.elapsed() >= self.catch_up.alone_after {
+            self.catch_up.confirm("no live peer appeared; this node is the cluster");
+        }
         let mut applied = 0;
-        for source in sources {
+        for source in candidates {
+            if let (Some(mine), Some(theirs)) = (only_differing, source.digest.as_deref())
+                && mine == theirs
+            {
+                self.catch_up.confirm("a peer gossips the same digest");
+                continue;
+            }
             match pull_newer(&self.cluster, &self.store, &self.workflow, &source).await {
-                Ok(n) => applied += n,
+                Ok(n) => {
+                    applied += n;
+                    self.catch_up.confirm("pulled from a peer");
+                }
                 Err(e) => tracing::debug!(from = %source.node_id, error = %e, "sync skipped"),
             }
         }
@@ -118,7 +158,11 @@ impl Syncer {
                 let _ = self.cluster.membership.set_last_scan_ms(last_scan).await;
                 published_scan = last_scan;
             }
-            let interval = self.scanner.settings().interval;
+            // Until caught up, retry every second rather than every scan interval.
+            let interval = match self.catch_up.is_confirmed() {
+                true => self.scanner.settings().interval,
+                false => self.scanner.settings().interval.min(Duration::from_secs(1)),
+            };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(interval) => { self.sync_once(None).await; }

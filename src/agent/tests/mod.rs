@@ -3,6 +3,7 @@
 //! agent. Shared builders live here.
 
 mod delivery;
+mod holding;
 mod http_errors;
 mod http_flow;
 mod rules;
