@@ -44,11 +44,19 @@ async fn bind() -> tokio::net::TcpListener {
 
 /// A single node with a data listener, and clients for both ports.
 async fn single_node(kv: Arc<dyn KvEngine>) -> (RunningNode, AdminClient, AgentClient) {
+    single_node_with(NodeSettings::for_test(), kv).await
+}
+
+/// As [`single_node`], with the given settings.
+async fn single_node_with(
+    settings: NodeSettings,
+    kv: Arc<dyn KvEngine>,
+) -> (RunningNode, AdminClient, AgentClient) {
     let listeners = Listeners {
         admin: bind().await,
         data: Some(bind().await),
     };
-    let node = RunningNode::start_with_listeners(NodeSettings::for_test(), kv, listeners, None)
+    let node = RunningNode::start_with_listeners(settings, kv, listeners, None)
         .await
         .expect("node starts");
     let admin = AdminClient::new(&node.admin_addr.to_string(), None).expect("admin client");
@@ -577,4 +585,219 @@ async fn a_config_written_on_one_node_reaches_an_agent_heartbeating_another() {
     for n in nodes {
         n.node.shutdown().await;
     }
+}
+
+// ---- CLI, status buckets, liveness filters, instance configs ----
+
+/// Runs the real `hotrule` binary; (exit code, stdout, stderr).
+async fn hotrule_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotrule"));
+    command
+        .args(args)
+        .env_remove("HOTRULE_ADMIN_TOKEN")
+        .env_remove("HOTRULE_SERVER")
+        .kill_on_drop(true);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = tokio::time::timeout(WAIT, command.output())
+        .await
+        .expect("the CLI finishes")
+        .expect("run hotrule");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    eprintln!("$ hotrule {}\n{stdout}{stderr}", args.join(" "));
+    (out.status.code().unwrap_or(-1), stdout, stderr)
+}
+
+/// The data rows of a CLI table (header dropped), split on whitespace.
+fn table_rows(stdout: &str) -> Vec<Vec<String>> {
+    stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+/// The instance ids of an agent list answer.
+fn listed_ids(list: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = list["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter_map(|a| a["instance_id"].as_str().map(str::to_string))
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_cli_manages_groups_configs_and_shows_agents() {
+    let s = "cli";
+    let (node, admin, data) = single_node(Arc::new(MemKv::new())).await;
+    let server = format!("http://{}", node.admin_addr);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("nginx.yaml");
+    std::fs::write(&file, NGINX_V1).expect("write config file");
+    let file = file.display().to_string();
+    let srv = ["--server", server.as_str()];
+    let run = |args: &[&str]| {
+        let args: Vec<String> = args.iter().chain(&srv).map(|a| a.to_string()).collect();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            hotrule_cli(&args, &[]).await
+        }
+    };
+
+    phase(s, "agent-group create with a tag selector and an IP range");
+    let (code, out, err) = run(&[
+        "agent-group", "create", "--name", "web", "--description", "web servers",
+        "--tag", "env=prod*", "--ip-cidr", "10.0.0.0/24",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("stored agent-groups/web"), "{out}");
+    let (code, _, err) = run(&["agent-group", "create", "--name", "bad", "--tag", "novalue"]).await;
+    assert_eq!(code, 2, "a tag that is not name=value is a usage error");
+    assert!(err.contains("\"novalue\" is not name=value"), "{err}");
+
+    phase(s, "agent-group list, as a table and as JSON");
+    let (code, out, err) = run(&["agent-group", "list"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("NAME"), "a header first: {out}");
+    let rows = table_rows(&out);
+    assert!(
+        rows.contains(&vec!["web".into(), "env=prod*".into(), "10.0.0.0/24".into(), "web".into(), "servers".into()]),
+        "{out}"
+    );
+    assert!(rows.iter().any(|r| r[0] == "default"), "{out}");
+    let (code, out, err) = run(&["agent-group", "list", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let groups: Value = serde_json::from_str(&out).expect("--json prints JSON");
+    let web = groups["groups"]
+        .as_array()
+        .and_then(|g| g.iter().find(|g| g["name"] == "web"))
+        .unwrap_or_else(|| panic!("web listed: {groups}"));
+    assert_eq!(web["selector"]["tags"], json!([{"name": "env", "value": "prod*"}]), "{web}");
+    assert_eq!(web["selector"]["ip_cidrs"], json!(["10.0.0.0/24"]), "{web}");
+
+    phase(s, "agent-config push and apply");
+    let (code, out, err) = run(&["agent-config", "push", "--name", "nginx", &file]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("stored agent-pipeline-configs/nginx"), "{out}");
+    let (_, stored) = get(&admin, "/agent/configs/pipeline/nginx").await;
+    let v1 = stored["version"].as_i64().expect("version");
+    assert!(out.contains(&format!("version {v1}")), "the version is printed: {out}");
+    // Through HOTRULE_SERVER rather than --server.
+    let (code, out, err) = hotrule_cli(
+        &["agent-config", "apply", "--name", "nginx", "--group", "web"],
+        &[("HOTRULE_SERVER", server.as_str())],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("stored agent-pipeline-configs/nginx"), "{out}");
+    let (code, _, err) = run(&["agent-config", "apply", "--name", "nginx", "--group", "nope"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("404 not_found"), "{err}");
+
+    phase(s, "an agent of web applies it; outsiders (IP outside the range, or no tag) do not get it");
+    let mut agent = web_agent();
+    let id = agent.instance_id().to_string();
+    let mut far = {
+        let mut spec = SimAgentSpec::numbered(300);
+        spec.tags = vec![("env".into(), "prod".into())];
+        SimAgent::new(spec, now_s())
+    };
+    let mut untagged = SimAgent::new(SimAgentSpec::numbered(8), now_s());
+    assert_eq!(agent.heartbeat(&data, now_s()).await.expect("heartbeat").applied, 1);
+    agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    assert_eq!(agent.configs(ConfigKind::Pipeline)["nginx"].status, ApplyStatus::Applied);
+    for outsider in [&mut far, &mut untagged] {
+        let round = outsider.heartbeat(&data, now_s()).await.expect("heartbeat");
+        assert_eq!(round.applied, 0, "{} is not in web", outsider.instance_id());
+    }
+
+    phase(s, "agent-config status shows the agent as applied");
+    let (code, out, err) = run(&["agent-config", "status", "--name", "nginx"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with(&format!("pipeline nginx version {v1} groups [\"web\"]")), "{out}");
+    let rows = table_rows(&out);
+    assert_eq!(rows.len(), 2, "a header and one agent: {out}");
+    assert_eq!(rows[1][..4], ["applied".to_string(), id.clone(), node.state.node_id.0.clone(), v1.to_string()], "{out}");
+    let (code, out, _) = run(&["agent-config", "status", "--name", "nginx", "--json"]).await;
+    assert_eq!(code, 0);
+    let status: Value = serde_json::from_str(&out).expect("--json prints JSON");
+    assert_eq!(status["agents"]["applied"][0]["instanceId"], id.as_str(), "{status}");
+
+    phase(s, "agent list, filtered by a group that matches and one that does not");
+    let (code, out, err) = run(&["agent", "list"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(table_rows(&out).len(), 3, "{out}");
+    let (code, out, err) = run(&["agent", "list", "--group", "web"]).await;
+    assert_eq!(code, 0, "{err}");
+    let rows = table_rows(&out);
+    assert_eq!(rows.len(), 1, "only the web agent: {out}");
+    assert_eq!(
+        rows[0],
+        [id.as_str(), "10.0.0.7", "sim-agent-7", "online", "running", node.state.node_id.0.as_str(), "default,web"],
+        "{out}"
+    );
+    let (code, out, _) = run(&["agent", "list", "--group", "db"]).await;
+    assert_eq!(code, 0);
+    assert!(table_rows(&out).is_empty(), "no agent in an unknown group: {out}");
+    let (code, out, _) = run(&["agent", "list", "--group", "web", "--json"]).await;
+    assert_eq!(code, 0);
+    let list: Value = serde_json::from_str(&out).expect("--json prints JSON");
+    assert_eq!(listed_ids(&list), [id.as_str()]);
+
+    phase(s, "agent show");
+    let (code, out, err) = run(&["agent", "show", &id]).await;
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(&out).expect("show prints JSON");
+    assert_eq!(shown["instance_id"], id.as_str());
+    assert_eq!(shown["groups"], json!(["default", "web"]));
+    assert_eq!(
+        shown["configs"],
+        json!([{"kind": "pipeline", "name": "nginx", "desiredVersion": v1, "reportedVersion": v1, "status": "APPLIED", "message": ""}]),
+        "{shown}"
+    );
+    let (code, _, err) = run(&["agent", "show", "no-such-agent"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("404") && err.contains("no-such-agent"), "{err}");
+
+    phase(s, "agent-config remove: the agent is told -1 on its next heartbeat");
+    let (code, out, err) = run(&["agent-config", "remove", "--name", "nginx", "--group", "web"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("stored agent-pipeline-configs/nginx"), "{out}");
+    let round = agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    let updates: Vec<(&str, i64)> = round
+        .response
+        .continuous_pipeline_config_updates
+        .iter()
+        .map(|u| (u.name.as_str(), u.version))
+        .collect();
+    assert_eq!(updates, [("nginx", -1)]);
+    assert_eq!(round.deleted, 1);
+    assert_eq!(held_version(&agent, "nginx"), None);
+
+    phase(s, "agent-group delete: web goes, default is refused with a clear message");
+    let (code, out, err) = run(&["agent-group", "delete", "web"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("deleted agent-groups/web: group \"web\" deleted"), "{out}");
+    let (_, groups) = get(&admin, "/agent/groups").await;
+    assert!(
+        groups["groups"].as_array().is_some_and(|g| g.iter().all(|g| g["name"] != "web")),
+        "{groups}"
+    );
+    let (code, out, err) = run(&["agent-group", "delete", "default"]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.starts_with("hotrule: 409 delete_refused:") && err.contains("\"default\" group always exists"),
+        "{err}"
+    );
+    let (code, _, err) = hotrule_cli(&["agent", "list", "--server", "ftp://nowhere"], &[]).await;
+    assert_eq!(code, 2, "a bad server address is a usage error: {err}");
+    node.shutdown().await;
 }
