@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use harness::wait_until;
 use hotrule::agent::model::ConfigKind;
+use hotrule::agent::{DetailDelivery, LivenessPolicy};
 use hotrule::agent::proto;
 use hotrule::agent::sim::{AgentClient, REAL_AGENT_CAPABILITIES, SimAgent, SimAgentSpec};
 use hotrule::agent::state::ApplyStatus;
@@ -633,6 +634,12 @@ fn listed_ids(list: &Value) -> Vec<String> {
     ids
 }
 
+fn sorted(ids: &[&str]) -> Vec<String> {
+    let mut ids: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+    ids.sort();
+    ids
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_cli_manages_groups_configs_and_shows_agents() {
     let s = "cli";
@@ -799,5 +806,296 @@ async fn the_agent_cli_manages_groups_configs_and_shows_agents() {
     );
     let (code, _, err) = hotrule_cli(&["agent", "list", "--server", "ftp://nowhere"], &[]).await;
     assert_eq!(code, 2, "a bad server address is a usage error: {err}");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_status_sorts_agents_into_applied_applying_failed_and_removing() {
+    let s = "status";
+    let (node, admin, data) = single_node(Arc::new(MemKv::new())).await;
+    let tagged = |index: usize, name: &str, value: &str| {
+        let mut spec = SimAgentSpec::numbered(index);
+        spec.tags = vec![(name.into(), value.into())];
+        SimAgent::new(spec, now_s())
+    };
+    let bucket = |status: &Value, name: &str| -> Vec<String> {
+        let mut ids: Vec<String> = status["agents"][name]
+            .as_array()
+            .unwrap_or_else(|| panic!("bucket {name} is always present: {status}"))
+            .iter()
+            .filter_map(|a| a["instanceId"].as_str().map(str::to_string))
+            .collect();
+        ids.sort();
+        ids
+    };
+
+    phase(s, "nginx is applied to web (env=prod) and to old (role=legacy)");
+    for group in [
+        json!({"name": "web", "selector": {"tags": [{"name": "env", "value": "prod"}]}}),
+        json!({"name": "old", "selector": {"tags": [{"name": "role", "value": "legacy"}]}}),
+    ] {
+        let (code, body) = post_json(&admin, "/agent/groups", group).await;
+        assert_eq!(code, 200, "{body}");
+    }
+    let (code, body) = push(&admin, "nginx", NGINX_V1).await;
+    assert_eq!(code, 200, "{body}");
+    let v1 = body["version"].as_i64().expect("version");
+    for group in ["web", "old"] {
+        let (code, body) = post(&admin, &with_query("/agent/configs/pipeline/nginx/apply", &[("group", group)])).await;
+        assert_eq!(code, 200, "{body}");
+    }
+
+    phase(s, "applied: two heartbeats; applying: received, not yet confirmed");
+    let mut done = tagged(1, "env", "prod");
+    let mut pending = tagged(2, "env", "prod");
+    let mut broken = tagged(3, "env", "prod");
+    let mut legacy = tagged(4, "role", "legacy");
+    for agent in [&mut done, &mut legacy] {
+        agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+        agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+        assert_eq!(agent.configs(ConfigKind::Pipeline)["nginx"].status, ApplyStatus::Applied);
+    }
+    assert_eq!(pending.heartbeat(&data, now_s()).await.expect("heartbeat").applied, 1);
+
+    phase(s, "failed: the agent reports FAILED with a message for the current version");
+    assert_eq!(broken.heartbeat(&data, now_s()).await.expect("heartbeat").applied, 1);
+    let mut report = broken.build_heartbeat(now_s());
+    let held = report
+        .continuous_pipeline_configs
+        .iter_mut()
+        .find(|c| c.name == "nginx")
+        .expect("nginx reported");
+    assert_eq!(held.version, v1);
+    held.status = proto::ConfigStatus::Failed as i32;
+    held.message = "input_file: permission denied".into();
+    let answer: proto::HeartbeatResponse = data.call("/Agent/Heartbeat", &report).await.expect("heartbeat");
+    assert!(answer.continuous_pipeline_config_updates.is_empty(), "the version is current: nothing to resend");
+
+    phase(s, "removing: nginx leaves old while legacy still holds it");
+    let (code, body) = post(&admin, &with_query("/agent/configs/pipeline/nginx/remove", &[("group", "old")])).await;
+    assert_eq!(code, 200, "{body}");
+
+    let (code, status) = get(&admin, "/agent/configs/pipeline/nginx/status").await;
+    assert_eq!(code, 200, "{status}");
+    assert_eq!(status["version"].as_i64(), Some(v1), "{status}");
+    assert_eq!(bucket(&status, "applied"), [done.instance_id()], "{status}");
+    assert_eq!(bucket(&status, "applying"), [pending.instance_id()], "{status}");
+    assert_eq!(bucket(&status, "failed"), [broken.instance_id()], "{status}");
+    assert_eq!(bucket(&status, "removing"), [legacy.instance_id()], "{status}");
+    let failed = &status["agents"]["failed"][0];
+    assert_eq!(
+        (failed["reportedVersion"].as_i64(), failed["status"].as_str(), failed["message"].as_str()),
+        (Some(v1), Some("FAILED"), Some("input_file: permission denied")),
+        "{status}"
+    );
+    let applying = &status["agents"]["applying"][0];
+    assert_eq!(applying["reportedVersion"], Value::Null, "not reported yet: {status}");
+    let removing = &status["agents"]["removing"][0];
+    assert_eq!(
+        (removing["reportedVersion"].as_i64(), removing["status"].as_str()),
+        (Some(v1), Some("APPLIED")),
+        "{status}"
+    );
+
+    phase(s, "the next heartbeats move pending to applied and legacy out of removing");
+    pending.heartbeat(&data, now_s()).await.expect("heartbeat");
+    let round = legacy.heartbeat(&data, now_s()).await.expect("heartbeat");
+    assert_eq!(round.deleted, 1);
+    let (_, status) = get(&admin, "/agent/configs/pipeline/nginx/status").await;
+    assert_eq!(
+        bucket(&status, "applied"),
+        sorted(&[done.instance_id(), pending.instance_id()]),
+        "{status}"
+    );
+    assert!(bucket(&status, "applying").is_empty(), "{status}");
+    assert_eq!(
+        bucket(&status, "removing"),
+        [legacy.instance_id()],
+        "its last report still listed nginx: {status}"
+    );
+    legacy.heartbeat(&data, now_s()).await.expect("heartbeat");
+    let (_, status) = get(&admin, "/agent/configs/pipeline/nginx/status").await;
+    assert!(bucket(&status, "removing").is_empty(), "deleted and reported so: {status}");
+    assert_eq!(bucket(&status, "failed"), [broken.instance_id()], "{status}");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_list_filters_by_running_status_and_by_an_agent_that_really_went_offline() {
+    let s = "liveness";
+    let mut settings = NodeSettings::for_test();
+    settings.agents.liveness = LivenessPolicy {
+        heartbeat_interval_ms: 250,
+        missed_intervals: 4,
+        retention_ms: 10 * 60 * 1000,
+    };
+    let (node, admin, data) = single_node_with(settings, Arc::new(MemKv::new())).await;
+    let list = |pairs: &'static [(&'static str, &'static str)]| {
+        let admin = admin.clone();
+        async move {
+            let (code, body) = get(&admin, &with_query("/agent/agents", pairs)).await;
+            assert_eq!(code, 200, "{body}");
+            body
+        }
+    };
+
+    phase(s, "three agents: two running, one stopping (built by hand), all online");
+    let mut gone = SimAgent::new(SimAgentSpec::numbered(1), now_s());
+    let mut alive = SimAgent::new(SimAgentSpec::numbered(2), now_s());
+    let mut stopping = SimAgent::new(SimAgentSpec::numbered(3), now_s());
+    gone.heartbeat(&data, now_s()).await.expect("heartbeat");
+    alive.heartbeat(&data, now_s()).await.expect("heartbeat");
+    let mut report = stopping.build_heartbeat(now_s());
+    report.running_status = "stopping".into();
+    let _: proto::HeartbeatResponse = data.call("/Agent/Heartbeat", &report).await.expect("heartbeat");
+    assert_eq!(
+        listed_ids(&list(&[("status", "running")]).await),
+        sorted(&[gone.instance_id(), alive.instance_id()])
+    );
+    assert_eq!(listed_ids(&list(&[("status", "stopping")]).await), [stopping.instance_id()]);
+    assert!(listed_ids(&list(&[("status", "crashed")]).await).is_empty());
+
+    phase(s, "gone stops heartbeating and turns offline; alive and stopping keep heartbeating");
+    let agents = Arc::new(tokio::sync::Mutex::new((alive, stopping)));
+    wait_until(WAIT, "gone is the only offline agent", || {
+        let (agents, admin, data) = (agents.clone(), admin.clone(), data.clone());
+        async move {
+            let mut guard = agents.lock().await;
+            let (alive, stopping) = &mut *guard;
+            alive.heartbeat(&data, now_s()).await.expect("heartbeat");
+            let mut report = stopping.build_heartbeat(now_s());
+            report.running_status = "stopping".into();
+            let _: proto::HeartbeatResponse = data.call("/Agent/Heartbeat", &report).await.expect("heartbeat");
+            let (_, offline) = get(&admin, &with_query("/agent/agents", &[("offline", "true")])).await;
+            offline["agents"].as_array().is_some_and(|a| !a.is_empty())
+        }
+    })
+    .await;
+    let guard = agents.lock().await;
+    let (alive, stopping) = &*guard;
+
+    let offline = list(&[("offline", "true")]).await;
+    assert_eq!(listed_ids(&offline), [gone.instance_id()], "{offline}");
+    assert_eq!(offline["agents"][0]["liveness"], "offline", "{offline}");
+    let online = list(&[("offline", "false")]).await;
+    assert_eq!(
+        listed_ids(&online),
+        sorted(&[alive.instance_id(), stopping.instance_id()]),
+        "{online}"
+    );
+    assert!(
+        online["agents"].as_array().expect("agents").iter().all(|a| a["liveness"] == "online"),
+        "{online}"
+    );
+    assert_eq!(
+        listed_ids(&list(&[("status", "running")]).await),
+        sorted(&[gone.instance_id(), alive.instance_id()]),
+        "an offline agent keeps its last reported status"
+    );
+    assert_eq!(
+        listed_ids(&list(&[("status", "running"), ("offline", "true")]).await),
+        [gone.instance_id()]
+    );
+    assert_eq!(
+        listed_ids(&list(&[("status", "running"), ("offline", "false")]).await),
+        [alive.instance_id()]
+    );
+    assert!(listed_ids(&list(&[("status", "stopping"), ("offline", "true")]).await).is_empty());
+    let (code, shown) = get(&admin, &format!("/agent/agents/{}", gone.instance_id())).await;
+    assert_eq!((code, shown["liveness"].as_str()), (200, Some("offline")), "{shown}");
+    assert_eq!(listed_ids(&list(&[]).await).len(), 3, "offline is not forgotten");
+
+    phase(s, "a heartbeat brings it back online");
+    gone.heartbeat(&data, now_s()).await.expect("heartbeat");
+    let (_, shown) = get(&admin, &format!("/agent/agents/{}", gone.instance_id())).await;
+    assert_eq!(shown["liveness"], "online", "{shown}");
+    drop(guard);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_config_reaches_an_agent_through_the_fetch_path() {
+    let s = "instance-fetch";
+    let mut settings = NodeSettings::for_test();
+    settings.agents.detail_delivery = DetailDelivery::Fetch;
+    let (node, admin, data) = single_node_with(settings, Arc::new(MemKv::new())).await;
+
+    phase(s, "an instance config, applied to web");
+    let group = json!({"name": "web", "selector": {"tags": [{"name": "env", "value": "prod*"}]}});
+    let (code, body) = post_json(&admin, "/agent/groups", group).await;
+    assert_eq!(code, 200, "{body}");
+    let content = "{\"max_bytes_per_sec\": 20971520, \"cpu_usage_limit\": 0.4}";
+    let (code, body) = post_json(
+        &admin,
+        "/agent/configs",
+        json!({"kind": "instance", "name": "limits", "content": content, "format": "json"}),
+    )
+    .await;
+    assert_eq!((code, body["applyStatus"].as_str()), (200, Some("stored")), "{body}");
+    let version = body["version"].as_i64().expect("version");
+    let (code, body) = post(&admin, &with_query("/agent/configs/instance/limits/apply", &[("group", "web")])).await;
+    assert_eq!(code, 200, "{body}");
+
+    phase(s, "the heartbeat announces it without detail; the agent fetches it");
+    let mut agent = web_agent();
+    let round = agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    let fetch_bits = proto::RESPONSE_FETCH_PIPELINE_DETAIL | proto::RESPONSE_FETCH_INSTANCE_DETAIL;
+    assert_eq!(round.response.flags & fetch_bits, fetch_bits, "both fetch bits");
+    let announced: Vec<(&str, i64, usize)> = round
+        .response
+        .instance_config_updates
+        .iter()
+        .map(|u| (u.name.as_str(), u.version, u.detail.len()))
+        .collect();
+    assert_eq!(announced, [("limits", version, 0)], "names and versions only");
+    assert!(round.response.continuous_pipeline_config_updates.is_empty());
+    assert_eq!(round.fetches, 2, "the 3.x agent calls both fetch paths");
+    assert!(round.fetch_errors.is_empty(), "{:?}", round.fetch_errors);
+    assert_eq!(round.applied, 1);
+    let held = &agent.configs(ConfigKind::Instance)["limits"];
+    assert_eq!(held.version, version);
+    assert_eq!(held.detail, content.as_bytes(), "JSON is delivered as stored");
+    assert!(agent.configs(ConfigKind::Pipeline).is_empty());
+
+    phase(s, "/Agent/FetchInstanceConfig answers instance_config_updates with the detail");
+    let request = proto::FetchConfigRequest {
+        request_id: b"fetch-1".to_vec(),
+        instance_id: agent.instance_id().as_bytes().to_vec(),
+        instance_configs: vec![proto::ConfigInfo { name: "limits".into(), version, ..Default::default() }],
+        ..Default::default()
+    };
+    let fetched: proto::FetchConfigResponse =
+        data.call("/Agent/FetchInstanceConfig", &request).await.expect("fetch");
+    let details: Vec<(&str, i64, &[u8])> = fetched
+        .instance_config_updates
+        .iter()
+        .map(|u| (u.name.as_str(), u.version, u.detail.as_slice()))
+        .collect();
+    assert_eq!(details, [("limits", version, content.as_bytes())]);
+
+    phase(s, "the next heartbeat confirms it: the status shows it applied");
+    let round = agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    assert_eq!((round.fetches, round.applied), (0, 0), "nothing more to fetch");
+    let (code, status) = get(&admin, "/agent/configs/instance/limits/status").await;
+    assert_eq!(code, 200, "{status}");
+    assert_eq!(status["agents"]["applied"][0]["instanceId"], agent.instance_id(), "{status}");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_json_content_is_refused_with_its_position() {
+    let (node, admin, _data) = single_node(Arc::new(MemKv::new())).await;
+    let (code, body) = post_json(
+        &admin,
+        "/agent/configs",
+        json!({"kind": "pipeline", "name": "j", "content": "{\"inputs\": [1,\n  2,, 3]}", "format": "json"}),
+    )
+    .await;
+    assert_eq!((code, body["applyStatus"].as_str()), (400, Some("compile_failed")), "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not valid JSON"), "{body}");
+    assert!(message.contains("line 2 column 5"), "the position is given: {body}");
+    let (code, _) = get(&admin, "/agent/configs/pipeline/j").await;
+    assert_eq!(code, 404, "nothing was stored");
     node.shutdown().await;
 }
