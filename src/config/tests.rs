@@ -319,3 +319,25 @@ fn agent_settings_are_validated_and_become_the_service_settings() {
         "offline after ceil(25s / 10s) = 3 missed intervals"
     );
 }
+
+#[test]
+fn every_agent_setting_problem_is_reported_together() {
+    let with = |sets: &[&str]| {
+        load(&ConfigSources { sets: sets.iter().map(|s| s.to_string()).collect(), ..ConfigSources::default() }, env(&[]))
+    };
+    let keys = |sets: &[&str]| {
+        let mut keys: Vec<String> = errors(with(sets)).into_iter().map(|(k, _)| k).collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(
+        keys(&["agents.detail_delivery=push", "agents.tls.cert_file=/nonexistent/agent.crt"]),
+        ["agents.detail_delivery", "agents.tls.key_file"],
+        "a bad delivery mode does not hide a TLS problem"
+    );
+    assert_eq!(
+        keys(&["agents.heartbeat_interval=0s", "agents.offline_after=1m", "agents.retention=30s"]),
+        ["agents.heartbeat_interval", "agents.retention"],
+        "a zero interval does not hide the retention problem"
+    );
+}
