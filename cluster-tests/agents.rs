@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use harness::wait_until;
 use hotrule::agent::model::ConfigKind;
+use hotrule::agent::{DetailDelivery, LivenessPolicy};
 use hotrule::agent::proto;
 use hotrule::agent::sim::{AgentClient, REAL_AGENT_CAPABILITIES, SimAgent, SimAgentSpec};
 use hotrule::agent::state::ApplyStatus;
@@ -44,11 +45,19 @@ async fn bind() -> tokio::net::TcpListener {
 
 /// A single node with a data listener, and clients for both ports.
 async fn single_node(kv: Arc<dyn KvEngine>) -> (RunningNode, AdminClient, AgentClient) {
+    single_node_with(NodeSettings::for_test(), kv).await
+}
+
+/// As [`single_node`], with the given settings.
+async fn single_node_with(
+    settings: NodeSettings,
+    kv: Arc<dyn KvEngine>,
+) -> (RunningNode, AdminClient, AgentClient) {
     let listeners = Listeners {
         admin: bind().await,
         data: Some(bind().await),
     };
-    let node = RunningNode::start_with_listeners(NodeSettings::for_test(), kv, listeners, None)
+    let node = RunningNode::start_with_listeners(settings, kv, listeners, None)
         .await
         .expect("node starts");
     let admin = AdminClient::new(&node.admin_addr.to_string(), None).expect("admin client");
@@ -577,4 +586,516 @@ async fn a_config_written_on_one_node_reaches_an_agent_heartbeating_another() {
     for n in nodes {
         n.node.shutdown().await;
     }
+}
+
+// ---- CLI, status buckets, liveness filters, instance configs ----
+
+/// Runs the real `hotrule` binary; (exit code, stdout, stderr).
+async fn hotrule_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotrule"));
+    command
+        .args(args)
+        .env_remove("HOTRULE_ADMIN_TOKEN")
+        .env_remove("HOTRULE_SERVER")
+        .kill_on_drop(true);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = tokio::time::timeout(WAIT, command.output())
+        .await
+        .expect("the CLI finishes")
+        .expect("run hotrule");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    eprintln!("$ hotrule {}\n{stdout}{stderr}", args.join(" "));
+    (out.status.code().unwrap_or(-1), stdout, stderr)
+}
+
+/// The data rows of a CLI table (header dropped), split on whitespace.
+fn table_rows(stdout: &str) -> Vec<Vec<String>> {
+    stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+/// The instance ids of an agent list answer.
+fn listed_ids(list: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = list["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .filter_map(|a| a["instance_id"].as_str().map(str::to_string))
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn sorted(ids: &[&str]) -> Vec<String> {
+    let mut ids: Vec<String> = ids.iter().map(|s| s.to_string()).collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_cli_manages_groups_configs_and_shows_agents() {
+    let s = "cli";
+    let (node, admin, data) = single_node(Arc::new(MemKv::new())).await;
+    let server = format!("http://{}", node.admin_addr);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("nginx.yaml");
+    std::fs::write(&file, NGINX_V1).expect("write config file");
+    let file = file.display().to_string();
+    let srv = ["--server", server.as_str()];
+    let run = |args: &[&str]| {
+        let args: Vec<String> = args.iter().chain(&srv).map(|a| a.to_string()).collect();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            hotrule_cli(&args, &[]).await
+        }
+    };
+
+    phase(s, "agent-group create with a tag selector and an IP range");
+    let (code, out, err) = run(&[
+        "agent-group", "create", "--name", "web", "--description", "web servers",
+        "--tag", "env=prod*", "--ip-cidr", "10.0.0.0/24",
+    ])
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("stored agent-groups/web"), "{out}");
+    let (code, _, err) = run(&["agent-group", "create", "--name", "bad", "--tag", "novalue"]).await;
+    assert_eq!(code, 2, "a tag that is not name=value is a usage error");
+    assert!(err.contains("\"novalue\" is not name=value"), "{err}");
+
+    phase(s, "agent-group list, as a table and as JSON");
+    let (code, out, err) = run(&["agent-group", "list"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("NAME"), "a header first: {out}");
+    let rows = table_rows(&out);
+    assert!(
+        rows.contains(&vec!["web".into(), "env=prod*".into(), "10.0.0.0/24".into(), "web".into(), "servers".into()]),
+        "{out}"
+    );
+    assert!(rows.iter().any(|r| r[0] == "default"), "{out}");
+    let (code, out, err) = run(&["agent-group", "list", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let groups: Value = serde_json::from_str(&out).expect("--json prints JSON");
+    let web = groups["groups"]
+        .as_array()
+        .and_then(|g| g.iter().find(|g| g["name"] == "web"))
+        .unwrap_or_else(|| panic!("web listed: {groups}"));
+    assert_eq!(web["selector"]["tags"], json!([{"name": "env", "value": "prod*"}]), "{web}");
+    assert_eq!(web["selector"]["ip_cidrs"], json!(["10.0.0.0/24"]), "{web}");
+
+    phase(s, "agent-config push and apply");
+    let (code, out, err) = run(&["agent-config", "push", "--name", "nginx", &file]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("stored agent-pipeline-configs/nginx"), "{out}");
+    let (_, stored) = get(&admin, "/agent/configs/pipeline/nginx").await;
+    let v1 = stored["version"].as_i64().expect("version");
+    assert!(out.contains(&format!("version {v1}")), "the version is printed: {out}");
+    // Through HOTRULE_SERVER rather than --server.
+    let (code, out, err) = hotrule_cli(
+        &["agent-config", "apply", "--name", "nginx", "--group", "web"],
+        &[("HOTRULE_SERVER", server.as_str())],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("stored agent-pipeline-configs/nginx"), "{out}");
+    let (code, _, err) = run(&["agent-config", "apply", "--name", "nginx", "--group", "nope"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("404 not_found"), "{err}");
+
+    phase(s, "an agent of web applies it; outsiders (IP outside the range, or no tag) do not get it");
+    let mut agent = web_agent();
+    let id = agent.instance_id().to_string();
+    let mut far = {
+        let mut spec = SimAgentSpec::numbered(300);
+        spec.tags = vec![("env".into(), "prod".into())];
+        SimAgent::new(spec, now_s())
+    };
+    let mut untagged = SimAgent::new(SimAgentSpec::numbered(8), now_s());
+    assert_eq!(agent.heartbeat(&data, now_s()).await.expect("heartbeat").applied, 1);
+    agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    assert_eq!(agent.configs(ConfigKind::Pipeline)["nginx"].status, ApplyStatus::Applied);
+    for outsider in [&mut far, &mut untagged] {
+        let round = outsider.heartbeat(&data, now_s()).await.expect("heartbeat");
+        assert_eq!(round.applied, 0, "{} is not in web", outsider.instance_id());
+    }
+
+    phase(s, "agent-config status shows the agent as applied");
+    let (code, out, err) = run(&["agent-config", "status", "--name", "nginx"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with(&format!("pipeline nginx version {v1} groups [\"web\"]")), "{out}");
+    let rows = table_rows(&out);
+    assert_eq!(rows.len(), 2, "a header and one agent: {out}");
+    assert_eq!(rows[1][..4], ["applied".to_string(), id.clone(), node.state.node_id.0.clone(), v1.to_string()], "{out}");
+    let (code, out, _) = run(&["agent-config", "status", "--name", "nginx", "--json"]).await;
+    assert_eq!(code, 0);
+    let status: Value = serde_json::from_str(&out).expect("--json prints JSON");
+    assert_eq!(status["agents"]["applied"][0]["instanceId"], id.as_str(), "{status}");
+
+    phase(s, "agent list, filtered by a group that matches and one that does not");
+    let (code, out, err) = run(&["agent", "list"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(table_rows(&out).len(), 3, "{out}");
+    let (code, out, err) = run(&["agent", "list", "--group", "web"]).await;
+    assert_eq!(code, 0, "{err}");
+    let rows = table_rows(&out);
+    assert_eq!(rows.len(), 1, "only the web agent: {out}");
+    assert_eq!(
+        rows[0],
+        [id.as_str(), "10.0.0.7", "sim-agent-7", "online", "running", node.state.node_id.0.as_str(), "default,web"],
+        "{out}"
+    );
+    let (code, out, _) = run(&["agent", "list", "--group", "db"]).await;
+    assert_eq!(code, 0);
+    assert!(table_rows(&out).is_empty(), "no agent in an unknown group: {out}");
+    let (code, out, _) = run(&["agent", "list", "--group", "web", "--json"]).await;
+    assert_eq!(code, 0);
+    let list: Value = serde_json::from_str(&out).expect("--json prints JSON");
+    assert_eq!(listed_ids(&list), [id.as_str()]);
+
+    phase(s, "agent show");
+    let (code, out, err) = run(&["agent", "show", &id]).await;
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(&out).expect("show prints JSON");
+    assert_eq!(shown["instance_id"], id.as_str());
+    assert_eq!(shown["groups"], json!(["default", "web"]));
+    assert_eq!(
+        shown["configs"],
+        json!([{"kind": "pipeline", "name": "nginx", "desiredVersion": v1, "reportedVersion": v1, "status": "APPLIED", "message": ""}]),
+        "{shown}"
+    );
+    let (code, _, err) = run(&["agent", "show", "no-such-agent"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("404") && err.contains("no-such-agent"), "{err}");
+
+    phase(s, "agent-config remove: the agent is told -1 on its next heartbeat");
+    let (code, out, err) = run(&["agent-config", "remove", "--name", "nginx", "--group", "web"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("stored agent-pipeline-configs/nginx"), "{out}");
+    let round = agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    let updates: Vec<(&str, i64)> = round
+        .response
+        .continuous_pipeline_config_updates
+        .iter()
+        .map(|u| (u.name.as_str(), u.version))
+        .collect();
+    assert_eq!(updates, [("nginx", -1)]);
+    assert_eq!(round.deleted, 1);
+    assert_eq!(held_version(&agent, "nginx"), None);
+
+    phase(s, "agent-group delete: web goes, default is refused with a clear message");
+    let (code, out, err) = run(&["agent-group", "delete", "web"]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("deleted agent-groups/web: group \"web\" deleted"), "{out}");
+    let (_, groups) = get(&admin, "/agent/groups").await;
+    assert!(
+        groups["groups"].as_array().is_some_and(|g| g.iter().all(|g| g["name"] != "web")),
+        "{groups}"
+    );
+    let (code, out, err) = run(&["agent-group", "delete", "default"]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.starts_with("hotrule: 409 delete_refused:") && err.contains("\"default\" group always exists"),
+        "{err}"
+    );
+    let (code, _, err) = hotrule_cli(&["agent", "list", "--server", "ftp://nowhere"], &[]).await;
+    assert_eq!(code, 2, "a bad server address is a usage error: {err}");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_status_sorts_agents_into_applied_applying_failed_and_removing() {
+    let s = "status";
+    let (node, admin, data) = single_node(Arc::new(MemKv::new())).await;
+    let tagged = |index: usize, name: &str, value: &str| {
+        let mut spec = SimAgentSpec::numbered(index);
+        spec.tags = vec![(name.into(), value.into())];
+        SimAgent::new(spec, now_s())
+    };
+    let bucket = |status: &Value, name: &str| -> Vec<String> {
+        let mut ids: Vec<String> = status["agents"][name]
+            .as_array()
+            .unwrap_or_else(|| panic!("bucket {name} is always present: {status}"))
+            .iter()
+            .filter_map(|a| a["instanceId"].as_str().map(str::to_string))
+            .collect();
+        ids.sort();
+        ids
+    };
+
+    phase(s, "nginx is applied to web (env=prod) and to old (role=legacy)");
+    for group in [
+        json!({"name": "web", "selector": {"tags": [{"name": "env", "value": "prod"}]}}),
+        json!({"name": "old", "selector": {"tags": [{"name": "role", "value": "legacy"}]}}),
+    ] {
+        let (code, body) = post_json(&admin, "/agent/groups", group).await;
+        assert_eq!(code, 200, "{body}");
+    }
+    let (code, body) = push(&admin, "nginx", NGINX_V1).await;
+    assert_eq!(code, 200, "{body}");
+    let v1 = body["version"].as_i64().expect("version");
+    for group in ["web", "old"] {
+        let (code, body) = post(&admin, &with_query("/agent/configs/pipeline/nginx/apply", &[("group", group)])).await;
+        assert_eq!(code, 200, "{body}");
+    }
+
+    phase(s, "applied: two heartbeats; applying: received, not yet confirmed");
+    let mut done = tagged(1, "env", "prod");
+    let mut pending = tagged(2, "env", "prod");
+    let mut broken = tagged(3, "env", "prod");
+    let mut legacy = tagged(4, "role", "legacy");
+    for agent in [&mut done, &mut legacy] {
+        agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+        agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+        assert_eq!(agent.configs(ConfigKind::Pipeline)["nginx"].status, ApplyStatus::Applied);
+    }
+    assert_eq!(pending.heartbeat(&data, now_s()).await.expect("heartbeat").applied, 1);
+
+    phase(s, "failed: the agent reports FAILED with a message for the current version");
+    assert_eq!(broken.heartbeat(&data, now_s()).await.expect("heartbeat").applied, 1);
+    let mut report = broken.build_heartbeat(now_s());
+    let held = report
+        .continuous_pipeline_configs
+        .iter_mut()
+        .find(|c| c.name == "nginx")
+        .expect("nginx reported");
+    assert_eq!(held.version, v1);
+    held.status = proto::ConfigStatus::Failed as i32;
+    held.message = "input_file: permission denied".into();
+    let answer: proto::HeartbeatResponse = data.call("/Agent/Heartbeat", &report).await.expect("heartbeat");
+    assert!(answer.continuous_pipeline_config_updates.is_empty(), "the version is current: nothing to resend");
+
+    phase(s, "removing: nginx leaves old while legacy still holds it");
+    let (code, body) = post(&admin, &with_query("/agent/configs/pipeline/nginx/remove", &[("group", "old")])).await;
+    assert_eq!(code, 200, "{body}");
+
+    let (code, status) = get(&admin, "/agent/configs/pipeline/nginx/status").await;
+    assert_eq!(code, 200, "{status}");
+    assert_eq!(status["version"].as_i64(), Some(v1), "{status}");
+    assert_eq!(bucket(&status, "applied"), [done.instance_id()], "{status}");
+    assert_eq!(bucket(&status, "applying"), [pending.instance_id()], "{status}");
+    assert_eq!(bucket(&status, "failed"), [broken.instance_id()], "{status}");
+    assert_eq!(bucket(&status, "removing"), [legacy.instance_id()], "{status}");
+    let failed = &status["agents"]["failed"][0];
+    assert_eq!(
+        (failed["reportedVersion"].as_i64(), failed["status"].as_str(), failed["message"].as_str()),
+        (Some(v1), Some("FAILED"), Some("input_file: permission denied")),
+        "{status}"
+    );
+    let applying = &status["agents"]["applying"][0];
+    assert_eq!(applying["reportedVersion"], Value::Null, "not reported yet: {status}");
+    let removing = &status["agents"]["removing"][0];
+    assert_eq!(
+        (removing["reportedVersion"].as_i64(), removing["status"].as_str()),
+        (Some(v1), Some("APPLIED")),
+        "{status}"
+    );
+
+    phase(s, "the next heartbeats move pending to applied and legacy out of removing");
+    pending.heartbeat(&data, now_s()).await.expect("heartbeat");
+    let round = legacy.heartbeat(&data, now_s()).await.expect("heartbeat");
+    assert_eq!(round.deleted, 1);
+    let (_, status) = get(&admin, "/agent/configs/pipeline/nginx/status").await;
+    assert_eq!(
+        bucket(&status, "applied"),
+        sorted(&[done.instance_id(), pending.instance_id()]),
+        "{status}"
+    );
+    assert!(bucket(&status, "applying").is_empty(), "{status}");
+    assert_eq!(
+        bucket(&status, "removing"),
+        [legacy.instance_id()],
+        "its last report still listed nginx: {status}"
+    );
+    legacy.heartbeat(&data, now_s()).await.expect("heartbeat");
+    let (_, status) = get(&admin, "/agent/configs/pipeline/nginx/status").await;
+    assert!(bucket(&status, "removing").is_empty(), "deleted and reported so: {status}");
+    assert_eq!(bucket(&status, "failed"), [broken.instance_id()], "{status}");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_list_filters_by_running_status_and_by_an_agent_that_really_went_offline() {
+    let s = "liveness";
+    let mut settings = NodeSettings::for_test();
+    settings.agents.liveness = LivenessPolicy {
+        heartbeat_interval_ms: 250,
+        missed_intervals: 4,
+        retention_ms: 10 * 60 * 1000,
+    };
+    let (node, admin, data) = single_node_with(settings, Arc::new(MemKv::new())).await;
+    let list = |pairs: &'static [(&'static str, &'static str)]| {
+        let admin = admin.clone();
+        async move {
+            let (code, body) = get(&admin, &with_query("/agent/agents", pairs)).await;
+            assert_eq!(code, 200, "{body}");
+            body
+        }
+    };
+
+    phase(s, "three agents: two running, one stopping (built by hand), all online");
+    let mut gone = SimAgent::new(SimAgentSpec::numbered(1), now_s());
+    let mut alive = SimAgent::new(SimAgentSpec::numbered(2), now_s());
+    let mut stopping = SimAgent::new(SimAgentSpec::numbered(3), now_s());
+    gone.heartbeat(&data, now_s()).await.expect("heartbeat");
+    alive.heartbeat(&data, now_s()).await.expect("heartbeat");
+    let mut report = stopping.build_heartbeat(now_s());
+    report.running_status = "stopping".into();
+    let _: proto::HeartbeatResponse = data.call("/Agent/Heartbeat", &report).await.expect("heartbeat");
+    assert_eq!(
+        listed_ids(&list(&[("status", "running")]).await),
+        sorted(&[gone.instance_id(), alive.instance_id()])
+    );
+    assert_eq!(listed_ids(&list(&[("status", "stopping")]).await), [stopping.instance_id()]);
+    assert!(listed_ids(&list(&[("status", "crashed")]).await).is_empty());
+
+    phase(s, "gone stops heartbeating and turns offline; alive and stopping keep heartbeating");
+    let agents = Arc::new(tokio::sync::Mutex::new((alive, stopping)));
+    wait_until(WAIT, "gone is the only offline agent", || {
+        let (agents, admin, data) = (agents.clone(), admin.clone(), data.clone());
+        async move {
+            let mut guard = agents.lock().await;
+            let (alive, stopping) = &mut *guard;
+            alive.heartbeat(&data, now_s()).await.expect("heartbeat");
+            let mut report = stopping.build_heartbeat(now_s());
+            report.running_status = "stopping".into();
+            let _: proto::HeartbeatResponse = data.call("/Agent/Heartbeat", &report).await.expect("heartbeat");
+            let (_, offline) = get(&admin, &with_query("/agent/agents", &[("offline", "true")])).await;
+            offline["agents"].as_array().is_some_and(|a| !a.is_empty())
+        }
+    })
+    .await;
+    let guard = agents.lock().await;
+    let (alive, stopping) = &*guard;
+
+    let offline = list(&[("offline", "true")]).await;
+    assert_eq!(listed_ids(&offline), [gone.instance_id()], "{offline}");
+    assert_eq!(offline["agents"][0]["liveness"], "offline", "{offline}");
+    let online = list(&[("offline", "false")]).await;
+    assert_eq!(
+        listed_ids(&online),
+        sorted(&[alive.instance_id(), stopping.instance_id()]),
+        "{online}"
+    );
+    assert!(
+        online["agents"].as_array().expect("agents").iter().all(|a| a["liveness"] == "online"),
+        "{online}"
+    );
+    assert_eq!(
+        listed_ids(&list(&[("status", "running")]).await),
+        sorted(&[gone.instance_id(), alive.instance_id()]),
+        "an offline agent keeps its last reported status"
+    );
+    assert_eq!(
+        listed_ids(&list(&[("status", "running"), ("offline", "true")]).await),
+        [gone.instance_id()]
+    );
+    assert_eq!(
+        listed_ids(&list(&[("status", "running"), ("offline", "false")]).await),
+        [alive.instance_id()]
+    );
+    assert!(listed_ids(&list(&[("status", "stopping"), ("offline", "true")]).await).is_empty());
+    let (code, shown) = get(&admin, &format!("/agent/agents/{}", gone.instance_id())).await;
+    assert_eq!((code, shown["liveness"].as_str()), (200, Some("offline")), "{shown}");
+    assert_eq!(listed_ids(&list(&[]).await).len(), 3, "offline is not forgotten");
+
+    phase(s, "a heartbeat brings it back online");
+    gone.heartbeat(&data, now_s()).await.expect("heartbeat");
+    let (_, shown) = get(&admin, &format!("/agent/agents/{}", gone.instance_id())).await;
+    assert_eq!(shown["liveness"], "online", "{shown}");
+    drop(guard);
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_config_reaches_an_agent_through_the_fetch_path() {
+    let s = "instance-fetch";
+    let mut settings = NodeSettings::for_test();
+    settings.agents.detail_delivery = DetailDelivery::Fetch;
+    let (node, admin, data) = single_node_with(settings, Arc::new(MemKv::new())).await;
+
+    phase(s, "an instance config, applied to web");
+    let group = json!({"name": "web", "selector": {"tags": [{"name": "env", "value": "prod*"}]}});
+    let (code, body) = post_json(&admin, "/agent/groups", group).await;
+    assert_eq!(code, 200, "{body}");
+    let content = "{\"max_bytes_per_sec\": 20971520, \"cpu_usage_limit\": 0.4}";
+    let (code, body) = post_json(
+        &admin,
+        "/agent/configs",
+        json!({"kind": "instance", "name": "limits", "content": content, "format": "json"}),
+    )
+    .await;
+    assert_eq!((code, body["applyStatus"].as_str()), (200, Some("stored")), "{body}");
+    let version = body["version"].as_i64().expect("version");
+    let (code, body) = post(&admin, &with_query("/agent/configs/instance/limits/apply", &[("group", "web")])).await;
+    assert_eq!(code, 200, "{body}");
+
+    phase(s, "the heartbeat announces it without detail; the agent fetches it");
+    let mut agent = web_agent();
+    let round = agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    let fetch_bits = proto::RESPONSE_FETCH_PIPELINE_DETAIL | proto::RESPONSE_FETCH_INSTANCE_DETAIL;
+    assert_eq!(round.response.flags & fetch_bits, fetch_bits, "both fetch bits");
+    let announced: Vec<(&str, i64, usize)> = round
+        .response
+        .instance_config_updates
+        .iter()
+        .map(|u| (u.name.as_str(), u.version, u.detail.len()))
+        .collect();
+    assert_eq!(announced, [("limits", version, 0)], "names and versions only");
+    assert!(round.response.continuous_pipeline_config_updates.is_empty());
+    assert_eq!(round.fetches, 2, "the 3.x agent calls both fetch paths");
+    assert!(round.fetch_errors.is_empty(), "{:?}", round.fetch_errors);
+    assert_eq!(round.applied, 1);
+    let held = &agent.configs(ConfigKind::Instance)["limits"];
+    assert_eq!(held.version, version);
+    assert_eq!(held.detail, content.as_bytes(), "JSON is delivered as stored");
+    assert!(agent.configs(ConfigKind::Pipeline).is_empty());
+
+    phase(s, "/Agent/FetchInstanceConfig answers instance_config_updates with the detail");
+    let request = proto::FetchConfigRequest {
+        request_id: b"fetch-1".to_vec(),
+        instance_id: agent.instance_id().as_bytes().to_vec(),
+        instance_configs: vec![proto::ConfigInfo { name: "limits".into(), version, ..Default::default() }],
+        ..Default::default()
+    };
+    let fetched: proto::FetchConfigResponse =
+        data.call("/Agent/FetchInstanceConfig", &request).await.expect("fetch");
+    let details: Vec<(&str, i64, &[u8])> = fetched
+        .instance_config_updates
+        .iter()
+        .map(|u| (u.name.as_str(), u.version, u.detail.as_slice()))
+        .collect();
+    assert_eq!(details, [("limits", version, content.as_bytes())]);
+
+    phase(s, "the next heartbeat confirms it: the status shows it applied");
+    let round = agent.heartbeat(&data, now_s()).await.expect("heartbeat");
+    assert_eq!((round.fetches, round.applied), (0, 0), "nothing more to fetch");
+    let (code, status) = get(&admin, "/agent/configs/instance/limits/status").await;
+    assert_eq!(code, 200, "{status}");
+    assert_eq!(status["agents"]["applied"][0]["instanceId"], agent.instance_id(), "{status}");
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_json_content_is_refused_with_its_position() {
+    let (node, admin, _data) = single_node(Arc::new(MemKv::new())).await;
+    let (code, body) = post_json(
+        &admin,
+        "/agent/configs",
+        json!({"kind": "pipeline", "name": "j", "content": "{\"inputs\": [1,\n  2,, 3]}", "format": "json"}),
+    )
+    .await;
+    assert_eq!((code, body["applyStatus"].as_str()), (400, Some("compile_failed")), "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(message.contains("not valid JSON"), "{body}");
+    assert!(message.contains("line 2 column 5"), "the position is given: {body}");
+    let (code, _) = get(&admin, "/agent/configs/pipeline/j").await;
+    assert_eq!(code, 404, "nothing was stored");
+    node.shutdown().await;
 }

@@ -277,3 +277,67 @@ fn agent_tls_needs_both_files_and_a_pair_that_fits() {
     ]));
     assert!(missing[0].1.contains("absent.crt"), "{missing:?}");
 }
+
+#[test]
+fn agent_settings_are_validated_and_become_the_service_settings() {
+    use crate::agent::{DetailDelivery, LivenessPolicy};
+    let with = |sets: &[&str]| {
+        load(&ConfigSources { sets: sets.iter().map(|s| s.to_string()).collect(), ..ConfigSources::default() }, env(&[]))
+    };
+    let keys = |issues: &[(String, String)]| issues.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+
+    let bad_delivery = errors(with(&["agents.detail_delivery=push"]));
+    assert_eq!(keys(&bad_delivery), ["agents.detail_delivery"], "{bad_delivery:?}");
+    assert!(bad_delivery[0].1.contains("\"push\"") && bad_delivery[0].1.contains("inline or fetch"), "{bad_delivery:?}");
+
+    let early_offline = errors(with(&["agents.heartbeat_interval=10s", "agents.offline_after=5s"]));
+    assert_eq!(keys(&early_offline), ["agents.offline_after"], "{early_offline:?}");
+    assert!(early_offline[0].1.contains("agents.heartbeat_interval"), "{early_offline:?}");
+
+    let short_retention = errors(with(&["agents.offline_after=1m", "agents.retention=30s"]));
+    assert_eq!(keys(&short_retention), ["agents.retention"], "{short_retention:?}");
+    assert!(short_retention[0].1.contains("agents.offline_after"), "{short_retention:?}");
+
+    let defaults = with(&[]).expect("defaults are valid").config.agents.service;
+    assert_eq!(defaults.detail_delivery, DetailDelivery::Inline);
+    assert_eq!(defaults.liveness, LivenessPolicy::default(), "10s x 3 and 12h by default");
+
+    let custom = with(&[
+        "agents.detail_delivery=fetch",
+        "agents.heartbeat_interval=10s",
+        "agents.offline_after=25s",
+        "agents.retention=1h",
+    ])
+    .expect("valid")
+    .config
+    .agents
+    .service;
+    assert_eq!(custom.detail_delivery, DetailDelivery::Fetch);
+    assert_eq!(
+        custom.liveness,
+        LivenessPolicy { heartbeat_interval_ms: 10_000, missed_intervals: 3, retention_ms: 3_600_000 },
+        "offline after ceil(25s / 10s) = 3 missed intervals"
+    );
+}
+
+#[test]
+fn every_agent_setting_problem_is_reported_together() {
+    let with = |sets: &[&str]| {
+        load(&ConfigSources { sets: sets.iter().map(|s| s.to_string()).collect(), ..ConfigSources::default() }, env(&[]))
+    };
+    let keys = |sets: &[&str]| {
+        let mut keys: Vec<String> = errors(with(sets)).into_iter().map(|(k, _)| k).collect();
+        keys.sort();
+        keys
+    };
+    assert_eq!(
+        keys(&["agents.detail_delivery=push", "agents.tls.cert_file=/nonexistent/agent.crt"]),
+        ["agents.detail_delivery", "agents.tls.key_file"],
+        "a bad delivery mode does not hide a TLS problem"
+    );
+    assert_eq!(
+        keys(&["agents.heartbeat_interval=0s", "agents.offline_after=1m", "agents.retention=30s"]),
+        ["agents.heartbeat_interval", "agents.retention"],
+        "a zero interval does not hide the retention problem"
+    );
+}

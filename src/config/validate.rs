@@ -109,16 +109,19 @@ fn agents_config(raw: &RawConfig, admin: SocketAddr, issue: &mut impl FnMut(&str
             None
         }
     };
+    // Every check runs before any early return, so that all problems are reported together.
+    let tls = agent_tls(&a.tls, issue);
     let interval = a.heartbeat_interval.0;
     if interval.is_zero() {
         issue("agents.heartbeat_interval", "must be greater than zero".into());
-        return None;
-    }
-    if a.offline_after.0 < interval {
+    } else if a.offline_after.0 < interval {
         issue("agents.offline_after", format!("must be at least agents.heartbeat_interval ({interval:?})"));
     }
     if a.retention.0 < a.offline_after.0 {
         issue("agents.retention", "must be at least agents.offline_after".into());
+    }
+    if interval.is_zero() {
+        return None;
     }
     let interval_ms = u64::try_from(interval.as_millis()).unwrap_or(u64::MAX);
     let offline_ms = u64::try_from(a.offline_after.0.as_millis()).unwrap_or(u64::MAX);
@@ -133,7 +136,6 @@ fn agents_config(raw: &RawConfig, admin: SocketAddr, issue: &mut impl FnMut(&str
         },
         ..AgentServiceSettings::default()
     };
-    let tls = agent_tls(&a.tls, issue);
     Some(AgentsConfig { data_listen: data_listen?, tls: tls?, service })
 }
 

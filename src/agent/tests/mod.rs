@@ -8,6 +8,7 @@ mod http_errors;
 mod http_flow;
 mod rules;
 mod seams;
+mod simulator;
 mod wire;
 
 use std::collections::BTreeSet;
