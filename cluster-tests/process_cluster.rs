@@ -196,6 +196,7 @@ async fn peers_self_heal_when_the_main_crashes_mid_structural() {
         .expect("cli");
     let text = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success() && text.contains("main:") && text.contains("NODE"), "{text}");
+    assert!(text.contains("agent configs: served"), "n2 synced long ago: {text}");
     eprintln!("[crash] n2 takes over and accepts writes");
     wait_until(WAIT, "the new main accepts the change", || async { push(&n3, "crash", &added).await.0 == 200 }).await;
     for node in [&n2, &n3] {

@@ -372,22 +372,10 @@ fn main() -> ExitCode {
             Command::Serve(args) => serve(args).await,
             Command::Rule { server, command } => rule(server, command).await,
             Command::Config { command } => config_command(command),
-            Command::Cluster { server, command: ClusterCommand::Status { json } } => {
-                let token = std::env::var("HOTRULE_ADMIN_TOKEN").ok();
-                match AdminClient::new(&server.server, token) {
-                    Ok(client) => match cli::cluster_status(&client, json).await {
-                        Ok(()) => ExitCode::SUCCESS,
-                        Err(e) => {
-                            eprintln!("hotrule: {e}");
-                            ExitCode::FAILURE
-                        }
-                    },
-                    Err(e) => {
-                        eprintln!("hotrule: {e}");
-                        ExitCode::from(2)
-                    }
-                }
-            }
+            Command::Cluster { server, command: ClusterCommand::Status { json } } => match admin_client(&server) {
+                Ok(client) => exit_code(cli::cluster_status(&client, json).await),
+                Err(code) => code,
+            },
             Command::Bench { command } => hotrule::bench::run(command).await,
             Command::Agent { server, command } => agent(server, AgentCli::Agent(command)).await,
             Command::AgentConfig { server, command } => agent(server, AgentCli::Config(command)).await,
@@ -396,14 +384,31 @@ fn main() -> ExitCode {
     })
 }
 
-async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
+/// A client of the node `server` names, with the token from `HOTRULE_ADMIN_TOKEN`; a bad
+/// address is a usage error (exit 2).
+fn admin_client(server: &ServerArgs) -> Result<AdminClient, ExitCode> {
     let token = std::env::var("HOTRULE_ADMIN_TOKEN").ok();
-    let client = match AdminClient::new(&server.server, token) {
-        Ok(c) => c,
+    AdminClient::new(&server.server, token).map_err(|e| {
+        eprintln!("hotrule: {e}");
+        ExitCode::from(2)
+    })
+}
+
+/// Success, or the error printed and exit 1.
+fn exit_code<E: std::fmt::Display>(result: Result<(), E>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("hotrule: {e}");
-            return ExitCode::from(2);
+            ExitCode::FAILURE
         }
+    }
+}
+
+async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
+    let client = match admin_client(&server) {
+        Ok(client) => client,
+        Err(code) => return code,
     };
     let result = match command {
         RuleCommand::Push { catalog, name, file, allow_storage_change, force } => {
@@ -418,13 +423,7 @@ async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
         }
         RuleCommand::Dump { catalog, output } => cli::dump(&client, catalog.as_deref(), &output).await,
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("hotrule: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(result)
 }
 
 enum AgentCli {
@@ -435,13 +434,9 @@ enum AgentCli {
 
 async fn agent(server: ServerArgs, command: AgentCli) -> ExitCode {
     use hotrule::client::agents;
-    let token = std::env::var("HOTRULE_ADMIN_TOKEN").ok();
-    let client = match AdminClient::new(&server.server, token) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("hotrule: {e}");
-            return ExitCode::from(2);
-        }
+    let client = match admin_client(&server) {
+        Ok(client) => client,
+        Err(code) => return code,
     };
     let result = match command {
         AgentCli::Agent(AgentCommand::List { group, status, offline, json }) => {
@@ -473,13 +468,7 @@ async fn agent(server: ServerArgs, command: AgentCli) -> ExitCode {
         AgentCli::Group(AgentGroupCommand::List { json }) => agents::list_groups(&client, json).await,
         AgentCli::Group(AgentGroupCommand::Delete { name }) => agents::delete_group(&client, &name).await,
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("hotrule: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(result)
 }
 
 /// Installs the log subscriber with a reloadable filter; returns the control for live changes.

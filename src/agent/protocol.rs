@@ -205,6 +205,36 @@ pub fn prune_onetime_history(
         .retain(|r| reported.contains(r.name.as_str()) || desired.commands.contains_key(&r.name));
 }
 
+/// The whole heartbeat decision, as the service makes it: merge the request into what is
+/// remembered, then answer from `snapshot`, or hold back when there is none yet (a node whose
+/// state is not confirmed against the cluster). Returns the record to keep and the answer.
+pub fn decide_heartbeat(
+    request: &proto::HeartbeatRequest,
+    remembered: Option<&AgentRecord>,
+    snapshot: Option<&ConfigSnapshot>,
+    delivery: DetailDelivery,
+    now_ms: u64,
+) -> Result<(AgentRecord, proto::HeartbeatResponse), ProtocolError> {
+    let merged = merge_heartbeat(request, remembered, now_ms)?;
+    let Some(snapshot) = snapshot else {
+        let response = plan_holding_heartbeat(request.request_id.clone(), merged.report_full_state);
+        return Ok((merged.record, response));
+    };
+    let mut record = merged.record;
+    let desired = snapshot.desired_for(&record.identity(), now_ms);
+    if merged.carried_state {
+        prune_onetime_history(&mut record, &desired, &request.onetime_pipeline_configs);
+    }
+    let response = plan_heartbeat(
+        request.request_id.clone(),
+        &record,
+        &desired,
+        merged.report_full_state,
+        delivery,
+    );
+    Ok((record, response))
+}
+
 /// The heartbeat response for a merged record and its desired state.
 pub fn plan_heartbeat(
     request_id: Vec<u8>,

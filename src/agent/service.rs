@@ -13,8 +13,8 @@ use super::error::{ProtocolError, ok_common_response};
 use super::liveness::{Liveness, LivenessPolicy};
 use super::proto;
 use super::protocol::{
-    DetailDelivery, KnownAgent, check_fetch, check_report, merge_heartbeat, merge_report,
-    plan_fetch, plan_heartbeat, plan_holding_fetch, plan_holding_heartbeat, prune_onetime_history,
+    DetailDelivery, KnownAgent, check_fetch, check_report, decide_heartbeat, merge_report,
+    plan_fetch, plan_holding_fetch,
 };
 use super::registry::{AgentRegistry, FlushReport, RegistryError, default_max_agents};
 use super::snapshot::ConfigSnapshot;
@@ -177,25 +177,17 @@ impl AgentService {
         // heartbeat at a time, so two concurrent heartbeats of one instance do not happen in
         // practice, and if they did the later write would simply win.
         let remembered = self.registry.get(&instance_id);
-        let merged = merge_heartbeat(request, remembered.as_ref(), now_ms)?;
-        if !self.serving() {
-            let response = plan_holding_heartbeat(request.request_id.clone(), merged.report_full_state);
-            self.registry.upsert(merged.record).map_err(registry_busy)?;
-            return Ok(response);
-        }
-        let snapshot = self.snapshot()?;
-        let mut record = merged.record;
-        let desired = snapshot.desired_for(&record.identity(), now_ms);
-        if merged.carried_state {
-            prune_onetime_history(&mut record, &desired, &request.onetime_pipeline_configs);
-        }
-        let response = plan_heartbeat(
-            request.request_id.clone(),
-            &record,
-            &desired,
-            merged.report_full_state,
+        let snapshot = match self.serving() {
+            true => Some(self.snapshot()?),
+            false => None,
+        };
+        let (record, response) = decide_heartbeat(
+            request,
+            remembered.as_ref(),
+            snapshot.as_deref(),
             self.settings.detail_delivery,
-        );
+            now_ms,
+        )?;
         self.registry.upsert(record).map_err(registry_busy)?;
         Ok(response)
     }

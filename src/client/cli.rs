@@ -143,7 +143,16 @@ pub async fn cluster_status(client: &AdminClient, json: bool) -> Result<(), CliE
         return Ok(());
     }
     let body = reply.json().unwrap_or(Value::Null);
-    println!("self: {}   main: {}", body["self"].as_str().unwrap_or("?"), body["main"].as_str().unwrap_or("?"));
+    let agents = match body["agentConfigsServed"].as_bool() {
+        Some(true) => "served",
+        Some(false) => "held back until this node has synced",
+        None => "?",
+    };
+    println!(
+        "self: {}   main: {}   agent configs: {agents}",
+        body["self"].as_str().unwrap_or("?"),
+        body["main"].as_str().unwrap_or("?")
+    );
     let rows: Vec<Vec<String>> = body["members"]
         .as_array()
         .cloned()

@@ -23,7 +23,7 @@ use super::model::{
     AgentGroup, ConfigEntry, ConfigKind, ContentFormat, GroupSelector, OnetimeCommand, TagMatch,
 };
 use super::proto;
-use super::protocol::{DetailDelivery, merge_heartbeat, plan_heartbeat, prune_onetime_history};
+use super::protocol::{DetailDelivery, decide_heartbeat};
 use super::registry::AgentRegistry;
 use super::service::{AgentService, AgentServiceSettings};
 use super::snapshot::ConfigSnapshot;
@@ -125,7 +125,7 @@ pub fn compressed_heartbeat(instance_id: &str, sequence_num: u64) -> proto::Hear
     }
 }
 
-/// The heartbeat decision chained exactly as `AgentService::heartbeat` chains it.
+/// The heartbeat decision `AgentService::heartbeat` makes, for a node serving `snapshot`.
 pub fn decide(
     request: &proto::HeartbeatRequest,
     remembered: Option<&AgentRecord>,
@@ -133,20 +133,7 @@ pub fn decide(
     delivery: DetailDelivery,
     now_ms: u64,
 ) -> (AgentRecord, proto::HeartbeatResponse) {
-    let merged = merge_heartbeat(request, remembered, now_ms).expect("a valid heartbeat");
-    let mut record = merged.record;
-    let desired = snapshot.desired_for(&record.identity(), now_ms);
-    if merged.carried_state {
-        prune_onetime_history(&mut record, &desired, &request.onetime_pipeline_configs);
-    }
-    let response = plan_heartbeat(
-        request.request_id.clone(),
-        &record,
-        &desired,
-        merged.report_full_state,
-        delivery,
-    );
-    (record, response)
+    decide_heartbeat(request, remembered, Some(snapshot), delivery, now_ms).expect("a valid heartbeat")
 }
 
 /// An agent API server on 127.0.0.1:0 over an in-memory source and store, at a fixed time.
