@@ -5,7 +5,7 @@
 mod harness;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use harness::wait_until;
@@ -38,22 +38,11 @@ fn spawn(dir: &Path, net: u8, i: u8, secret_file: &Path) -> Proc {
 }
 
 fn spawn_with(dir: &Path, net: u8, i: u8, secret_file: &Path, env: &[(&str, &str)]) -> Proc {
-    let host = format!("127.0.{net}.{}", i + 1);
-    let log = std::fs::File::create(dir.join(format!("n{i}.log"))).expect("log");
-    let child = Command::new(env!("CARGO_BIN_EXE_hotrule"))
-        .arg("serve")
-        .args(["--data-dir", &dir.join(format!("n{i}")).display().to_string()])
-        .args(["--admin-listen", &format!("{host}:17128")])
-        .args(["--gossip-listen", &format!("{host}:17130")])
-        .args(["--bus-listen", &format!("{host}:17129")])
-        .args(["--seed", &format!("127.0.{net}.2:17130")])
-        .args(["--cluster-secret-file", &secret_file.display().to_string()])
-        .args(["--rules-dir", "no-bundled-rules", "--scan-interval", "2", "--self-heal-threshold", "4"])
-        .env_remove("HOTRULE_ADMIN_TOKEN")
-        .env_remove("HOTRULE_CLUSTER_SECRET")
+    let bin = Path::new(env!("CARGO_BIN_EXE_hotrule"));
+    let (mut command, host) = hotrule::bench::cluster::node_command(bin, dir, net, usize::from(i), secret_file).expect("log file");
+    let child = command
+        .args(["--scan-interval", "2", "--self-heal-threshold", "4"])
         .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(log)
         .spawn()
         .expect("spawn hotrule");
     let client = AdminClient::new(&format!("{host}:17128"), None).expect("client");

@@ -35,9 +35,21 @@ pub(super) fn spawn(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path) ->
 }
 
 pub(super) fn spawn_with(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path, extra: &[&str]) -> Result<Node, String> {
+    let (mut command, host) = node_command(bin, dir, net, i, secret)?;
+    let child = command.args(extra).spawn().map_err(|e| format!("spawning {}: {e}", bin.display()))?;
+    let client = AdminClient::new(&format!("{host}:17128"), None).map_err(|e| e.to_string())?;
+    Ok(Node { child, client, id: format!("{host}:17128") })
+}
+
+/// The `hotrule serve` command of node `i` of a loopback cluster, and its host
+/// `127.0.<net>.<i+1>`: admin on :17128, bus on :17129, gossip on :17130, seeded with node 1,
+/// the bus secret from `secret`, no bundled rules, stderr to `dir/n<i>.log`. Shared with the
+/// real-process cluster tests; callers add flags and environment before spawning.
+pub fn node_command(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path) -> Result<(Command, String), String> {
     let host = format!("127.0.{net}.{}", i + 1);
     let log = std::fs::File::create(dir.join(format!("n{i}.log"))).map_err(|e| e.to_string())?;
-    let child = Command::new(bin)
+    let mut command = Command::new(bin);
+    command
         .arg("serve")
         .args(["--data-dir", &dir.join(format!("n{i}")).display().to_string()])
         .args(["--admin-listen", &format!("{host}:17128")])
@@ -45,14 +57,11 @@ pub(super) fn spawn_with(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Pat
         .args(["--bus-listen", &format!("{host}:17129")])
         .args(["--seed", &format!("127.0.{net}.2:17130")])
         .args(["--cluster-secret-file", &secret.display().to_string(), "--rules-dir", "no-bundled-rules"])
-        .args(extra)
         .env_remove("HOTRULE_ADMIN_TOKEN")
+        .env_remove("HOTRULE_CLUSTER_SECRET")
         .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .map_err(|e| format!("spawning {}: {e}", bin.display()))?;
-    let client = AdminClient::new(&format!("{host}:17128"), None).map_err(|e| e.to_string())?;
-    Ok(Node { child, client, id: format!("{host}:17128") })
+        .stderr(log);
+    Ok((command, host))
 }
 
 pub(super) async fn wait_for(what: &str, timeout: Duration, mut check: impl AsyncFnMut() -> bool) -> Result<(), String> {

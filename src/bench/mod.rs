@@ -1,7 +1,7 @@
 //! `hotrule bench ...`: the benchmarks recorded in docs/benchmarks.md.
 
 mod chaos;
-mod cluster;
+pub mod cluster;
 mod writes;
 
 use std::process::ExitCode;
