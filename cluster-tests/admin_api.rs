@@ -45,10 +45,13 @@ async fn booting_on_the_corpus_loads_every_file_without_an_error() {
     assert_eq!(list["loaderStats"]["active"], 98);
 }
 
+/// Query pairs, body, expected HTTP status, expected applyStatus.
+type Case = (&'static [(&'static str, &'static str)], &'static str, u16, &'static str);
+
 #[tokio::test]
 async fn request_validation_codes() {
     let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
-    let cases: &[(&[(&str, &str)], &str, u16, &str)] = &[
+    let cases: &[Case] = &[
         (&[], "x: 1", 400, "missing_catalog"),
         (&[("catalog", "oal"), ("name", "a")], "x: 1", 400, "invalid_catalog"),
         (&[("catalog", "otel-rules")], "x: 1", 400, "missing_name"),

@@ -21,7 +21,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a node.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Manage rules through a node's admin API.
     Rule {
         #[command(flatten)]
@@ -369,7 +369,7 @@ fn main() -> ExitCode {
     };
     runtime.block_on(async move {
         match cli.command {
-            Command::Serve(args) => serve(args).await,
+            Command::Serve(args) => serve(*args).await,
             Command::Rule { server, command } => rule(server, command).await,
             Command::Config { command } => config_command(command),
             Command::Cluster { server, command: ClusterCommand::Status { json } } => match admin_client(&server) {

@@ -335,7 +335,7 @@ mod tests {
         let no_key = TlsFiles { cert_file: a.cert_file.clone(), key_file: a.cert_file.clone() };
         assert!(matches!(load(&no_key), Err(TlsError::Key { .. })), "{:?}", load(&no_key).err());
         let crossed = TlsFiles { cert_file: a.cert_file.clone(), key_file: b.key_file.clone() };
-        let error = load(&crossed).err().expect("a mismatch");
+        let error = load(&crossed).expect_err("a mismatch");
         assert!(matches!(error, TlsError::Mismatch { .. }), "{error:?}");
         assert!(error.to_string().contains("b.key"), "{error}");
     }

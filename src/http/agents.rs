@@ -5,6 +5,9 @@
 //! Every answer is JSON. Writes and failures use the rule API's envelope (`applyStatus`,
 //! `catalog`, `name`, `message`, plus `revision` and `version` when a write committed them),
 //! with the status mapped by [`super::status_code`].
+// Handlers answer early with a ready `Response` as their error: built once per request, it never
+// travels far, so its size does not matter.
+#![allow(clippy::result_large_err)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

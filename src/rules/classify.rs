@@ -126,18 +126,15 @@ pub fn classify(prior: Prior<'_>, new_bytes: &[u8], new: &Compiled) -> Classific
             let mut c = Classification::of_kind(ChangeKind::Structural);
             c.added = new_names.difference(&old_names).cloned().collect();
             c.removed = old_names.difference(&new_names).cloned().collect();
-            match (&old_claims, &new_claims, old, new) {
-                (Claims::Mal(o), Claims::Mal(n), Compiled::Mal(of), Compiled::Mal(nf)) => {
-                    c.shape_break =
-                        o.iter().filter(|(name, shape)| n.get(*name).is_some_and(|s| s != *shape)).map(|(k, _)| k.clone()).collect();
-                    let layers_same = of.layer_definitions == nf.layer_definitions;
-                    if c.added.is_empty() && c.removed.is_empty() && c.shape_break.is_empty() && layers_same {
-                        c.kind = ChangeKind::FilterOnly;
-                    }
+            // LAL has no filter-only path; a catalog never changes language, but if the two
+            // sides disagree the change is structural all the same.
+            if let (Claims::Mal(o), Claims::Mal(n), Compiled::Mal(of), Compiled::Mal(nf)) = (&old_claims, &new_claims, old, new) {
+                c.shape_break =
+                    o.iter().filter(|(name, shape)| n.get(*name).is_some_and(|s| s != *shape)).map(|(k, _)| k.clone()).collect();
+                let layers_same = of.layer_definitions == nf.layer_definitions;
+                if c.added.is_empty() && c.removed.is_empty() && c.shape_break.is_empty() && layers_same {
+                    c.kind = ChangeKind::FilterOnly;
                 }
-                // LAL has no filter-only path; a catalog never changes language, but if the
-                // two sides disagree the change is structural all the same.
-                _ => {}
             }
             c
         }

@@ -26,11 +26,14 @@ pub enum KvError {
     Open(String),
 }
 
+/// Key-value pairs in key order, as a prefix scan returns them.
+pub type KvPairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// An embedded key-value database.
 pub trait KvEngine: Send + Sync + 'static {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError>;
     /// Every pair whose key starts with `prefix`, in key order.
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, KvError>;
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<KvPairs, KvError>;
     /// Applies `ops` atomically; with `sync`, returns only once they are durable.
     fn write(&self, ops: &[KvOp], sync: bool) -> Result<(), KvError>;
 }
@@ -77,7 +80,7 @@ impl KvEngine for MemKv {
         Ok(self.data().get(key).cloned())
     }
 
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, KvError> {
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<KvPairs, KvError> {
         self.check_read()?;
         Ok(self
             .data()
@@ -126,7 +129,7 @@ impl KvEngine for RocksEngine {
         self.db.get(key).map_err(|e| KvError::Read(e.to_string()))
     }
 
-    fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, KvError> {
+    fn scan_prefix(&self, prefix: &[u8]) -> Result<KvPairs, KvError> {
         self.db.scan_prefix(prefix).map_err(|e| KvError::Read(e.to_string()))
     }
 
