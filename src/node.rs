@@ -151,6 +151,12 @@ pub enum NodeError {
     Tls(#[from] crate::tls::TlsError),
 }
 
+/// The agent data listener, plain or TLS.
+enum DataListener {
+    Plain(TcpListener),
+    Tls(crate::tls::TlsListener),
+}
+
 /// Serves `app` on `listener` until `stop` is cancelled.
 fn spawn_server<L>(listener: L, app: axum::Router, stop: CancellationToken, what: &'static str) -> JoinHandle<()>
 where
@@ -252,9 +258,15 @@ impl RunningNode {
         let Listeners { admin: listener, data: data_listener } = listeners;
         let admin_addr = listener.local_addr().map_err(NodeError::Listener)?;
         let data_addr = data_listener.as_ref().map(|l| l.local_addr()).transpose().map_err(NodeError::Listener)?;
-        let data_tls = match &settings.agent_tls {
-            Some(files) => Some(crate::tls::server_config(files, crate::tls::DEFAULT_RECHECK)?),
-            None => None,
+        // The data listener, made TLS here, before anything is spawned that an error would leave
+        // running.
+        let data_listener = match (data_listener, &settings.agent_tls) {
+            (None, _) => None,
+            (Some(tcp), None) => Some(DataListener::Plain(tcp)),
+            (Some(tcp), Some(files)) => {
+                let config = crate::tls::server_config(files, crate::tls::DEFAULT_RECHECK)?;
+                Some(DataListener::Tls(crate::tls::TlsListener::new(tcp, config).map_err(NodeError::Listener)?))
+            }
         };
         let node_id = NodeId(settings.node_id.clone().unwrap_or_else(|| match &wiring {
             Some(w) => w.admin_advertise.clone(),
@@ -427,14 +439,13 @@ impl RunningNode {
             tokio::spawn(reloader.run(shutdown.clone()))
         });
         let server = spawn_server(listener, http::router(state.clone()), shutdown.clone(), "admin");
-        let data_server = match (data_listener, data_tls) {
-            (None, _) => None,
-            (Some(tcp), None) => Some(spawn_server(tcp, crate::agent::router(agents.clone()), shutdown.clone(), "agent data")),
-            (Some(tcp), Some(tls)) => {
-                let listener = crate::tls::TlsListener::new(tcp, tls).map_err(NodeError::Listener)?;
-                Some(spawn_server(listener, crate::agent::router(agents.clone()), shutdown.clone(), "agent data"))
+        let data_server = data_listener.map(|listener| {
+            let app = crate::agent::router(agents.clone());
+            match listener {
+                DataListener::Plain(tcp) => spawn_server(tcp, app, shutdown.clone(), "agent data"),
+                DataListener::Tls(tls) => spawn_server(tls, app, shutdown.clone(), "agent data"),
             }
-        };
+        });
         tracing::info!(node = %node_id, admin = %admin_addr, data = ?data_addr, data_tls = settings.agent_tls.is_some(), "serving");
         Ok(RunningNode {
             admin_addr,
