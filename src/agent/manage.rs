@@ -258,6 +258,12 @@ impl AgentOp {
                         ),
                     });
                 }
+                // Above the current version even if the revision-derived one is not (a wall clock
+                // stepped back far enough for the clock's counter to wrap its three digits).
+                let new_version = match &current {
+                    Some(current) => new_version.max(current.version.saturating_add(1)),
+                    None => new_version,
+                };
                 let entry = ConfigEntry {
                     kind: *kind,
                     name: name.clone(),
@@ -437,6 +443,17 @@ mod tests {
         );
         let entry: ConfigEntry = serde_json::from_slice(&updated).expect("json");
         assert_eq!((entry.version, entry.groups.len()), (300, 1));
+    }
+
+    #[test]
+    fn a_content_change_always_raises_the_version_even_if_the_revision_does_not() {
+        let first = put_bytes(push("inputs: []\n").edit(None, 5_000, |_| true).expect("push"));
+        // A revision-derived version at or below the current one (the clock's counter wrapped).
+        for offered in [5_000, 4_999, 1] {
+            let edit = push("inputs: [2]\n").edit(Some(&first), offered, |_| true).expect("update");
+            let entry: ConfigEntry = serde_json::from_slice(&put_bytes(edit)).expect("json");
+            assert_eq!(entry.version, 5_001, "offered {offered}");
+        }
     }
 
     #[test]

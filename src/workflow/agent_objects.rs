@@ -4,8 +4,9 @@
 //! Under the object's lock: read the prior entry (a read failure is `storage_unavailable`),
 //! take the next revision from the clock, let [`AgentOp::edit`] decide, persist one synced
 //! [`Change`], then tell peers so they pull it now. A config's version is derived from that
-//! revision (`millis * 1000 + counter`): it grows with every content change, also across a
-//! delete and re-create of the same name, because the clock orders after the tombstone.
+//! revision (`millis * 1000 + counter`, raised above the current version if need be): it grows
+//! with every content change, also across a delete and re-create of the same name, because the
+//! clock orders after the tombstone.
 
 use super::Workflow;
 use crate::agent::manage::{AgentOp, Edit, ManageError, object_key};
