@@ -3,7 +3,7 @@
 
 use crate::agent::model::ConfigKind;
 use crate::agent::proto::{self, ConfigStatus};
-use crate::agent::protocol::{DetailDelivery, SERVER_CAPABILITIES};
+use crate::agent::protocol::{DetailDelivery, KnownAgent, SERVER_CAPABILITIES, plan_fetch};
 
 use super::{
     NOW_MS, NOW_S, agent_heartbeat, command, compressed_heartbeat, config, decide, info, snapshot,
@@ -79,6 +79,37 @@ fn a_config_kind_goes_only_to_agents_that_advertise_it() {
     );
 
     let everything = run(ALL_KINDS);
+    assert_eq!(everything.onetime_pipeline_config_updates.len(), 1);
+}
+
+#[test]
+fn a_fetch_from_a_known_agent_also_respects_its_capabilities() {
+    let desired = snapshot(
+        vec![
+            config(ConfigKind::Pipeline, "p", 4, &["prod"]),
+            config(ConfigKind::Instance, "i", 5, &["prod"]),
+        ],
+        vec![command("once", "prod", NOW_S + 600)],
+    );
+    let fetch = proto::FetchConfigRequest {
+        request_id: b"f".to_vec(),
+        instance_id: b"a".to_vec(),
+        continuous_pipeline_configs: vec![info("p", 1, ConfigStatus::Applied)],
+        instance_configs: vec![info("i", 1, ConfigStatus::Applied)],
+        onetime_pipeline_configs: vec![info("once", 0, ConfigStatus::Unset)],
+        ..Default::default()
+    };
+    let fetched = |capabilities| {
+        let (record, _) = decide(&agent_heartbeat("a", 0, capabilities), None, &desired, DetailDelivery::Fetch, NOW_MS);
+        let wanted = desired.desired_for(&record.identity(), NOW_MS);
+        plan_fetch(&fetch, &desired, Some(KnownAgent { record: &record, desired: &wanted }), NOW_MS)
+    };
+    let pipeline_only = fetched(proto::AGENT_ACCEPTS_PIPELINE);
+    assert_eq!(names(&pipeline_only.continuous_pipeline_config_updates), vec![("p", 4)]);
+    assert!(pipeline_only.instance_config_updates.is_empty(), "not advertised: not sent, not deleted");
+    assert!(pipeline_only.onetime_pipeline_config_updates.is_empty());
+    let everything = fetched(ALL_KINDS);
+    assert_eq!(names(&everything.instance_config_updates), vec![("i", 5)]);
     assert_eq!(everything.onetime_pipeline_config_updates.len(), 1);
 }
 
