@@ -30,6 +30,31 @@ use crate::workflow::peers::BoxFuture;
 /// How much of a non-200 answer is kept as the error's reason.
 const MAX_REASON_BYTES: usize = 4 * 1024;
 
+/// What every [`BusClient`] does around its exchange, so the in-memory twin fails exactly like
+/// the HTTP client: a call the drop switch drops fails at once, and the whole exchange is bounded
+/// by `timeout`.
+pub(crate) async fn guarded_call(
+    drop_switch: &DropSwitch,
+    to: &NodeId,
+    request: &BusRequest,
+    timeout: Duration,
+    exchange: impl Future<Output = Result<BusResponse, BusError>>,
+) -> Result<BusResponse, BusError> {
+    if drop_switch.drops(to, request) {
+        return Err(BusError::Dropped {
+            to: to.clone(),
+            request: request.name(),
+        });
+    }
+    match tokio::time::timeout(timeout, exchange).await {
+        Ok(result) => result,
+        Err(_elapsed) => Err(BusError::Timeout {
+            to: to.clone(),
+            after: timeout,
+        }),
+    }
+}
+
 /// Sends bus requests to peers.
 pub trait BusClient: Send + Sync + 'static {
     /// Calls the peer `to`, whose bus listens on `addr` (`host:port`), and waits at most
@@ -221,19 +246,7 @@ impl BusClient for HttpBusClient {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<BusResponse, BusError>> {
         Box::pin(async move {
-            if self.drop_switch.drops(to, &request) {
-                return Err(BusError::Dropped {
-                    to: to.clone(),
-                    request: request.name(),
-                });
-            }
-            match tokio::time::timeout(timeout, self.exchange(to, addr, &request)).await {
-                Ok(result) => result,
-                Err(_elapsed) => Err(BusError::Timeout {
-                    to: to.clone(),
-                    after: timeout,
-                }),
-            }
+            guarded_call(&self.drop_switch, to, &request, timeout, self.exchange(to, addr, &request)).await
         })
     }
 }

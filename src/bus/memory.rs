@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::BusError;
-use super::client::{BusClient, DropSwitch};
+use super::client::{BusClient, DropSwitch, guarded_call};
 use super::messages::{
     BusRequest, BusResponse, decode_request, decode_response, encode_request, encode_response,
 };
@@ -321,19 +321,7 @@ impl BusClient for MemBusClient {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<BusResponse, BusError>> {
         Box::pin(async move {
-            if self.drop_switch.drops(to, &request) {
-                return Err(BusError::Dropped {
-                    to: to.clone(),
-                    request: request.name(),
-                });
-            }
-            match tokio::time::timeout(timeout, self.exchange(to, &request)).await {
-                Ok(result) => result,
-                Err(_elapsed) => Err(BusError::Timeout {
-                    to: to.clone(),
-                    after: timeout,
-                }),
-            }
+            guarded_call(&self.drop_switch, to, &request, timeout, self.exchange(to, &request)).await
         })
     }
 }
