@@ -170,31 +170,36 @@ fn group_param(raw: RawQuery, name: &str) -> Result<String, Response> {
 
 pub async fn apply_config(
     State(state): State<Arc<AdminState>>,
-    Path((kind, name)): Path<(String, String)>,
+    path: Path<(String, String)>,
     raw: RawQuery,
 ) -> Response {
-    let (kind, group) = match (kind_of(&kind), group_param(raw, &name)) {
-        (Ok(kind), Ok(group)) => (kind, group),
-        (Err(response), _) | (_, Err(response)) => return response,
-    };
-    run_op(&state, AgentOp::ApplyConfig { kind, name, group }).await
+    group_op(&state, path, raw, |kind, name, group| AgentOp::ApplyConfig { kind, name, group }).await
 }
 
 pub async fn remove_config(
     State(state): State<Arc<AdminState>>,
+    path: Path<(String, String)>,
+    raw: RawQuery,
+) -> Response {
+    group_op(&state, path, raw, |kind, name, group| AgentOp::RemoveConfig { kind, name, group }).await
+}
+
+/// Applying a config to, or removing it from, the group named in the query.
+async fn group_op(
+    state: &Arc<AdminState>,
     Path((kind, name)): Path<(String, String)>,
     raw: RawQuery,
+    op: impl FnOnce(ConfigKind, String, String) -> AgentOp,
 ) -> Response {
     let (kind, group) = match (kind_of(&kind), group_param(raw, &name)) {
         (Ok(kind), Ok(group)) => (kind, group),
         (Err(response), _) | (_, Err(response)) => return response,
     };
-    run_op(&state, AgentOp::RemoveConfig { kind, name, group }).await
+    run_op(state, op(kind, name, group)).await
 }
 
-/// The stored configs of one kind (this node's replica).
-fn stored_configs(state: &AdminState, kind: ConfigKind) -> Result<Vec<ConfigEntry>, Response> {
-    let catalog = config_catalog(kind);
+/// The live objects of one agent catalog (this node's replica), decoded from their JSON.
+fn stored_objects<T: serde::de::DeserializeOwned>(state: &AdminState, catalog: Catalog) -> Result<Vec<T>, Response> {
     let entries = state.store.read_catalog_now(catalog).map_err(|e| {
         refuse(
             ApplyStatus::StorageUnavailable,
@@ -208,6 +213,11 @@ fn stored_configs(state: &AdminState, kind: ConfigKind) -> Result<Vec<ConfigEntr
         .filter(|e| e.is_live())
         .filter_map(|e| serde_json::from_slice(&e.content).ok())
         .collect())
+}
+
+/// The stored configs of one kind (this node's replica).
+fn stored_configs(state: &AdminState, kind: ConfigKind) -> Result<Vec<ConfigEntry>, Response> {
+    stored_objects(state, config_catalog(kind))
 }
 
 pub async fn list_configs(State(state): State<Arc<AdminState>>) -> Response {
@@ -368,21 +378,9 @@ pub async fn delete_command(
 }
 
 pub async fn list_commands(State(state): State<Arc<AdminState>>) -> Response {
-    match state.store.read_catalog_now(Catalog::AgentCommands) {
-        Ok(entries) => {
-            let commands: Vec<OnetimeCommand> = entries
-                .into_iter()
-                .filter(|e| e.is_live())
-                .filter_map(|e| serde_json::from_slice(&e.content).ok())
-                .collect();
-            axum::Json(json!({ "commands": commands })).into_response()
-        }
-        Err(e) => refuse(
-            ApplyStatus::StorageUnavailable,
-            e.to_string(),
-            Catalog::AgentCommands.as_str(),
-            "",
-        ),
+    match stored_objects::<OnetimeCommand>(&state, Catalog::AgentCommands) {
+        Ok(commands) => axum::Json(json!({ "commands": commands })).into_response(),
+        Err(response) => response,
     }
 }
 
