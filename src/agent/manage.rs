@@ -140,6 +140,30 @@ fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
 }
 
+/// Stores an unversioned object (a group or a onetime command), or nothing when the stored one
+/// is equal.
+fn put_unless_same<T: Serialize + serde::de::DeserializeOwned + PartialEq>(
+    prior: Option<&[u8]>,
+    what: &'static str,
+    name: &str,
+    value: &T,
+    stored_message: String,
+) -> Result<Edit, ManageError> {
+    if let Some(bytes) = prior
+        && decode::<T>(what, name, bytes)? == *value
+    {
+        return Ok(Edit::NoChange {
+            version: None,
+            message: format!("{what} {name:?} is unchanged"),
+        });
+    }
+    Ok(Edit::Put {
+        content: encode(value),
+        version: None,
+        message: stored_message,
+    })
+}
+
 fn check_content(name: &str, content: &str, format: ContentFormat) -> Result<(), ManageError> {
     to_json_detail(content, format)
         .map(|_| ())
@@ -214,21 +238,13 @@ impl AgentOp {
     ) -> Result<Edit, ManageError> {
         self.validate()?;
         match self {
-            AgentOp::PutGroup { group } => {
-                if let Some(bytes) = prior
-                    && decode::<AgentGroup>("group", &group.name, bytes)? == *group
-                {
-                    return Ok(Edit::NoChange {
-                        version: None,
-                        message: format!("group {:?} is unchanged", group.name),
-                    });
-                }
-                Ok(Edit::Put {
-                    content: encode(group),
-                    version: None,
-                    message: format!("group {:?} stored", group.name),
-                })
-            }
+            AgentOp::PutGroup { group } => put_unless_same(
+                prior,
+                "group",
+                &group.name,
+                group,
+                format!("group {:?} stored", group.name),
+            ),
             AgentOp::DeleteGroup { name } => match prior {
                 None => Err(ManageError::GroupNotFound { name: name.clone() }),
                 Some(_) => Ok(Edit::Remove {
@@ -335,23 +351,16 @@ impl AgentOp {
                         name: command.group.clone(),
                     });
                 }
-                if let Some(bytes) = prior
-                    && decode::<OnetimeCommand>("onetime command", &command.name, bytes)?
-                        == *command
-                {
-                    return Ok(Edit::NoChange {
-                        version: None,
-                        message: format!("onetime command {:?} is unchanged", command.name),
-                    });
-                }
-                Ok(Edit::Put {
-                    content: encode(command),
-                    version: None,
-                    message: format!(
+                put_unless_same(
+                    prior,
+                    "onetime command",
+                    &command.name,
+                    command,
+                    format!(
                         "onetime command {:?} stored for group {:?}",
                         command.name, command.group
                     ),
-                })
+                )
             }
             AgentOp::DeleteCommand { name } => match prior {
                 None => Err(ManageError::NotFound {

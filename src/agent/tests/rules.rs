@@ -97,7 +97,6 @@ fn a_fetch_from_a_known_agent_also_respects_its_capabilities() {
         continuous_pipeline_configs: vec![info("p", 1, ConfigStatus::Applied)],
         instance_configs: vec![info("i", 1, ConfigStatus::Applied)],
         onetime_pipeline_configs: vec![info("once", 0, ConfigStatus::Unset)],
-        ..Default::default()
     };
     let fetched = |capabilities| {
         let (record, _) = decide(&agent_heartbeat("a", 0, capabilities), None, &desired, DetailDelivery::Fetch, NOW_MS);
