@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use harness::wait_until;
+use harness::{hotrule_cli, wait_until};
 use hotrule::agent::model::ConfigKind;
 use hotrule::agent::{DetailDelivery, LivenessPolicy};
 use hotrule::agent::proto;
@@ -589,29 +589,6 @@ async fn a_config_written_on_one_node_reaches_an_agent_heartbeating_another() {
 }
 
 // ---- CLI, status buckets, liveness filters, instance configs ----
-
-/// Runs the real `hotrule` binary; (exit code, stdout, stderr).
-async fn hotrule_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotrule"));
-    command
-        .args(args)
-        .env_remove("HOTRULE_ADMIN_TOKEN")
-        .env_remove("HOTRULE_SERVER")
-        .kill_on_drop(true);
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let out = tokio::time::timeout(WAIT, command.output())
-        .await
-        .expect("the CLI finishes")
-        .expect("run hotrule");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    eprintln!("$ hotrule {}\n{stdout}{stderr}", args.join(" "));
-    (out.status.code().unwrap_or(-1), stdout, stderr)
-}
 
 /// The data rows of a CLI table (header dropped), split on whitespace.
 fn table_rows(stdout: &str) -> Vec<Vec<String>> {

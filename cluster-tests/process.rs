@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use harness::{ProcessNode, free_port, wait_until};
+use harness::{ProcessNode, free_port, hotrule_cli, wait_until};
 use hotrule::client::{AdminClient, with_query};
 
 const RULE: &str = "\
@@ -50,21 +50,6 @@ async fn serve_runs_with_no_config_at_all() {
     assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
     let _ = child.kill();
     let _ = child.wait();
-}
-
-/// Runs the `hotrule` binary with `args` and `env`; (exit code, stdout, stderr).
-fn run_cli(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
-    let mut command = bin();
-    command.args(args).env_remove("HOTRULE_ADMIN_TOKEN").env_remove("HOTRULE_AGENT_TOKEN");
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let output = command.output().expect("run hotrule");
-    (
-        output.status.code(),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 /// The number after `label` in a bench report line such as "heartbeats: 6 ok, 0 failed".
@@ -112,10 +97,10 @@ async fn agents_are_served_over_tls_when_a_certificate_is_configured() {
     let pipeline = dir.path().join("nginx.yaml");
     std::fs::write(&pipeline, "inputs:\n  - Type: input_file\n    FilePaths: [/var/log/nginx/access.log]\n").expect("write");
     let admin = [("HOTRULE_SERVER", server.as_str())];
-    let (code, out, err) = run_cli(&["agent-config", "push", "--name", "nginx", pipeline.to_str().expect("path")], &admin);
-    assert_eq!(code, Some(0), "{out}{err}");
-    let (code, out, err) = run_cli(&["agent-config", "apply", "--name", "nginx", "--group", "default"], &admin);
-    assert_eq!(code, Some(0), "{out}{err}");
+    let (code, out, err) = hotrule_cli(&["agent-config", "push", "--name", "nginx", pipeline.to_str().expect("path")], &admin).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = hotrule_cli(&["agent-config", "apply", "--name", "nginx", "--group", "default"], &admin).await;
+    assert_eq!(code, 0, "{out}{err}");
 
     // Agents that trust the certificate heartbeat over TLS and receive the config.
     let ca = cert_file.to_str().expect("path");
@@ -123,22 +108,17 @@ async fn agents_are_served_over_tls_when_a_certificate_is_configured() {
         let ca = ca.to_string();
         async move {
             let args = ["bench", "agents", "--agents", "3", "--interval", "1", "--duration", "3", "--server", &server, "--ca-file", &ca];
-            tokio::task::spawn_blocking({
-                let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-                move || run_cli(&args.iter().map(String::as_str).collect::<Vec<_>>(), &[])
-            })
-            .await
-            .expect("bench task")
+            hotrule_cli(&args, &[]).await
         }
     };
     let (code, out, err) = bench(url.clone()).await;
-    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(code, 0, "{out}{err}");
     assert!(count_after(&out, "heartbeats:") >= 3, "{out}");
     assert_eq!(count_after(&out, "configs applied"), 3, "each agent applied the config once over TLS:\n{out}");
 
     // Plain HTTP to the TLS port is refused (the handshake fails), and the node keeps serving.
     let (code, out, err) = bench(format!("http://{addr}")).await;
-    assert_ne!(code, Some(0), "plain HTTP must not be answered on a TLS port:\n{out}{err}");
+    assert_ne!(code, 0, "plain HTTP must not be answered on a TLS port:\n{out}{err}");
     assert!(out.contains("heartbeats: 0 ok"), "{out}");
 
     // An agent that does not trust the certificate is refused too.
@@ -149,14 +129,16 @@ async fn agents_are_served_over_tls_when_a_certificate_is_configured() {
         .expect("cert");
     let other_ca_file = dir.path().join("other.crt");
     std::fs::write(&other_ca_file, other_ca.pem()).expect("write");
-    let (code, out, _) = run_cli(
-        &["bench", "agents", "--agents", "1", "--interval", "1", "--duration", "1", "--server", &url, "--ca-file", other_ca_file.to_str().expect("path")],
+    let other_ca = other_ca_file.to_str().expect("path");
+    let (code, out, _) = hotrule_cli(
+        &["bench", "agents", "--agents", "1", "--interval", "1", "--duration", "1", "--server", &url, "--ca-file", other_ca],
         &[],
-    );
-    assert_ne!(code, Some(0), "an untrusted certificate must fail verification:\n{out}");
+    )
+    .await;
+    assert_ne!(code, 0, "an untrusted certificate must fail verification:\n{out}");
 
     let (code, out, err) = bench(url).await;
-    assert_eq!(code, Some(0), "still serving after refused clients:\n{out}{err}");
+    assert_eq!(code, 0, "still serving after refused clients:\n{out}{err}");
     assert!(node.log_text().contains("agent TLS handshake failed"), "the refused handshake is logged");
 }
 

@@ -168,3 +168,32 @@ impl Drop for ProcessNode {
         self.kill9();
     }
 }
+
+/// How long one run of the CLI may take.
+pub const CLI_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Runs the `hotrule` binary with `args` and `env` (no admin or agent token, no default server
+/// from the caller's environment), within [`CLI_TIMEOUT`]; echoes what it printed for the test
+/// log, and returns (exit code, or -1 when killed by a signal; stdout; stderr).
+pub async fn hotrule_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_hotrule"));
+    command
+        .args(args)
+        .env_remove("HOTRULE_ADMIN_TOKEN")
+        .env_remove("HOTRULE_AGENT_TOKEN")
+        .env_remove("HOTRULE_SERVER")
+        .kill_on_drop(true);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = tokio::time::timeout(CLI_TIMEOUT, command.output())
+        .await
+        .expect("the CLI finishes")
+        .expect("run hotrule");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    eprintln!("$ hotrule {}\n{stdout}{stderr}", args.join(" "));
+    (out.status.code().unwrap_or(-1), stdout, stderr)
+}
