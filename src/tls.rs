@@ -62,6 +62,19 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The PEM certificates in `path`, at least one.
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let cert_error = |e: rustls_pki_types::pem::Error| TlsError::Cert { path: path.to_path_buf(), reason: e.to_string() };
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(cert_error)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(cert_error)?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCert { path: path.to_path_buf() });
+    }
+    Ok(certs)
+}
+
 /// Reads and checks the pair: at least one certificate, a key rustls can use, and the key
 /// matching the first (end-entity) certificate.
 pub fn load(files: &TlsFiles) -> Result<CertifiedKey, TlsError> {
@@ -69,14 +82,7 @@ pub fn load(files: &TlsFiles) -> Result<CertifiedKey, TlsError> {
 }
 
 fn load_with(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey, TlsError> {
-    let cert_error = |reason: String| TlsError::Cert { path: files.cert_file.clone(), reason };
-    let chain = CertificateDer::pem_file_iter(&files.cert_file)
-        .map_err(|e| cert_error(e.to_string()))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| cert_error(e.to_string()))?;
-    if chain.is_empty() {
-        return Err(TlsError::NoCert { path: files.cert_file.clone() });
-    }
+    let chain = read_certs(&files.cert_file)?;
     let key = PrivateKeyDer::from_pem_file(&files.key_file)
         .map_err(|e| TlsError::Key { path: files.key_file.clone(), reason: e.to_string() })?;
     CertifiedKey::from_der(chain, key, provider).map_err(|e| TlsError::Mismatch {
@@ -107,16 +113,8 @@ pub fn client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, Tls
     match ca_file {
         None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
         Some(path) => {
-            let cert_error = |reason: String| TlsError::Cert { path: path.to_path_buf(), reason };
-            let certs = CertificateDer::pem_file_iter(path)
-                .map_err(|e| cert_error(e.to_string()))?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| cert_error(e.to_string()))?;
-            if certs.is_empty() {
-                return Err(TlsError::NoCert { path: path.to_path_buf() });
-            }
-            for cert in certs {
-                roots.add(cert).map_err(|e| cert_error(e.to_string()))?;
+            for cert in read_certs(path)? {
+                roots.add(cert).map_err(|e| TlsError::Cert { path: path.to_path_buf(), reason: e.to_string() })?;
             }
         }
     }
@@ -281,10 +279,7 @@ struct FailureLog {
 
 impl FailureLog {
     fn note(&self, peer: SocketAddr, reason: &str) {
-        let now_ms = u64::try_from(
-            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis(),
-        )
-        .unwrap_or(u64::MAX);
+        let now_ms = crate::clock::now_ms();
         let last = self.last_ms.load(Ordering::Relaxed);
         if now_ms.saturating_sub(last) >= FAILURE_LOG_INTERVAL_MS
             && self.last_ms.compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed).is_ok()
