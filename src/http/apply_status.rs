@@ -15,15 +15,15 @@ use super::params::{Params, RawQuery};
 use super::{AdminState, outcome_response};
 use crate::bus::messages::ForwardOp;
 use crate::ids::ContentHash;
+use crate::status::Outcome;
 use crate::workflow::StatusQuery;
 
 /// The query: `applyId`, or `catalog` and `name` with an optional `contentHash`.
-fn query(params: &Params) -> Result<StatusQuery, Response> {
+fn query(params: &Params) -> Result<StatusQuery, Outcome> {
     if let Some(id) = params.get("applyId").map(str::trim).filter(|id| !id.is_empty()) {
         return Ok(StatusQuery::ById(id.to_string()));
     }
-    let (catalog_echo, name_echo) = params.echo();
-    let key = params.key(None).map_err(|outcome| outcome_response(&outcome, &catalog_echo, &name_echo))?;
+    let key = params.key(None)?;
     let content_hash =
         params.get("contentHash").map(str::trim).filter(|h| !h.is_empty()).map(|h| ContentHash(h.to_string()));
     Ok(StatusQuery::ByKey { key, content_hash })
@@ -36,7 +36,10 @@ pub async fn rule_status(State(state): State<Arc<AdminState>>, raw: RawQuery) ->
     };
     let query = match query(&params) {
         Ok(query) => query,
-        Err(response) => return response,
+        Err(outcome) => {
+            let (catalog_echo, name_echo) = params.echo();
+            return outcome_response(&outcome, &catalog_echo, &name_echo);
+        }
     };
     let mut unreachable_main = None;
     if let Some(cluster) = state.cluster.as_ref().filter(|c| !c.is_main()) {

@@ -41,13 +41,13 @@ impl NodeBusHandler {
         let node = self.cluster.self_id().clone();
         // The renderer echoes a catalog; a status read by applyId has none, so its echo is
         // blanked after rendering.
-        let (catalog, name) = match op.key() {
-            Some(key) => (key.catalog, key.name.as_str().to_string()),
-            None => (Catalog::OtelRules, String::new()),
+        let (catalog, name, keyless) = match op.key() {
+            Some(key) => (key.catalog, key.name.as_str().to_string(), false),
+            None => (Catalog::OtelRules, String::new(), true),
         };
         let render = |outcome: &Outcome| {
             let (status, mut body) = (self.render)(outcome, catalog, &name);
-            if op.key().is_none() {
+            if keyless {
                 body["catalog"] = Value::String(String::new());
             }
             (status, body)
@@ -62,7 +62,7 @@ impl NodeBusHandler {
             body["mainNode"] = Value::String(main);
             return BusResponse::Forwarded { http_status: status, body: body.to_string().into_bytes(), node };
         }
-        let outcome = match op.clone() {
+        let outcome = match op {
             ForwardOp::AddOrUpdate { key, content, allow_storage_change, force } => {
                 self.workflow.add_or_update(AddOrUpdate { key, content, allow_storage_change, force }).await
             }
