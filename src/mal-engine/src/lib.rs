@@ -1,0 +1,321 @@
+//! The MAL evaluation engine: runs a compiled SkyWalking MAL rule file ([`MalFile`]) on a batch of
+//! samples and returns the metric values it produces. Pure: no IO, no clock (the caller passes
+//! `now_ms` for `time()` and pruning), no global state (counter history lives in an
+//! [`EngineState`] the caller owns, one per rule file).
+//!
+//! Semantics follow SkyWalking's meter analyzer as its code runs (see `docs/mal.md` for every
+//! construct and each deliberate difference):
+//! - per rule: select the families the expression reads (none present → skipped silently), apply
+//!   the file `filter` per sample, evaluate, and emit from the entity map captured by the scope
+//!   call; an EMPTY result emits nothing;
+//! - the stored type comes from the compiler's shape: single (first sample per entity), labeled
+//!   (a table keyed by the labels left after the scope), histogram / histogram percentile;
+//! - an evaluation error skips that rule's output for the batch and is returned with the rule's
+//!   name; other rules still run; nothing panics.
+
+mod closure;
+mod counter;
+mod error;
+mod eval;
+mod ops;
+mod output;
+mod regex_cache;
+mod sample;
+mod scope;
+mod value;
+
+use std::collections::HashMap;
+
+use hotrule_rule_compiler::{MalFile, MalRule};
+
+pub use counter::{CounterConfig, CounterState, RuleKey};
+pub use error::{EvalError, RuleError, Warning};
+pub use output::{
+    DataType, DetectPoint, Downsampling, Entity, MetricValue, ScopeType, Value, minute_bucket,
+    to_long,
+};
+pub use regex_cache::RegexCache;
+pub use sample::{Family, Labels, Sample, labels};
+
+use crate::closure::{Interp, tags_value};
+use crate::eval::{RuleRun, Val};
+
+/// A rule file ready to evaluate: the compiled file plus what each rule reads.
+#[derive(Debug, Clone)]
+pub struct PreparedFile {
+    file: MalFile,
+    rules: Vec<PreparedRule>,
+}
+
+#[derive(Debug, Clone)]
+struct PreparedRule {
+    key: RuleKey,
+    inputs: Vec<String>,
+    percentiles: Vec<u32>,
+}
+
+/// Everything an evaluation carries from one batch to the next, owned by the caller.
+#[derive(Debug, Clone, Default)]
+pub struct EngineState {
+    pub counters: CounterState,
+    regexes: RegexCache,
+    k8s_warned: bool,
+}
+
+impl EngineState {
+    pub fn new(config: CounterConfig) -> EngineState {
+        EngineState {
+            counters: CounterState::new(config),
+            ..EngineState::default()
+        }
+    }
+}
+
+/// The result of evaluating a file on one batch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Evaluation {
+    pub values: Vec<MetricValue>,
+    pub errors: Vec<RuleError>,
+    /// Conditions reported once per state (e.g. no Kubernetes metadata source).
+    pub warnings: Vec<Warning>,
+}
+
+impl PreparedFile {
+    pub fn new(file: MalFile) -> PreparedFile {
+        let mut ordinals: HashMap<&str, u32> = HashMap::new();
+        let rules = file
+            .rules
+            .iter()
+            .map(|rule| {
+                let ordinal = ordinals.entry(rule.metric_name.as_str()).or_insert(0);
+                let key = RuleKey {
+                    metric: rule.metric_name.clone(),
+                    ordinal: *ordinal,
+                };
+                *ordinal += 1;
+                let mut inputs = Vec::new();
+                eval::input_names(&rule.expr, &mut inputs);
+                let mut percentiles = Vec::new();
+                eval::percentiles(&rule.expr, &mut percentiles);
+                PreparedRule {
+                    key,
+                    inputs,
+                    percentiles,
+                }
+            })
+            .collect();
+        PreparedFile { file, rules }
+    }
+
+    pub fn file(&self) -> &MalFile {
+        &self.file
+    }
+
+    /// The sample names rule `index` reads.
+    pub fn inputs_of(&self, index: usize) -> &[String] {
+        self.rules.get(index).map_or(&[], |rule| rule.inputs.as_slice())
+    }
+
+    /// Evaluates every rule on `batch` (one receiver batch). `now_ms` is the wall clock for
+    /// `time()` and for pruning idle counter series.
+    pub fn evaluate(&self, batch: &[Sample], now_ms: i64, state: &mut EngineState) -> Evaluation {
+        let mut by_name: HashMap<&str, Vec<Sample>> = HashMap::new();
+        for sample in batch {
+            by_name.entry(sample.name.as_str()).or_default().push(sample.clone());
+        }
+        let families: HashMap<&str, Family> = by_name
+            .into_iter()
+            .map(|(name, samples)| (name, Family::build(samples)))
+            .collect();
+        let mut evaluation = Evaluation::default();
+        for (rule, prepared) in self.file.rules.iter().zip(&self.rules) {
+            match self.evaluate_rule(rule, prepared, &families, now_ms, state, &mut evaluation.warnings) {
+                Ok(values) => evaluation.values.extend(values),
+                Err(error) => evaluation.errors.push(RuleError {
+                    rule: rule.name.clone(),
+                    metric: rule.metric_name.clone(),
+                    error,
+                }),
+            }
+        }
+        state.counters.prune(now_ms);
+        evaluation
+    }
+
+    fn evaluate_rule(
+        &self,
+        rule: &MalRule,
+        prepared: &PreparedRule,
+        families: &HashMap<&str, Family>,
+        now_ms: i64,
+        state: &mut EngineState,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Vec<MetricValue>, EvalError> {
+        let mut inputs: HashMap<String, Family> = prepared
+            .inputs
+            .iter()
+            .filter_map(|name| {
+                families
+                    .get(name.as_str())
+                    .filter(|family| !family.is_empty())
+                    .map(|family| (name.clone(), family.clone()))
+            })
+            .collect();
+        if inputs.is_empty() {
+            return Ok(Vec::new());
+        }
+        if let Some(filter) = &self.file.filter {
+            match apply_filter(filter, &inputs, &mut state.regexes) {
+                Ok(filtered) => inputs = filtered,
+                Err(error) => warnings.push(Warning::FilterFailed {
+                    rule: rule.name.clone(),
+                    reason: error.to_string(),
+                }),
+            }
+            if inputs.is_empty() {
+                return Ok(Vec::new());
+            }
+        }
+        let mut run = RuleRun {
+            rule_key: &prepared.key,
+            rule_name: &rule.name,
+            inputs: &inputs,
+            now_ms,
+            counters: &mut state.counters,
+            regexes: &mut state.regexes,
+            warnings,
+            k8s_warned: &mut state.k8s_warned,
+            site: 0,
+            entities: None,
+        };
+        let result = run.eval(&rule.expr)?;
+        let entities = run.entities.take();
+        match (result, entities) {
+            (Val::Family(family), Some(entities)) if !family.is_empty() => {
+                emit(rule, &prepared.percentiles, entities)
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+/// The file `filter`: keeps samples whose tags pass; families left empty are removed.
+fn apply_filter(
+    filter: &hotrule_rule_compiler::ast::Expr,
+    inputs: &HashMap<String, Family>,
+    regexes: &mut RegexCache,
+) -> Result<HashMap<String, Family>, EvalError> {
+    let hotrule_rule_compiler::ast::ExprKind::Closure(closure) = &filter.kind else {
+        return Ok(inputs.clone());
+    };
+    let mut interp = Interp { regexes };
+    let mut out = HashMap::new();
+    for (name, family) in inputs {
+        let mut kept = Vec::new();
+        for sample in family.samples() {
+            if interp.call(closure, vec![tags_value(&sample.labels)])?.truthy() {
+                kept.push(sample.clone());
+            }
+        }
+        let kept = Family::build(kept);
+        if !kept.is_empty() {
+            out.insert(name.clone(), kept);
+        }
+    }
+    Ok(out)
+}
+
+/// Turns the captured entity map into stored values, per the rule's data type.
+fn emit(
+    rule: &MalRule,
+    percentiles: &[u32],
+    entities: Vec<(Entity, Vec<Sample>)>,
+) -> Result<Vec<MetricValue>, EvalError> {
+    let shape = rule.shape;
+    let mut out = Vec::new();
+    for (entity, samples) in entities {
+        let Some(first) = samples.first() else {
+            continue;
+        };
+        let value = |value: Value, ts: i64| MetricValue {
+            metric: rule.metric_name.clone(),
+            entity: entity.clone(),
+            time_bucket: minute_bucket(ts),
+            value,
+            data_type: shape.data_type,
+            downsampling: shape.downsampling,
+        };
+        match shape.data_type {
+            DataType::Single => out.push(value(Value::Single(to_long(first.value)), first.timestamp_ms)),
+            DataType::Labeled => {
+                let mut table: Vec<(String, i64)> = Vec::new();
+                for sample in &samples {
+                    let key = label_key(sample.labels.iter());
+                    let v = to_long(sample.value);
+                    match table.iter_mut().find(|(k, _)| *k == key) {
+                        Some(slot) => slot.1 = v,
+                        None => table.push((key, v)),
+                    }
+                }
+                out.push(value(Value::Labeled(table), first.timestamp_ms));
+            }
+            DataType::Histogram | DataType::HistogramPercentile => {
+                let mut groups: Vec<(String, Vec<&Sample>)> = Vec::new();
+                for sample in &samples {
+                    let key = label_key(sample.labels.iter().filter(|(k, _)| *k != "le"));
+                    match groups.iter_mut().find(|(k, _)| *k == key) {
+                        Some(group) => group.1.push(sample),
+                        None => groups.push((key, vec![sample])),
+                    }
+                }
+                for (labels, group) in groups {
+                    let mut buckets = Vec::with_capacity(group.len());
+                    for sample in &group {
+                        let Some(le) = sample.labels.get("le") else {
+                            return Err(EvalError::BadArgument {
+                                function: "histogram".to_owned(),
+                                detail: "a sample without an 'le' label reached storage (keep 'le' in the aggregation)".to_owned(),
+                                line: rule.line,
+                            });
+                        };
+                        let bound = ops::parse_java_double(le).ok_or_else(|| EvalError::NotANumber {
+                            label: "le".to_owned(),
+                            value: le.clone(),
+                            line: rule.line,
+                        })?;
+                        let bucket = if bound == f64::NEG_INFINITY { i64::MIN } else { bound as i64 };
+                        buckets.push((bucket, to_long(sample.value)));
+                    }
+                    let percentiles = if shape.data_type == DataType::HistogramPercentile {
+                        percentiles.to_vec()
+                    } else {
+                        Vec::new()
+                    };
+                    out.push(value(
+                        Value::Histogram {
+                            labels,
+                            buckets,
+                            percentiles,
+                        },
+                        group[0].timestamp_ms,
+                    ));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `k1=v1,k2=v2` in label-name order.
+fn label_key<'a>(labels: impl Iterator<Item = (&'a String, &'a String)>) -> String {
+    let mut key = String::new();
+    for (k, v) in labels {
+        if !key.is_empty() {
+            key.push(',');
+        }
+        key.push_str(k);
+        key.push('=');
+        key.push_str(v);
+    }
+    key
+}

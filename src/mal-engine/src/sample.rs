@@ -1,0 +1,93 @@
+//! The input data model: a [`Sample`] (one series point) and a [`Family`] (the samples of one
+//! metric name in one batch, or an intermediate result of an expression).
+//!
+//! Labels are a `BTreeMap`, so equality ignores insertion order as SkyWalking's `ImmutableMap`
+//! equality does. An empty family is SkyWalking's `SampleFamily.EMPTY`: every way of building a
+//! family drops NaN samples, and a family left with none is EMPTY.
+
+use std::collections::BTreeMap;
+
+/// Label name to value. A missing label reads as `""` in filters, `by` lists and scope keys, and
+/// as `null` inside closures.
+pub type Labels = BTreeMap<String, String>;
+
+/// One point of one series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub name: String,
+    pub labels: Labels,
+    pub value: f64,
+    /// Epoch milliseconds.
+    pub timestamp_ms: i64,
+}
+
+impl Sample {
+    pub fn new(name: impl Into<String>, labels: Labels, value: f64, timestamp_ms: i64) -> Sample {
+        Sample {
+            name: name.into(),
+            labels,
+            value,
+            timestamp_ms,
+        }
+    }
+
+    /// A label's value, `""` when missing (SkyWalking's `getOrDefault(key, "")`).
+    pub fn label(&self, key: &str) -> &str {
+        self.labels.get(key).map_or("", String::as_str)
+    }
+
+    pub(crate) fn with_value(&self, value: f64) -> Sample {
+        Sample {
+            value,
+            ..self.clone()
+        }
+    }
+}
+
+/// Builds labels from pairs; handy in tests and callers.
+pub fn labels<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Labels {
+    pairs
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
+}
+
+/// A sample family. `samples` never holds a NaN value; empty means EMPTY.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Family {
+    samples: Vec<Sample>,
+}
+
+impl Family {
+    /// SkyWalking's `SampleFamily.build`: drops NaN values.
+    pub fn build(mut samples: Vec<Sample>) -> Family {
+        samples.retain(|sample| !sample.value.is_nan());
+        Family { samples }
+    }
+
+    pub fn empty() -> Family {
+        Family::default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    pub fn samples(&self) -> &[Sample] {
+        &self.samples
+    }
+
+    pub fn into_samples(self) -> Vec<Sample> {
+        self.samples
+    }
+
+    /// Every sample with a new value from `transform`; NaN results are dropped.
+    pub(crate) fn map_values(&self, transform: impl Fn(f64) -> f64) -> Family {
+        Family::build(
+            self.samples
+                .iter()
+                .map(|sample| sample.with_value(transform(sample.value)))
+                .collect(),
+        )
+    }
+}
