@@ -199,6 +199,53 @@ impl PreparedFile {
     }
 }
 
+/// The outcome of [`run_expression`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExpressionResult {
+    /// The resulting family; EMPTY when the expression evaluated to a bare number.
+    pub family: Family,
+    /// The entities captured by a scope call, with their samples (scope labels removed).
+    pub entities: Option<Vec<(Entity, Vec<Sample>)>>,
+    pub warnings: Vec<Warning>,
+}
+
+/// Evaluates one bare expression on named families, like upstream's `Expression.run`: no file
+/// filter, no emission. Counter history is kept in `state` under the metric name `"<expression>"`.
+pub fn run_expression(
+    expr: &hotrule_rule_compiler::ast::Expr,
+    inputs: &HashMap<String, Family>,
+    now_ms: i64,
+    state: &mut EngineState,
+) -> Result<ExpressionResult, EvalError> {
+    let key = RuleKey {
+        metric: "<expression>".to_owned(),
+        ordinal: 0,
+    };
+    let mut warnings = Vec::new();
+    let mut run = RuleRun {
+        rule_key: &key,
+        rule_name: "<expression>",
+        inputs,
+        now_ms,
+        counters: &mut state.counters,
+        regexes: &mut state.regexes,
+        warnings: &mut warnings,
+        k8s_warned: &mut state.k8s_warned,
+        site: 0,
+        entities: None,
+    };
+    let family = match run.eval(expr)? {
+        Val::Family(family) => family,
+        Val::Num(_) => Family::empty(),
+    };
+    let entities = run.entities.take();
+    Ok(ExpressionResult {
+        family,
+        entities,
+        warnings,
+    })
+}
+
 /// The file `filter`: keeps samples whose tags pass; families left empty are removed.
 fn apply_filter(
     filter: &hotrule_rule_compiler::ast::Expr,
