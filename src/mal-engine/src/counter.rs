@@ -183,7 +183,11 @@ impl CounterState {
     pub fn prune(&mut self, now_ms: i64) {
         let grace = self.config.idle_grace_ms;
         self.series.retain(|_, series| {
-            series.newest_ts.saturating_add(series.window_ms).saturating_add(grace) >= now_ms
+            series
+                .newest_ts
+                .saturating_add(series.window_ms)
+                .saturating_add(grace)
+                >= now_ms
         });
     }
 

@@ -60,6 +60,8 @@ pub enum Warning {
         "retagByK8sMeta has no Kubernetes metadata source: samples keep their labels (first seen in rule '{rule}')"
     )]
     NoK8sMetadata { rule: String },
-    #[error("the file filter failed ({reason}); rule '{rule}' ran on the unfiltered input, as SkyWalking does")]
+    #[error(
+        "the file filter failed ({reason}); rule '{rule}' ran on the unfiltered input, as SkyWalking does"
+    )]
     FilterFailed { rule: String, reason: String },
 }

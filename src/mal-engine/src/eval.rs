@@ -9,8 +9,12 @@
 use std::collections::HashMap;
 
 use hotrule_rule_compiler::ScopeType;
-use hotrule_rule_compiler::ast::{Arg, BinaryOp, Call, Closure, Expr, ExprKind, NumberValue, UnaryOp};
+use hotrule_rule_compiler::ast::{BinaryOp, Call, Closure, Expr, ExprKind, UnaryOp};
 
+use crate::ast_read::{
+    class_constant, closure_arg, iso_duration_ms, kind_name, number_literal, string_list,
+    string_literal, time_unit_ms, unparen,
+};
 use crate::closure::{Interp, entity_value, labels_of, tags_value};
 use crate::counter::{CounterState, RuleKey};
 use crate::error::{EvalError, Warning};
@@ -20,16 +24,6 @@ use crate::regex_cache::RegexCache;
 use crate::sample::{Family, Sample};
 use crate::scope::{self, ScopeSpec};
 use crate::value::V;
-
-/// Classes whose constants MAL expressions name; a bare name that is not one of these is a family.
-pub(crate) const CLASS_NAMES: &[&str] = &[
-    "Layer",
-    "DetectPoint",
-    "K8sRetagType",
-    "TimeUnit",
-    "ProcessRegistry",
-    "DownsamplingType",
-];
 
 /// An intermediate value outside closures.
 #[derive(Debug, Clone)]
@@ -56,127 +50,6 @@ pub(crate) struct RuleRun<'r> {
 
 fn line(expr: &Expr) -> usize {
     expr.span.line
-}
-
-fn unparen(mut expr: &Expr) -> &Expr {
-    while let ExprKind::Paren(inner) = &expr.kind {
-        expr = inner;
-    }
-    expr
-}
-
-fn string_literal(expr: &Expr) -> Option<&str> {
-    match &unparen(expr).kind {
-        ExprKind::Str(literal) => Some(literal.value.as_str()),
-        _ => None,
-    }
-}
-
-fn string_list(expr: &Expr) -> Option<Vec<String>> {
-    match &unparen(expr).kind {
-        ExprKind::List(items) => items
-            .iter()
-            .map(|item| string_literal(item).map(str::to_owned))
-            .collect(),
-        _ => None,
-    }
-}
-
-fn number_literal(expr: &Expr) -> Option<f64> {
-    match &unparen(expr).kind {
-        ExprKind::Number(number) => Some(match number.value {
-            NumberValue::Integer(i) => i as f64,
-            NumberValue::Decimal(f) => f,
-        }),
-        ExprKind::Unary {
-            op: UnaryOp::Neg,
-            operand,
-        } => number_literal(operand).map(|v| -v),
-        ExprKind::Unary {
-            op: UnaryOp::Plus,
-            operand,
-        } => number_literal(operand),
-        _ => None,
-    }
-}
-
-/// `Class.CONSTANT` as `(class, constant)`.
-fn class_constant(expr: &Expr) -> Option<(&str, &str)> {
-    match &unparen(expr).kind {
-        ExprKind::Property { receiver, name, .. } => match &receiver.kind {
-            ExprKind::Name(class) if CLASS_NAMES.contains(&class.as_str()) => {
-                Some((class.as_str(), name.name.as_str()))
-            }
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-fn closure_arg(arg: Option<&Arg>) -> Option<&Closure> {
-    match arg.map(|a| &unparen(&a.value).kind) {
-        Some(ExprKind::Closure(closure)) => Some(closure),
-        _ => None,
-    }
-}
-
-/// Every sample-family name an expression reads (bare names outside closures that are not class
-/// names nor the constant argument of `downsampling`), in first-seen order.
-pub(crate) fn input_names(expr: &Expr, out: &mut Vec<String>) {
-    match &expr.kind {
-        ExprKind::Name(name) => {
-            if !CLASS_NAMES.contains(&name.as_str()) && !out.contains(name) {
-                out.push(name.clone());
-            }
-        }
-        ExprKind::Call(call) => {
-            if let Some(receiver) = &call.receiver {
-                input_names(receiver, out);
-            }
-            if call.method.name != "downsampling" {
-                for arg in &call.args {
-                    input_names(&arg.value, out);
-                }
-            }
-        }
-        ExprKind::Paren(inner) | ExprKind::Unary { operand: inner, .. } => input_names(inner, out),
-        ExprKind::Binary { left, right, .. } => {
-            input_names(left, out);
-            input_names(right, out);
-        }
-        ExprKind::List(items) => items.iter().for_each(|item| input_names(item, out)),
-        // Constants (`Layer.X`) and closures read no family.
-        _ => {}
-    }
-}
-
-/// The percentile ranks of the last `histogram_percentile([...])` outside closures.
-pub(crate) fn percentiles(expr: &Expr, out: &mut Vec<u32>) {
-    match &expr.kind {
-        ExprKind::Call(call) => {
-            if let Some(receiver) = &call.receiver {
-                percentiles(receiver, out);
-            }
-            for arg in &call.args {
-                percentiles(&arg.value, out);
-            }
-            if call.method.name == "histogram_percentile" {
-                if let Some(ExprKind::List(items)) = call.args.first().map(|a| &unparen(&a.value).kind) {
-                    *out = items
-                        .iter()
-                        .filter_map(number_literal)
-                        .map(|v| v as u32)
-                        .collect();
-                }
-            }
-        }
-        ExprKind::Paren(inner) | ExprKind::Unary { operand: inner, .. } => percentiles(inner, out),
-        ExprKind::Binary { left, right, .. } => {
-            percentiles(left, out);
-            percentiles(right, out);
-        }
-        _ => {}
-    }
 }
 
 impl RuleRun<'_> {
@@ -279,12 +152,17 @@ impl RuleRun<'_> {
                 let strings = strings.ok_or_else(|| bad("(tag, value) string pairs"))?;
                 let pairs: Vec<(String, String)> = strings
                     .chunks(2)
-                    .map(|p| (p[0].to_owned(), p.get(1).copied().unwrap_or_default().to_owned()))
+                    .map(|p| {
+                        (
+                            p[0].to_owned(),
+                            p.get(1).copied().unwrap_or_default().to_owned(),
+                        )
+                    })
                     .collect();
                 ops::tag_filter(&family, op, &pairs, self.regexes, at)?
             }
-            "valueEqual" | "valueNotEqual" | "valueGreater" | "valueGreaterEqual"
-            | "valueLess" | "valueLessEqual" => {
+            "valueEqual" | "valueNotEqual" | "valueGreater" | "valueGreaterEqual" | "valueLess"
+            | "valueLessEqual" => {
                 let op = match method {
                     "valueEqual" => ValueOp::Equal,
                     "valueNotEqual" => ValueOp::NotEqual,
@@ -303,7 +181,9 @@ impl RuleRun<'_> {
                 let by = match args.first() {
                     None => None,
                     Some(arg) if matches!(unparen(&arg.value).kind, ExprKind::Null) => None,
-                    Some(arg) => Some(string_list(&arg.value).ok_or_else(|| bad("a list of label names"))?),
+                    Some(arg) => {
+                        Some(string_list(&arg.value).ok_or_else(|| bad("a list of label names"))?)
+                    }
                 };
                 match method {
                     "count" => ops::count(&family, by.as_deref()),
@@ -357,7 +237,11 @@ impl RuleRun<'_> {
                 let closure = closure_arg(args.first()).ok_or_else(|| bad("a closure"))?;
                 let mut kept = Vec::new();
                 for sample in family.samples() {
-                    if self.interp().call(closure, vec![tags_value(&sample.labels)])?.truthy() {
+                    if self
+                        .interp()
+                        .call(closure, vec![tags_value(&sample.labels)])?
+                        .truthy()
+                    {
                         kept.push(sample.clone());
                     }
                 }
@@ -402,7 +286,8 @@ impl RuleRun<'_> {
                 let unit = args.iter().find_map(|a| class_constant(&a.value));
                 let scale = match unit {
                     None => 1000.0,
-                    Some((_, unit)) => time_unit_ms(unit).ok_or_else(|| bad("a TimeUnit of at least a millisecond"))?,
+                    Some((_, unit)) => time_unit_ms(unit)
+                        .ok_or_else(|| bad("a TimeUnit of at least a millisecond"))?,
                 };
                 ops::histogram(&family, le, scale, at)?
             }
@@ -414,8 +299,13 @@ impl RuleRun<'_> {
                 }
                 family
             }
-            "service" | "instance" | "endpoint" | "process" | "serviceRelation"
-            | "serviceInstanceRelation" | "processRelation" => {
+            "service"
+            | "instance"
+            | "endpoint"
+            | "process"
+            | "serviceRelation"
+            | "serviceInstanceRelation"
+            | "processRelation" => {
                 if family.is_empty() {
                     return Ok(Val::Family(family));
                 }
@@ -426,7 +316,9 @@ impl RuleRun<'_> {
                     if let (true, Some(closure)) = (spec.has_properties, closure) {
                         // Upstream reads the properties from the group's first sample, scope
                         // labels included.
-                        let result = self.interp().call(closure, vec![tags_value(&first_labels)])?;
+                        let result = self
+                            .interp()
+                            .call(closure, vec![tags_value(&first_labels)])?;
                         if let V::Map(map) = result {
                             entity.instance_properties = Some(labels_of(&map, at)?);
                         }
@@ -453,7 +345,13 @@ impl RuleRun<'_> {
     }
 
     /// `increase`/`rate` (with a window) and `irate` (without).
-    fn windowed(&mut self, family: &Family, site: u32, window_ms: Option<i64>, rate: bool) -> Family {
+    fn windowed(
+        &mut self,
+        family: &Family,
+        site: u32,
+        window_ms: Option<i64>,
+        rate: bool,
+    ) -> Family {
         let mut out = Vec::with_capacity(family.samples().len());
         for sample in family.samples() {
             let point = (sample.timestamp_ms, sample.value);
@@ -466,9 +364,10 @@ impl RuleRun<'_> {
                     point,
                     window,
                 ),
-                None => self
-                    .counters
-                    .previous(self.rule_key, site, &sample.name, &sample.labels, point),
+                None => {
+                    self.counters
+                        .previous(self.rule_key, site, &sample.name, &sample.labels, point)
+                }
             };
             let value = if rate {
                 let seconds = (sample.timestamp_ms - ref_ts) / 1000;
@@ -592,59 +491,4 @@ fn combine(left: Val, op: Arith, right: Val) -> Val {
         (Val::Num(n), Val::Family(f)) => Val::Family(ops::number_with(n, op, &f)),
         (Val::Family(a), Val::Family(b)) => Val::Family(ops::between(&a, op, &b)),
     }
-}
-
-fn kind_name(kind: &ExprKind) -> &'static str {
-    match kind {
-        ExprKind::Str(_) | ExprKind::GString(_) => "a string",
-        ExprKind::Bool(_) | ExprKind::Null => "a boolean or null",
-        ExprKind::List(_) | ExprKind::Map(_) => "a list or map",
-        ExprKind::Closure(_) => "a closure",
-        ExprKind::Property { .. } => "a property access",
-        ExprKind::Index { .. } => "indexing",
-        ExprKind::Ternary { .. } | ExprKind::Elvis { .. } => "a conditional",
-        ExprKind::Cast { .. } => "a cast",
-        ExprKind::Assign { .. } => "an assignment",
-        _ => "this expression",
-    }
-}
-
-fn time_unit_ms(unit: &str) -> Option<f64> {
-    // `unit.toMillis(1)` must be > 0 upstream: sub-millisecond units fail the rule.
-    match unit {
-        "MILLISECONDS" => Some(1.0),
-        "SECONDS" => Some(1000.0),
-        "MINUTES" => Some(60_000.0),
-        "HOURS" => Some(3_600_000.0),
-        "DAYS" => Some(86_400_000.0),
-        _ => None,
-    }
-}
-
-/// `java.time.Duration.parse` for the forms MAL uses (`PnDTnHnMn.nS`), in milliseconds.
-pub(crate) fn iso_duration_ms(text: &str) -> Option<i64> {
-    let upper = text.trim().to_ascii_uppercase();
-    let rest = upper.strip_prefix('P')?;
-    let (days, time) = match rest.split_once('T') {
-        Some((d, t)) => (d, Some(t)),
-        None => (rest, None),
-    };
-    let mut total = 0.0;
-    let mut parse = |part: &str, units: &[(char, f64)]| -> Option<()> {
-        let mut rest = part;
-        while !rest.is_empty() {
-            let at = rest.find(|c: char| c.is_ascii_alphabetic())?;
-            let (number, tail) = rest.split_at(at);
-            let unit = tail.chars().next()?;
-            let (_, seconds) = units.iter().find(|(u, _)| *u == unit)?;
-            total += number.replace(',', ".").parse::<f64>().ok()? * seconds;
-            rest = &tail[1..];
-        }
-        Some(())
-    };
-    parse(days, &[('D', 86_400.0)])?;
-    if let Some(time) = time {
-        parse(time, &[('H', 3_600.0), ('M', 60.0), ('S', 1.0)])?;
-    }
-    (total > 0.0).then(|| (total * 1000.0).round() as i64)
 }

@@ -13,7 +13,9 @@
 //! - an evaluation error skips that rule's output for the batch and is returned with the rule's
 //!   name; other rules still run; nothing panics.
 
+mod ast_read;
 mod closure;
+mod closure_builtins;
 mod counter;
 mod error;
 mod eval;
@@ -94,9 +96,9 @@ impl PreparedFile {
                 };
                 *ordinal += 1;
                 let mut inputs = Vec::new();
-                eval::input_names(&rule.expr, &mut inputs);
+                ast_read::input_names(&rule.expr, &mut inputs);
                 let mut percentiles = Vec::new();
-                eval::percentiles(&rule.expr, &mut percentiles);
+                ast_read::percentiles(&rule.expr, &mut percentiles);
                 PreparedRule {
                     key,
                     inputs,
@@ -113,7 +115,9 @@ impl PreparedFile {
 
     /// The sample names rule `index` reads.
     pub fn inputs_of(&self, index: usize) -> &[String] {
-        self.rules.get(index).map_or(&[], |rule| rule.inputs.as_slice())
+        self.rules
+            .get(index)
+            .map_or(&[], |rule| rule.inputs.as_slice())
     }
 
     /// Evaluates every rule on `batch` (one receiver batch). `now_ms` is the wall clock for
@@ -121,7 +125,10 @@ impl PreparedFile {
     pub fn evaluate(&self, batch: &[Sample], now_ms: i64, state: &mut EngineState) -> Evaluation {
         let mut by_name: HashMap<&str, Vec<Sample>> = HashMap::new();
         for sample in batch {
-            by_name.entry(sample.name.as_str()).or_default().push(sample.clone());
+            by_name
+                .entry(sample.name.as_str())
+                .or_default()
+                .push(sample.clone());
         }
         let families: HashMap<&str, Family> = by_name
             .into_iter()
@@ -129,7 +136,14 @@ impl PreparedFile {
             .collect();
         let mut evaluation = Evaluation::default();
         for (rule, prepared) in self.file.rules.iter().zip(&self.rules) {
-            match self.evaluate_rule(rule, prepared, &families, now_ms, state, &mut evaluation.warnings) {
+            match self.evaluate_rule(
+                rule,
+                prepared,
+                &families,
+                now_ms,
+                state,
+                &mut evaluation.warnings,
+            ) {
                 Ok(values) => evaluation.values.extend(values),
                 Err(error) => evaluation.errors.push(RuleError {
                     rule: rule.name.clone(),
@@ -260,7 +274,10 @@ fn apply_filter(
     for (name, family) in inputs {
         let mut kept = Vec::new();
         for sample in family.samples() {
-            if interp.call(closure, vec![tags_value(&sample.labels)])?.truthy() {
+            if interp
+                .call(closure, vec![tags_value(&sample.labels)])?
+                .truthy()
+            {
                 kept.push(sample.clone());
             }
         }
@@ -293,7 +310,10 @@ fn emit(
             downsampling: shape.downsampling,
         };
         match shape.data_type {
-            DataType::Single => out.push(value(Value::Single(to_long(first.value)), first.timestamp_ms)),
+            DataType::Single => out.push(value(
+                Value::Single(to_long(first.value)),
+                first.timestamp_ms,
+            )),
             DataType::Labeled => {
                 let mut table: Vec<(String, i64)> = Vec::new();
                 for sample in &samples {
@@ -325,12 +345,17 @@ fn emit(
                                 line: rule.line,
                             });
                         };
-                        let bound = ops::parse_java_double(le).ok_or_else(|| EvalError::NotANumber {
-                            label: "le".to_owned(),
-                            value: le.clone(),
-                            line: rule.line,
-                        })?;
-                        let bucket = if bound == f64::NEG_INFINITY { i64::MIN } else { bound as i64 };
+                        let bound =
+                            ops::parse_java_double(le).ok_or_else(|| EvalError::NotANumber {
+                                label: "le".to_owned(),
+                                value: le.clone(),
+                                line: rule.line,
+                            })?;
+                        let bucket = if bound == f64::NEG_INFINITY {
+                            i64::MIN
+                        } else {
+                            bound as i64
+                        };
                         buckets.push((bucket, to_long(sample.value)));
                     }
                     let percentiles = if shape.data_type == DataType::HistogramPercentile {

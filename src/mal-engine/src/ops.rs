@@ -231,11 +231,19 @@ pub(crate) fn aggregate(family: &Family, agg: Agg, by: Option<&[String]>) -> Fam
 }
 
 fn java_min(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) }
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.min(b)
+    }
 }
 
 fn java_max(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) }
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
 }
 
 /// `count(by)`: one label → a label-less sample counting distinct non-blank values; several →
@@ -276,7 +284,12 @@ pub(crate) fn count(family: &Family, by: Option<&[String]>) -> Family {
             let combos: Vec<Sample> = group_by(&having, by)
                 .into_iter()
                 .map(|(key, group)| {
-                    Sample::new(group[0].name.clone(), key, group.len() as f64, group[0].timestamp_ms)
+                    Sample::new(
+                        group[0].name.clone(),
+                        key,
+                        group.len() as f64,
+                        group[0].timestamp_ms,
+                    )
                 })
                 .collect();
             let rest: Vec<String> = by[..by.len() - 1].to_vec();
@@ -309,7 +322,10 @@ pub(crate) fn parse_java_double(text: &str) -> Option<f64> {
         _ => {}
     }
     let body = trimmed.trim_end_matches(['d', 'D', 'f', 'F']);
-    if body.chars().any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E') {
+    if body
+        .chars()
+        .any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+    {
         return None;
     }
     body.parse::<f64>().ok()

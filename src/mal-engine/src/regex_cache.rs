@@ -23,7 +23,12 @@ pub struct RegexCache {
 }
 
 impl RegexCache {
-    pub(crate) fn get(&mut self, pattern: &str, mode: Mode, line: usize) -> Result<&Regex, EvalError> {
+    pub(crate) fn get(
+        &mut self,
+        pattern: &str,
+        mode: Mode,
+        line: usize,
+    ) -> Result<&Regex, EvalError> {
         let entry = self
             .compiled
             .entry((pattern.to_owned(), mode))

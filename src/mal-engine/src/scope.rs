@@ -129,7 +129,8 @@ impl ScopeSpec {
                 });
                 entity.service_name = cut(dim(first, self.list(0), "."), MAX_SERVICE);
                 entity.instance_name = cut(dim(first, self.list(1), "."), MAX_INSTANCE);
-                entity.source_process_id = first.label(self.string(1).unwrap_or_default()).to_owned();
+                entity.source_process_id =
+                    first.label(self.string(1).unwrap_or_default()).to_owned();
                 entity.dest_process_id = first.label(self.string(2).unwrap_or_default()).to_owned();
                 entity.component_id = component(first, self.string(3));
             }
@@ -141,7 +142,11 @@ impl ScopeSpec {
 /// A name part: the keys' values in order, empty ones skipped, joined by the delimiter.
 fn dim(sample: &Sample, keys: &[String], delimiter: &str) -> String {
     let mut out = String::new();
-    for value in keys.iter().map(|k| sample.label(k)).filter(|v| !v.is_empty()) {
+    for value in keys
+        .iter()
+        .map(|k| sample.label(k))
+        .filter(|v| !v.is_empty())
+    {
         if !out.is_empty() {
             out.push_str(delimiter);
         }
@@ -187,5 +192,8 @@ pub(crate) fn group(spec: &ScopeSpec, samples: &[Sample]) -> Vec<(Entity, Vec<Sa
             }
         }
     }
-    groups.into_iter().map(|(_, e, s, first)| (e, s, first)).collect()
+    groups
+        .into_iter()
+        .map(|(_, e, s, first)| (e, s, first))
+        .collect()
 }

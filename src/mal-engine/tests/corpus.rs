@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use hotrule_mal_engine::{EngineState, PreparedFile, Sample};
-use hotrule_rule_compiler::ast::{UnaryOp, BinaryOp, Block, Else, Expr, ExprKind, GStringPart, IfStmt, StmtKind};
+use hotrule_rule_compiler::ast::{
+    BinaryOp, Block, Else, Expr, ExprKind, GStringPart, IfStmt, StmtKind, UnaryOp,
+};
 use hotrule_rule_compiler::{Compiled, DslKind, compile};
 
 const CORPUS: &str = "/work/shared/corpus/skywalking-rules";
@@ -83,8 +85,14 @@ fn sample_for_regex(pattern: &str) -> Option<String> {
     let candidates = [
         pattern.to_owned(),
         first_branch.to_owned(),
-        first_branch.replace(".*", "x").replace(".+", "x").replace(['^', '$', '(', ')', '\\'], ""),
-        pattern.replace(".*", "x").replace(".+", "x").replace(['^', '$', '(', ')', '\\'], ""),
+        first_branch
+            .replace(".*", "x")
+            .replace(".+", "x")
+            .replace(['^', '$', '(', ')', '\\'], ""),
+        pattern
+            .replace(".*", "x")
+            .replace(".+", "x")
+            .replace(['^', '$', '(', ')', '\\'], ""),
         "x".to_owned(),
         String::new(),
     ];
@@ -127,10 +135,18 @@ fn walk(expr: &Expr, needs: &mut Needs) {
                     needs.value = call.args.first().and_then(|a| num_of(&a.value));
                 }
                 "valueGreater" => {
-                    needs.value = call.args.first().and_then(|a| num_of(&a.value)).map(|v| v + 1.0);
+                    needs.value = call
+                        .args
+                        .first()
+                        .and_then(|a| num_of(&a.value))
+                        .map(|v| v + 1.0);
                 }
                 "valueLess" => {
-                    needs.value = call.args.first().and_then(|a| num_of(&a.value)).map(|v| v - 1.0);
+                    needs.value = call
+                        .args
+                        .first()
+                        .and_then(|a| num_of(&a.value))
+                        .map(|v| v - 1.0);
                 }
                 "retagByK8sMeta" => {
                     // Without a metadata source the new label must already be there.
@@ -180,7 +196,9 @@ fn closure_block(block: &Block, needs: &mut Needs) {
     for stmt in &block.statements {
         match &stmt.kind {
             StmtKind::Expr(e) => closure_expr(e, needs),
-            StmtKind::Local { init: Some(e), .. } | StmtKind::Return(Some(e)) => closure_expr(e, needs),
+            StmtKind::Local { init: Some(e), .. } | StmtKind::Return(Some(e)) => {
+                closure_expr(e, needs)
+            }
             StmtKind::If(if_stmt) => closure_if(if_stmt, needs),
             _ => {}
         }
@@ -216,17 +234,28 @@ fn closure_expr(expr: &Expr, needs: &mut Needs) {
         needs.labels.insert(label.to_owned());
     }
     match &expr.kind {
-        ExprKind::Unary { op: UnaryOp::Not, operand } => {
+        ExprKind::Unary {
+            op: UnaryOp::Not,
+            operand,
+        } => {
             if let Some(label) = tag_read(operand) {
                 needs.absent.insert(label.to_owned());
             }
         }
-        ExprKind::Binary { op: BinaryOp::Eq, left, right } => {
+        ExprKind::Binary {
+            op: BinaryOp::Eq,
+            left,
+            right,
+        } => {
             if let (Some(label), Some(value)) = (tag_read(left), str_of(right)) {
                 needs.hint(label, value);
             }
         }
-        ExprKind::Binary { op: BinaryOp::In, left, right } => {
+        ExprKind::Binary {
+            op: BinaryOp::In,
+            left,
+            right,
+        } => {
             if let (Some(label), ExprKind::List(items)) = (tag_read(left), &right.kind) {
                 for item in items.iter().filter_map(str_of) {
                     needs.hint(label, item);
@@ -236,7 +265,10 @@ fn closure_expr(expr: &Expr, needs: &mut Needs) {
         _ => {}
     }
     match &expr.kind {
-        ExprKind::Property { receiver, .. } | ExprKind::Cast { value: receiver, .. } => closure_expr(receiver, needs),
+        ExprKind::Property { receiver, .. }
+        | ExprKind::Cast {
+            value: receiver, ..
+        } => closure_expr(receiver, needs),
         ExprKind::Index { receiver, index } => {
             closure_expr(receiver, needs);
             closure_expr(index, needs);
@@ -251,12 +283,23 @@ fn closure_expr(expr: &Expr, needs: &mut Needs) {
         }
         ExprKind::Unary { operand, .. } | ExprKind::Paren(operand) => closure_expr(operand, needs),
         ExprKind::Binary { left, right, .. }
-        | ExprKind::Elvis { value: left, fallback: right }
-        | ExprKind::Assign { target: left, value: right, .. } => {
+        | ExprKind::Elvis {
+            value: left,
+            fallback: right,
+        }
+        | ExprKind::Assign {
+            target: left,
+            value: right,
+            ..
+        } => {
             closure_expr(left, needs);
             closure_expr(right, needs);
         }
-        ExprKind::Ternary { condition, then, otherwise } => {
+        ExprKind::Ternary {
+            condition,
+            then,
+            otherwise,
+        } => {
             closure_expr(condition, needs);
             closure_expr(then, needs);
             closure_expr(otherwise, needs);
@@ -336,12 +379,20 @@ fn every_corpus_rule_yields_a_value() {
     let mut files = Vec::new();
     mal_files(root, &mut files);
     files.sort();
-    assert!(files.len() >= 80, "expected the corpus' MAL files, found {}", files.len());
+    assert!(
+        files.len() >= 80,
+        "expected the corpus' MAL files, found {}",
+        files.len()
+    );
     let t0 = 1_700_000_000_000_i64;
     let mut failures: BTreeSet<(String, String, String)> = BTreeSet::new();
     let mut rules_total = 0;
     for path in &files {
-        let relative = path.strip_prefix(root).unwrap_or(path).display().to_string();
+        let relative = path
+            .strip_prefix(root)
+            .unwrap_or(path)
+            .display()
+            .to_string();
         let bytes = std::fs::read(path).unwrap_or_default();
         let file = match compile(DslKind::Mal, &bytes) {
             Ok(Compiled::Mal(file)) => PreparedFile::new(file),
@@ -362,7 +413,11 @@ fn every_corpus_rule_yields_a_value() {
                 }
             }
             for error in evaluation.errors {
-                failures.insert((relative.clone(), error.rule.clone(), format!("error: {}", error.error)));
+                failures.insert((
+                    relative.clone(),
+                    error.rule.clone(),
+                    format!("error: {}", error.error),
+                ));
             }
             for value in evaluation.values {
                 produced.insert(value.metric);
@@ -371,20 +426,38 @@ fn every_corpus_rule_yields_a_value() {
         for rule in &file.file().rules {
             rules_total += 1;
             if !produced.contains(&rule.metric_name)
-                && !failures.iter().any(|(f, r, _)| *f == relative && *r == rule.name)
+                && !failures
+                    .iter()
+                    .any(|(f, r, _)| *f == relative && *r == rule.name)
             {
                 failures.insert((relative.clone(), rule.name.clone(), "no value".to_owned()));
             }
         }
     }
-    let known: BTreeSet<(String, String)> =
-        KNOWN_GAPS.iter().map(|(f, r, _)| ((*f).to_owned(), (*r).to_owned())).collect();
-    let unexpected: Vec<_> = failures.iter().filter(|(f, r, _)| !known.contains(&(f.clone(), r.clone()))).collect();
+    let known: BTreeSet<(String, String)> = KNOWN_GAPS
+        .iter()
+        .map(|(f, r, _)| ((*f).to_owned(), (*r).to_owned()))
+        .collect();
+    let unexpected: Vec<_> = failures
+        .iter()
+        .filter(|(f, r, _)| !known.contains(&(f.clone(), r.clone())))
+        .collect();
     let stale: Vec<_> = known
         .iter()
         .filter(|(f, r)| !failures.iter().any(|(ff, rr, _)| ff == f && rr == r))
         .collect();
-    eprintln!("{} files, {rules_total} rules, {} failing ({} known)", files.len(), failures.len(), known.len());
-    assert!(unexpected.is_empty(), "rules without a value or with an error:\n{unexpected:#?}");
-    assert!(stale.is_empty(), "KNOWN_GAPS entries that now pass: {stale:?}");
+    eprintln!(
+        "{} files, {rules_total} rules, {} failing ({} known)",
+        files.len(),
+        failures.len(),
+        known.len()
+    );
+    assert!(
+        unexpected.is_empty(),
+        "rules without a value or with an error:\n{unexpected:#?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "KNOWN_GAPS entries that now pass: {stale:?}"
+    );
 }

@@ -22,7 +22,10 @@ fn only(values: &[MetricValue]) -> &MetricValue {
 fn scope_test_service_single_value_takes_first_sample() {
     let evaluation = evaluate(
         &file("m.service(['service'], Layer.GENERAL)"),
-        &[s("m", &[("service", "a"), ("x", "1")], 2.4), s("m", &[("service", "a"), ("x", "2")], 9.0)],
+        &[
+            s("m", &[("service", "a"), ("x", "1")], 2.4),
+            s("m", &[("service", "a"), ("x", "2")], 9.0),
+        ],
     );
     assert!(evaluation.errors.is_empty());
     let value = only(&evaluation.values);
@@ -37,18 +40,44 @@ fn scope_test_service_single_value_takes_first_sample() {
 #[test]
 fn scope_test_names_skip_empty_parts_and_use_delimiters() {
     let evaluation = evaluate(
-        &file("m.sum(['cluster', 'service', 'pod']).instance(['cluster', 'service'], '::', ['pod'], '', Layer.K8S_SERVICE, { tags -> ['pod': tags.pod] })"),
-        &[s("m", &[("cluster", "c1"), ("service", "s"), ("pod", "p1")], 1.0), s("m", &[("service", "s"), ("pod", "p2")], 1.0)],
+        &file(
+            "m.sum(['cluster', 'service', 'pod']).instance(['cluster', 'service'], '::', ['pod'], '', Layer.K8S_SERVICE, { tags -> ['pod': tags.pod] })",
+        ),
+        &[
+            s(
+                "m",
+                &[("cluster", "c1"), ("service", "s"), ("pod", "p1")],
+                1.0,
+            ),
+            s("m", &[("service", "s"), ("pod", "p2")], 1.0),
+        ],
     );
     let mut names: Vec<(String, String)> = evaluation
         .values
         .iter()
-        .map(|v| (v.entity.service_name.clone(), v.entity.instance_name.clone()))
+        .map(|v| {
+            (
+                v.entity.service_name.clone(),
+                v.entity.instance_name.clone(),
+            )
+        })
         .collect();
     names.sort();
-    assert_eq!(names, vec![("c1::s".to_owned(), "p1".to_owned()), ("s".to_owned(), "p2".to_owned())]);
-    let properties = evaluation.values.iter().find_map(|v| v.entity.instance_properties.clone());
-    assert!(properties.is_some_and(|p| p.get("pod").is_some()), "instance properties closure");
+    assert_eq!(
+        names,
+        vec![
+            ("c1::s".to_owned(), "p1".to_owned()),
+            ("s".to_owned(), "p2".to_owned())
+        ]
+    );
+    let properties = evaluation
+        .values
+        .iter()
+        .find_map(|v| v.entity.instance_properties.clone());
+    assert!(
+        properties.is_some_and(|p| p.contains_key("pod")),
+        "instance properties closure"
+    );
 }
 
 #[test]
@@ -65,23 +94,61 @@ fn scope_test_endpoint_with_empty_name_still_emits() {
 #[test]
 fn scope_test_relations() {
     let evaluation = evaluate(
-        &file("m.serviceRelation(DetectPoint.SERVER, ['src'], ['dst'], '.', Layer.MESH_DP, 'component')"),
-        &[s("m", &[("src", "a"), ("dst", "b"), ("component", "49")], 1.0)],
+        &file(
+            "m.serviceRelation(DetectPoint.SERVER, ['src'], ['dst'], '.', Layer.MESH_DP, 'component')",
+        ),
+        &[s(
+            "m",
+            &[("src", "a"), ("dst", "b"), ("component", "49")],
+            1.0,
+        )],
     );
     let entity = &only(&evaluation.values).entity;
-    assert_eq!((entity.source_service_name.as_str(), entity.dest_service_name.as_str()), ("a", "b"));
+    assert_eq!(
+        (
+            entity.source_service_name.as_str(),
+            entity.dest_service_name.as_str()
+        ),
+        ("a", "b")
+    );
     assert_eq!(entity.detect_point, Some(DetectPoint::Server));
-    assert_eq!(entity.service_name, "b", "SERVER side names the destination");
+    assert_eq!(
+        entity.service_name, "b",
+        "SERVER side names the destination"
+    );
     assert_eq!(entity.component_id, 49);
 
     let evaluation = evaluate(
-        &file("m.processRelation('side', ['service'], ['instance'], 'client_process_id', 'server_process_id', 'component')"),
-        &[s("m", &[("side", "Server"), ("service", "s"), ("instance", "i"), ("client_process_id", "p1"), ("server_process_id", "p2"), ("component", "110")], 1.0)],
+        &file(
+            "m.processRelation('side', ['service'], ['instance'], 'client_process_id', 'server_process_id', 'component')",
+        ),
+        &[s(
+            "m",
+            &[
+                ("side", "Server"),
+                ("service", "s"),
+                ("instance", "i"),
+                ("client_process_id", "p1"),
+                ("server_process_id", "p2"),
+                ("component", "110"),
+            ],
+            1.0,
+        )],
     );
     let entity = &only(&evaluation.values).entity;
     assert_eq!(entity.scope, ScopeType::ProcessRelation);
-    assert_eq!(entity.detect_point, Some(DetectPoint::Server), "'server' in any case");
-    assert_eq!((entity.source_process_id.as_str(), entity.dest_process_id.as_str()), ("p1", "p2"));
+    assert_eq!(
+        entity.detect_point,
+        Some(DetectPoint::Server),
+        "'server' in any case"
+    );
+    assert_eq!(
+        (
+            entity.source_process_id.as_str(),
+            entity.dest_process_id.as_str()
+        ),
+        ("p1", "p2")
+    );
     assert_eq!(entity.component_id, 110);
 }
 
@@ -89,53 +156,94 @@ fn scope_test_relations() {
 fn analyzer_labeled_values_and_work_after_scope_ignored() {
     let evaluation = evaluate(
         &file("m.sum(['service', 'status']).service(['service'], Layer.GENERAL) * 100"),
-        &[s("m", &[("service", "a"), ("status", "200")], 3.0), s("m", &[("service", "a"), ("status", "500")], 0.4)],
+        &[
+            s("m", &[("service", "a"), ("status", "200")], 3.0),
+            s("m", &[("service", "a"), ("status", "500")], 0.4),
+        ],
     );
     let value = only(&evaluation.values);
     assert_eq!(value.data_type, DataType::Labeled);
     // `* 100` after the scope call is silently lost upstream; 0.4 stores as 1.
-    assert_eq!(value.value, Value::Labeled(vec![("status=200".to_owned(), 3), ("status=500".to_owned(), 1)]));
+    assert_eq!(
+        value.value,
+        Value::Labeled(vec![
+            ("status=200".to_owned(), 3),
+            ("status=500".to_owned(), 1)
+        ])
+    );
 }
 
 #[test]
 fn analyzer_histogram_percentile_emission() {
     let evaluation = evaluate(
-        &file("m.sum(['le', 'service']).histogram().histogram_percentile([50, 99]).service(['service'], Layer.GENERAL)"),
-        &[s("m", &[("le", "0.1"), ("service", "a")], 5.0), s("m", &[("le", "1"), ("service", "a")], 7.0)],
+        &file(
+            "m.sum(['le', 'service']).histogram().histogram_percentile([50, 99]).service(['service'], Layer.GENERAL)",
+        ),
+        &[
+            s("m", &[("le", "0.1"), ("service", "a")], 5.0),
+            s("m", &[("le", "1"), ("service", "a")], 7.0),
+        ],
     );
     let value = only(&evaluation.values);
     assert_eq!(
         value.value,
-        Value::Histogram { labels: String::new(), buckets: vec![(100, 5), (1000, 7)], percentiles: vec![50, 99] }
+        Value::Histogram {
+            labels: String::new(),
+            buckets: vec![(100, 5), (1000, 7)],
+            percentiles: vec![50, 99]
+        }
     );
 }
 
 #[test]
 fn filter_test_file_filter_runs_before_the_expression() {
     let yaml = "metricPrefix: meter\nfilter: \"{ tags -> tags.job_name == 'vm' }\"\nmetricsRules:\n  - name: m\n    exp: m.sum(['service']).service(['service'], Layer.OS_LINUX)\n";
-    let evaluation = evaluate(yaml, &[s("m", &[("job_name", "vm"), ("service", "a")], 1.0), s("m", &[("job_name", "other"), ("service", "b")], 1.0)]);
+    let evaluation = evaluate(
+        yaml,
+        &[
+            s("m", &[("job_name", "vm"), ("service", "a")], 1.0),
+            s("m", &[("job_name", "other"), ("service", "b")], 1.0),
+        ],
+    );
     assert_eq!(only(&evaluation.values).entity.service_name, "a");
-    let evaluation = evaluate(yaml, &[s("m", &[("job_name", "other"), ("service", "b")], 1.0)]);
+    let evaluation = evaluate(
+        yaml,
+        &[s("m", &[("job_name", "other"), ("service", "b")], 1.0)],
+    );
     assert!(evaluation.values.is_empty() && evaluation.errors.is_empty());
 }
 
 #[test]
 fn decorate_test_sets_attributes_on_service_entities() {
     let evaluation = evaluate(
-        &file("m.sum(['service']).service(['service'], Layer.GENERAL).decorate({ me -> me.attr0 = me.serviceName + '-x' })"),
+        &file(
+            "m.sum(['service']).service(['service'], Layer.GENERAL).decorate({ me -> me.attr0 = me.serviceName + '-x' })",
+        ),
         &[s("m", &[("service", "a")], 1.0)],
     );
-    assert_eq!(only(&evaluation.values).entity.attrs[0].as_deref(), Some("a-x"));
+    assert_eq!(
+        only(&evaluation.values).entity.attrs[0].as_deref(),
+        Some("a-x")
+    );
 }
 
 #[test]
 fn k8s_tag_test_without_metadata_keeps_tags_and_warns_once() {
-    let prepared = prepare(&file("m.retagByK8sMeta('service', K8sRetagType.Pod2Service, 'pod', 'namespace').tagNotEqual('service', '').sum(['service']).service(['service'], Layer.K8S_SERVICE)"));
+    let prepared = prepare(&file(
+        "m.retagByK8sMeta('service', K8sRetagType.Pod2Service, 'pod', 'namespace').tagNotEqual('service', '').sum(['service']).service(['service'], Layer.K8S_SERVICE)",
+    ));
     let mut state = EngineState::default();
-    let batch = [s("m", &[("pod", "p"), ("namespace", "n"), ("service", "already")], 1.0)];
+    let batch = [s(
+        "m",
+        &[("pod", "p"), ("namespace", "n"), ("service", "already")],
+        1.0,
+    )];
     let first = prepared.evaluate(&batch, T0, &mut state);
     assert_eq!(only(&first.values).entity.service_name, "already");
-    assert!(matches!(first.warnings.as_slice(), [Warning::NoK8sMetadata { .. }]));
+    assert!(matches!(
+        first.warnings.as_slice(),
+        [Warning::NoK8sMetadata { .. }]
+    ));
     let second = prepared.evaluate(&batch, T0, &mut state);
     assert!(second.warnings.is_empty(), "reported once per state");
 }

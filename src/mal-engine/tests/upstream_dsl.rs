@@ -7,7 +7,12 @@ mod common;
 use common::*;
 use hotrule_mal_engine::{EngineState, EvalError};
 
-type Row = (&'static str, &'static str, Vec<hotrule_mal_engine::Sample>, Option<Vec<(hotrule_mal_engine::Labels, f64)>>);
+type Row = (
+    &'static str,
+    &'static str,
+    Vec<hotrule_mal_engine::Sample>,
+    Option<Vec<(hotrule_mal_engine::Labels, f64)>>,
+);
 
 fn check(rows: Vec<Row>) {
     for (case, expr, input, expected) in rows {
@@ -21,8 +26,16 @@ fn check(rows: Vec<Row>) {
 
 fn idc_requests() -> Vec<hotrule_mal_engine::Sample> {
     vec![
-        s("http_success_request", &[("idc", "t1")], 1_600_592_418_480.0),
-        s("http_success_request", &[("idc", "t2")], 1_600_592_418_481.0),
+        s(
+            "http_success_request",
+            &[("idc", "t1")],
+            1_600_592_418_480.0,
+        ),
+        s(
+            "http_success_request",
+            &[("idc", "t2")],
+            1_600_592_418_481.0,
+        ),
     ]
 }
 
@@ -50,76 +63,284 @@ fn errors_only() -> Vec<hotrule_mal_engine::Sample> {
 fn arithmetic_test() {
     let t1 = |v: f64| Some(expect(&[(&[("idc", "t1")], v)]));
     check(vec![
-        ("ArithmeticTest plus-scalar-1", "1000 + http_success_request.tagEqual('idc','t1')", idc_requests(), t1(1_600_592_419_480.0)),
-        ("ArithmeticTest plus-scalar", "http_success_request.tagEqual('idc','t1') + 1000", idc_requests(), t1(1_600_592_419_480.0)),
-        ("ArithmeticTest minus-scalar", "http_success_request.tagEqual('idc','t1') - 1000", idc_requests(), t1(1_600_592_417_480.0)),
-        ("ArithmeticTest multiply-scalar", "http_success_request.tagEqual('idc','t1') * 1000", idc_requests(), t1(1_600_592_418_480_000.0)),
-        ("ArithmeticTest divide-scalar", "http_success_request.tagEqual('idc','t1') / 10", idc_requests(), t1(160_059_241_848.0)),
-        ("ArithmeticTest divide-zero", "http_success_request.tagEqual('idc','t1') / 0", idc_requests(), t1(f64::INFINITY)),
-        ("ArithmeticTest empty-plus-empty", "http_success_request + http_error_request", vec![], None),
-        ("ArithmeticTest empty-plus-sampleFamily", "http_success_request + http_error_request", errors_only(),
-            Some(expect(&[(&[("idc", "t1")], 50.0), (&[("idc", "t2")], 3.0)]))),
-        ("ArithmeticTest sampleFamily-plus-empty", "http_error_request + http_success_request", errors_only(),
-            Some(expect(&[(&[("idc", "t1")], 50.0), (&[("idc", "t2")], 3.0)]))),
-        ("ArithmeticTest sampleFamily-plus-sampleFamily", "http_success_request + http_error_request", success_and_errors(),
-            Some(expect(&[(&[("idc", "t1")], 150.0), (&[("idc", "t2")], 33.0)]))),
-        ("ArithmeticTest empty-minus-empty", "http_success_request - http_error_request", vec![], None),
-        ("ArithmeticTest empty-minus-sampleFamily", "http_success_request - http_error_request", errors_only(),
-            Some(expect(&[(&[("idc", "t1")], -50.0), (&[("idc", "t2")], -3.0)]))),
-        ("ArithmeticTest sampleFamily-minus-empty", "http_error_request - http_success_request", errors_only(),
-            Some(expect(&[(&[("idc", "t1")], 50.0), (&[("idc", "t2")], 3.0)]))),
-        ("ArithmeticTest sampleFamily-minus-sampleFamily", "http_success_request - http_error_request", success_and_errors(),
-            Some(expect(&[(&[("idc", "t1")], 50.0), (&[("idc", "t2")], 27.0)]))),
-        ("ArithmeticTest (after) empty-multiply-sampleFamily", "http_success_request * http_error_request", errors_only(), None),
-        ("ArithmeticTest (after) sampleFamily-multiply-empty", "http_error_request * http_success_request", errors_only(), None),
-        ("ArithmeticTest (after) sampleFamily-multiply-sampleFamily", "http_success_request * http_error_request", success_and_errors(),
-            Some(expect(&[(&[("idc", "t1")], 5000.0), (&[("idc", "t2")], 90.0)]))),
-        ("ArithmeticTest (after) empty-divide-sampleFamily", "http_success_request / http_error_request", errors_only(), None),
-        ("ArithmeticTest (after) sampleFamily-divide-empty", "http_error_request / http_success_request", errors_only(),
-            Some(expect(&[(&[("idc", "t1")], f64::INFINITY), (&[("idc", "t2")], f64::INFINITY)]))),
-        ("ArithmeticTest (after) sampleFamily-divide-sampleFamily", "http_success_request / http_error_request", success_and_errors(),
-            Some(expect(&[(&[("idc", "t1")], 2.0), (&[("idc", "t2")], 10.0)]))),
-        ("ArithmeticTest (after) scalar-minus-sampleFamily", "100 - http_error_request", errors_only(),
-            Some(expect(&[(&[("idc", "t1")], 50.0), (&[("idc", "t2")], 97.0)]))),
-        ("ArithmeticTest (after) scalar-divide-sampleFamily", "150 / http_error_request", errors_only(),
-            Some(expect(&[(&[("idc", "t1")], 3.0), (&[("idc", "t2")], 50.0)]))),
-        ("reference 1.1: a bare number is EMPTY", "1 + 2", errors_only(), None),
-        ("DSLV2Test safeDiv by zero scalar", "http_error_request.safeDiv(0)", errors_only(),
-            Some(expect(&[(&[("idc", "t1")], 0.0), (&[("idc", "t2")], 0.0)]))),
-        ("DSLV2Test safeDiv by empty family", "http_error_request.safeDiv(http_success_request)", errors_only(), None),
-        ("reference 1.1: 0/0 is NaN and dropped", "(http_error_request - http_error_request) / 0", errors_only(), None),
+        (
+            "ArithmeticTest plus-scalar-1",
+            "1000 + http_success_request.tagEqual('idc','t1')",
+            idc_requests(),
+            t1(1_600_592_419_480.0),
+        ),
+        (
+            "ArithmeticTest plus-scalar",
+            "http_success_request.tagEqual('idc','t1') + 1000",
+            idc_requests(),
+            t1(1_600_592_419_480.0),
+        ),
+        (
+            "ArithmeticTest minus-scalar",
+            "http_success_request.tagEqual('idc','t1') - 1000",
+            idc_requests(),
+            t1(1_600_592_417_480.0),
+        ),
+        (
+            "ArithmeticTest multiply-scalar",
+            "http_success_request.tagEqual('idc','t1') * 1000",
+            idc_requests(),
+            t1(1_600_592_418_480_000.0),
+        ),
+        (
+            "ArithmeticTest divide-scalar",
+            "http_success_request.tagEqual('idc','t1') / 10",
+            idc_requests(),
+            t1(160_059_241_848.0),
+        ),
+        (
+            "ArithmeticTest divide-zero",
+            "http_success_request.tagEqual('idc','t1') / 0",
+            idc_requests(),
+            t1(f64::INFINITY),
+        ),
+        (
+            "ArithmeticTest empty-plus-empty",
+            "http_success_request + http_error_request",
+            vec![],
+            None,
+        ),
+        (
+            "ArithmeticTest empty-plus-sampleFamily",
+            "http_success_request + http_error_request",
+            errors_only(),
+            Some(expect(&[(&[("idc", "t1")], 50.0), (&[("idc", "t2")], 3.0)])),
+        ),
+        (
+            "ArithmeticTest sampleFamily-plus-empty",
+            "http_error_request + http_success_request",
+            errors_only(),
+            Some(expect(&[(&[("idc", "t1")], 50.0), (&[("idc", "t2")], 3.0)])),
+        ),
+        (
+            "ArithmeticTest sampleFamily-plus-sampleFamily",
+            "http_success_request + http_error_request",
+            success_and_errors(),
+            Some(expect(&[
+                (&[("idc", "t1")], 150.0),
+                (&[("idc", "t2")], 33.0),
+            ])),
+        ),
+        (
+            "ArithmeticTest empty-minus-empty",
+            "http_success_request - http_error_request",
+            vec![],
+            None,
+        ),
+        (
+            "ArithmeticTest empty-minus-sampleFamily",
+            "http_success_request - http_error_request",
+            errors_only(),
+            Some(expect(&[
+                (&[("idc", "t1")], -50.0),
+                (&[("idc", "t2")], -3.0),
+            ])),
+        ),
+        (
+            "ArithmeticTest sampleFamily-minus-empty",
+            "http_error_request - http_success_request",
+            errors_only(),
+            Some(expect(&[(&[("idc", "t1")], 50.0), (&[("idc", "t2")], 3.0)])),
+        ),
+        (
+            "ArithmeticTest sampleFamily-minus-sampleFamily",
+            "http_success_request - http_error_request",
+            success_and_errors(),
+            Some(expect(&[
+                (&[("idc", "t1")], 50.0),
+                (&[("idc", "t2")], 27.0),
+            ])),
+        ),
+        (
+            "ArithmeticTest (after) empty-multiply-sampleFamily",
+            "http_success_request * http_error_request",
+            errors_only(),
+            None,
+        ),
+        (
+            "ArithmeticTest (after) sampleFamily-multiply-empty",
+            "http_error_request * http_success_request",
+            errors_only(),
+            None,
+        ),
+        (
+            "ArithmeticTest (after) sampleFamily-multiply-sampleFamily",
+            "http_success_request * http_error_request",
+            success_and_errors(),
+            Some(expect(&[
+                (&[("idc", "t1")], 5000.0),
+                (&[("idc", "t2")], 90.0),
+            ])),
+        ),
+        (
+            "ArithmeticTest (after) empty-divide-sampleFamily",
+            "http_success_request / http_error_request",
+            errors_only(),
+            None,
+        ),
+        (
+            "ArithmeticTest (after) sampleFamily-divide-empty",
+            "http_error_request / http_success_request",
+            errors_only(),
+            Some(expect(&[
+                (&[("idc", "t1")], f64::INFINITY),
+                (&[("idc", "t2")], f64::INFINITY),
+            ])),
+        ),
+        (
+            "ArithmeticTest (after) sampleFamily-divide-sampleFamily",
+            "http_success_request / http_error_request",
+            success_and_errors(),
+            Some(expect(&[(&[("idc", "t1")], 2.0), (&[("idc", "t2")], 10.0)])),
+        ),
+        (
+            "ArithmeticTest (after) scalar-minus-sampleFamily",
+            "100 - http_error_request",
+            errors_only(),
+            Some(expect(&[
+                (&[("idc", "t1")], 50.0),
+                (&[("idc", "t2")], 97.0),
+            ])),
+        ),
+        (
+            "ArithmeticTest (after) scalar-divide-sampleFamily",
+            "150 / http_error_request",
+            errors_only(),
+            Some(expect(&[(&[("idc", "t1")], 3.0), (&[("idc", "t2")], 50.0)])),
+        ),
+        (
+            "reference 1.1: a bare number is EMPTY",
+            "1 + 2",
+            errors_only(),
+            None,
+        ),
+        (
+            "DSLV2Test safeDiv by zero scalar",
+            "http_error_request.safeDiv(0)",
+            errors_only(),
+            Some(expect(&[(&[("idc", "t1")], 0.0), (&[("idc", "t2")], 0.0)])),
+        ),
+        (
+            "DSLV2Test safeDiv by empty family",
+            "http_error_request.safeDiv(http_success_request)",
+            errors_only(),
+            None,
+        ),
+        (
+            "reference 1.1: 0/0 is NaN and dropped",
+            "(http_error_request - http_error_request) / 0",
+            errors_only(),
+            None,
+        ),
     ]);
 }
 
 fn aggregation_input() -> Vec<hotrule_mal_engine::Sample> {
     vec![
-        s("requests", &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.1")], 50.0),
-        s("requests", &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.2")], 40.0),
-        s("requests", &[("idc", "t3"), ("region", "cn"), ("instance", "10.0.0.1")], 10.0),
-        s("requests", &[("idc", "t2"), ("region", "us"), ("instance", "10.0.0.1")], 3.0),
+        s(
+            "requests",
+            &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.1")],
+            50.0,
+        ),
+        s(
+            "requests",
+            &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.2")],
+            40.0,
+        ),
+        s(
+            "requests",
+            &[("idc", "t3"), ("region", "cn"), ("instance", "10.0.0.1")],
+            10.0,
+        ),
+        s(
+            "requests",
+            &[("idc", "t2"), ("region", "us"), ("instance", "10.0.0.1")],
+            3.0,
+        ),
     ]
 }
 
 #[test]
 fn aggregation_test() {
     check(vec![
-        ("AggregationTest sum", "requests.sum(['region'])", aggregation_input(),
-            Some(expect(&[(&[("region", "us")], 93.0), (&[("region", "cn")], 10.0)]))),
-        ("AggregationTest sum two labels", "requests.sum(['region', 'idc'])", aggregation_input(),
-            Some(expect(&[(&[("region", "us"), ("idc", "t1")], 90.0), (&[("region", "cn"), ("idc", "t3")], 10.0), (&[("region", "us"), ("idc", "t2")], 3.0)]))),
-        ("AggregationTest sum missing label reads as empty", "requests.sum(['zone'])", aggregation_input(),
-            Some(expect(&[(&[("zone", "")], 103.0)]))),
-        ("AggregationTest avg", "requests.avg(['region'])", aggregation_input(),
-            Some(expect(&[(&[("region", "us")], 31.0), (&[("region", "cn")], 10.0)]))),
-        ("AggregationTest max", "requests.max(['region'])", aggregation_input(),
-            Some(expect(&[(&[("region", "us")], 50.0), (&[("region", "cn")], 10.0)]))),
-        ("AggregationTest min", "requests.min(['region'])", aggregation_input(),
-            Some(expect(&[(&[("region", "us")], 3.0), (&[("region", "cn")], 10.0)]))),
-        ("AggregationTest count one label: distinct non-blank values", "requests.count(['instance'])", aggregation_input(),
-            Some(expect(&[(&[], 2.0)]))),
-        ("AggregationTest count(['region','instance']): distinct last label per first", "requests.count(['region', 'instance'])", aggregation_input(),
-            Some(expect(&[(&[("region", "us")], 2.0), (&[("region", "cn")], 1.0)]))),
-        ("AggregationTest sum of EMPTY", "absent.sum(['region'])", aggregation_input(), None),
+        (
+            "AggregationTest sum",
+            "requests.sum(['region'])",
+            aggregation_input(),
+            Some(expect(&[
+                (&[("region", "us")], 93.0),
+                (&[("region", "cn")], 10.0),
+            ])),
+        ),
+        (
+            "AggregationTest sum two labels",
+            "requests.sum(['region', 'idc'])",
+            aggregation_input(),
+            Some(expect(&[
+                (&[("region", "us"), ("idc", "t1")], 90.0),
+                (&[("region", "cn"), ("idc", "t3")], 10.0),
+                (&[("region", "us"), ("idc", "t2")], 3.0),
+            ])),
+        ),
+        (
+            "AggregationTest sum missing label reads as empty",
+            "requests.sum(['zone'])",
+            aggregation_input(),
+            Some(expect(&[(&[("zone", "")], 103.0)])),
+        ),
+        (
+            "AggregationTest avg",
+            "requests.avg(['region'])",
+            aggregation_input(),
+            Some(expect(&[
+                (&[("region", "us")], 31.0),
+                (&[("region", "cn")], 10.0),
+            ])),
+        ),
+        (
+            "AggregationTest max",
+            "requests.max(['region'])",
+            aggregation_input(),
+            Some(expect(&[
+                (&[("region", "us")], 50.0),
+                (&[("region", "cn")], 10.0),
+            ])),
+        ),
+        (
+            "AggregationTest min",
+            "requests.min(['region'])",
+            aggregation_input(),
+            Some(expect(&[
+                (&[("region", "us")], 3.0),
+                (&[("region", "cn")], 10.0),
+            ])),
+        ),
+        (
+            "AggregationTest count one label: distinct non-blank values",
+            "requests.count(['instance'])",
+            aggregation_input(),
+            Some(expect(&[(&[], 2.0)])),
+        ),
+        (
+            "AggregationTest count(['region','instance']): distinct last label per first",
+            "requests.count(['region', 'instance'])",
+            aggregation_input(),
+            Some(expect(&[
+                (&[("region", "us")], 2.0),
+                (&[("region", "cn")], 1.0),
+            ])),
+        ),
+        (
+            "AggregationTest sum of EMPTY",
+            "absent.sum(['region'])",
+            aggregation_input(),
+            None,
+        ),
     ]);
 }
 
@@ -134,65 +355,260 @@ fn tagged() -> Vec<hotrule_mal_engine::Sample> {
 #[test]
 fn tag_filter_test() {
     check(vec![
-        ("TagFilterTest tagEqual", "m.tagEqual('idc', 't1')", tagged(), Some(expect(&[(&[("idc", "t1"), ("region", "us")], 1.0)]))),
-        ("TagFilterTest tagEqual pairs are AND-ed", "m.tagEqual('idc', 't1', 'region', 'cn')", tagged(), None),
-        ("TagFilterTest tagEqual('region','') keeps missing and empty", "m.tagEqual('region', '')", tagged(),
-            Some(expect(&[(&[("idc", "t2")], 2.0), (&[("idc", "t10"), ("region", "")], 3.0)]))),
-        ("TagFilterTest tagNotEqual('region','') keeps non-empty", "m.tagNotEqual('region', '')", tagged(),
-            Some(expect(&[(&[("idc", "t1"), ("region", "us")], 1.0)]))),
-        ("TagFilterTest tagNotEqual", "m.tagNotEqual('idc', 't1')", tagged(),
-            Some(expect(&[(&[("idc", "t2")], 2.0), (&[("idc", "t10"), ("region", "")], 3.0)]))),
-        ("TagFilterTest tagMatch is anchored", "m.tagMatch('idc', 't1')", tagged(), Some(expect(&[(&[("idc", "t1"), ("region", "us")], 1.0)]))),
-        ("TagFilterTest tagMatch alternation", "m.tagMatch('idc', 't1|t2')", tagged(),
-            Some(expect(&[(&[("idc", "t1"), ("region", "us")], 1.0), (&[("idc", "t2")], 2.0)]))),
-        ("TagFilterTest tagNotMatch", "m.tagNotMatch('idc', 't1.*')", tagged(), Some(expect(&[(&[("idc", "t2")], 2.0)]))),
+        (
+            "TagFilterTest tagEqual",
+            "m.tagEqual('idc', 't1')",
+            tagged(),
+            Some(expect(&[(&[("idc", "t1"), ("region", "us")], 1.0)])),
+        ),
+        (
+            "TagFilterTest tagEqual pairs are AND-ed",
+            "m.tagEqual('idc', 't1', 'region', 'cn')",
+            tagged(),
+            None,
+        ),
+        (
+            "TagFilterTest tagEqual('region','') keeps missing and empty",
+            "m.tagEqual('region', '')",
+            tagged(),
+            Some(expect(&[
+                (&[("idc", "t2")], 2.0),
+                (&[("idc", "t10"), ("region", "")], 3.0),
+            ])),
+        ),
+        (
+            "TagFilterTest tagNotEqual('region','') keeps non-empty",
+            "m.tagNotEqual('region', '')",
+            tagged(),
+            Some(expect(&[(&[("idc", "t1"), ("region", "us")], 1.0)])),
+        ),
+        (
+            "TagFilterTest tagNotEqual",
+            "m.tagNotEqual('idc', 't1')",
+            tagged(),
+            Some(expect(&[
+                (&[("idc", "t2")], 2.0),
+                (&[("idc", "t10"), ("region", "")], 3.0),
+            ])),
+        ),
+        (
+            "TagFilterTest tagMatch is anchored",
+            "m.tagMatch('idc', 't1')",
+            tagged(),
+            Some(expect(&[(&[("idc", "t1"), ("region", "us")], 1.0)])),
+        ),
+        (
+            "TagFilterTest tagMatch alternation",
+            "m.tagMatch('idc', 't1|t2')",
+            tagged(),
+            Some(expect(&[
+                (&[("idc", "t1"), ("region", "us")], 1.0),
+                (&[("idc", "t2")], 2.0),
+            ])),
+        ),
+        (
+            "TagFilterTest tagNotMatch",
+            "m.tagNotMatch('idc', 't1.*')",
+            tagged(),
+            Some(expect(&[(&[("idc", "t2")], 2.0)])),
+        ),
     ]);
 }
 
 #[test]
 fn value_filter_test() {
-    let input = || vec![s("m", &[("k", "a")], 1.0), s("m", &[("k", "b")], 0.0), s("m", &[("k", "c")], -0.0), s("m", &[("k", "d")], 2.5)];
+    let input = || {
+        vec![
+            s("m", &[("k", "a")], 1.0),
+            s("m", &[("k", "b")], 0.0),
+            s("m", &[("k", "c")], -0.0),
+            s("m", &[("k", "d")], 2.5),
+        ]
+    };
     check(vec![
-        ("ValueFilterTest valueEqual", "m.valueEqual(1)", input(), Some(expect(&[(&[("k", "a")], 1.0)]))),
-        ("ValueFilterTest valueEqual uses Double.compare (-0.0 != 0.0)", "m.valueEqual(0)", input(), Some(expect(&[(&[("k", "b")], 0.0)]))),
-        ("ValueFilterTest valueNotEqual", "m.valueNotEqual(1)", input(),
-            Some(expect(&[(&[("k", "b")], 0.0), (&[("k", "c")], -0.0), (&[("k", "d")], 2.5)]))),
-        ("ValueFilterTest valueGreater", "m.valueGreater(1)", input(), Some(expect(&[(&[("k", "d")], 2.5)]))),
-        ("ValueFilterTest valueGreaterEqual", "m.valueGreaterEqual(1)", input(), Some(expect(&[(&[("k", "a")], 1.0), (&[("k", "d")], 2.5)]))),
-        ("ValueFilterTest valueLess", "m.valueLess(0)", input(), Some(expect(&[(&[("k", "c")], -0.0)]))),
-        ("ValueFilterTest valueLessEqual", "m.valueLessEqual(0)", input(), Some(expect(&[(&[("k", "b")], 0.0), (&[("k", "c")], -0.0)]))),
-        ("ValueFilterTest no survivor is EMPTY", "m.valueGreater(100)", input(), None),
+        (
+            "ValueFilterTest valueEqual",
+            "m.valueEqual(1)",
+            input(),
+            Some(expect(&[(&[("k", "a")], 1.0)])),
+        ),
+        (
+            "ValueFilterTest valueEqual uses Double.compare (-0.0 != 0.0)",
+            "m.valueEqual(0)",
+            input(),
+            Some(expect(&[(&[("k", "b")], 0.0)])),
+        ),
+        (
+            "ValueFilterTest valueNotEqual",
+            "m.valueNotEqual(1)",
+            input(),
+            Some(expect(&[
+                (&[("k", "b")], 0.0),
+                (&[("k", "c")], -0.0),
+                (&[("k", "d")], 2.5),
+            ])),
+        ),
+        (
+            "ValueFilterTest valueGreater",
+            "m.valueGreater(1)",
+            input(),
+            Some(expect(&[(&[("k", "d")], 2.5)])),
+        ),
+        (
+            "ValueFilterTest valueGreaterEqual",
+            "m.valueGreaterEqual(1)",
+            input(),
+            Some(expect(&[(&[("k", "a")], 1.0), (&[("k", "d")], 2.5)])),
+        ),
+        (
+            "ValueFilterTest valueLess",
+            "m.valueLess(0)",
+            input(),
+            Some(expect(&[(&[("k", "c")], -0.0)])),
+        ),
+        (
+            "ValueFilterTest valueLessEqual",
+            "m.valueLessEqual(0)",
+            input(),
+            Some(expect(&[(&[("k", "b")], 0.0), (&[("k", "c")], -0.0)])),
+        ),
+        (
+            "ValueFilterTest no survivor is EMPTY",
+            "m.valueGreater(100)",
+            input(),
+            None,
+        ),
     ]);
 }
 
 #[test]
 fn function_test() {
-    let input = || vec![s("m", &[("idc", "t1"), ("region", "us")], 4.0), s("m", &[("idc", "t2")], 6.0)];
+    let input = || {
+        vec![
+            s("m", &[("idc", "t1"), ("region", "us")], 4.0),
+            s("m", &[("idc", "t2")], 6.0),
+        ]
+    };
     check(vec![
-        ("FunctionTest tag add", "m.tag({tags -> tags.new_name = 'x'})", input(),
-            Some(expect(&[(&[("idc", "t1"), ("region", "us"), ("new_name", "x")], 4.0), (&[("idc", "t2"), ("new_name", "x")], 6.0)]))),
-        ("FunctionTest tag update", "m.tag({tags -> tags.idc = 'dc-' + tags.idc})", input(),
-            Some(expect(&[(&[("idc", "dc-t1"), ("region", "us")], 4.0), (&[("idc", "dc-t2")], 6.0)]))),
-        ("FunctionTest tag remove", "m.tag({tags -> tags.remove('region')})", input(),
-            Some(expect(&[(&[("idc", "t1")], 4.0), (&[("idc", "t2")], 6.0)]))),
-        ("FunctionTest tag returning a map replaces labels", "m.tag({tags -> ['only': tags.idc]})", input(),
-            Some(expect(&[(&[("only", "t1")], 4.0), (&[("only", "t2")], 6.0)]))),
-        ("FunctionTest filter closure", "m.filter({tags -> tags.region == 'us'})", input(),
-            Some(expect(&[(&[("idc", "t1"), ("region", "us")], 4.0)]))),
-        ("FunctionTest forEach", "m.forEach(['client', 'server'], {prefix, tags -> tags[prefix + '_idc'] = tags.idc})", input(),
-            Some(expect(&[(&[("idc", "t1"), ("region", "us"), ("client_idc", "t1"), ("server_idc", "t1")], 4.0), (&[("idc", "t2"), ("client_idc", "t2"), ("server_idc", "t2")], 6.0)]))),
-        ("FunctionTest negative", "m.negative()", input(), Some(expect(&[(&[("idc", "t1"), ("region", "us")], -4.0), (&[("idc", "t2")], -6.0)]))),
-        ("FunctionTest plus/multiply methods", "m.plus(1).multiply(2)", input(), Some(expect(&[(&[("idc", "t1"), ("region", "us")], 10.0), (&[("idc", "t2")], 14.0)]))),
-        ("MALElvisFalsyTest: ?: falls back on an empty string", "m.tag({tags -> tags.region = tags.region ?: 'none'})",
-            vec![s("m", &[("region", "")], 1.0), s("m", &[("region", "eu")], 2.0)],
-            Some(expect(&[(&[("region", "none")], 1.0), (&[("region", "eu")], 2.0)]))),
-        ("closures: safe navigation and replaceAll", "m.tag({tags -> tags.short = tags['host']?.replaceAll('[.:].*', '')})",
+        (
+            "FunctionTest tag add",
+            "m.tag({tags -> tags.new_name = 'x'})",
+            input(),
+            Some(expect(&[
+                (&[("idc", "t1"), ("region", "us"), ("new_name", "x")], 4.0),
+                (&[("idc", "t2"), ("new_name", "x")], 6.0),
+            ])),
+        ),
+        (
+            "FunctionTest tag update",
+            "m.tag({tags -> tags.idc = 'dc-' + tags.idc})",
+            input(),
+            Some(expect(&[
+                (&[("idc", "dc-t1"), ("region", "us")], 4.0),
+                (&[("idc", "dc-t2")], 6.0),
+            ])),
+        ),
+        (
+            "FunctionTest tag remove",
+            "m.tag({tags -> tags.remove('region')})",
+            input(),
+            Some(expect(&[(&[("idc", "t1")], 4.0), (&[("idc", "t2")], 6.0)])),
+        ),
+        (
+            "FunctionTest tag returning a map replaces labels",
+            "m.tag({tags -> ['only': tags.idc]})",
+            input(),
+            Some(expect(&[
+                (&[("only", "t1")], 4.0),
+                (&[("only", "t2")], 6.0),
+            ])),
+        ),
+        (
+            "FunctionTest filter closure",
+            "m.filter({tags -> tags.region == 'us'})",
+            input(),
+            Some(expect(&[(&[("idc", "t1"), ("region", "us")], 4.0)])),
+        ),
+        (
+            "FunctionTest forEach",
+            "m.forEach(['client', 'server'], {prefix, tags -> tags[prefix + '_idc'] = tags.idc})",
+            input(),
+            Some(expect(&[
+                (
+                    &[
+                        ("idc", "t1"),
+                        ("region", "us"),
+                        ("client_idc", "t1"),
+                        ("server_idc", "t1"),
+                    ],
+                    4.0,
+                ),
+                (
+                    &[("idc", "t2"), ("client_idc", "t2"), ("server_idc", "t2")],
+                    6.0,
+                ),
+            ])),
+        ),
+        (
+            "FunctionTest negative",
+            "m.negative()",
+            input(),
+            Some(expect(&[
+                (&[("idc", "t1"), ("region", "us")], -4.0),
+                (&[("idc", "t2")], -6.0),
+            ])),
+        ),
+        (
+            "FunctionTest plus/multiply methods",
+            "m.plus(1).multiply(2)",
+            input(),
+            Some(expect(&[
+                (&[("idc", "t1"), ("region", "us")], 10.0),
+                (&[("idc", "t2")], 14.0),
+            ])),
+        ),
+        (
+            "MALElvisFalsyTest: ?: falls back on an empty string",
+            "m.tag({tags -> tags.region = tags.region ?: 'none'})",
+            vec![
+                s("m", &[("region", "")], 1.0),
+                s("m", &[("region", "eu")], 2.0),
+            ],
+            Some(expect(&[
+                (&[("region", "none")], 1.0),
+                (&[("region", "eu")], 2.0),
+            ])),
+        ),
+        (
+            "closures: safe navigation and replaceAll",
+            "m.tag({tags -> tags.short = tags['host']?.replaceAll('[.:].*', '')})",
             vec![s("m", &[("host", "node1.example:9100")], 1.0)],
-            Some(expect(&[(&[("host", "node1.example:9100"), ("short", "node1")], 1.0)]))),
-        ("closures: a missing tag is null, so == '' is false", "m.filter({tags -> tags.absent == ''})", input(), None),
-        ("closures: in [...]", "m.filter({tags -> tags.idc in ['t2', 't3']})", input(), Some(expect(&[(&[("idc", "t2")], 6.0)]))),
-        ("closures: if/else-if branches", "m.tag({tags -> if (tags.idc == 't1') { tags.n = 'one' } else if (tags.idc == 't2') { tags.n = 'two' }})", input(),
-            Some(expect(&[(&[("idc", "t1"), ("region", "us"), ("n", "one")], 4.0), (&[("idc", "t2"), ("n", "two")], 6.0)]))),
+            Some(expect(&[(
+                &[("host", "node1.example:9100"), ("short", "node1")],
+                1.0,
+            )])),
+        ),
+        (
+            "closures: a missing tag is null, so == '' is false",
+            "m.filter({tags -> tags.absent == ''})",
+            input(),
+            None,
+        ),
+        (
+            "closures: in [...]",
+            "m.filter({tags -> tags.idc in ['t2', 't3']})",
+            input(),
+            Some(expect(&[(&[("idc", "t2")], 6.0)])),
+        ),
+        (
+            "closures: if/else-if branches",
+            "m.tag({tags -> if (tags.idc == 't1') { tags.n = 'one' } else if (tags.idc == 't2') { tags.n = 'two' }})",
+            input(),
+            Some(expect(&[
+                (&[("idc", "t1"), ("region", "us"), ("n", "one")], 4.0),
+                (&[("idc", "t2"), ("n", "two")], 6.0),
+            ])),
+        ),
     ]);
 }
 
@@ -205,15 +621,43 @@ fn histogram_test() {
         s("latency", &[("le", "0.0001")], 4.0),
     ];
     check(vec![
-        ("FunctionTest histogram: seconds to ms, truncated, sorted", "latency.histogram()", input.clone(),
-            Some(expect(&[(&[("le", "0")], 4.0), (&[("le", "25")], 1.0), (&[("le", "1000")], 2.0), (&[("le", "9223372036854775807")], 3.0)]))),
-        ("FunctionTest histogram with a unit", "latency.tagEqual('le', '0.025').histogram('le', TimeUnit.MILLISECONDS)", input.clone(),
-            Some(expect(&[(&[("le", "0")], 1.0)]))),
-        ("FunctionTest histogram_percentile is metadata only", "latency.histogram().histogram_percentile([50, 99])", input.clone(),
-            Some(expect(&[(&[("le", "0")], 4.0), (&[("le", "25")], 1.0), (&[("le", "1000")], 2.0), (&[("le", "9223372036854775807")], 3.0)]))),
+        (
+            "FunctionTest histogram: seconds to ms, truncated, sorted",
+            "latency.histogram()",
+            input.clone(),
+            Some(expect(&[
+                (&[("le", "0")], 4.0),
+                (&[("le", "25")], 1.0),
+                (&[("le", "1000")], 2.0),
+                (&[("le", "9223372036854775807")], 3.0),
+            ])),
+        ),
+        (
+            "FunctionTest histogram with a unit",
+            "latency.tagEqual('le', '0.025').histogram('le', TimeUnit.MILLISECONDS)",
+            input.clone(),
+            Some(expect(&[(&[("le", "0")], 1.0)])),
+        ),
+        (
+            "FunctionTest histogram_percentile is metadata only",
+            "latency.histogram().histogram_percentile([50, 99])",
+            input.clone(),
+            Some(expect(&[
+                (&[("le", "0")], 4.0),
+                (&[("le", "25")], 1.0),
+                (&[("le", "1000")], 2.0),
+                (&[("le", "9223372036854775807")], 3.0),
+            ])),
+        ),
     ]);
     let plus_inf = vec![s("latency", &[("le", "+Inf")], 1.0)];
-    assert!(matches!(run("latency.histogram()", &plus_inf), Err(EvalError::NotANumber { .. })), "reference 1.9: +Inf fails the rule");
+    assert!(
+        matches!(
+            run("latency.histogram()", &plus_inf),
+            Err(EvalError::NotANumber { .. })
+        ),
+        "reference 1.9: +Inf fails the rule"
+    );
 }
 
 #[test]
@@ -221,17 +665,45 @@ fn increase_test() {
     // IncreaseTest: increase('PT5M') / rate('PT5M') on 50@11:11:01, 330@11:13:41, 380@11:16:31,
     // 1380@11:19:31.020 gives 0, 280, 330, 1050 and 0, 1.75, 1.0, 3.0.
     let base = 1_600_000_000_000_i64 - 1_600_000_000_000 % 3_600_000 + 11 * 60_000; // some hh:11:00
-    let points = [(61_000, 50.0), (221_000, 330.0), (391_000, 380.0), (571_020, 1380.0)];
+    let points = [
+        (61_000, 50.0),
+        (221_000, 330.0),
+        (391_000, 380.0),
+        (571_020, 1380.0),
+    ];
     let mut increase_state = EngineState::default();
     let mut rate_state = EngineState::default();
     let mut increases = Vec::new();
     let mut rates = Vec::new();
     for (offset, value) in points {
-        let sample = at(s("http_requests_total", &[("svc", "a")], value), base + offset);
-        increases.push(run_with("http_requests_total.increase('PT5M')", &[sample.clone()], &mut increase_state).unwrap()[0].1);
-        rates.push(run_with("http_requests_total.rate('PT5M')", &[sample], &mut rate_state).unwrap()[0].1);
+        let sample = at(
+            s("http_requests_total", &[("svc", "a")], value),
+            base + offset,
+        );
+        increases.push(
+            run_with(
+                "http_requests_total.increase('PT5M')",
+                std::slice::from_ref(&sample),
+                &mut increase_state,
+            )
+            .unwrap()[0]
+                .1,
+        );
+        rates.push(
+            run_with(
+                "http_requests_total.rate('PT5M')",
+                &[sample],
+                &mut rate_state,
+            )
+            .unwrap()[0]
+                .1,
+        );
     }
-    assert_eq!(increases, vec![0.0, 280.0, 330.0, 1050.0], "IncreaseTest increase");
+    assert_eq!(
+        increases,
+        vec![0.0, 280.0, 330.0, 1050.0],
+        "IncreaseTest increase"
+    );
     assert_eq!(rates, vec![0.0, 1.75, 1.0, 3.0], "IncreaseTest rate");
 }
 
@@ -239,7 +711,13 @@ fn increase_test() {
 fn irate_and_counter_reset() {
     let mut state = EngineState::default();
     let mut values = Vec::new();
-    for (offset, value) in [(0, 10.0), (10_000, 30.0), (20_500, 50.0), (30_000, 5.0), (40_000, 25.0)] {
+    for (offset, value) in [
+        (0, 10.0),
+        (10_000, 30.0),
+        (20_500, 50.0),
+        (30_000, 5.0),
+        (40_000, 25.0),
+    ] {
         let sample = at(s("c", &[], value), T0 + offset);
         values.push(run_with("c.irate()", &[sample], &mut state).unwrap()[0].1);
     }
@@ -249,11 +727,20 @@ fn irate_and_counter_reset() {
     // increase with reset handling: the reset point yields 0, later points increase from it.
     let mut state = EngineState::default();
     let mut values = Vec::new();
-    for (offset, value) in [(0, 100.0), (60_000, 160.0), (120_000, 10.0), (180_000, 70.0)] {
+    for (offset, value) in [
+        (0, 100.0),
+        (60_000, 160.0),
+        (120_000, 10.0),
+        (180_000, 70.0),
+    ] {
         let sample = at(s("c", &[], value), T0 + offset);
         values.push(run_with("c.increase('PT5M')", &[sample], &mut state).unwrap()[0].1);
     }
-    assert_eq!(values, vec![0.0, 60.0, 0.0, 60.0], "increase across a counter reset");
+    assert_eq!(
+        values,
+        vec![0.0, 60.0, 0.0, 60.0],
+        "increase across a counter reset"
+    );
 }
 
 #[test]
@@ -269,8 +756,14 @@ fn counter_windows_are_per_rule_site_and_pruned() {
     }
     // Two rules on one counter keep separate windows (upstream would share one queue).
     assert_eq!(state.counters.len(), 2);
-    state.counters.prune(T0 + 2 * 60_000 + 60_000 + 5 * 60_000 + 1);
-    assert_eq!(state.counters.len(), 1, "the 1-minute window series is idle past its window + grace");
+    state
+        .counters
+        .prune(T0 + 2 * 60_000 + 60_000 + 5 * 60_000 + 1);
+    assert_eq!(
+        state.counters.len(),
+        1,
+        "the 1-minute window series is idle past its window + grace"
+    );
     state.counters.forget_metric("t_b");
     assert!(state.counters.is_empty());
 }

@@ -24,7 +24,10 @@ pub fn at(mut sample: Sample, timestamp_ms: i64) -> Sample {
 pub fn families(samples: &[Sample]) -> HashMap<String, Family> {
     let mut by_name: HashMap<String, Vec<Sample>> = HashMap::new();
     for sample in samples {
-        by_name.entry(sample.name.clone()).or_default().push(sample.clone());
+        by_name
+            .entry(sample.name.clone())
+            .or_default()
+            .push(sample.clone());
     }
     by_name
         .into_iter()
