@@ -191,12 +191,10 @@ impl CounterState {
         });
     }
 
-    /// Keeps only the series of rules producing one of `metrics`: after a filter-only swap the
-    /// new file keeps every metric and its expressions, so its counters carry over; series the
-    /// new filter no longer reads stop being updated and [`prune`](Self::prune) drops them after
-    /// their window.
-    pub fn retain_metrics(&mut self, keep: impl Fn(&str) -> bool) {
-        self.series.retain(|key, _| keep(&key.rule.metric));
+    /// Keeps the series for which `keep(rule, sample name)` holds (see
+    /// [`EngineState::carry_over`](crate::EngineState::carry_over)).
+    pub fn retain(&mut self, keep: impl Fn(&RuleKey, &str) -> bool) {
+        self.series.retain(|key, _| keep(&key.rule, &key.name));
     }
 
     /// Starts `metric` fresh (a structural change of its rule).

@@ -26,7 +26,7 @@ mod sample;
 mod scope;
 mod value;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use hotrule_rule_compiler::{MalFile, MalRule};
 
@@ -70,6 +70,28 @@ impl EngineState {
             counters: CounterState::new(config),
             ..EngineState::default()
         }
+    }
+}
+
+impl EngineState {
+    /// Carries this state over to `new`, the next version of the same file. Counter series stay
+    /// for every rule `new` still has (same metric and ordinal) whose metric is not in
+    /// `structural`, and only for the sample names that rule still reads; everything else starts
+    /// fresh. After a FILTER_ONLY change pass an empty `structural`: the expressions are
+    /// unchanged, so their windows continue; series the new filter no longer lets through stop
+    /// being updated and are pruned after their window.
+    pub fn carry_over(&mut self, new: &PreparedFile, structural: &BTreeSet<String>) {
+        let reads: HashMap<&RuleKey, &[String]> = new
+            .rules
+            .iter()
+            .map(|rule| (&rule.key, rule.inputs.as_slice()))
+            .collect();
+        self.counters.retain(|rule, name| {
+            !structural.contains(&rule.metric)
+                && reads
+                    .get(rule)
+                    .is_some_and(|inputs| inputs.iter().any(|input| input == name))
+        });
     }
 }
 

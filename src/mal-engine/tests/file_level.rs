@@ -263,3 +263,64 @@ fn expression_suffix_and_prefix_apply() {
     let evaluation = evaluate(yaml, &[s("m", &[("service", "a")], 1.0)]);
     assert_eq!(only(&evaluation.values).entity.service_name, "p::a");
 }
+
+#[test]
+fn state_carries_over_a_filter_only_swap_and_restarts_structural_changes() {
+    let old = prepare(
+        "metricPrefix: t\nfilter: \"{ tags -> tags.job == 'a' }\"\nmetricsRules:\n  - name: c\n    exp: c.sum(['svc']).increase('PT5M').service(['svc'], Layer.GENERAL)\n  - name: d\n    exp: d.sum(['svc']).increase('PT5M').service(['svc'], Layer.GENERAL)\n",
+    );
+    let new = prepare(
+        "metricPrefix: t\nfilter: \"{ tags -> tags.job in ['a', 'b'] }\"\nmetricsRules:\n  - name: c\n    exp: c.sum(['svc']).increase('PT5M').service(['svc'], Layer.GENERAL)\n  - name: d\n    exp: e.sum(['svc']).increase('PT5M').service(['svc'], Layer.GENERAL)\n",
+    );
+    let mut state = EngineState::default();
+    let batch = |value: f64, ts: i64| {
+        vec![
+            at(s("c", &[("job", "a"), ("svc", "x")], value), ts),
+            at(s("d", &[("job", "a"), ("svc", "x")], value), ts),
+            at(s("e", &[("job", "a"), ("svc", "x")], value), ts),
+        ]
+    };
+    old.evaluate(&batch(10.0, T0), T0, &mut state);
+    assert_eq!(state.counters.len(), 2);
+
+    let mut carried = state.clone();
+    carried.carry_over(&new, &Default::default());
+    assert_eq!(
+        carried.counters.len(),
+        1,
+        "rule d now reads e: its series on d is dropped"
+    );
+    let next = new.evaluate(&batch(25.0, T0 + 60_000), T0 + 60_000, &mut carried);
+    let value_of = |metric: &str| {
+        next.values
+            .iter()
+            .find(|v| v.metric == metric)
+            .map(|v| v.value.clone())
+    };
+    assert_eq!(
+        value_of("t_c"),
+        Some(Value::Single(15)),
+        "the window continued"
+    );
+    assert_eq!(
+        value_of("t_d"),
+        Some(Value::Single(0)),
+        "fresh series start at 0"
+    );
+
+    let mut restarted = state.clone();
+    restarted.carry_over(&new, &["t_c".to_owned()].into_iter().collect());
+    assert!(
+        restarted.counters.is_empty(),
+        "structural change of t_c starts it fresh"
+    );
+}
+
+#[test]
+fn division_by_zero_is_stored_as_the_largest_long() {
+    let evaluation = evaluate(
+        &file("m.sum(['service']).div(0).service(['service'], Layer.GENERAL)"),
+        &[s("m", &[("service", "a")], 3.0)],
+    );
+    assert_eq!(only(&evaluation.values).value, Value::Single(i64::MAX));
+}
