@@ -244,16 +244,36 @@ fn by_input(values: [f64; 5]) -> Vec<hotrule_mal_engine::Sample> {
     let name = "http_success_request";
     vec![
         s(name, &[("idc", "t1")], values[0]),
-        s(name, &[("idc", "t3"), ("region", "cn"), ("svc", "catalog")], values[1]),
-        s(name, &[("idc", "t1"), ("region", "us"), ("svc", "product")], values[2]),
-        s(name, &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.1")], values[3]),
-        s(name, &[("idc", "t3"), ("region", "cn"), ("instance", "10.0.0.1")], values[4]),
+        s(
+            name,
+            &[("idc", "t3"), ("region", "cn"), ("svc", "catalog")],
+            values[1],
+        ),
+        s(
+            name,
+            &[("idc", "t1"), ("region", "us"), ("svc", "product")],
+            values[2],
+        ),
+        s(
+            name,
+            &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.1")],
+            values[3],
+        ),
+        s(
+            name,
+            &[("idc", "t3"), ("region", "cn"), ("instance", "10.0.0.1")],
+            values[4],
+        ),
     ]
 }
 
 fn idc3() -> Vec<hotrule_mal_engine::Sample> {
     let name = "http_success_request";
-    vec![s(name, &[("idc", "t3")], 100.0), s(name, &[("idc", "t1")], 50.0), s(name, &[("idc", "t2")], 3.0)]
+    vec![
+        s(name, &[("idc", "t3")], 100.0),
+        s(name, &[("idc", "t1")], 50.0),
+        s(name, &[("idc", "t2")], 3.0),
+    ]
 }
 
 #[test]
@@ -267,38 +287,137 @@ fn aggregation_test() {
         ]))
     };
     check(vec![
-        ("AggregationTest sum-by", "http_success_request.sum(['region', 'idc'])", by_input([50.0, 50.0, 50.0, 50.0, 3.0]), grouped(50.0, 100.0, 53.0)),
-        ("AggregationTest min-by", "http_success_request.min(['region', 'idc'])", by_input([50.0, 50.0, 50.0, 100.0, 3.0]), grouped(50.0, 50.0, 3.0)),
-        ("AggregationTest max-by", "http_success_request.max(['region', 'idc'])", by_input([50.0, 50.0, 50.0, 100.0, 3.0]), grouped(50.0, 100.0, 50.0)),
-        ("AggregationTest avg-by", "http_success_request.avg(['region', 'idc'])", by_input([50.0, 51.0, 50.0, 100.0, 3.0]), grouped(50.0, 75.0, 27.0)),
-        ("AggregationTest count-by-one", "http_success_request.count(['instance'])",
+        (
+            "AggregationTest sum-by",
+            "http_success_request.sum(['region', 'idc'])",
+            by_input([50.0, 50.0, 50.0, 50.0, 3.0]),
+            grouped(50.0, 100.0, 53.0),
+        ),
+        (
+            "AggregationTest min-by",
+            "http_success_request.min(['region', 'idc'])",
+            by_input([50.0, 50.0, 50.0, 100.0, 3.0]),
+            grouped(50.0, 50.0, 3.0),
+        ),
+        (
+            "AggregationTest max-by",
+            "http_success_request.max(['region', 'idc'])",
+            by_input([50.0, 50.0, 50.0, 100.0, 3.0]),
+            grouped(50.0, 100.0, 50.0),
+        ),
+        (
+            "AggregationTest avg-by",
+            "http_success_request.avg(['region', 'idc'])",
+            by_input([50.0, 51.0, 50.0, 100.0, 3.0]),
+            grouped(50.0, 75.0, 27.0),
+        ),
+        (
+            "AggregationTest count-by-one",
+            "http_success_request.count(['instance'])",
             vec![
                 s(name, &[("idc", "t1")], 50.0),
-                s(name, &[("idc", "t1"), ("region", "cn"), ("instance", "10.0.0.1")], 50.0),
-                s(name, &[("idc", "t2"), ("region", "us"), ("instance", "10.0.0.2")], 50.0),
-                s(name, &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.3")], 100.0),
-                s(name, &[("idc", "t2"), ("region", "cn"), ("instance", "10.0.0.3")], 3.0),
+                s(
+                    name,
+                    &[("idc", "t1"), ("region", "cn"), ("instance", "10.0.0.1")],
+                    50.0,
+                ),
+                s(
+                    name,
+                    &[("idc", "t2"), ("region", "us"), ("instance", "10.0.0.2")],
+                    50.0,
+                ),
+                s(
+                    name,
+                    &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.3")],
+                    100.0,
+                ),
+                s(
+                    name,
+                    &[("idc", "t2"), ("region", "cn"), ("instance", "10.0.0.3")],
+                    3.0,
+                ),
             ],
-            Some(expect(&[(&[], 3.0)]))),
-        ("AggregationTest count-by-multi", "http_success_request.count(['region','instance'])",
+            Some(expect(&[(&[], 3.0)])),
+        ),
+        (
+            "AggregationTest count-by-multi",
+            "http_success_request.count(['region','instance'])",
             vec![
                 s(name, &[("idc", "t1")], 50.0),
-                s(name, &[("idc", "t1"), ("region", "cn"), ("instance", "10.0.0.1")], 50.0),
-                s(name, &[("idc", "t1"), ("region", "cn"), ("instance", "10.0.0.1")], 50.0),
-                s(name, &[("idc", "t2"), ("region", "us"), ("instance", "10.0.0.2")], 50.0),
-                s(name, &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.3")], 100.0),
-                s(name, &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.4")], 100.0),
-                s(name, &[("idc", "t2"), ("region", "cn"), ("instance", "10.0.0.5")], 3.0),
+                s(
+                    name,
+                    &[("idc", "t1"), ("region", "cn"), ("instance", "10.0.0.1")],
+                    50.0,
+                ),
+                s(
+                    name,
+                    &[("idc", "t1"), ("region", "cn"), ("instance", "10.0.0.1")],
+                    50.0,
+                ),
+                s(
+                    name,
+                    &[("idc", "t2"), ("region", "us"), ("instance", "10.0.0.2")],
+                    50.0,
+                ),
+                s(
+                    name,
+                    &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.3")],
+                    100.0,
+                ),
+                s(
+                    name,
+                    &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.4")],
+                    100.0,
+                ),
+                s(
+                    name,
+                    &[("idc", "t2"), ("region", "cn"), ("instance", "10.0.0.5")],
+                    3.0,
+                ),
             ],
-            Some(expect(&[(&[("region", "us")], 3.0), (&[("region", "cn")], 2.0)]))),
+            Some(expect(&[
+                (&[("region", "us")], 3.0),
+                (&[("region", "cn")], 2.0),
+            ])),
+        ),
         // v2 rejects `sum()` at parse time (the upstream rows are negative cases); hotrule's
         // compiler accepts it and the engine aggregates everything, as v1 did (docs/mal.md).
-        ("AggregationTest sum (v1 total aggregation)", "http_success_request.sum()", idc3(), Some(expect(&[(&[], 153.0)]))),
-        ("AggregationTest min (v1 total aggregation)", "http_success_request.min()", idc3(), Some(expect(&[(&[], 3.0)]))),
-        ("AggregationTest max (v1 total aggregation)", "http_success_request.max()", idc3(), Some(expect(&[(&[], 100.0)]))),
-        ("AggregationTest avg (v1 total aggregation)", "http_success_request.avg()", idc3(), Some(expect(&[(&[], 51.0)]))),
-        ("AggregationTest count (v1 total aggregation)", "http_success_request.count()", idc3(), Some(expect(&[(&[], 3.0)]))),
-        ("aggregation of EMPTY", "absent.sum(['region'])", idc3(), None),
+        (
+            "AggregationTest sum (v1 total aggregation)",
+            "http_success_request.sum()",
+            idc3(),
+            Some(expect(&[(&[], 153.0)])),
+        ),
+        (
+            "AggregationTest min (v1 total aggregation)",
+            "http_success_request.min()",
+            idc3(),
+            Some(expect(&[(&[], 3.0)])),
+        ),
+        (
+            "AggregationTest max (v1 total aggregation)",
+            "http_success_request.max()",
+            idc3(),
+            Some(expect(&[(&[], 100.0)])),
+        ),
+        (
+            "AggregationTest avg (v1 total aggregation)",
+            "http_success_request.avg()",
+            idc3(),
+            Some(expect(&[(&[], 51.0)])),
+        ),
+        (
+            "AggregationTest count (v1 total aggregation)",
+            "http_success_request.count()",
+            idc3(),
+            Some(expect(&[(&[], 3.0)])),
+        ),
+        (
+            "aggregation of EMPTY",
+            "absent.sum(['region'])",
+            idc3(),
+            None,
+        ),
     ]);
 }
 
@@ -724,4 +843,109 @@ fn counter_windows_are_per_rule_site_and_pruned() {
     );
     state.counters.forget_metric("t_b");
     assert!(state.counters.is_empty());
+}
+
+/// `(service name, endpoint name)` → the entity's samples as sorted `(labels, value)`.
+type Entities = Vec<((String, String), Vec<(hotrule_mal_engine::Labels, f64)>)>;
+
+fn entities_of(expr: &str, samples: &[hotrule_mal_engine::Sample]) -> Entities {
+    let parsed = hotrule_rule_compiler::parse_mal_expression(expr).expect("parse");
+    let result = hotrule_mal_engine::run_expression(
+        &parsed,
+        &families(samples),
+        T0,
+        &mut EngineState::default(),
+    )
+    .unwrap_or_else(|e| panic!("{expr}: {e}"));
+    let mut out: Entities = result
+        .entities
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(entity, samples)| {
+            let mut values: Vec<_> = samples.into_iter().map(|s| (s.labels, s.value)).collect();
+            values.sort_by(|a, b| a.0.cmp(&b.0));
+            ((entity.service_name, entity.endpoint_name), values)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn entity(
+    service: &str,
+    endpoint: &str,
+    values: &[(&[(&str, &str)], f64)],
+) -> ((String, String), Vec<(hotrule_mal_engine::Labels, f64)>) {
+    ((service.to_owned(), endpoint.to_owned()), expect(values))
+}
+
+#[test]
+fn scope_test() {
+    let input = by_input([50.0, 51.0, 50.0, 100.0, 3.0]);
+    let cases: Vec<(&str, &str, Entities)> = vec![
+        (
+            "ScopeTest sum_service",
+            "http_success_request.sum(['idc']).service(['idc'], Layer.GENERAL)",
+            vec![
+                entity("t1", "", &[(&[], 200.0)]),
+                entity("t3", "", &[(&[], 54.0)]),
+            ],
+        ),
+        (
+            "ScopeTest sum_service_labels",
+            "http_success_request.sum(['region', 'idc']).service(['idc'], Layer.GENERAL)",
+            vec![
+                entity(
+                    "t1",
+                    "",
+                    &[(&[("region", "")], 50.0), (&[("region", "us")], 150.0)],
+                ),
+                entity("t3", "", &[(&[("region", "cn")], 54.0)]),
+            ],
+        ),
+        (
+            "ScopeTest sum_service_m",
+            "http_success_request.sum(['idc', 'region']).service(['idc' , 'region'], Layer.GENERAL)",
+            vec![
+                entity("t1", "", &[(&[], 50.0)]),
+                entity("t1.us", "", &[(&[], 150.0)]),
+                entity("t3.cn", "", &[(&[], 54.0)]),
+            ],
+        ),
+        (
+            "ScopeTest sum_service_endpoint",
+            "http_success_request.sum(['region', 'idc']).endpoint(['idc'] , ['region'], Layer.GENERAL)",
+            vec![
+                entity("t1", "", &[(&[], 50.0)]),
+                entity("t1", "us", &[(&[], 150.0)]),
+                entity("t3", "cn", &[(&[], 54.0)]),
+            ],
+        ),
+        (
+            "ScopeTest sum_service_endpoint_labels",
+            "http_success_request.sum(['region', 'idc' , 'instance']).endpoint(['idc'] , ['region'], Layer.GENERAL)",
+            vec![
+                entity("t1", "", &[(&[("instance", "")], 50.0)]),
+                entity(
+                    "t1",
+                    "us",
+                    &[
+                        (&[("instance", "")], 50.0),
+                        (&[("instance", "10.0.0.1")], 100.0),
+                    ],
+                ),
+                entity(
+                    "t3",
+                    "cn",
+                    &[
+                        (&[("instance", "")], 51.0),
+                        (&[("instance", "10.0.0.1")], 3.0),
+                    ],
+                ),
+            ],
+        ),
+    ];
+    for (case, expr, expected) in cases {
+        assert_eq!(entities_of(expr, &input), expected, "{case}");
+    }
 }
