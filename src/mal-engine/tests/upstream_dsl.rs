@@ -1171,3 +1171,36 @@ fn scope_test() {
         "ScopeTest sum_process_relation"
     );
 }
+
+#[test]
+fn counter_window_test() {
+    // 2020-09-11T11:11:00Z and the CounterWindowTest points (the sixth arrives out of order).
+    let base = 1_599_822_660_000_i64;
+    let points = [
+        (1_030, 10.0),
+        (15_990, 11.0),
+        (31_000, 12.0),
+        (46_090, 13.0),
+        (60_970, 14.0),
+        (970, 15.0),
+        (76_600, 16.0),
+        (91_660, 17.0),
+    ];
+    for (window, expected) in [
+        ("PT15S", [0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 2.0, 1.0]),
+        ("PT35S", [0.0, 1.0, 2.0, 2.0, 2.0, 0.0, 3.0, 3.0]),
+        ("PT1M", [0.0, 1.0, 2.0, 3.0, 4.0, 0.0, 5.0, 5.0]),
+        ("PT2M", [0.0, 1.0, 2.0, 3.0, 4.0, 0.0, 1.0, 2.0]),
+    ] {
+        let mut state = EngineState::default();
+        let expr = format!("test.increase('{window}')");
+        let got: Vec<f64> = points
+            .iter()
+            .map(|&(offset, value)| {
+                let sample = at(s("test", &[], value), base + offset);
+                run_with(&expr, &[sample], &mut state).expect("run")[0].1
+            })
+            .collect();
+        assert_eq!(got, expected, "CounterWindowTest test{window}");
+    }
+}
