@@ -1204,3 +1204,84 @@ fn counter_window_test() {
         assert_eq!(got, expected, "CounterWindowTest test{window}");
     }
 }
+
+#[test]
+fn function_test_rows() {
+    let name = "http_success_request";
+    let us = || vec![s(name, &[("region", "us")], 0.0)];
+    let buckets = |values: [f64; 3]| {
+        vec![
+            s(name, &[("le", "0.025")], values[0]),
+            s(name, &[("le", "0.75")], values[1]),
+            s(name, &[("le", "1.25")], values[2]),
+        ]
+    };
+    check(vec![
+        // v2 rejects the bare-closure form at parse time; the engine runs it as v1 did.
+        (
+            "FunctionTest tag-override (v1)",
+            "http_success_request.tag({ ['svc':'product', 'instance':'10.0.0.1'] })",
+            us(),
+            Some(expect(&[(
+                &[("svc", "product"), ("instance", "10.0.0.1")],
+                0.0,
+            )])),
+        ),
+        (
+            "FunctionTest tag-add",
+            "http_success_request.tag({tags -> tags.az = 'az1' })",
+            us(),
+            Some(expect(&[(&[("region", "us"), ("az", "az1")], 0.0)])),
+        ),
+        (
+            "FunctionTest tag-remove",
+            "http_success_request.tag({tags -> tags.remove('region') })",
+            us(),
+            Some(expect(&[(&[], 0.0)])),
+        ),
+        (
+            "FunctionTest tag-update",
+            "http_success_request.tag({tags -> if (tags['region'] == 'us') {tags.region = 'zh'} })",
+            us(),
+            Some(expect(&[(&[("region", "zh")], 0.0)])),
+        ),
+        (
+            "FunctionTest tag-append",
+            "http_success_request.tag({tags -> tags.region = 'prefix::' + tags.region})",
+            us(),
+            Some(expect(&[(&[("region", "prefix::us")], 0.0)])),
+        ),
+        (
+            "FunctionTest histogram",
+            "http_success_request.histogram()",
+            buckets([100.0, 12.0, 36.0]),
+            Some(expect(&[
+                (&[("le", "25")], 100.0),
+                (&[("le", "750")], 12.0),
+                (&[("le", "1250")], 36.0),
+            ])),
+        ),
+        (
+            "FunctionTest histogram_percentile",
+            "http_success_request.histogram().histogram_percentile([75,99])",
+            buckets([100.0, 22.0, 30.0]),
+            Some(expect(&[
+                (&[("le", "25")], 100.0),
+                (&[("le", "750")], 22.0),
+                (&[("le", "1250")], 30.0),
+            ])),
+        ),
+        (
+            "FunctionTest for-each",
+            "http_success_request.forEach(['v1', 'v2'], {element, tags -> tags[element] = 'test'})",
+            vec![
+                s(name, &[("region", "us")], 0.0),
+                s(name, &[("region", "cn")], 0.0),
+            ],
+            Some(expect(&[
+                (&[("region", "us"), ("v1", "test"), ("v2", "test")], 0.0),
+                (&[("region", "cn"), ("v1", "test"), ("v2", "test")], 0.0),
+            ])),
+        ),
+    ]);
+}
