@@ -1285,3 +1285,75 @@ fn function_test_rows() {
         ),
     ]);
 }
+
+#[test]
+fn tag_filter_test_rows() {
+    let name = "http_success_request";
+    let sf = vec![
+        s(name, &[("idc", "t2")], 50.0),
+        s(
+            name,
+            &[("idc", "t3"), ("region", "cn"), ("svc", "catalog")],
+            50.0,
+        ),
+        s(
+            name,
+            &[("idc", "t1"), ("region", "us"), ("svc", "product")],
+            50.0,
+        ),
+        s(
+            name,
+            &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.1")],
+            50.0,
+        ),
+        s(
+            name,
+            &[("idc", "t3"), ("region", "cn"), ("instance", "10.0.0.1")],
+            3.0,
+        ),
+    ];
+    let all: Vec<(hotrule_mal_engine::Labels, f64)> = {
+        let mut all: Vec<_> = sf.iter().map(|s| (s.labels.clone(), s.value)).collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    };
+    check(vec![
+        (
+            "TagFilterTest tagEqual",
+            "http_success_request.tagEqual('idc', 't3')",
+            sf.clone(),
+            Some(expect(&[
+                (&[("idc", "t3"), ("region", "cn"), ("svc", "catalog")], 50.0),
+                (
+                    &[("idc", "t3"), ("region", "cn"), ("instance", "10.0.0.1")],
+                    3.0,
+                ),
+            ])),
+        ),
+        (
+            "TagFilterTest tagNotEqual",
+            "http_success_request.tagNotEqual('idc', 't1')",
+            sf.clone(),
+            Some(expect(&[
+                (&[("idc", "t2")], 50.0),
+                (&[("idc", "t3"), ("region", "cn"), ("svc", "catalog")], 50.0),
+                (
+                    &[("idc", "t3"), ("region", "cn"), ("instance", "10.0.0.1")],
+                    3.0,
+                ),
+            ])),
+        ),
+        (
+            "TagFilterTest tagMatch",
+            "http_success_request.tagMatch('idc', 't1|t2|t3')",
+            sf.clone(),
+            Some(all),
+        ),
+        (
+            "TagFilterTest tagNotMatch",
+            "http_success_request.tagNotMatch('idc', 't1|t3')",
+            sf.clone(),
+            Some(expect(&[(&[("idc", "t2")], 50.0)])),
+        ),
+    ]);
+}
