@@ -31,7 +31,8 @@ pub(crate) fn method(
             "length" | "size" => V::Int(s.chars().count() as i64),
             "isEmpty" => V::Bool(s.is_empty()),
             "isBlank" => V::Bool(s.trim().is_empty()),
-            "toString" => V::Str(s.clone()),
+            // `name()` is `Enum.name()`: enum values such as `me.layer` are their names here.
+            "toString" | "name" => V::Str(s.clone()),
             "startsWith" => V::Bool(s.starts_with(&arg_text(0))),
             "endsWith" => V::Bool(s.ends_with(&arg_text(0))),
             "contains" => V::Bool(s.contains(&arg_text(0))),

@@ -1357,3 +1357,34 @@ fn tag_filter_test_rows() {
         ),
     ]);
 }
+
+#[test]
+fn decorate_test() {
+    let name = "http_success_request";
+    let samples = vec![
+        s(name, &[("idc", "t1")], 50.0),
+        s(
+            name,
+            &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.1")],
+            100.0,
+        ),
+    ];
+    let parsed = hotrule_rule_compiler::parse_mal_expression(
+        "http_success_request.sum(['idc']).service(['idc'], Layer.GENERAL).decorate({ me -> me.attr0 = me.layer.name()})",
+    )
+    .expect("parse");
+    let result = hotrule_mal_engine::run_expression(
+        &parsed,
+        &families(&samples),
+        T0,
+        &mut EngineState::default(),
+    )
+    .expect("DecorateTest testDecorate");
+    let entities = result.entities.unwrap_or_default();
+    assert_eq!(entities.len(), 1);
+    assert_eq!(
+        entities[0].0.attrs[0].as_deref(),
+        Some("GENERAL"),
+        "DecorateTest testDecorate"
+    );
+}
