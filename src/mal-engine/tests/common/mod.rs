@@ -76,3 +76,48 @@ pub fn prepare(yaml: &str) -> PreparedFile {
 pub fn evaluate(yaml: &str, samples: &[Sample]) -> Evaluation {
     prepare(yaml).evaluate(samples, T0, &mut EngineState::default())
 }
+
+/// One table row: upstream case name, expression, input samples, expected result (None = EMPTY).
+pub type Row = (
+    &'static str,
+    &'static str,
+    Vec<Sample>,
+    Option<Vec<(Labels, f64)>>,
+);
+
+pub fn check(rows: Vec<Row>) {
+    for (case, expr, input, expected) in rows {
+        let got = run(expr, &input).unwrap_or_else(|e| panic!("{case}: {e}"));
+        match expected {
+            None => assert!(got.is_empty(), "{case}: expected EMPTY, got {got:?}"),
+            Some(expected) => assert_eq!(got, expected, "{case}"),
+        }
+    }
+}
+
+pub fn by_input(values: [f64; 5]) -> Vec<hotrule_mal_engine::Sample> {
+    let name = "http_success_request";
+    vec![
+        s(name, &[("idc", "t1")], values[0]),
+        s(
+            name,
+            &[("idc", "t3"), ("region", "cn"), ("svc", "catalog")],
+            values[1],
+        ),
+        s(
+            name,
+            &[("idc", "t1"), ("region", "us"), ("svc", "product")],
+            values[2],
+        ),
+        s(
+            name,
+            &[("idc", "t1"), ("region", "us"), ("instance", "10.0.0.1")],
+            values[3],
+        ),
+        s(
+            name,
+            &[("idc", "t3"), ("region", "cn"), ("instance", "10.0.0.1")],
+            values[4],
+        ),
+    ]
+}
