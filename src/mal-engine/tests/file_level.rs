@@ -324,3 +324,58 @@ fn division_by_zero_is_stored_as_the_largest_long() {
     );
     assert_eq!(only(&evaluation.values).value, Value::Single(i64::MAX));
 }
+
+#[test]
+fn filter_test_rows() {
+    let input = [
+        s(
+            "instance_cpu_percentage",
+            &[("str", "val1")],
+            1_600_592_418_480.0,
+        ),
+        s(
+            "instance_cpu_percentage",
+            &[("str", "val2")],
+            1_600_592_418_480.0,
+        ),
+    ];
+    for (case, filter, expected) in [
+        (
+            "FilterTest filter-string",
+            "{ tags -> tags.str == 'val1' }",
+            vec!["val1"],
+        ),
+        (
+            "FilterTest filter-equal-val2",
+            "{ tags -> tags.str == 'val2' }",
+            vec!["val2"],
+        ),
+        (
+            "FilterTest filter-not-equal",
+            "{ tags -> tags.str != 'val1' }",
+            vec!["val2"],
+        ),
+        (
+            "FilterTest filter-in-single",
+            "{ tags -> tags.str in [ 'val2' ] }",
+            vec!["val2"],
+        ),
+        (
+            "FilterTest filter-in-multiple",
+            "{ tags -> tags.str in [ 'val1', 'val2' ] }",
+            vec!["val1", "val2"],
+        ),
+    ] {
+        let yaml = format!(
+            "metricPrefix: meter\nfilter: \"{filter}\"\nmetricsRules:\n  - name: cpu\n    exp: instance_cpu_percentage.sum(['str']).service(['str'], Layer.GENERAL)\n"
+        );
+        let evaluation = evaluate(&yaml, &input);
+        let mut services: Vec<&str> = evaluation
+            .values
+            .iter()
+            .map(|v| v.entity.service_name.as_str())
+            .collect();
+        services.sort();
+        assert_eq!(services, expected, "{case}");
+    }
+}
