@@ -139,19 +139,58 @@ fn arithmetic_test() {
             ])),
         ),
         (
-            "ArithmeticTest (after) empty-multiply-sampleFamily",
+            "ArithmeticTest sameSampleFamily-minus-sameSampleFamily",
+            "http_success_request.sum(['service']) - http_success_request.sum(['service'])",
+            vec![
+                s(
+                    "http_success_request",
+                    &[("idc", "t1"), ("service", "service1")],
+                    100.0,
+                ),
+                s(
+                    "http_success_request",
+                    &[("idc", "t2"), ("service", "service1")],
+                    30.0,
+                ),
+                s(
+                    "http_success_request",
+                    &[("idc", "t3"), ("service", "service1")],
+                    40.0,
+                ),
+                s(
+                    "http_success_request",
+                    &[("region", "us"), ("service", "service1")],
+                    80.0,
+                ),
+            ],
+            Some(expect(&[(&[("service", "service1")], 0.0)])),
+        ),
+        (
+            "ArithmeticTest empty-multiple-empty",
+            "http_success_request * http_error_request",
+            vec![],
+            None,
+        ),
+        (
+            "ArithmeticTest empty-divide-empty",
+            "http_success_request / http_error_request",
+            vec![],
+            None,
+        ),
+        (
+            "ArithmeticTest empty-multiple-sampleFamily",
             "http_success_request * http_error_request",
             errors_only(),
             None,
         ),
         (
-            "ArithmeticTest (after) sampleFamily-multiply-empty",
+            "ArithmeticTest sampleFamily-multiple-empty",
             "http_error_request * http_success_request",
             errors_only(),
             None,
         ),
         (
-            "ArithmeticTest (after) sampleFamily-multiply-sampleFamily",
+            "ArithmeticTest sampleFamily-multiple-sampleFamily",
             "http_success_request * http_error_request",
             success_and_errors(),
             Some(expect(&[
@@ -160,13 +199,13 @@ fn arithmetic_test() {
             ])),
         ),
         (
-            "ArithmeticTest (after) empty-divide-sampleFamily",
+            "ArithmeticTest empty-divide-sampleFamily",
             "http_success_request / http_error_request",
             errors_only(),
             None,
         ),
         (
-            "ArithmeticTest (after) sampleFamily-divide-empty",
+            "ArithmeticTest sampleFamily-divide-empty",
             "http_error_request / http_success_request",
             errors_only(),
             Some(expect(&[
@@ -175,7 +214,7 @@ fn arithmetic_test() {
             ])),
         ),
         (
-            "ArithmeticTest (after) sampleFamily-divide-sampleFamily",
+            "ArithmeticTest sampleFamily-divide-sampleFamily",
             "http_success_request / http_error_request",
             success_and_errors(),
             Some(expect(&[(&[("idc", "t1")], 2.0), (&[("idc", "t2")], 10.0)])),
