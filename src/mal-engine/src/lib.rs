@@ -26,7 +26,7 @@ mod sample;
 mod scope;
 mod value;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use hotrule_rule_compiler::{MalFile, MalRule};
 
@@ -47,6 +47,8 @@ use crate::eval::{RuleRun, Val};
 pub struct PreparedFile {
     file: MalFile,
     rules: Vec<PreparedRule>,
+    /// Every sample name some rule reads: only these are taken from a batch.
+    all_inputs: HashSet<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -127,8 +129,16 @@ impl PreparedFile {
                     percentiles,
                 }
             })
+            .collect::<Vec<PreparedRule>>();
+        let all_inputs = rules
+            .iter()
+            .flat_map(|rule| rule.inputs.iter().cloned())
             .collect();
-        PreparedFile { file, rules }
+        PreparedFile {
+            file,
+            rules,
+            all_inputs,
+        }
     }
 
     pub fn file(&self) -> &MalFile {
@@ -147,21 +157,43 @@ impl PreparedFile {
     pub fn evaluate(&self, batch: &[Sample], now_ms: i64, state: &mut EngineState) -> Evaluation {
         let mut by_name: HashMap<&str, Vec<Sample>> = HashMap::new();
         for sample in batch {
-            by_name
-                .entry(sample.name.as_str())
-                .or_default()
-                .push(sample.clone());
+            if self.all_inputs.contains(&sample.name) {
+                by_name
+                    .entry(sample.name.as_str())
+                    .or_default()
+                    .push(sample.clone());
+            }
         }
         let families: HashMap<&str, Family> = by_name
             .into_iter()
             .map(|(name, samples)| (name, Family::build(samples)))
+            .filter(|(_, family)| !family.is_empty())
             .collect();
+        // The file filter depends on the sample only: run it once per family, not once per rule.
+        let filtered: Option<HashMap<&str, Result<Family, EvalError>>> =
+            self.file.filter.as_ref().map(|filter| {
+                families
+                    .iter()
+                    .map(|(name, family)| {
+                        (*name, filter_family(filter, family, &mut state.regexes))
+                    })
+                    .collect()
+            });
         let mut evaluation = Evaluation::default();
         for (rule, prepared) in self.file.rules.iter().zip(&self.rules) {
-            match self.evaluate_rule(
+            let Some(inputs) = select_inputs(
                 rule,
                 prepared,
                 &families,
+                filtered.as_ref(),
+                &mut evaluation.warnings,
+            ) else {
+                continue;
+            };
+            match self.evaluate_rule(
+                rule,
+                prepared,
+                &inputs,
                 now_ms,
                 state,
                 &mut evaluation.warnings,
@@ -182,40 +214,15 @@ impl PreparedFile {
         &self,
         rule: &MalRule,
         prepared: &PreparedRule,
-        families: &HashMap<&str, Family>,
+        inputs: &HashMap<String, Family>,
         now_ms: i64,
         state: &mut EngineState,
         warnings: &mut Vec<Warning>,
     ) -> Result<Vec<MetricValue>, EvalError> {
-        let mut inputs: HashMap<String, Family> = prepared
-            .inputs
-            .iter()
-            .filter_map(|name| {
-                families
-                    .get(name.as_str())
-                    .filter(|family| !family.is_empty())
-                    .map(|family| (name.clone(), family.clone()))
-            })
-            .collect();
-        if inputs.is_empty() {
-            return Ok(Vec::new());
-        }
-        if let Some(filter) = &self.file.filter {
-            match apply_filter(filter, &inputs, &mut state.regexes) {
-                Ok(filtered) => inputs = filtered,
-                Err(error) => warnings.push(Warning::FilterFailed {
-                    rule: rule.name.clone(),
-                    reason: error.to_string(),
-                }),
-            }
-            if inputs.is_empty() {
-                return Ok(Vec::new());
-            }
-        }
         let mut run = RuleRun {
             rule_key: &prepared.key,
             rule_name: &rule.name,
-            inputs: &inputs,
+            inputs,
             now_ms,
             counters: &mut state.counters,
             regexes: &mut state.regexes,
@@ -233,6 +240,60 @@ impl PreparedFile {
             _ => Ok(Vec::new()),
         }
     }
+}
+
+/// A rule's input families: the ones it reads that are present, filtered by the file filter.
+/// `None` when nothing is left (the rule is skipped silently, as upstream). If the filter failed
+/// on one of them, the rule runs on its unfiltered input, as upstream does, with a warning.
+fn select_inputs(
+    rule: &MalRule,
+    prepared: &PreparedRule,
+    families: &HashMap<&str, Family>,
+    filtered: Option<&HashMap<&str, Result<Family, EvalError>>>,
+    warnings: &mut Vec<Warning>,
+) -> Option<HashMap<String, Family>> {
+    let present: Vec<(&String, &Family)> = prepared
+        .inputs
+        .iter()
+        .filter_map(|name| families.get(name.as_str()).map(|family| (name, family)))
+        .collect();
+    if present.is_empty() {
+        return None;
+    }
+    let Some(filtered) = filtered else {
+        return Some(
+            present
+                .into_iter()
+                .map(|(n, f)| (n.clone(), f.clone()))
+                .collect(),
+        );
+    };
+    let failure = present
+        .iter()
+        .find_map(|(name, _)| match filtered.get(name.as_str()) {
+            Some(Err(error)) => Some(error.clone()),
+            _ => None,
+        });
+    if let Some(error) = failure {
+        warnings.push(Warning::FilterFailed {
+            rule: rule.name.clone(),
+            reason: error.to_string(),
+        });
+        return Some(
+            present
+                .into_iter()
+                .map(|(n, f)| (n.clone(), f.clone()))
+                .collect(),
+        );
+    }
+    let inputs: HashMap<String, Family> = present
+        .into_iter()
+        .filter_map(|(name, _)| match filtered.get(name.as_str()) {
+            Some(Ok(family)) if !family.is_empty() => Some((name.clone(), family.clone())),
+            _ => None,
+        })
+        .collect();
+    (!inputs.is_empty()).then_some(inputs)
 }
 
 /// The outcome of [`run_expression`].
@@ -282,33 +343,26 @@ pub fn run_expression(
     })
 }
 
-/// The file `filter`: keeps samples whose tags pass; families left empty are removed.
-fn apply_filter(
+/// The file `filter` on one family: the samples whose tags pass.
+fn filter_family(
     filter: &hotrule_rule_compiler::ast::Expr,
-    inputs: &HashMap<String, Family>,
+    family: &Family,
     regexes: &mut RegexCache,
-) -> Result<HashMap<String, Family>, EvalError> {
+) -> Result<Family, EvalError> {
     let hotrule_rule_compiler::ast::ExprKind::Closure(closure) = &filter.kind else {
-        return Ok(inputs.clone());
+        return Ok(family.clone());
     };
     let mut interp = Interp { regexes };
-    let mut out = HashMap::new();
-    for (name, family) in inputs {
-        let mut kept = Vec::new();
-        for sample in family.samples() {
-            if interp
-                .call(closure, vec![tags_value(&sample.labels)])?
-                .truthy()
-            {
-                kept.push(sample.clone());
-            }
-        }
-        let kept = Family::build(kept);
-        if !kept.is_empty() {
-            out.insert(name.clone(), kept);
+    let mut kept = Vec::new();
+    for sample in family.samples() {
+        if interp
+            .call(closure, vec![tags_value(&sample.labels)])?
+            .truthy()
+        {
+            kept.push(sample.clone());
         }
     }
-    Ok(out)
+    Ok(Family::build(kept))
 }
 
 /// Turns the captured entity map into stored values, per the rule's data type.

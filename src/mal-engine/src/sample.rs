@@ -6,6 +6,7 @@
 //! family drops NaN samples, and a family left with none is EMPTY.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Label name to value. A missing label reads as `""` in filters, `by` lists and scope keys, and
 /// as `null` inside closures.
@@ -52,17 +53,20 @@ pub fn labels<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = 
         .collect()
 }
 
-/// A sample family. `samples` never holds a NaN value; empty means EMPTY.
+/// A sample family. `samples` never holds a NaN value; empty means EMPTY. Shared (`Arc`): reading
+/// a family name in an expression does not copy its samples.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Family {
-    samples: Vec<Sample>,
+    samples: Arc<Vec<Sample>>,
 }
 
 impl Family {
     /// SkyWalking's `SampleFamily.build`: drops NaN values.
     pub fn build(mut samples: Vec<Sample>) -> Family {
         samples.retain(|sample| !sample.value.is_nan());
-        Family { samples }
+        Family {
+            samples: Arc::new(samples),
+        }
     }
 
     pub fn empty() -> Family {
@@ -78,7 +82,7 @@ impl Family {
     }
 
     pub fn into_samples(self) -> Vec<Sample> {
-        self.samples
+        Arc::try_unwrap(self.samples).unwrap_or_else(|shared| shared.as_ref().clone())
     }
 
     /// Every sample with a new value from `transform`; NaN results are dropped.
