@@ -461,3 +461,60 @@ fn every_corpus_rule_yields_a_value() {
         "KNOWN_GAPS entries that now pass: {stale:?}"
     );
 }
+
+/// Hostile input must never panic: every corpus file on samples whose label values are odd
+/// (empty, `+Inf`, non-numeric bounds, unicode, very long) and whose values are NaN, ±∞, negative
+/// or zero. Errors are allowed (they are per rule); a panic fails the test.
+#[test]
+fn hostile_samples_never_panic() {
+    let root = Path::new(CORPUS);
+    let mut files = Vec::new();
+    mal_files(root, &mut files);
+    files.sort();
+    let odd_labels = [
+        "",
+        "+Inf",
+        "abc",
+        "∞ é 🚀",
+        "-Infinity",
+        "1e400",
+        "server",
+        "null",
+    ];
+    let odd_values = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 0.0, 1e308];
+    let long = "x".repeat(10_000);
+    let mut runs = 0;
+    for path in &files {
+        let bytes = std::fs::read(path).unwrap_or_default();
+        let Ok(Compiled::Mal(file)) = compile(DslKind::Mal, &bytes) else {
+            continue;
+        };
+        let file = PreparedFile::new(file);
+        let mut state = EngineState::default();
+        for (round, odd) in odd_labels
+            .iter()
+            .chain(std::iter::once(&long.as_str()))
+            .enumerate()
+        {
+            let ts = 1_700_000_000_000 + round as i64 * 60_000;
+            let mut batch = synthesize(&file, 1.0, ts);
+            for (i, sample) in batch.iter_mut().enumerate() {
+                sample.value = odd_values[(i + round) % odd_values.len()];
+                for (j, value) in sample.labels.values_mut().enumerate() {
+                    if (i + j + round) % 2 == 0 {
+                        *value = (*odd).to_owned();
+                    }
+                }
+                if (i + round) % 3 == 0 {
+                    let first = sample.labels.keys().next().cloned();
+                    if let Some(first) = first {
+                        sample.labels.remove(&first);
+                    }
+                }
+            }
+            let _ = file.evaluate(&batch, ts, &mut state);
+            runs += 1;
+        }
+    }
+    assert!(runs > 0);
+}
