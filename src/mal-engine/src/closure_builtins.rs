@@ -87,11 +87,21 @@ pub(crate) fn method(
                 .get(&arg_text(0))
                 .cloned()
                 .unwrap_or_else(|| args.get(1).cloned().unwrap_or(V::Null)),
-            "put" => map
-                .borrow_mut()
-                .insert(arg_text(0), args.get(1).cloned().unwrap_or(V::Null))
-                .unwrap_or(V::Null),
-            "remove" => map.borrow_mut().remove(&arg_text(0)).unwrap_or(V::Null),
+            "put" => {
+                // Arguments first: one of them may be this very map.
+                let (key, value) = (arg_text(0), args.get(1).cloned().unwrap_or(V::Null));
+                map.try_borrow_mut()
+                    .map_err(|_| mismatch("a map modified while it is read".to_owned(), at))?
+                    .insert(key, value)
+                    .unwrap_or(V::Null)
+            }
+            "remove" => {
+                let key = arg_text(0);
+                map.try_borrow_mut()
+                    .map_err(|_| mismatch("a map modified while it is read".to_owned(), at))?
+                    .remove(&key)
+                    .unwrap_or(V::Null)
+            }
             "containsKey" => V::Bool(map.borrow().contains_key(&arg_text(0))),
             "size" => V::Int(map.borrow().len() as i64),
             "isEmpty" => V::Bool(map.borrow().is_empty()),

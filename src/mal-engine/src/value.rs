@@ -12,6 +12,9 @@ use crate::output::Entity;
 
 pub(crate) type MapRef = Rc<RefCell<BTreeMap<String, V>>>;
 
+/// How deep printing and comparing go into nested lists and maps.
+const MAX_DEPTH: usize = 16;
+
 #[derive(Debug, Clone)]
 pub(crate) enum V {
     Null,
@@ -64,8 +67,16 @@ impl V {
         }
     }
 
-    /// Groovy's `toString()` (`String.valueOf` for null).
+    /// Groovy's `toString()` (`String.valueOf` for null). Nesting deeper than a few levels (a map
+    /// that contains itself) prints `...` instead of recursing.
     pub(crate) fn to_text(&self) -> String {
+        self.text_at(0)
+    }
+
+    fn text_at(&self, depth: usize) -> String {
+        if depth > MAX_DEPTH {
+            return "...".to_owned();
+        }
         match self {
             V::Null => "null".to_owned(),
             V::Bool(b) => b.to_string(),
@@ -74,16 +85,22 @@ impl V {
             V::Str(s) => s.clone(),
             V::List(items) => format!(
                 "[{}]",
-                items.iter().map(V::to_text).collect::<Vec<_>>().join(", ")
-            ),
-            V::Map(map) => format!(
-                "[{}]",
-                map.borrow()
+                items
                     .iter()
-                    .map(|(k, v)| format!("{k}:{}", v.to_text()))
+                    .map(|item| item.text_at(depth + 1))
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            V::Map(map) => match map.try_borrow() {
+                Ok(map) => format!(
+                    "[{}]",
+                    map.iter()
+                        .map(|(k, v)| format!("{k}:{}", v.text_at(depth + 1)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                Err(_) => "[...]".to_owned(),
+            },
             V::Entity(_) => "MeterEntity".to_owned(),
             V::Matcher(_) => "Matcher".to_owned(),
             V::Class(name) => name.clone(),
@@ -98,23 +115,34 @@ impl V {
         }
     }
 
-    /// Groovy `==`: null-safe; numbers compare by value; lists and maps element-wise.
+    /// Groovy `==`: null-safe; numbers compare by value; lists and maps element-wise (a map is
+    /// equal to itself without looking inside, so self-containing maps do not recurse).
     pub(crate) fn equals(&self, other: &V) -> bool {
+        self.equals_at(other, 0)
+    }
+
+    fn equals_at(&self, other: &V, depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
         match (self, other) {
             (V::Null, V::Null) => true,
             (V::Null, _) | (_, V::Null) => false,
             (V::Bool(a), V::Bool(b)) => a == b,
             (V::Str(a), V::Str(b)) => a == b,
             (V::List(a), V::List(b)) => {
-                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.equals(y))
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.equals_at(y, depth + 1))
             }
-            (V::Map(a), V::Map(b)) => {
-                let (a, b) = (a.borrow(), b.borrow());
-                a.len() == b.len()
-                    && a.iter()
-                        .zip(b.iter())
-                        .all(|((ka, va), (kb, vb))| ka == kb && va.equals(vb))
-            }
+            (V::Map(a), V::Map(b)) if Rc::ptr_eq(a, b) => true,
+            (V::Map(a), V::Map(b)) => match (a.try_borrow(), b.try_borrow()) {
+                (Ok(a), Ok(b)) => {
+                    a.len() == b.len()
+                        && a.iter()
+                            .zip(b.iter())
+                            .all(|((ka, va), (kb, vb))| ka == kb && va.equals_at(vb, depth + 1))
+                }
+                _ => false,
+            },
             _ => match (self.as_f64(), other.as_f64()) {
                 (Some(a), Some(b)) => a == b,
                 _ => false,

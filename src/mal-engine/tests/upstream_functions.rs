@@ -297,3 +297,28 @@ fn decorate_test() {
         "DecorateTest testDecorate"
     );
 }
+
+#[test]
+fn self_referencing_closures_fail_or_run_without_panicking() {
+    let input = vec![s("m", &[("a", "1")], 1.0)];
+    for expr in [
+        "m.tag({tags -> tags.put(tags, 'x')})",
+        "m.tag({tags -> tags.self = tags; tags.text = \"${tags}\"; tags.remove('self')})",
+        "m.filter({tags -> tags.self = tags; tags == tags})",
+        "m.tag({tags -> tags.self = tags})",
+        "m.tag({tags -> tags.x = tags.a.substring(5)})",
+        "m.tag({tags -> tags.x = tags.nothing.trim()})",
+        "m.tag({tags -> tags.x = (tags.a as Integer) / 0})",
+        "m.tag({tags -> tags.x = tags.a =~ /(a/})",
+    ] {
+        // Either outcome is fine; the point is that nothing panics or overflows the stack.
+        let _ = run(expr, &input);
+    }
+    assert!(
+        matches!(
+            run("m.tag({tags -> tags.self = tags})", &input),
+            Err(EvalError::TypeMismatch { .. })
+        ),
+        "a map is not a label value"
+    );
+}
