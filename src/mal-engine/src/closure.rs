@@ -70,7 +70,8 @@ pub(crate) fn tags_value(labels: &Labels) -> V {
 /// Reads a closure's tag map back into labels. A null value fails like upstream's
 /// `ImmutableMap.copyOf`.
 pub(crate) fn labels_of(map: &MapRef, line: usize) -> Result<Labels, EvalError> {
-    map.borrow()
+    let labels: Result<crate::sample::LabelMap, EvalError> = map
+        .borrow()
         .iter()
         .map(|(k, v)| match v {
             V::Null => Err(EvalError::NullLabel {
@@ -84,7 +85,8 @@ pub(crate) fn labels_of(map: &MapRef, line: usize) -> Result<Labels, EvalError> 
             }),
             other => Ok((k.clone(), other.to_text())),
         })
-        .collect()
+        .collect();
+    labels.map(std::sync::Arc::new)
 }
 
 impl Interp<'_> {

@@ -29,14 +29,6 @@ pub struct RuleKey {
     pub ordinal: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct SeriesKey {
-    rule: RuleKey,
-    site: u32,
-    name: String,
-    labels: Labels,
-}
-
 #[derive(Debug, Clone, Default)]
 struct Series {
     window_ms: i64,
@@ -63,11 +55,16 @@ impl Default for CounterConfig {
     }
 }
 
+/// Series of one call site: sample name → labels → history. Nested so that a lookup borrows the
+/// sample's name and labels instead of building an owned key.
+type SiteSeries = HashMap<String, HashMap<Labels, Series>>;
+
 /// The counter windows of one rule file.
 #[derive(Debug, Clone, Default)]
 pub struct CounterState {
     config: CounterConfig,
-    series: HashMap<SeriesKey, Series>,
+    /// Rule → call sites (indexed by site) → series.
+    series: HashMap<RuleKey, Vec<SiteSeries>>,
 }
 
 /// The reference point chosen for a new sample: `(timestamp_ms, value)`.
@@ -83,16 +80,24 @@ impl CounterState {
 
     /// Number of series held (for memory accounting and tests).
     pub fn len(&self) -> usize {
-        self.series.len()
+        self.all_series().count()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.series.is_empty()
+        self.all_series().next().is_none()
     }
 
     /// Approximate number of points held across all series.
     pub fn points(&self) -> usize {
-        self.series.values().map(|series| series.points.len()).sum()
+        self.all_series().map(|series| series.points.len()).sum()
+    }
+
+    fn all_series(&self) -> impl Iterator<Item = &Series> {
+        self.series
+            .values()
+            .flatten()
+            .flat_map(HashMap::values)
+            .flat_map(HashMap::values)
     }
 
     /// `increase`/`rate`: records the point and returns the reference point.
@@ -164,13 +169,20 @@ impl CounterState {
         labels: &Labels,
         window_ms: i64,
     ) -> &mut Series {
-        let key = SeriesKey {
-            rule: rule.clone(),
-            site,
-            name: name.to_owned(),
-            labels: labels.clone(),
-        };
-        let series = self.series.entry(key).or_insert_with(|| Series {
+        if !self.series.contains_key(rule) {
+            self.series.insert(rule.clone(), Vec::new());
+        }
+        let sites = self.series.get_mut(rule).expect("inserted above");
+        let site = site as usize;
+        if sites.len() <= site {
+            sites.resize_with(site + 1, HashMap::new);
+        }
+        let by_name = &mut sites[site];
+        if !by_name.contains_key(name) {
+            by_name.insert(name.to_owned(), HashMap::new());
+        }
+        let by_labels = by_name.get_mut(name).expect("inserted above");
+        let series = by_labels.entry(labels.clone()).or_insert_with(|| Series {
             window_ms,
             points: VecDeque::new(),
             newest_ts: i64::MIN,
@@ -179,10 +191,23 @@ impl CounterState {
         series
     }
 
+    /// Keeps the series for which `keep(series)` holds; drops emptied levels.
+    fn retain_series(&mut self, keep: impl Fn(&RuleKey, &str, &Series) -> bool) {
+        self.series.retain(|rule, sites| {
+            for by_name in sites.iter_mut() {
+                by_name.retain(|name, by_labels| {
+                    by_labels.retain(|_, series| keep(rule, name, series));
+                    !by_labels.is_empty()
+                });
+            }
+            sites.iter().any(|by_name| !by_name.is_empty())
+        });
+    }
+
     /// Drops series whose newest point is older than their window plus the idle grace.
     pub fn prune(&mut self, now_ms: i64) {
         let grace = self.config.idle_grace_ms;
-        self.series.retain(|_, series| {
+        self.retain_series(|_, _, series| {
             series
                 .newest_ts
                 .saturating_add(series.window_ms)
@@ -194,12 +219,12 @@ impl CounterState {
     /// Keeps the series for which `keep(rule, sample name)` holds (see
     /// [`EngineState::carry_over`](crate::EngineState::carry_over)).
     pub fn retain(&mut self, keep: impl Fn(&RuleKey, &str) -> bool) {
-        self.series.retain(|key, _| keep(&key.rule, &key.name));
+        self.retain_series(|rule, name, _| keep(rule, name));
     }
 
     /// Starts `metric` fresh (a structural change of its rule).
     pub fn forget_metric(&mut self, metric: &str) {
-        self.series.retain(|key, _| key.rule.metric != metric);
+        self.series.retain(|rule, _| rule.metric != metric);
     }
 }
 

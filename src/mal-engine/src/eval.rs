@@ -320,7 +320,8 @@ impl RuleRun<'_> {
                             .interp()
                             .call(closure, vec![tags_value(&first_labels)])?;
                         if let V::Map(map) = result {
-                            entity.instance_properties = Some(labels_of(&map, at)?);
+                            entity.instance_properties =
+                                Some(labels_of(&map, at)?.as_ref().clone());
                         }
                     }
                     groups.push((entity, samples));

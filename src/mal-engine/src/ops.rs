@@ -2,6 +2,7 @@
 //! arithmetic between families and with numbers, aggregation by labels, and `histogram()`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::error::EvalError;
 use crate::regex_cache::{Mode, RegexCache};
@@ -174,10 +175,11 @@ fn group_by<'s>(samples: &'s [Sample], by: &[String]) -> Vec<(Labels, Vec<&'s Sa
     let mut groups: Vec<(Labels, Vec<&Sample>)> = Vec::new();
     let mut index: HashMap<Labels, usize> = HashMap::new();
     for sample in samples {
-        let key: Labels = by
-            .iter()
-            .map(|label| (label.clone(), sample.label(label).to_owned()))
-            .collect();
+        let key: Labels = Arc::new(
+            by.iter()
+                .map(|label| (label.clone(), sample.label(label).to_owned()))
+                .collect(),
+        );
         match index.get(&key) {
             Some(&i) => groups[i].1.push(sample),
             None => {
@@ -209,7 +211,7 @@ pub(crate) fn aggregate(family: &Family, agg: Agg, by: Option<&[String]>) -> Fam
             let all: Vec<&Sample> = samples.iter().collect();
             Family::build(vec![Sample::new(
                 first.name.clone(),
-                Labels::new(),
+                Labels::default(),
                 reduce(&all),
                 first.timestamp_ms,
             )])
@@ -257,7 +259,7 @@ pub(crate) fn count(family: &Family, by: Option<&[String]>) -> Family {
     let single = |value: f64| {
         Family::build(vec![Sample::new(
             first.name.clone(),
-            Labels::new(),
+            Labels::default(),
             value,
             first.timestamp_ms,
         )])
@@ -278,9 +280,9 @@ pub(crate) fn count(family: &Family, by: Option<&[String]>) -> Family {
                 .filter(|s| by.iter().all(|label| s.labels.contains_key(label)))
                 .cloned()
                 .collect();
-            let Some(last) = by.last() else {
+            if by.is_empty() {
                 return single(samples.len() as f64);
-            };
+            }
             let combos: Vec<Sample> = group_by(&having, by)
                 .into_iter()
                 .map(|(key, group)| {
@@ -296,8 +298,7 @@ pub(crate) fn count(family: &Family, by: Option<&[String]>) -> Family {
             Family::build(
                 group_by(&combos, &rest)
                     .into_iter()
-                    .map(|(mut key, group)| {
-                        key.remove(last);
+                    .map(|(key, group)| {
                         Sample::new(
                             group[0].name.clone(),
                             key,
@@ -358,13 +359,13 @@ pub(crate) fn histogram(
     }
     tagged.sort_by(|a, b| a.0.total_cmp(&b.0));
     for (bound, sample) in tagged {
-        let mut labels = sample.labels.clone();
+        let mut labels = sample.labels.as_ref().clone();
         labels.remove(le);
         // Java's `(long) double` saturates and maps NaN to 0, as `as` does.
         labels.insert("le".to_owned(), ((bound * scale_ms) as i64).to_string());
         untagged.push(Sample::new(
             sample.name.clone(),
-            labels,
+            Arc::new(labels),
             sample.value,
             sample.timestamp_ms,
         ));

@@ -8,9 +8,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Label name to value. A missing label reads as `""` in filters, `by` lists and scope keys, and
-/// as `null` inside closures.
-pub type Labels = BTreeMap<String, String>;
+/// Label name to value, as a plain map.
+pub type LabelMap = BTreeMap<String, String>;
+
+/// A sample's labels: a shared map, so the many operations that keep a sample's labels copy a
+/// pointer, not the map. A missing label reads as `""` in filters, `by` lists and scope keys, and
+/// as `null` inside closures. Change one with `Arc::make_mut`.
+pub type Labels = Arc<LabelMap>;
 
 /// One point of one series.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,10 +51,12 @@ impl Sample {
 
 /// Builds labels from pairs; handy in tests and callers.
 pub fn labels<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Labels {
-    pairs
-        .into_iter()
-        .map(|(k, v)| (k.into(), v.into()))
-        .collect()
+    Arc::new(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect(),
+    )
 }
 
 /// A sample family. `samples` never holds a NaN value; empty means EMPTY. Shared (`Arc`): reading

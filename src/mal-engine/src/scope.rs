@@ -178,12 +178,13 @@ pub(crate) fn group(spec: &ScopeSpec, samples: &[Sample]) -> Vec<(Entity, Vec<Sa
     let mut groups: Vec<(Labels, Entity, Vec<Sample>, Labels)> = Vec::new();
     let mut index: std::collections::HashMap<Labels, usize> = std::collections::HashMap::new();
     for sample in samples {
-        let key: Labels = keys
-            .iter()
-            .map(|k| (k.clone(), sample.label(k).to_owned()))
-            .collect();
+        let key: Labels = std::sync::Arc::new(
+            keys.iter()
+                .map(|k| (k.clone(), sample.label(k).to_owned()))
+                .collect(),
+        );
         let mut left = sample.clone();
-        left.labels.retain(|k, _| !keys.contains(k));
+        std::sync::Arc::make_mut(&mut left.labels).retain(|k, _| !keys.contains(k));
         match index.get(&key) {
             Some(&i) => groups[i].2.push(left),
             None => {

@@ -363,7 +363,12 @@ fn synthesize(file: &PreparedFile, value: f64, timestamp_ms: i64) -> Vec<Sample>
         let v = needs.value.unwrap_or(value);
         for name in file.inputs_of(index) {
             for labels in &with_buckets {
-                batch.push(Sample::new(name.clone(), labels.clone(), v, timestamp_ms));
+                batch.push(Sample::new(
+                    name.clone(),
+                    std::sync::Arc::new(labels.clone()),
+                    v,
+                    timestamp_ms,
+                ));
             }
         }
     }
@@ -500,7 +505,10 @@ fn hostile_samples_never_panic() {
             let mut batch = synthesize(&file, 1.0, ts);
             for (i, sample) in batch.iter_mut().enumerate() {
                 sample.value = odd_values[(i + round) % odd_values.len()];
-                for (j, value) in sample.labels.values_mut().enumerate() {
+                for (j, value) in std::sync::Arc::make_mut(&mut sample.labels)
+                    .values_mut()
+                    .enumerate()
+                {
                     if (i + j + round) % 2 == 0 {
                         *value = (*odd).to_owned();
                     }
@@ -508,7 +516,7 @@ fn hostile_samples_never_panic() {
                 if (i + round) % 3 == 0 {
                     let first = sample.labels.keys().next().cloned();
                     if let Some(first) = first {
-                        sample.labels.remove(&first);
+                        std::sync::Arc::make_mut(&mut sample.labels).remove(&first);
                     }
                 }
             }

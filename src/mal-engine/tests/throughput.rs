@@ -17,7 +17,7 @@ fn scrape(host: &str, ts: i64, tick: f64) -> Vec<Sample> {
             ("node_identifier_host_name", host),
         ]);
         for (k, v) in extra {
-            l.insert((*k).to_owned(), (*v).to_owned());
+            std::sync::Arc::make_mut(&mut l).insert((*k).to_owned(), (*v).to_owned());
         }
         l
     };

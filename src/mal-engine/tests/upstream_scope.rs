@@ -79,7 +79,7 @@ fn scope_test() {
     let mut multi = by_input([50.0, 51.0, 50.0, 100.0, 3.0]);
     // sum_service_endpoint_labels_m swaps the svc values and gives the instance rows an svc.
     let svc = |sample: &mut hotrule_mal_engine::Sample, value: &str| {
-        sample.labels.insert("svc".to_owned(), value.to_owned());
+        std::sync::Arc::make_mut(&mut sample.labels).insert("svc".to_owned(), value.to_owned());
     };
     svc(&mut multi[1], "product");
     svc(&mut multi[2], "catalog");
