@@ -379,6 +379,7 @@ fn emit(
         };
         let value = |value: Value, ts: i64| MetricValue {
             metric: rule.metric_name.clone(),
+            rule: rule.name.clone(),
             entity: entity.clone(),
             time_bucket: minute_bucket(ts),
             value,

@@ -82,6 +82,8 @@ pub enum Value {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricValue {
     pub metric: String,
+    /// The `metricsRules` entry that produced it (several rules may feed one metric).
+    pub rule: String,
     pub entity: Entity,
     /// `yyyyMMddHHmm` of the first sample's timestamp, in UTC.
     pub time_bucket: i64,

@@ -425,12 +425,12 @@ fn every_corpus_rule_yields_a_value() {
                 ));
             }
             for value in evaluation.values {
-                produced.insert(value.metric);
+                produced.insert(value.rule);
             }
         }
         for rule in &file.file().rules {
             rules_total += 1;
-            if !produced.contains(&rule.metric_name)
+            if !produced.contains(&rule.name)
                 && !failures
                     .iter()
                     .any(|(f, r, _)| *f == relative && *r == rule.name)
