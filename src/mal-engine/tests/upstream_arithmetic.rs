@@ -241,13 +241,13 @@ fn arithmetic_test() {
             None,
         ),
         (
-            "DSLV2Test safeDiv by zero scalar",
+            "SampleFamily.safeDiv(0) (reference 1.5): zeros",
             "http_error_request.safeDiv(0)",
             errors_only(),
             Some(expect(&[(&[("idc", "t1")], 0.0), (&[("idc", "t2")], 0.0)])),
         ),
         (
-            "DSLV2Test safeDiv by empty family",
+            "SampleFamily.safeDiv(EMPTY) (reference 1.5): EMPTY",
             "http_error_request.safeDiv(http_success_request)",
             errors_only(),
             None,

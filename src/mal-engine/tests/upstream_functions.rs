@@ -94,7 +94,7 @@ fn function_test() {
             ])),
         ),
         (
-            "MALElvisFalsyTest: ?: falls back on an empty string",
+            "(after MALElvisFalsyTest) ?: falls back on an empty string",
             "m.tag({tags -> tags.region = tags.region ?: 'none'})",
             vec![
                 s("m", &[("region", "")], 1.0),
