@@ -9,49 +9,71 @@ use hotrule_mal_engine::EngineState;
 
 #[test]
 fn increase_test() {
-    // IncreaseTest: increase('PT5M') / rate('PT5M') on 50@11:11:01, 330@11:13:41, 380@11:16:31,
-    // 1380@11:19:31.020 gives 0, 280, 330, 1050 and 0, 1.75, 1.0, 3.0.
-    let base = 1_600_000_000_000_i64 - 1_600_000_000_000 % 3_600_000 + 11 * 60_000; // some hh:11:00
-    let points = [
-        (61_000, 50.0),
-        (221_000, 330.0),
-        (391_000, 380.0),
-        (571_020, 1380.0),
+    // 2020-09-11T11:11:01Z, 11:13:41, 11:16:31, 11:19:31.020 for svc=product and svc=catalog.
+    let t = [
+        1_599_822_661_000_i64,
+        1_599_822_821_000,
+        1_599_822_991_000,
+        1_599_823_171_020,
     ];
-    let mut increase_state = EngineState::default();
-    let mut rate_state = EngineState::default();
-    let mut increases = Vec::new();
-    let mut rates = Vec::new();
-    for (offset, value) in points {
-        let sample = at(
-            s("http_requests_total", &[("svc", "a")], value),
-            base + offset,
-        );
-        increases.push(
-            run_with(
-                "http_requests_total.increase('PT5M')",
-                std::slice::from_ref(&sample),
-                &mut increase_state,
-            )
-            .unwrap()[0]
-                .1,
-        );
-        rates.push(
-            run_with(
-                "http_requests_total.rate('PT5M')",
-                &[sample],
-                &mut rate_state,
-            )
-            .unwrap()[0]
-                .1,
-        );
+    let counters = [
+        (50.0, 150.0),
+        (330.0, 500.0),
+        (380.0, 810.0),
+        (1380.0, 1900.0),
+    ];
+    let irate_counters = [
+        (50.0, 150.0),
+        (330.0, 500.0),
+        (500.0, 840.0),
+        (1040.0, 1560.0),
+    ];
+    let cases: [(&str, &str, [(f64, f64); 4], [(f64, f64); 4]); 3] = [
+        (
+            "IncreaseTest increase",
+            "http_success_request.increase('PT5M')",
+            counters,
+            [(0.0, 0.0), (280.0, 350.0), (330.0, 660.0), (1050.0, 1400.0)],
+        ),
+        (
+            "IncreaseTest rate",
+            "http_success_request.rate('PT5M')",
+            counters,
+            [(0.0, 0.0), (1.75, 2.1875), (1.0, 2.0), (3.0, 4.0)],
+        ),
+        (
+            "IncreaseTest irate",
+            "http_success_request.irate()",
+            irate_counters,
+            [(0.0, 0.0), (1.75, 2.1875), (1.0, 2.0), (3.0, 4.0)],
+        ),
+    ];
+    for (case, expr, inputs, expected) in cases {
+        let mut state = EngineState::default();
+        for (i, ((product, catalog), (want_product, want_catalog))) in
+            inputs.into_iter().zip(expected).enumerate()
+        {
+            let batch = [
+                at(
+                    s("http_success_request", &[("svc", "product")], product),
+                    t[i],
+                ),
+                at(
+                    s("http_success_request", &[("svc", "catalog")], catalog),
+                    t[i],
+                ),
+            ];
+            let got = run_with(expr, &batch, &mut state).expect(case);
+            assert_eq!(
+                got,
+                expect(&[
+                    (&[("svc", "product")], want_product),
+                    (&[("svc", "catalog")], want_catalog)
+                ]),
+                "{case} step {i}"
+            );
+        }
     }
-    assert_eq!(
-        increases,
-        vec![0.0, 280.0, 330.0, 1050.0],
-        "IncreaseTest increase"
-    );
-    assert_eq!(rates, vec![0.0, 1.75, 1.0, 3.0], "IncreaseTest rate");
 }
 
 #[test]
