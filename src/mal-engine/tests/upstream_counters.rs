@@ -28,7 +28,9 @@ fn increase_test() {
         (500.0, 840.0),
         (1040.0, 1560.0),
     ];
-    let cases: [(&str, &str, [(f64, f64); 4], [(f64, f64); 4]); 3] = [
+    // (case, expression, (product, catalog) inputs per step, expected outputs per step)
+    type Steps = [(f64, f64); 4];
+    let cases: [(&str, &str, Steps, Steps); 3] = [
         (
             "IncreaseTest increase",
             "http_success_request.increase('PT5M')",
