@@ -187,3 +187,33 @@ pub(crate) fn iso_duration_ms(text: &str) -> Option<i64> {
     }
     (total > 0.0).then(|| (total * 1000.0).round() as i64)
 }
+
+/// The label list of the last `sum/min/max/avg/count` outside closures: upstream's labeled keys
+/// list labels in that order.
+pub(crate) fn aggregation_labels(expr: &Expr, out: &mut Vec<String>) {
+    match &expr.kind {
+        ExprKind::Call(call) => {
+            if let Some(receiver) = &call.receiver {
+                aggregation_labels(receiver, out);
+            }
+            for arg in &call.args {
+                aggregation_labels(&arg.value, out);
+            }
+            if matches!(
+                call.method.name.as_str(),
+                "sum" | "min" | "max" | "avg" | "count"
+            ) && let Some(list) = call.args.first().and_then(|a| string_list(&a.value))
+            {
+                *out = list;
+            }
+        }
+        ExprKind::Paren(inner) | ExprKind::Unary { operand: inner, .. } => {
+            aggregation_labels(inner, out)
+        }
+        ExprKind::Binary { left, right, .. } => {
+            aggregation_labels(left, out);
+            aggregation_labels(right, out);
+        }
+        _ => {}
+    }
+}

@@ -13,6 +13,7 @@ use crate::sample::Sample;
 pub(crate) fn emit(
     rule: &MalRule,
     percentiles: &[u32],
+    label_order: &[String],
     entities: Vec<(Entity, Vec<Sample>)>,
 ) -> Result<Vec<MetricValue>, EvalError> {
     let shape = rule.shape;
@@ -38,7 +39,7 @@ pub(crate) fn emit(
             DataType::Labeled => {
                 let mut table: Vec<(String, i64)> = Vec::new();
                 for sample in &samples {
-                    let key = label_key(sample.labels.iter());
+                    let key = label_key(sample.labels.iter(), label_order);
                     let v = to_long(sample.value);
                     match table.iter_mut().find(|(k, _)| *k == key) {
                         Some(slot) => slot.1 = v,
@@ -50,7 +51,10 @@ pub(crate) fn emit(
             DataType::Histogram | DataType::HistogramPercentile => {
                 let mut groups: Vec<(String, Vec<&Sample>)> = Vec::new();
                 for sample in &samples {
-                    let key = label_key(sample.labels.iter().filter(|(k, _)| *k != "le"));
+                    let key = label_key(
+                        sample.labels.iter().filter(|(k, _)| *k != "le"),
+                        label_order,
+                    );
                     match groups.iter_mut().find(|(k, _)| *k == key) {
                         Some(group) => group.1.push(sample),
                         None => groups.push((key, vec![sample])),
@@ -100,9 +104,16 @@ pub(crate) fn emit(
 }
 
 /// `k1=v1,k2=v2` in label-name order.
-fn label_key<'a>(labels: impl Iterator<Item = (&'a String, &'a String)>) -> String {
+/// `k1=v1,k2=v2`, labels in the order of the rule's last aggregation list (upstream's label
+/// order), any others after them by name.
+fn label_key<'a>(
+    labels: impl Iterator<Item = (&'a String, &'a String)>,
+    order: &[String],
+) -> String {
+    let mut pairs: Vec<(&String, &String)> = labels.collect();
+    pairs.sort_by_key(|(k, _)| (order.iter().position(|o| o == *k).unwrap_or(usize::MAX), *k));
     let mut key = String::new();
-    for (k, v) in labels {
+    for (k, v) in pairs {
         if !key.is_empty() {
             key.push(',');
         }

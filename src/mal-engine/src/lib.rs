@@ -57,6 +57,8 @@ struct PreparedRule {
     key: RuleKey,
     inputs: Vec<String>,
     percentiles: Vec<u32>,
+    /// Order of labels in labeled keys (the last aggregation's list).
+    label_order: Vec<String>,
 }
 
 /// Everything an evaluation carries from one batch to the next, owned by the caller.
@@ -103,7 +105,8 @@ impl EngineState {
 pub struct Evaluation {
     pub values: Vec<MetricValue>,
     pub errors: Vec<RuleError>,
-    /// Conditions reported once per state (e.g. no Kubernetes metadata source).
+    /// Conditions that do not fail a rule: no Kubernetes metadata source (once per state), a file
+    /// filter that threw (per rule and batch; the rule ran unfiltered).
     pub warnings: Vec<Warning>,
 }
 
@@ -124,10 +127,13 @@ impl PreparedFile {
                 ast_read::input_names(&rule.expr, &mut inputs);
                 let mut percentiles = Vec::new();
                 ast_read::percentiles(&rule.expr, &mut percentiles);
+                let mut label_order = Vec::new();
+                ast_read::aggregation_labels(&rule.expr, &mut label_order);
                 PreparedRule {
                     key,
                     inputs,
                     percentiles,
+                    label_order,
                 }
             })
             .collect::<Vec<PreparedRule>>();
@@ -236,7 +242,7 @@ impl PreparedFile {
         let entities = run.entities.take();
         match (result, entities) {
             (Val::Family(family), Some(entities)) if !family.is_empty() => {
-                emit::emit(rule, &prepared.percentiles, entities)
+                emit::emit(rule, &prepared.percentiles, &prepared.label_order, entities)
             }
             _ => Ok(Vec::new()),
         }

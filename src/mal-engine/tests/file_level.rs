@@ -379,3 +379,19 @@ fn filter_test_rows() {
         assert_eq!(services, expected, "{case}");
     }
 }
+
+#[test]
+fn labeled_keys_follow_the_aggregation_order() {
+    let evaluation = evaluate(
+        &file("m.sum(['service', 'zone', 'az']).service(['service'], Layer.GENERAL)"),
+        &[s(
+            "m",
+            &[("service", "a"), ("zone", "z1"), ("az", "x")],
+            2.0,
+        )],
+    );
+    assert_eq!(
+        only(&evaluation.values).value,
+        Value::Labeled(vec![("zone=z1,az=x".to_owned(), 2)])
+    );
+}
