@@ -1,4 +1,4 @@
-//! Every MAL file of the shipped corpus (`/work/shared/corpus/skywalking-rules`: otel-rules,
+//! Every MAL file of the shipped corpus (`config/rules`, a copy of the SkyWalking rules: otel-rules,
 //! log-mal-rules, telegraf-rules, meter-analyzer-config; the `lal` folder is LAL, not evaluated
 //! here) evaluates: for each file, samples are synthesized for every metric name and label its
 //! rules read, two batches 60 s apart are run (so rates have history), and every metric rule must
@@ -16,7 +16,8 @@ use hotrule_rule_compiler::ast::{
 };
 use hotrule_rule_compiler::{Compiled, DslKind, compile};
 
-const CORPUS: &str = "/work/shared/corpus/skywalking-rules";
+/// The repository's bundled copy of the SkyWalking rules (`config/rules`, identical to the corpus).
+const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/rules");
 
 /// `(file relative to the corpus, rule name, reason)`.
 const KNOWN_GAPS: &[(&str, &str, &str)] = &[];

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use hotrule_mal_engine::{EngineState, LabelMap, MetricValue, Sample, ScopeType, Value};
 
-const VM: &str = "/work/shared/corpus/skywalking-rules/otel-rules/vm.yaml";
+const VM: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../config/rules/otel-rules/vm.yaml"
+);
 const T1: i64 = 1_795_598_809_582;
 const T2: i64 = 1_795_598_871_551;
 const HOST: &str = "recorded-host";

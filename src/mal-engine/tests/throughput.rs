@@ -8,7 +8,10 @@ use std::time::Instant;
 
 use hotrule_mal_engine::{EngineState, Sample, labels};
 
-const VM: &str = "/work/shared/corpus/skywalking-rules/otel-rules/vm.yaml";
+const VM: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../config/rules/otel-rules/vm.yaml"
+);
 
 fn scrape(host: &str, ts: i64, tick: f64) -> Vec<Sample> {
     let base = |extra: &[(&str, &str)]| {
