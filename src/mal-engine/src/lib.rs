@@ -371,3 +371,12 @@ fn filter_family(
     }
     Ok(Family::build(kept))
 }
+
+/// The runtime evaluates on a worker pool: a prepared file is shared, a state moves between threads.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    const fn movable<T: Send>() {}
+    shared::<PreparedFile>();
+    movable::<EngineState>();
+    movable::<Evaluation>();
+};
