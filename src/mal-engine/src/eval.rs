@@ -18,6 +18,7 @@ use crate::ast_read::{
 use crate::closure::{Interp, entity_value, labels_of, tags_value};
 use crate::counter::{CounterState, RuleKey};
 use crate::error::{EvalError, Warning};
+use crate::k8s::{self, K8sMetadata};
 use crate::ops::{self, Agg, Arith, TagOp, ValueOp};
 use crate::output::{DetectPoint, Entity};
 use crate::regex_cache::RegexCache;
@@ -42,6 +43,7 @@ pub(crate) struct RuleRun<'r> {
     pub regexes: &'r mut RegexCache,
     pub warnings: &'r mut Vec<Warning>,
     pub k8s_warned: &'r mut bool,
+    pub k8s: Option<&'r dyn K8sMetadata>,
     /// Next counter call site (`increase`, `rate`, `irate`) in evaluation order.
     pub site: u32,
     /// Set by the scope call.
@@ -270,13 +272,31 @@ impl RuleRun<'_> {
                 Family::build(out)
             }
             "retagByK8sMeta" => {
-                if !*self.k8s_warned {
-                    *self.k8s_warned = true;
-                    self.warnings.push(Warning::NoK8sMetadata {
-                        rule: self.rule_name.to_owned(),
-                    });
+                let strings: Vec<&str> = args
+                    .iter()
+                    .filter_map(|a| string_literal(&a.value))
+                    .collect();
+                let retag = args.iter().find_map(|a| class_constant(&a.value));
+                if let (
+                    Some(metadata),
+                    [new_label, pod, namespace],
+                    Some(("K8sRetagType", "Pod2Service")),
+                ) = (self.k8s, strings.as_slice(), retag)
+                {
+                    k8s::pod_to_service(&family, metadata, new_label, pod, namespace)
+                } else if self.k8s.is_some() {
+                    return Err(bad(
+                        "(new label, K8sRetagType.Pod2Service, pod label, namespace label)",
+                    ));
+                } else {
+                    if !*self.k8s_warned {
+                        *self.k8s_warned = true;
+                        self.warnings.push(Warning::NoK8sMetadata {
+                            rule: self.rule_name.to_owned(),
+                        });
+                    }
+                    family
                 }
-                family
             }
             "histogram" => {
                 let le = args

@@ -20,6 +20,7 @@ mod counter;
 mod emit;
 mod error;
 mod eval;
+mod k8s;
 mod ops;
 mod output;
 mod regex_cache;
@@ -28,11 +29,13 @@ mod scope;
 mod value;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use hotrule_rule_compiler::{MalFile, MalRule};
 
 pub use counter::{CounterConfig, CounterState, RuleKey};
 pub use error::{EvalError, RuleError, Warning};
+pub use k8s::K8sMetadata;
 pub use output::{
     DataType, DetectPoint, Downsampling, Entity, MetricValue, ScopeType, Value, minute_bucket,
     to_long,
@@ -67,6 +70,7 @@ pub struct EngineState {
     pub counters: CounterState,
     regexes: RegexCache,
     k8s_warned: bool,
+    k8s: Option<Arc<dyn K8sMetadata>>,
 }
 
 impl EngineState {
@@ -75,6 +79,13 @@ impl EngineState {
             counters: CounterState::new(config),
             ..EngineState::default()
         }
+    }
+
+    /// Gives `retagByK8sMeta` a Kubernetes metadata source (without one it leaves tags unchanged
+    /// and warns once).
+    pub fn with_k8s_metadata(mut self, metadata: Arc<dyn K8sMetadata>) -> EngineState {
+        self.k8s = Some(metadata);
+        self
     }
 }
 
@@ -235,6 +246,7 @@ impl PreparedFile {
             regexes: &mut state.regexes,
             warnings,
             k8s_warned: &mut state.k8s_warned,
+            k8s: state.k8s.as_deref(),
             site: 0,
             entities: None,
         };
@@ -335,6 +347,7 @@ pub fn run_expression(
         regexes: &mut state.regexes,
         warnings: &mut warnings,
         k8s_warned: &mut state.k8s_warned,
+        k8s: state.k8s.as_deref(),
         site: 0,
         entities: None,
     };
