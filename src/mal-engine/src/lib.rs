@@ -11,7 +11,9 @@
 //! - the stored type comes from the compiler's shape: single (first sample per entity), labeled
 //!   (a table keyed by the labels left after the scope), histogram / histogram percentile;
 //! - an evaluation error skips that rule's output for the batch and is returned with the rule's
-//!   name; other rules still run; nothing panics.
+//!   name; other rules still run; nothing panics;
+//! - lookups the engine cannot do itself come in through the state: a [`K8sMetadata`] source for
+//!   `retagByK8sMeta` (without one, tags stay unchanged and a [`Warning`] says so once).
 
 mod ast_read;
 mod closure;
