@@ -172,8 +172,9 @@ impl PreparedFile {
             .map_or(&[], |rule| rule.inputs.as_slice())
     }
 
-    /// Evaluates every rule on `batch` (one receiver batch). `now_ms` is the wall clock for
-    /// `time()` and for pruning idle counter series.
+    /// Evaluates every rule on `batch` (one receiver batch). `now_ms` is the wall clock: `time()`
+    /// reads it, and it caps the batch's newest timestamp, against which idle counter series are
+    /// pruned.
     pub fn evaluate(&self, batch: &[Sample], now_ms: i64, state: &mut EngineState) -> Evaluation {
         let mut by_name: HashMap<&str, Vec<Sample>> = HashMap::new();
         for sample in batch {
@@ -226,7 +227,11 @@ impl PreparedFile {
                 }),
             }
         }
-        state.counters.prune(now_ms);
+        // Idle series are judged on the data's clock, capped by the wall clock: replayed or
+        // dry-run batches with old timestamps keep their history, a sample from the future
+        // cannot expire everything.
+        let data_now = batch.iter().map(|s| s.timestamp_ms).max().unwrap_or(now_ms);
+        state.counters.prune(data_now.min(now_ms));
         evaluation
     }
 

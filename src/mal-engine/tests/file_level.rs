@@ -395,3 +395,27 @@ fn labeled_keys_follow_the_aggregation_order() {
         Value::Labeled(vec![("zone=z1,az=x".to_owned(), 2)])
     );
 }
+
+#[test]
+fn replayed_batches_with_old_timestamps_keep_their_counter_history() {
+    let prepared = prepare(&file(
+        "m.sum(['service']).increase('PT1M').service(['service'], Layer.GENERAL)",
+    ));
+    let mut state = EngineState::default();
+    let wall_clock = T0 + 30 * 24 * 3_600_000;
+    prepared.evaluate(
+        &[at(s("m", &[("service", "a")], 10.0), T0)],
+        wall_clock,
+        &mut state,
+    );
+    let second = prepared.evaluate(
+        &[at(s("m", &[("service", "a")], 25.0), T0 + 60_000)],
+        wall_clock,
+        &mut state,
+    );
+    assert_eq!(
+        only(&second.values).value,
+        Value::Single(15),
+        "history survived a month-old replay"
+    );
+}
