@@ -48,6 +48,20 @@ pub fn compile(kind: DslKind, source: &[u8]) -> Result<Compiled, CompileError> {
     }
 }
 
+/// Parses one MAL expression on its own, as it would appear in an `exp` (no validation, no
+/// shape, no prefix/suffix). Positions are relative to `text` (line 1, column 1). For evaluation
+/// tests and tools that run a bare expression.
+pub fn parse_mal_expression(text: &str) -> Result<ast::Expr, CompileError> {
+    let source = position::SourceText::decode(text.as_bytes())?;
+    let origin = position::ScalarOrigin::build(
+        &source,
+        text,
+        position::ScalarStyle::Literal,
+        position::Mark { line: 1, col0: 0 },
+    );
+    groovy::parse_expression(text, &mut origin.locator(text))
+}
+
 /// Which rule language a file is written in. Catalogs map onto this one-to-one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DslKind {
