@@ -62,6 +62,10 @@ impl Workflow {
             Ok(compiled) => compiled,
             Err(e) => return Outcome::new(ApplyStatus::CompileFailed, e.to_string()),
         };
+        let layer_changes = match self.check_layers(&key, &compiled, bundled.is_some()) {
+            Ok(changes) => changes,
+            Err(outcome) => return outcome,
+        };
         let prior_content = match &prior.entry {
             Some(entry) => Some((entry.content.as_slice(), &entry.content_hash)),
             None => bundled.map(|b| (b.content.as_slice(), &b.hash)),
@@ -156,7 +160,8 @@ impl Workflow {
         self.runtime.resume(&key, crate::runtime::Origin::SelfOrigin);
         let note = self.announce(&key, &entry.revision).await;
         self.runtime.reset_alarm_windows(&key, classification.alarm_reset());
-        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{note}", classification.summary())).at(&entry.revision)
+        let layers = layer_changes.note();
+        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{layers}{note}", classification.summary())).at(&entry.revision)
     }
 }
 

@@ -13,6 +13,7 @@
 mod add_or_update;
 pub mod agent_objects;
 pub mod faults;
+mod layers;
 pub mod peers;
 mod remove;
 
@@ -23,7 +24,6 @@ use crate::bundled::Bundled;
 use crate::clock::{RevisionClock, now_ms};
 use crate::compiler::{Compiled, CompileError};
 use crate::ids::{ContentHash, Revision, RuleKey};
-use crate::rules::classify::Claims;
 use crate::rules::lifecycle::Row;
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::{FileGuard, FileLocks};
@@ -221,10 +221,7 @@ impl Workflow {
     }
 
     fn set_claims(&self, key: &RuleKey, compiled: &Compiled, inactive: bool) {
-        self.runtime.claims.set(
-            key,
-            FileClaims { claims: Claims::of(compiled), inactive, bundled: self.bundled.contains(key) },
-        );
+        self.runtime.claims.set(key, FileClaims::of(compiled, inactive, self.bundled.contains(key)));
     }
 }
 
