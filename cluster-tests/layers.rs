@@ -222,3 +222,24 @@ async fn layer_changes_are_structural_and_shared_layers_are_reference_counted() 
     expect(lifecycle(&node, "/runtime/rule/inactivate", "otel-rules", "b").await, 200, "inactivated");
     assert!(registered(&node).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_files_claiming_one_name_differently_get_one_200_and_one_conflict() {
+    let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    for round in 0..5 {
+        let name = format!("RACE_{round}");
+        let a = declaring(&format!("race_a{round}"), &[(&name, 101_000 + round)], "GENERAL");
+        let b = declaring(&format!("race_b{round}"), &[(&name, 102_000 + round)], "GENERAL");
+        let (file_a, file_b) = (format!("race-a{round}"), format!("race-b{round}"));
+        let (first, second) =
+            tokio::join!(node.push("otel-rules", &file_a, &a, &[]), node.push("otel-rules", &file_b, &b, &[]));
+        let mut statuses = [first.1["applyStatus"].as_str().unwrap_or("").to_owned(), second.1["applyStatus"].as_str().unwrap_or("").to_owned()];
+        statuses.sort();
+        assert_eq!(statuses, ["layer_name_conflict", "structural_applied"], "round {round}: {first:?} {second:?}");
+    }
+    let layers = registered(&node).await;
+    assert_eq!(layers.len(), 5, "{layers:?}");
+    assert!(layers.iter().all(|(_, _, by)| by.len() == 1), "{layers:?}");
+    let body = node.client.get("/runtime/layers").await.expect("layers").json().expect("json");
+    assert!(body.get("shadowed").is_none(), "no contradicting declaration got in: {body}");
+}

@@ -62,8 +62,8 @@ impl Workflow {
             Ok(compiled) => compiled,
             Err(e) => return Outcome::new(ApplyStatus::CompileFailed, e.to_string()),
         };
-        let layer_changes = match self.check_layers(&key, &compiled, bundled.is_some()) {
-            Ok(changes) => changes,
+        let layer_step = match self.check_layers(&key, &compiled, bundled.is_some()).await {
+            Ok(step) => step,
             Err(outcome) => return outcome,
         };
         let prior_content = match &prior.entry {
@@ -160,7 +160,7 @@ impl Workflow {
         self.runtime.resume(&key, crate::runtime::Origin::SelfOrigin);
         let note = self.announce(&key, &entry.revision).await;
         self.runtime.reset_alarm_windows(&key, classification.alarm_reset());
-        let layers = layer_changes.note();
+        let layers = layer_step.changes.note();
         Outcome::new(ApplyStatus::StructuralApplied, format!("{}{layers}{note}", classification.summary())).at(&entry.revision)
     }
 }

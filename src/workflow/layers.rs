@@ -2,9 +2,13 @@
 //! `layerDefinitions` are checked against the built-in layers and the registry derived from the
 //! claims index (`layer_*` answers, HTTP 400), and every layer the file uses must exist once it
 //! is applied (`compile_failed` with the use's line and column). Nothing is written here: the
-//! registry changes when the file's claims do, at the commit.
+//! registry changes when the file's claims do, at the commit. A file that declares layers holds
+//! the workflow's layer lock from this check until its apply ends, so concurrent applies of two
+//! such files are checked one after the other.
 
 use std::collections::BTreeMap;
+
+use tokio::sync::MutexGuard;
 
 use super::Workflow;
 use crate::compiler::Compiled;
@@ -14,13 +18,35 @@ use crate::rules::layers::{self, FileLayers, LayerChanges, Registry};
 use crate::rules::ownership::FileClaims;
 use crate::status::{ApplyStatus, Outcome};
 
+/// A passed layer check: what the apply will register and unregister, and the layer lock when
+/// the file declares layers (held until the apply ends).
+pub(super) struct LayerStep<'a> {
+    pub changes: LayerChanges,
+    _guard: Option<MutexGuard<'a, ()>>,
+}
+
 impl Workflow {
-    /// Checks `compiled`'s layers for `key`; on success, returns what the apply will register
-    /// and unregister.
-    pub(super) fn check_layers(&self, key: &RuleKey, compiled: &Compiled, bundled_twin: bool) -> Result<LayerChanges, Outcome> {
+    /// Checks `compiled`'s layers for `key`.
+    pub(super) async fn check_layers(
+        &self,
+        key: &RuleKey,
+        compiled: &Compiled,
+        bundled_twin: bool,
+    ) -> Result<LayerStep<'_>, Outcome> {
         let declared = match compiled {
             Compiled::Mal(file) => &file.layer_definitions,
             Compiled::Lal(file) => &file.layer_definitions,
+        };
+        let guard = if declared.is_empty() {
+            None
+        } else {
+            let locked = tokio::time::timeout(self.lock_timeout, self.layer_lock.lock()).await.map_err(|_| {
+                Outcome::new(
+                    ApplyStatus::UpdateInProgress,
+                    format!("another file's layers are being applied; the layer lock was not free within {:?}", self.lock_timeout),
+                )
+            })?;
+            Some(locked)
         };
         let (before, after) = self.runtime.claims.with_all(|files| registries(files, key, declared, bundled_twin));
         if let Err(e) = layers::check_declarations(key, declared, bundled_twin, &before) {
@@ -29,7 +55,7 @@ impl Workflow {
         if let Err(e) = layers::check_uses(key, &referenced_layers(compiled), declared, &before) {
             return Err(Outcome::new(ApplyStatus::CompileFailed, e.to_string()));
         }
-        Ok(before.changes(&after))
+        Ok(LayerStep { changes: before.changes(&after), _guard: guard })
     }
 }
 

@@ -52,6 +52,9 @@ pub struct Workflow {
     peers: Arc<dyn Peers>,
     locks: Arc<FileLocks>,
     lock_timeout: Duration,
+    /// Serializes applies of files that declare layers, from their layer check to their commit,
+    /// so two files cannot claim one name or ordinal differently at the same time.
+    layer_lock: tokio::sync::Mutex<()>,
 }
 
 /// The stored row and bundled file of a key, read under its lock.
@@ -80,7 +83,16 @@ impl Workflow {
         peers: Arc<dyn Peers>,
         locks: Arc<FileLocks>,
     ) -> Workflow {
-        Workflow { store, runtime, bundled, clock, peers, locks, lock_timeout: DEFAULT_LOCK_TIMEOUT }
+        Workflow {
+            store,
+            runtime,
+            bundled,
+            clock,
+            peers,
+            locks,
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            layer_lock: tokio::sync::Mutex::new(()),
+        }
     }
 
     pub fn with_lock_timeout(mut self, timeout: Duration) -> Workflow {
