@@ -92,7 +92,9 @@ pub(crate) fn compile(source: &SourceText<'_>) -> Result<LalFile, CompileError> 
         };
         let layer = text("layer")?;
         let layer_pos = match optional_scalar(entry, "layer")? {
-            Some(scalar) if layer.is_some() => Some((scalar.mark.pos().line, scalar.mark.pos().column)),
+            Some(scalar) if layer.is_some() => {
+                Some((scalar.mark.pos().line, scalar.mark.pos().column))
+            }
             _ => None,
         };
         let output_type = text("outputType")?;

@@ -21,7 +21,11 @@ pub struct BuiltInLayer {
 }
 
 const fn layer(name: &'static str, ordinal: i64, normal: bool) -> BuiltInLayer {
-    BuiltInLayer { name, ordinal, normal }
+    BuiltInLayer {
+        name,
+        ordinal,
+        normal,
+    }
 }
 
 /// The built-in layers, in ordinal order (SkyWalking 11, `Layer.java`: ordinals 0 to 50).
@@ -129,7 +133,11 @@ fn lal_refs(file: &LalFile, out: &mut Vec<LayerRef>) {
         if let (Some(name), Some((line, column))) = (&rule.layer, rule.layer_pos)
             && name != crate::AUTO_LAYER
         {
-            out.push(LayerRef { name: name.clone(), line, column });
+            out.push(LayerRef {
+                name: name.clone(),
+                line,
+                column,
+            });
         }
         block_refs(&rule.dsl, out);
     }
@@ -157,7 +165,11 @@ fn if_refs(if_stmt: &IfStmt, out: &mut Vec<LayerRef>) {
 }
 
 fn at(name: &str, expr: &Expr) -> LayerRef {
-    LayerRef { name: name.to_owned(), line: expr.span.line.max(1), column: expr.span.column.max(1) }
+    LayerRef {
+        name: name.to_owned(),
+        line: expr.span.line.max(1),
+        column: expr.span.column.max(1),
+    }
 }
 
 fn expr_refs(expr: &Expr, out: &mut Vec<LayerRef>) {
@@ -209,7 +221,11 @@ fn expr_refs(expr: &Expr, out: &mut Vec<LayerRef>) {
             expr_refs(left, out);
             expr_refs(right, out);
         }
-        ExprKind::Ternary { condition, then, otherwise } => {
+        ExprKind::Ternary {
+            condition,
+            then,
+            otherwise,
+        } => {
             expr_refs(condition, out);
             expr_refs(then, out);
             expr_refs(otherwise, out);
@@ -234,7 +250,10 @@ mod tests {
 
     fn refs(kind: DslKind, text: &str) -> Vec<(String, usize, usize)> {
         let compiled = compile(kind, text.as_bytes()).expect("compiles");
-        referenced_layers(&compiled).into_iter().map(|r| (r.name, r.line, r.column)).collect()
+        referenced_layers(&compiled)
+            .into_iter()
+            .map(|r| (r.name, r.line, r.column))
+            .collect()
     }
 
     #[test]
@@ -245,10 +264,15 @@ mod tests {
             assert_eq!(built_in_by_ordinal(layer.ordinal), Some(layer));
         }
         assert_eq!(BUILT_IN_LAYERS.len(), 51);
-        assert_eq!(built_in("MESH").map(|l| (l.ordinal, l.normal)), Some((1, true)));
+        assert_eq!(
+            built_in("MESH").map(|l| (l.ordinal, l.normal)),
+            Some((1, true))
+        );
         assert_eq!(built_in("VIRTUAL_GENAI").map(|l| l.normal), Some(false));
         assert!(built_in("mesh").is_none() && built_in("MY_LAYER").is_none());
-        assert!(built_in_by_ordinal(51).is_none() && built_in_by_ordinal(RUNTIME_MIN_ORDINAL).is_none());
+        assert!(
+            built_in_by_ordinal(51).is_none() && built_in_by_ordinal(RUNTIME_MIN_ORDINAL).is_none()
+        );
     }
 
     #[test]
@@ -256,16 +280,25 @@ mod tests {
         let suffixed = "expSuffix: service(['svc'], Layer.MY_LAYER)\nmetricPrefix: p\nmetricsRules:\n  - name: a\n    exp: m.sum(['svc'])\n  - name: b\n    exp: n.sum(['svc'])\n";
         // The suffix is grafted onto both rules: one use per rule, at the suffix's position.
         let expected = ("MY_LAYER".to_owned(), 1, 29);
-        assert_eq!(refs(DslKind::Mal, suffixed), vec![expected.clone(), expected]);
+        assert_eq!(
+            refs(DslKind::Mal, suffixed),
+            vec![expected.clone(), expected]
+        );
         let inline = "metricPrefix: p\nmetricsRules:\n  - name: b\n    exp: m.sum(['svc']).instance(['svc'], ['i'], Layer.GENERAL)\n";
-        assert_eq!(refs(DslKind::Mal, inline), vec![("GENERAL".to_owned(), 4, 50)]);
+        assert_eq!(
+            refs(DslKind::Mal, inline),
+            vec![("GENERAL".to_owned(), 4, 50)]
+        );
     }
 
     #[test]
     fn lal_rule_layer_fields_and_literal_layer_statements_but_not_auto() {
         let text = "rules:\n  - name: a\n    layer: MY_LAYER\n    dsl: |\n      filter {\n        extractor {\n          layer \"OTHER\"\n          layer parsed.layer as String\n        }\n        sink {}\n      }\n  - name: b\n    layer: auto\n    dsl: \"filter { sink {} }\"\n";
         let found = refs(DslKind::Lal, text);
-        assert_eq!(found, vec![("MY_LAYER".to_owned(), 3, 12), ("OTHER".to_owned(), 7, 17)]);
+        assert_eq!(
+            found,
+            vec![("MY_LAYER".to_owned(), 3, 12), ("OTHER".to_owned(), 7, 17)]
+        );
     }
 
     #[test]

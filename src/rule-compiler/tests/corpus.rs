@@ -133,5 +133,8 @@ fn every_layer_the_corpus_uses_is_built_in() {
             uses += 1;
         }
     }
-    assert!(uses > 100, "the corpus uses layers in many places; found {uses}");
+    assert!(
+        uses > 100,
+        "the corpus uses layers in many places; found {uses}"
+    );
 }
