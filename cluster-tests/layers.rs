@@ -243,3 +243,56 @@ async fn concurrent_files_claiming_one_name_differently_get_one_200_and_one_conf
     let body = node.client.get("/runtime/layers").await.expect("layers").json().expect("json");
     assert!(body.get("shadowed").is_none(), "no contradicting declaration got in: {body}");
 }
+
+/// SkyWalking's mal-storage phases 5e-5h as the e2e runs them: each illegal file is posted under
+/// a sibling name next to the primary rule `e2e_rr`; the sibling never appears, the primary's
+/// content is untouched, and a sibling with a valid layer survives a restart and goes with
+/// inactivate + delete.
+#[tokio::test]
+async fn mal_storage_phase_5_replay() {
+    let (node, kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    let kv: Arc<dyn KvEngine> = kv;
+    let primary = "metricPrefix: e2e_rr\nexpSuffix: service(['service_name'], Layer.GENERAL)\nmetricsRules:\n  - name: requests\n    exp: e2e_rr_request_count_total.sum(['service_name'])\n";
+    expect(node.push("otel-rules", "e2e_rr", primary, &[]).await, 200, "structural_applied");
+    let primary_hash = node.row("otel-rules", "e2e_rr").await.expect("primary")["contentHash"].clone();
+    let sibling = |prefix: &str, layer: &str| {
+        format!(
+            "metricPrefix: {prefix}\nlayerDefinitions:\n{layer}expSuffix: service(['service_name'], Layer.GENERAL)\nmetricsRules:\n  - name: test\n    exp: e2e_rr_request_count_total.sum(['service_name'])\n"
+        )
+    };
+    let illegal = [
+        ("5e", sibling("e2e_rr_dyn_ooor", "  - name: E2E_RR_BAD_RANGE\n    ordinal: 99999\n"), "layer_ordinal_out_of_range"),
+        ("5f", sibling("e2e_rr_dyn_inv", "  - name: bad-name\n    ordinal: 200000\n    normal: true\n"), "layer_name_invalid"),
+        ("5g", sibling("e2e_rr_dyn_nc", "  - name: MESH\n    ordinal: 200000\n    normal: true\n"), "layer_name_conflict"),
+    ];
+    for (phase_name, content, status) in &illegal {
+        phase(&format!("{phase_name}: {status}"));
+        let json = expect(node.push("otel-rules", "e2e_rr_sibling", content, &[]).await, 400, status);
+        if *phase_name == "5g" {
+            assert!(json["message"].as_str().unwrap_or("").contains("built-in"), "labels the source as built-in: {json}");
+        }
+        assert!(node.row("otel-rules", "e2e_rr_sibling").await.is_none(), "{phase_name}: no sibling row");
+        let row = node.row("otel-rules", "e2e_rr").await.expect("primary");
+        assert_eq!((&row["contentHash"], row["localState"].as_str()), (&primary_hash, Some("RUNNING")), "{phase_name}");
+    }
+
+    phase("5h: a sibling declaring E2E_RR_DYN_LAYER (normal omitted: true)");
+    let with_layer = sibling("e2e_rr_dyn_layer", "  - name: E2E_RR_DYN_LAYER\n    ordinal: 100050\n");
+    expect(node.push("otel-rules", "e2e_rr_sibling", &with_layer, &[]).await, 200, "structural_applied");
+    let expected = vec![("E2E_RR_DYN_LAYER".to_owned(), 100_050, vec!["otel-rules/e2e_rr_sibling".to_owned()])];
+    assert_eq!(registered(&node).await, expected);
+    let TestNode { node: running, client, kv: _ } = node;
+    drop(client);
+    running.shutdown().await;
+    let node = TestNode::start(NodeSettings::for_test(), kv).await;
+    assert_eq!(registered(&node).await, expected, "the layer survives the restart");
+    assert_eq!(node.row("otel-rules", "e2e_rr_sibling").await.expect("sibling")["status"], "ACTIVE");
+    assert_eq!(node.row("otel-rules", "e2e_rr_sibling").await.expect("sibling")["layers"][0]["normal"], true);
+    for route in ["/runtime/rule/inactivate", "/runtime/rule/delete"] {
+        let (code, json) = lifecycle(&node, route, "otel-rules", "e2e_rr_sibling").await;
+        assert_eq!(code, 200, "{route}: {json}");
+    }
+    assert!(node.row("otel-rules", "e2e_rr_sibling").await.is_none());
+    assert!(registered(&node).await.is_empty(), "the layer is gone with the sibling");
+    assert_eq!(node.row("otel-rules", "e2e_rr").await.expect("primary")["contentHash"], primary_hash);
+}
