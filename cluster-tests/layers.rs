@@ -136,6 +136,12 @@ async fn a_runtime_layer_survives_a_restart_and_goes_with_delete() {
     assert_eq!(registered(&node).await, vec![("DYN_LAYER".to_owned(), 100_000, vec!["otel-rules/dyn".to_owned()])]);
     let row = node.row("otel-rules", "dyn").await.expect("row");
     assert_eq!(row["layers"], serde_json::json!([{"name": "DYN_LAYER", "ordinal": 100000, "normal": true}]), "{row}");
+    let all = node.client.get("/runtime/layers?builtIn=true").await.expect("layers").json().expect("json");
+    let all = all["layers"].as_array().expect("layers").clone();
+    assert_eq!(all.len(), 52, "51 built-in layers and DYN_LAYER");
+    assert_eq!((&all[1]["name"], &all[1]["source"], &all[51]["source"]), (&"MESH".into(), &"built-in".into(), &"runtime".into()));
+    let table = hotrule::client::cli::render_layers(&serde_json::json!({"layers": [all[51].clone()]}));
+    assert!(table.contains("DYN_LAYER") && table.contains("100000") && table.contains("otel-rules/dyn"), "{table}");
 
     phase("restart on the same store");
     let TestNode { node: running, client, kv: _ } = node;
