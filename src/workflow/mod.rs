@@ -2,7 +2,7 @@
 //! entries; replicated entries from peers will go through the same write path.
 //!
 //! Every operation runs on the main under the file's lock, decides with the pure functions in
-//! `rules` (lifecycle, classification, guardrail, ownership), and treats the synced store write
+//! `rules` (lifecycle, layers, classification, guardrail, ownership), and treats the synced store write
 //! as the commit point. Everything before the commit is reversible and is rolled back on
 //! failure; everything after it is finishing work that the periodic scan retries if it fails.
 //!
