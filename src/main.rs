@@ -333,6 +333,14 @@ enum RuleCommand {
         #[arg(long)]
         cluster: bool,
     },
+    /// List the runtime layers (`layerDefinitions`) registered on the node.
+    Layers {
+        /// Include SkyWalking's built-in layers.
+        #[arg(long)]
+        built_in: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Inactivate a rule (its measures are kept).
     Inactivate {
         #[arg(long)]
@@ -431,6 +439,7 @@ async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
         RuleCommand::Get { catalog, name, bundled, json } => cli::get(&client, &catalog, &name, bundled, json).await,
         RuleCommand::List { catalog, json, cluster: false } => cli::list(&client, catalog.as_deref(), json).await,
         RuleCommand::List { json, cluster: true, .. } => cli::cluster_list(&client, json).await,
+        RuleCommand::Layers { built_in, json } => cli::layers(&client, built_in, json).await,
         RuleCommand::Inactivate { catalog, name } => cli::inactivate(&client, &catalog, &name).await,
         RuleCommand::Delete { catalog, name, revert_to_bundled } => {
             cli::delete(&client, &catalog, &name, revert_to_bundled).await

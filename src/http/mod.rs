@@ -8,6 +8,7 @@
 mod agents;
 mod apply_status;
 mod dump;
+mod layers;
 mod params;
 mod reads;
 mod writes;
@@ -73,7 +74,8 @@ pub fn status_code(status: ApplyStatus) -> StatusCode {
         NoChange | Stored | FilterOnlyApplied | FilterOnlyPersisted | StructuralApplied | Inactivated
         | StaticTombstoned | AlreadyInactive | Deleted | RevertedToBundled | NotFound => StatusCode::OK,
         CompileFailed | EmptyBody | MissingCatalog | InvalidCatalog | MissingName | InvalidName | InvalidMode
-        | InvalidSource | InvalidParameter | NoBundledTwin => StatusCode::BAD_REQUEST,
+        | InvalidSource | InvalidParameter | NoBundledTwin | LayerOrdinalOutOfRange | LayerNameInvalid
+        | LayerNameConflict | LayerOrdinalCollision | LayerOverrideForbidden => StatusCode::BAD_REQUEST,
         Unauthorized => StatusCode::UNAUTHORIZED,
         RuleNotFound => StatusCode::NOT_FOUND,
         StorageChangeRequiresExplicitApproval | UpdateInProgress | RequiresInactivateFirst
@@ -135,6 +137,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/status", get(apply_status::rule_status))
         .route("/runtime/rule/dump", get(dump::dump_all))
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
+        .route("/runtime/layers", get(layers::layers))
         .route("/readyz", get(readyz))
         .route("/config", get(config))
         .route("/cluster/status", get(reads::cluster_status))

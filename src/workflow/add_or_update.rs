@@ -62,6 +62,10 @@ impl Workflow {
             Ok(compiled) => compiled,
             Err(e) => return Outcome::new(ApplyStatus::CompileFailed, e.to_string()),
         };
+        let layer_step = match self.check_layers(&key, &compiled, bundled.is_some()).await {
+            Ok(step) => step,
+            Err(outcome) => return outcome,
+        };
         let prior_content = match &prior.entry {
             Some(entry) => Some((entry.content.as_slice(), &entry.content_hash)),
             None => bundled.map(|b| (b.content.as_slice(), &b.hash)),
@@ -167,7 +171,8 @@ impl Workflow {
         let note = self.announce(&key, &entry.revision).await;
         self.runtime.reset_alarm_windows(&key, classification.alarm_reset());
         self.apply_phase(&apply_id, Phase::Applied);
-        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{note}", classification.summary()))
+        let layers = layer_step.changes.note();
+        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{layers}{note}", classification.summary()))
             .at(&entry.revision)
             .with_apply_id(&apply_id)
     }

@@ -2,7 +2,7 @@
 //! entries; replicated entries from peers will go through the same write path.
 //!
 //! Every operation runs on the main under the file's lock, decides with the pure functions in
-//! `rules` (lifecycle, classification, guardrail, ownership), and treats the synced store write
+//! `rules` (lifecycle, layers, classification, guardrail, ownership), and treats the synced store write
 //! as the commit point. Everything before the commit is reversible and is rolled back on
 //! failure; everything after it is finishing work that the periodic scan retries if it fails.
 //!
@@ -14,6 +14,7 @@ mod add_or_update;
 pub mod agent_objects;
 pub mod apply_status;
 pub mod faults;
+mod layers;
 pub mod peers;
 mod remove;
 
@@ -25,7 +26,7 @@ use crate::bundled::Bundled;
 use crate::clock::{RevisionClock, now_ms};
 use crate::compiler::{Compiled, CompileError};
 use crate::ids::{ContentHash, Revision, RuleKey};
-use crate::rules::classify::{Claims, Holder, Registered};
+use crate::rules::classify::{Holder, Registered};
 use crate::rules::lifecycle::Row;
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::{FileGuard, FileLocks};
@@ -59,6 +60,9 @@ pub struct Workflow {
     lock_timeout: Duration,
     /// The live status of structural applies run on this node (as the main).
     apply_log: ApplyLog,
+    /// Serializes applies of files that declare layers, from their layer check to their commit,
+    /// so two files cannot claim one name or ordinal differently at the same time.
+    layer_lock: tokio::sync::Mutex<()>,
 }
 
 /// The stored row and bundled file of a key, read under its lock.
@@ -96,6 +100,7 @@ impl Workflow {
             locks,
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
             apply_log: ApplyLog::default(),
+            layer_lock: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -301,10 +306,7 @@ impl Workflow {
     }
 
     fn set_claims(&self, key: &RuleKey, compiled: &Compiled, inactive: bool) {
-        self.runtime.claims.set(
-            key,
-            FileClaims { claims: Claims::of(compiled), inactive, bundled: self.bundled.contains(key) },
-        );
+        self.runtime.claims.set(key, FileClaims::of(compiled, inactive, self.bundled.contains(key)));
     }
 }
 

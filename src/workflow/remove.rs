@@ -132,7 +132,7 @@ impl Workflow {
         if let Some(old) = prior.entry.as_ref().and_then(|e| compile_for(key, &e.content).ok()) {
             reset.extend(all_names(&old));
         }
-        self.runtime.claims.set(key, FileClaims { claims, inactive: false, bundled: true });
+        self.runtime.claims.set(key, FileClaims::of(&compiled, false, true));
         self.runtime.install(key, loaded_rule(compiled, bundled.hash.clone(), None, LoaderKind::Bundled), BTreeSet::new());
         self.runtime.resume(key, Origin::SelfOrigin);
         let note = self.announce(key, &tombstone.revision).await;

@@ -35,6 +35,8 @@ pub struct LalRule {
     pub name: String,
     /// `None` when absent or blank.
     pub layer: Option<String>,
+    /// 1-based line and column of the `layer` value, when there is one.
+    pub layer_pos: Option<(usize, usize)>,
     pub output_type: Option<String>,
     pub input_type: Option<String>,
     /// The parsed and validated DSL: its statements (a single `filter { ... }`).
@@ -89,6 +91,12 @@ pub(crate) fn compile(source: &SourceText<'_>) -> Result<LalFile, CompileError> 
                 .filter(|value| !value.is_empty()))
         };
         let layer = text("layer")?;
+        let layer_pos = match optional_scalar(entry, "layer")? {
+            Some(scalar) if layer.is_some() => {
+                Some((scalar.mark.pos().line, scalar.mark.pos().column))
+            }
+            _ => None,
+        };
         let output_type = text("outputType")?;
         let input_type = text("inputType")?;
         let line = entry.pos().line;
@@ -105,6 +113,7 @@ pub(crate) fn compile(source: &SourceText<'_>) -> Result<LalFile, CompileError> 
         rules.push(LalRule {
             name: name.value.clone(),
             layer,
+            layer_pos,
             output_type,
             input_type,
             dsl: script,

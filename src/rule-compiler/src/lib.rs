@@ -21,6 +21,7 @@ mod groovy;
 mod java_regex;
 mod lal;
 mod lal_validate;
+pub mod layers;
 mod mal;
 mod mal_catalog;
 mod mal_graft;
