@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 
 use crate::ast;
 use crate::model::{
-    self, LayerDefinition, check_keys, item_map, optional_list, optional_scalar, required_scalar,
+    self, Empty, LayerDefinition, check_keys, item_map, optional_list, optional_scalar,
+    required_scalar,
 };
 use crate::position::SourceText;
 use crate::shape::LalKey;
@@ -71,8 +72,8 @@ struct DuplicateKey {
     line: usize,
 }
 
-pub(crate) fn compile(source: &SourceText<'_>) -> Result<LalFile, CompileError> {
-    let Some(root) = model::root_map(source)? else {
+pub(crate) fn compile(source: &SourceText<'_>, empty: Empty) -> Result<LalFile, CompileError> {
+    let Some(root) = model::root_map(source, "rules", empty)? else {
         return Ok(LalFile::default());
     };
     check_keys(&root, FILE_KEYS, "a LAL rule file")?;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::ast::{self, ExprKind};
 use crate::mal_graft::{Chain, full_expression};
 use crate::model::{
-    self, LayerDefinition, check_keys, item_map, optional_list, optional_scalar, pos_of,
+    self, Empty, LayerDefinition, check_keys, item_map, optional_list, optional_scalar, pos_of,
     required_scalar,
 };
 use crate::position::SourceText;
@@ -86,8 +86,8 @@ enum MalFileError {
     },
 }
 
-pub(crate) fn compile(source: &SourceText<'_>) -> Result<MalFile, CompileError> {
-    let Some(root) = model::root_map(source)? else {
+pub(crate) fn compile(source: &SourceText<'_>, empty: Empty) -> Result<MalFile, CompileError> {
+    let Some(root) = model::root_map(source, "metricsRules", empty)? else {
         return Ok(MalFile::default());
     };
     check_keys(&root, FILE_KEYS, "a MAL rule file")?;
