@@ -29,12 +29,14 @@ pub(crate) enum LexError {
     UnterminatedComment,
     #[error("invalid escape sequence '\\{0}'")]
     InvalidEscape(char),
-    #[error(
-        "'$' in a string must be followed by '{{' or a name; write '\\$' for a literal dollar sign"
-    )]
-    BareDollar,
     #[error("invalid number literal '{0}'")]
     InvalidNumber(String),
+    #[error(
+        "invalid number literal '{0}': an L or I suffix needs an integer (no fraction or exponent)"
+    )]
+    IntegerSuffixOnDecimal(String),
+    #[error("integer literal '{0}' is out of range for its type (int with I, otherwise long)")]
+    IntegerOutOfRange(String),
     #[error("'{opener}' is never closed")]
     Unclosed { opener: &'static str },
     #[error("unexpected '{closer}': it does not close anything")]
