@@ -29,6 +29,7 @@ mod mal_validate;
 mod model;
 mod position;
 pub mod shape;
+mod string_arith;
 mod yaml;
 
 pub use groovy::ast;

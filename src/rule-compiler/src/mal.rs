@@ -105,8 +105,11 @@ pub(crate) fn compile(source: &SourceText<'_>, empty: Empty) -> Result<MalFile, 
         Some(scalar) => {
             let expr = model::parse_expression(source, scalar)?;
             match &expr.kind {
-                // Upstream calls the filter with the sample's tag map: one parameter, or Groovy's `it`.
-                ExprKind::Closure(closure) if closure.params.len() <= 1 => Some(expr),
+                // Upstream calls the filter with the sample's tag map: exactly one parameter.
+                ExprKind::Closure(closure) if closure.params.len() <= 1 => {
+                    mal_validate::check_closure(closure, &expr)?;
+                    Some(expr)
+                }
                 _ => return Err(pos_of(expr.span).error(MalFileError::FilterNotClosure)),
             }
         }

@@ -109,11 +109,13 @@ const fn tag_filter(name: &'static str, kinds: &'static [ArgKind]) -> Function {
     }
 }
 
+/// `sum(['a', 'b'])` or `sum(by: [...])`: the label list is required, as `SampleFamily` has no
+/// aggregation without one (`sum([])` aggregates everything into one sample).
 const fn aggregation(name: &'static str) -> Function {
     Function {
         name,
         role: Role::Aggregation,
-        min: 0,
+        min: 1,
         max: 1,
         kinds: &[ArgKind::Labels],
         named: &["by"],
