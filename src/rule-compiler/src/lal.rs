@@ -14,7 +14,7 @@ use crate::model::{
 };
 use crate::position::SourceText;
 use crate::shape::LalKey;
-use crate::{CompileError, lal_validate};
+use crate::{CompileError, lal_input, lal_validate};
 
 const FILE_KEYS: &[&str] = &["rules", "layerDefinitions"];
 const RULE_KEYS: &[&str] = &["name", "layer", "dsl", "outputType", "inputType"];
@@ -103,6 +103,7 @@ pub(crate) fn compile(source: &SourceText<'_>, empty: Empty) -> Result<LalFile, 
         seen.insert(key, line);
         let script = model::parse_script(source, dsl)?;
         lal_validate::validate(&script, output_type.as_deref())?;
+        lal_input::check(&script, layer.as_deref(), input_type.as_deref())?;
         rules.push(LalRule {
             name: name.value.clone(),
             layer,

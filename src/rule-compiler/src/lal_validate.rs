@@ -28,7 +28,8 @@
 
 use crate::CompileError;
 use crate::ast::{
-    Block, Call, CallStyle, Else, Expr, ExprKind, GStringPart, Ident, IfStmt, Span, StmtKind,
+    Block, Call, CallStyle, Else, Expr, ExprKind, GStringPart, Ident, IfStmt, NumberValue, Span,
+    StmtKind,
 };
 use crate::java_regex;
 use crate::model::pos_of;
@@ -243,6 +244,8 @@ enum LalError {
     BadCast { ty: String },
     #[error("invalid regular expression: {0}")]
     BadRegex(String),
+    #[error("'rpm' takes one integer literal from 0 to {}", i32::MAX)]
+    BadRpm,
 }
 
 /// Checks a parsed script for a rule with the given `outputType`.
@@ -256,7 +259,8 @@ pub(crate) fn validate(script: &Block, output_type: Option<&str>) -> Result<(), 
     if script.statements.is_empty() {
         return Err(pos_of(script.span).error(LalError::NotAFilter));
     }
-    Validator { output_fields }.block(script, Context::Top)
+    Validator { output_fields }.block(script, Context::Top)?;
+    crate::ast_walk::no_string_arithmetic(script)
 }
 
 struct Validator {
@@ -403,6 +407,9 @@ impl Validator {
                 if context == Context::Text && name == "regexp" {
                     check_regexp(call)?;
                 }
+                if context == Context::RateLimit && name == "rpm" {
+                    check_rpm(call)?;
+                }
                 Ok(())
             }
         }
@@ -419,6 +426,25 @@ fn check_regexp(call: &Call) -> Result<(), CompileError> {
             .map_err(|message| pos_of(arg.value.span).error(LalError::BadRegex(message)))?;
     }
     Ok(())
+}
+
+/// `rpm n`: upstream's grammar takes a number literal, and the sampler holds it in a Java `int`.
+fn check_rpm(call: &Call) -> Result<(), CompileError> {
+    let fits = match call.args.as_slice() {
+        [arg] => match &arg.value.kind {
+            ExprKind::Number(number) => matches!(
+                number.value,
+                NumberValue::Integer(value) if (0..=i64::from(i32::MAX)).contains(&value)
+            ),
+            _ => false,
+        },
+        _ => false,
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(pos_of(call.method.span).error(LalError::BadRpm))
+    }
 }
 
 /// Checks the casts inside an expression (everything else was checked by the parser).

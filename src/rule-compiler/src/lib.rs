@@ -17,9 +17,11 @@
 //! - several scope calls are accepted only when chained directly (`service(...).instance(...)`);
 //! - Java regexes using syntax the `regex` crate's parser lacks are accepted unjudged.
 
+mod ast_walk;
 mod groovy;
 mod java_regex;
 mod lal;
+mod lal_input;
 mod lal_validate;
 mod mal;
 mod mal_catalog;
@@ -29,7 +31,7 @@ mod mal_validate;
 mod model;
 mod position;
 pub mod shape;
-mod string_arith;
+
 mod yaml;
 
 pub use groovy::ast;

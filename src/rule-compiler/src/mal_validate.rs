@@ -9,13 +9,13 @@
 
 use crate::CompileError;
 use crate::ast::{Arg, Call, Closure, Expr, ExprKind, NumberValue, UnaryOp};
+use crate::ast_walk;
 use crate::java_regex;
 use crate::mal_catalog::{
     ArgKind, CLASS_NAMES, DETECT_POINTS, DOWNSAMPLING, Function, GLOBAL_FUNCTIONS, RETAG_TYPES,
     TIME_UNITS, class_constant, lookup, string_list, string_literal, unparen,
 };
 use crate::model::pos_of;
-use crate::string_arith;
 
 #[derive(Debug, thiserror::Error)]
 enum MalError {
@@ -302,7 +302,7 @@ pub(crate) fn check_closure(closure: &Closure, expr: &Expr) -> Result<(), Compil
     if closure.body.statements.is_empty() {
         return Err(pos_of(expr.span).error(MalError::EmptyClosure));
     }
-    string_arith::check_block(&closure.body)
+    ast_walk::no_string_arithmetic(&closure.body)
 }
 
 /// A number literal, possibly negated.
