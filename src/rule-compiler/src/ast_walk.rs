@@ -1,6 +1,8 @@
 //! A pre-order walk over every expression of a script or closure, and the checks built on it that
 //! MAL closures and LAL scripts share.
 //!
+//! Index literals: `x[3000000000]` indexes with a Java `int` upstream, so a literal index must fit.
+//!
 //! Arithmetic on strings: Groovy would run `'a' - 'b'` or `'ab' * 2` (String has `minus` and
 //! `multiply`), but SkyWalking compiles MAL closures and LAL expressions to Java, where `+` is the
 //! only operator a string takes (concatenation); `-`, `*`, `/` and `%` with a string operand do
@@ -111,15 +113,19 @@ where
 #[error("operator '{0}' cannot be applied to a string (only '+' concatenates strings)")]
 struct StringArithmetic(&'static str);
 
+/// A string literal, or LAL's `tag("k")` (a String unless cast).
 fn is_string(expr: &Expr) -> bool {
     match &expr.kind {
         ExprKind::Str(_) | ExprKind::GString(_) => true,
+        ExprKind::Call(call) => {
+            call.receiver.is_none() && call.namespace.is_none() && call.method.name == "tag"
+        }
         ExprKind::Paren(inner) => is_string(inner),
         _ => false,
     }
 }
 
-/// Rejects `-`, `*`, `/` and `%` with a string literal operand anywhere in `block`.
+/// Rejects `-`, `*`, `/` and `%` with a string operand anywhere in `block`.
 pub(crate) fn no_string_arithmetic(block: &Block) -> Result<(), CompileError> {
     walk_block(block, &mut |expr| match &expr.kind {
         ExprKind::Binary { op, left, right }
@@ -130,6 +136,26 @@ pub(crate) fn no_string_arithmetic(block: &Block) -> Result<(), CompileError> {
         {
             Err(pos_of(expr.span).error(StringArithmetic(op.symbol())))
         }
+        _ => Ok(()),
+    })
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("index {0} is outside the range of a Java int")]
+struct IndexOutOfRange(i64);
+
+/// Rejects `x[n]` with a literal `n` that does not fit a Java `int` (upstream indexes with one).
+pub(crate) fn index_literals_fit_int(block: &Block) -> Result<(), CompileError> {
+    walk_block(block, &mut |expr| match &expr.kind {
+        ExprKind::Index { index, .. } => match &index.kind {
+            ExprKind::Number(crate::ast::Number {
+                value: crate::ast::NumberValue::Integer(value),
+                ..
+            }) if i32::try_from(*value).is_err() => {
+                Err(pos_of(index.span).error(IndexOutOfRange(*value)))
+            }
+            _ => Ok(()),
+        },
         _ => Ok(()),
     })
 }

@@ -240,11 +240,11 @@ enum LalError {
     NotAFilter,
     #[error("'{0}' is not allowed in a LAL dsl")]
     Return(&'static str),
-    #[error("unsupported cast to '{ty}'; LAL casts to {}", CAST_TYPES.join(", "))]
+    #[error("unsupported cast to '{ty}'; LAL casts to {} or a qualified class name", CAST_TYPES.join(", "))]
     BadCast { ty: String },
     #[error("invalid regular expression: {0}")]
     BadRegex(String),
-    #[error("'rpm' takes one integer literal from 0 to {}", i32::MAX)]
+    #[error("'rpm' takes one plain integer literal from 0 to {}", i32::MAX)]
     BadRpm,
 }
 
@@ -260,7 +260,8 @@ pub(crate) fn validate(script: &Block, output_type: Option<&str>) -> Result<(), 
         return Err(pos_of(script.span).error(LalError::NotAFilter));
     }
     Validator { output_fields }.block(script, Context::Top)?;
-    crate::ast_walk::no_string_arithmetic(script)
+    crate::ast_walk::no_string_arithmetic(script)?;
+    crate::ast_walk::index_literals_fit_int(script)
 }
 
 struct Validator {
@@ -432,10 +433,14 @@ fn check_regexp(call: &Call) -> Result<(), CompileError> {
 fn check_rpm(call: &Call) -> Result<(), CompileError> {
     let fits = match call.args.as_slice() {
         [arg] => match &arg.value.kind {
-            ExprKind::Number(number) => matches!(
-                number.value,
-                NumberValue::Integer(value) if (0..=i64::from(i32::MAX)).contains(&value)
-            ),
+            // A plain integer: no suffix (`100L`), no sign, no `_` or hex.
+            ExprKind::Number(number) => {
+                number.text.bytes().all(|byte| byte.is_ascii_digit())
+                    && matches!(
+                        number.value,
+                        NumberValue::Integer(value) if (0..=i64::from(i32::MAX)).contains(&value)
+                    )
+            }
             _ => false,
         },
         _ => false,
@@ -451,7 +456,9 @@ fn check_rpm(call: &Call) -> Result<(), CompileError> {
 fn check_expr(expr: &Expr) -> Result<(), CompileError> {
     match &expr.kind {
         ExprKind::Cast { value, ty } => {
-            if !CAST_TYPES.contains(&ty.name.as_str()) {
+            // A qualified class name (`as io.envoyproxy...AccessLogCommon`) narrows a typed
+            // input's value; upstream's grammar takes one, and only the JVM can check it.
+            if !CAST_TYPES.contains(&ty.name.as_str()) && !ty.name.contains('.') {
                 return Err(pos_of(ty.span).error(LalError::BadCast {
                     ty: ty.name.clone(),
                 }));
