@@ -193,8 +193,9 @@ fn check_arg(function: &'static Function, kind: ArgKind, expr: &Expr) -> Result<
         };
     match kind {
         ArgKind::Labels => string_list(expr)
+            .filter(|labels| !labels.is_empty())
             .map(drop)
-            .ok_or_else(|| bad("a list of label names such as ['a', 'b']")),
+            .ok_or_else(|| bad("a list of label names such as ['a', 'b'] (at least one)")),
         ArgKind::Str => string_literal(expr)
             .map(drop)
             .ok_or_else(|| bad("a string")),

@@ -113,7 +113,7 @@ fn labels_surviving_the_scope_make_a_labeled_metric() {
         "avg@SERVICE"
     );
     assert_eq!(
-        shape_of(SERVICE, "m.sum(['s']).max(by=['s', 'x'])").to_string(),
+        shape_of(SERVICE, "m.sum(['s']).max(['s', 'x'])").to_string(),
         "avgLabeled@SERVICE"
     );
     assert_eq!(
