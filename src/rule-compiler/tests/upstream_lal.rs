@@ -12,6 +12,9 @@
 //! - `LALClassGeneratorExtractorTest`: fully, except `compileOutputFieldWithInvalidSetter` (an
 //!   output type given as a Java class is opaque to hotrule, which accepts any field for it).
 //! - `LALClassGeneratorSinkTest`: fully.
+//! - `LALScriptParserTest`: fully. It only parses; where the class generator would then reject
+//!   the script (`parsed.x` with no parser, an output field without an output type), the case
+//!   expects that error, since compiling here is parsing and checking together.
 //!
 //! `setInputType(X.class)` upstream is `inputType: X` in the rule here; `setOutputType(X.class)`
 //! is `outputType: X`.
@@ -677,5 +680,122 @@ fn issue_9_lal_cases() {
             25,
             "plain integer literal",
         ),
+    ]);
+}
+
+#[test]
+fn lal_script_parser_test() {
+    run(&[
+        ok(
+            "LALScriptParserTest.parseMinimalFilter",
+            "filter { sink {} }",
+        ),
+        ok(
+            "LALScriptParserTest.parseJsonParserWithExtractorAndSink",
+            "filter {\n  json {}\n  extractor {\n    service parsed.service as String\n    layer parsed.layer as String\n  }\n  sink {}\n}",
+        ),
+        ok(
+            "LALScriptParserTest.parseTextParserWithRegexp",
+            "filter {\n  text {\n    regexp '.+\"(?<request>.+)\"(?<status>\\d{3}).+'\n  }\n  sink {}\n}",
+        ),
+        err(
+            "LALScriptParserTest.parseMetricsBlock (no parser: parsed.level is not log metadata)",
+            "filter {\n  extractor {\n    metrics {\n      timestamp log.timestamp as Long\n      labels level: parsed.level, service: log.service\n      name \"nginx_error_log_count\"\n      value 1\n    }\n  }\n  sink {}\n}",
+            5,
+            28,
+            "'parsed.level' needs a typed input",
+        ),
+        ok(
+            "LALScriptParserTest.parseSinkWithSampler",
+            "filter {\n  sink {\n    sampler {\n      rateLimit('service:error') {\n        rpm 6000\n      }\n    }\n  }\n}",
+        ),
+        err(
+            "LALScriptParserTest.parseInterpolatedRateLimitId (no parser: parsed.code is not log metadata)",
+            "filter {\n  sink {\n    sampler {\n      rateLimit(\"${log.service}:${parsed.code}\") {\n        rpm 3000\n      }\n    }\n  }\n}",
+            4,
+            42,
+            "'parsed.code' needs a typed input",
+        ),
+        ok(
+            "LALScriptParserTest.parsePlainRateLimitIdNotInterpolated",
+            "filter {\n  sink {\n    sampler {\n      rateLimit('service:error') {\n        rpm 6000\n      }\n    }\n  }\n}",
+        ),
+        err(
+            "LALScriptParserTest.parseIfCondition (no parser: parsed.status is not log metadata)",
+            "filter {\n  if (parsed.status) {\n    extractor {\n      layer parsed.layer as String\n    }\n    sink {}\n  }\n}",
+            2,
+            14,
+            "'parsed.status' needs a typed input",
+        ),
+        err(
+            "LALScriptParserTest.parseElseIfChain (no parser: parsed.a is not log metadata)",
+            "filter {\n  if (parsed.a) {\n    sink {}\n  } else if (parsed.b) {\n    sink {}\n  } else if (parsed.c) {\n    sink {}\n  } else {\n    sink {}\n  }\n}",
+            2,
+            14,
+            "'parsed.a' needs a typed input",
+        ),
+        Case {
+            upstream: "LALScriptParserTest.parseElseIfWithoutFinalElse",
+            header: &["inputType: org.example.Typed"],
+            dsl: "filter {\n  if (parsed.a) {\n    sink {}\n  } else if (parsed.b) {\n    sink {}\n  }\n}",
+            expect: Expect::Ok,
+        },
+        err(
+            "LALScriptParserTest.parseSyntaxErrorThrows",
+            "filter {",
+            1,
+            8,
+            "is never closed",
+        ),
+        ok(
+            "LALScriptParserTest.parseTagFunctionCallInCondition",
+            "filter {\n  if (tag(\"LOG_KIND\") == \"SLOW_SQL\") {\n    sink {}\n  }\n}",
+        ),
+        ok(
+            "LALScriptParserTest.parseTagFunctionCallAsSingleCondition",
+            "filter {\n  if (tag(\"LOG_KIND\")) {\n    sink {}\n  }\n}",
+        ),
+        err(
+            "LALScriptParserTest.parseSafeNavigationFields (no parser: parsed.response is not log metadata)",
+            "filter {\n  extractor {\n    service parsed?.response?.service as String\n  }\n  sink {}\n}",
+            3,
+            21,
+            "'parsed.response' needs a typed input",
+        ),
+        err(
+            "LALScriptParserTest.parseSafeNavigationMethods (no parser: parsed.flags is not log metadata)",
+            "filter {\n  extractor {\n    service parsed?.flags?.toString()?.trim() as String\n  }\n  sink {}\n}",
+            3,
+            21,
+            "'parsed.flags' needs a typed input",
+        ),
+        ok(
+            "LALScriptParserTest.parseMethodWithArguments",
+            "filter {\n  json {}\n  extractor {\n    service ProcessRegistry.generateVirtualLocalProcess(parsed.service as String, parsed.instance as String) as String\n  }\n  sink {}\n}",
+        ),
+        ok(
+            "LALScriptParserTest.parseIfInsideExtractor",
+            "filter {\n  json {}\n  extractor {\n    if (parsed.status) {\n      tag 'http.status_code': parsed.status\n    }\n    tag 'response.flag': parsed.flags\n  }\n  sink {}\n}",
+        ),
+        err(
+            "LALScriptParserTest.parseIfInsideSink (no parser: parsed.error is not log metadata)",
+            "filter {\n  sink {\n    sampler {\n      if (parsed.error) {\n        rateLimit('svc:err') {\n          rpm 6000\n        }\n      } else {\n        rateLimit('svc:ok') {\n          rpm 3000\n        }\n      }\n    }\n  }\n}",
+            4,
+            18,
+            "'parsed.error' needs a typed input",
+        ),
+        err(
+            "LALScriptParserTest.parseOutputFieldAssignment (no outputType: 'statement' is no field of Log)",
+            "filter {\n  json {}\n  extractor {\n    service parsed.service as String\n    statement parsed.statement as String\n    latency parsed.latency as Long\n  }\n  sink {}\n}",
+            5,
+            5,
+            "unknown statement 'statement' in extractor",
+        ),
+        Case {
+            upstream: "LALScriptParserTest.parseOutputFieldAssignment (outputType: SlowSQL)",
+            header: &["outputType: SlowSQL"],
+            dsl: "filter {\n  json {}\n  extractor {\n    service parsed.service as String\n    statement parsed.statement as String\n    latency parsed.latency as Long\n  }\n  sink {}\n}",
+            expect: Expect::Ok,
+        },
     ]);
 }

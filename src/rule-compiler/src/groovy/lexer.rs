@@ -55,13 +55,28 @@ pub(crate) enum LexError {
     TooDeep,
 }
 
+/// How a quoted string treats a backslash before a character that is no Java escape (`'\\d'`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnknownEscape {
+    /// An error, as in Groovy and SkyWalking's MAL lexer.
+    Reject,
+    /// Kept as written, backslash included: SkyWalking's LAL lexer takes any `\\x`, so a regexp
+    /// may be written `'(?<n>\\d+)'`.
+    Keep,
+}
+
 /// Tokenises a whole scalar. The result always ends with an `Eof` token.
-pub(crate) fn tokenize(text: &str, locator: &mut Locator<'_>) -> Result<Vec<Token>, CompileError> {
+pub(crate) fn tokenize(
+    text: &str,
+    locator: &mut Locator<'_>,
+    unknown_escape: UnknownEscape,
+) -> Result<Vec<Token>, CompileError> {
     let mut lexer = Lexer {
         text,
         pos: 0,
         locator,
         depth: 0,
+        unknown_escape,
     };
     lexer.tokens(false)
 }
@@ -72,6 +87,7 @@ pub(super) struct Lexer<'t, 'l, 'a> {
     pub(super) locator: &'l mut Locator<'a>,
     /// Open brackets across nested `${...}` interpolations.
     pub(super) depth: usize,
+    pub(super) unknown_escape: UnknownEscape,
 }
 
 impl Lexer<'_, '_, '_> {

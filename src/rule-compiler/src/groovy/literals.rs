@@ -12,7 +12,7 @@
 //! correct positions. A string without interpolation becomes a plain [`Tok::Str`].
 
 use super::ast::{Number, NumberValue, StrDelimiter, StrLit};
-use super::lexer::{LexError, Lexer, MAX_BRACKET_DEPTH};
+use super::lexer::{LexError, Lexer, MAX_BRACKET_DEPTH, UnknownEscape};
 use super::token::{Punct, RawPart, Tok, Token};
 use crate::CompileError;
 
@@ -107,6 +107,14 @@ impl Lexer<'_, '_, '_> {
             match c {
                 '\n' if !rules.multiline => {
                     return Err(self.error_at(start, LexError::UnterminatedString));
+                }
+                // LAL keeps `\d` as written (see `UnknownEscape`); the next character is then read
+                // as an ordinary one.
+                '\\' if rules.escapes
+                    && self.unknown_escape == UnknownEscape::Keep
+                    && self.peek().is_some_and(|next| !is_java_escape(next)) =>
+                {
+                    text.push('\\');
                 }
                 '\\' if rules.escapes => {
                     if let Some(escaped) = self.escape(at)? {
@@ -368,4 +376,12 @@ impl Lexer<'_, '_, '_> {
             self.bump();
         }
     }
+}
+
+/// The characters [`Lexer::escape`] decodes after a backslash (Groovy's escapes).
+fn is_java_escape(c: char) -> bool {
+    matches!(
+        c,
+        'n' | 't' | 'r' | 'b' | 'f' | 's' | '\\' | '\'' | '"' | '$' | '/' | '\n' | 'u' | '0'..='7'
+    )
 }
