@@ -799,3 +799,22 @@ fn lal_script_parser_test() {
         },
     ]);
 }
+
+/// `LALScriptExecutionTest` compiles every rule of its rule files before running them; the
+/// feature-case file compiles here too, rule for rule (`layer: auto` rules keep `auto`).
+#[test]
+fn lal_script_execution_test_rule_file_compiles() {
+    let text = include_str!("upstream/execution-basic.yaml");
+    let file = match compile(DslKind::Lal, text.as_bytes()) {
+        Ok(hotrule_rule_compiler::Compiled::Lal(file)) => file,
+        other => panic!("execution-basic.yaml: {other:?}"),
+    };
+    assert_eq!(file.rules.len(), 24);
+    assert_eq!(
+        file.keys()
+            .keys()
+            .filter(|key| key.0.starts_with("auto:"))
+            .count(),
+        3
+    );
+}
