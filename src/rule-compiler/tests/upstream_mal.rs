@@ -11,6 +11,13 @@
 //!   upstream's model).
 //! - `dsl/DSLV2Test`: `parseCompilesSimpleExpression`, `parseThrowsOnInvalidExpression`,
 //!   `expressionRunWithCompiledExpression`, `metadataExtraction` (the rest evaluates samples).
+//! - `compiler/MALExtensionFunctionTest`: the parse and chain cases; `testUnknownNamespace`,
+//!   `testUnknownMethod` and `testWrongArgCount` are a deliberate difference (hotrule cannot see
+//!   the extensions installed in an OAP, so it accepts any `ns::method(...)`).
+//! - `dsl/rule/RuleLoaderYAMLFailTest` (the `illegal-yaml` file) and the `empty-yaml` resource of
+//!   the rule-loader tests; `RuleLoaderFailTest` is about missing files (no compile outcome).
+//! - `v2/prometheus/rule/RulesLayerDefinitionsTest`: not here (layer definitions are validated
+//!   with the runtime layers, outside this crate's parsing).
 //!
 //! Upstream compiles a bare expression; a hotrule rule must also name a scope (as a SkyWalking rule
 //! file must for its metric to be stored), so an expression without a scope call gets the file
@@ -610,4 +617,71 @@ fn issue_9_mal_cases() {
             "a string is not allowed",
         ),
     ]);
+}
+
+#[test]
+fn mal_extension_function_test() {
+    run(&[
+        ok(
+            "MALExtensionFunctionTest.testParseExtensionCall",
+            "metric.test::scale(2.0)",
+        ),
+        ok(
+            "MALExtensionFunctionTest.testParseNoArgExtensionCall",
+            "metric.test::noop()",
+        ),
+        ok(
+            "MALExtensionFunctionTest.testCompileAndRunScale",
+            "metric.test::scale(3.0)",
+        ),
+        ok(
+            "MALExtensionFunctionTest.testExtensionInChain",
+            "metric.sum(['k']).test::scale(2.0)",
+        ),
+        // Deliberate difference: extensions are not known here, so these compile.
+        ok(
+            "MALExtensionFunctionTest.testUnknownNamespace (accepted)",
+            "metric.unknown::foo()",
+        ),
+        ok(
+            "MALExtensionFunctionTest.testUnknownMethod (accepted)",
+            "metric.test::nonexistent()",
+        ),
+        ok(
+            "MALExtensionFunctionTest.testWrongArgCount (accepted)",
+            "metric.test::scale()",
+        ),
+    ]);
+}
+
+const LICENSE_AND_DURATION_COMMENT: &str = "# Licensed to the Apache Software Foundation (ASF)\n#\n# This will parse a textual representation of a duration. The formats\n# accepted are based on the ISO-8601 duration format {@code PnDTnHnMn.nS}\n#    \"PT20.345S\" -- parses as \"20.345 seconds\"\n";
+
+/// `RuleLoaderYAMLFailTest.test` (`otel-rules/illegal-yaml/test.yml`: comments, then a sentence).
+#[test]
+fn rule_loader_yaml_fail_test() {
+    let text = format!("{LICENSE_AND_DURATION_COMMENT}This is a not well-formed yml file.");
+    let error = compile(DslKind::Mal, text.as_bytes()).expect_err("illegal yaml");
+    assert_eq!((error.line, error.column), (6, 1), "{error}");
+    assert!(
+        error
+            .message
+            .contains("the top level of a rule file must be a mapping, found a scalar"),
+        "{error}"
+    );
+}
+
+/// `otel-rules/empty-yaml/test.yml` (comments only): SkyWalking loads such a bundled file as no
+/// rules, and so does `compile_bundled`; posted by an operator it declares nothing, an error.
+#[test]
+fn empty_yaml_resource() {
+    let error = compile(DslKind::Mal, LICENSE_AND_DURATION_COMMENT.as_bytes()).expect_err("empty");
+    assert_eq!((error.line, error.column), (1, 1), "{error}");
+    assert!(error.message.contains("declares nothing"), "{error}");
+    match hotrule_rule_compiler::compile_bundled(
+        DslKind::Mal,
+        LICENSE_AND_DURATION_COMMENT.as_bytes(),
+    ) {
+        Ok(hotrule_rule_compiler::Compiled::Mal(file)) => assert!(file.rules.is_empty()),
+        other => panic!("{other:?}"),
+    }
 }
