@@ -11,7 +11,8 @@
 //! `mal_catalog` of functions), `mal_graft` (expPrefix/expSuffix) and `mal_shape` for MAL, or
 //! `lal_validate` for LAL, check the semantics and extract the storage identities.
 //!
-//! Upstream differences worth knowing (each documented where it is implemented):
+//! Upstream differences worth knowing (each documented where it is implemented; the full list,
+//! and what is checked against SkyWalking's own compiler tests, is `docs/compiler.md`):
 //! - a MAL file without `metricPrefix` names its metrics by the rule name alone (the reference's
 //!   classifier sees no metric names at all there);
 //! - several scope calls are accepted only when chained directly (`service(...).instance(...)`);
