@@ -11,6 +11,8 @@
 //!   upstream's model).
 //! - `dsl/DSLV2Test`: `parseCompilesSimpleExpression`, `parseThrowsOnInvalidExpression`,
 //!   `expressionRunWithCompiledExpression`, `metadataExtraction` (the rest evaluates samples).
+//! - `dsl/ScopeTest`: every expression (all compile; the samples they produce are evaluation).
+//! - `dsl/FilterTest`: every filter closure (as the file's `filter:`, which is how v2 runs them).
 //! - `compiler/MALExtensionFunctionTest`: the parse and chain cases; `testUnknownNamespace`,
 //!   `testUnknownMethod` and `testWrongArgCount` are a deliberate difference (hotrule cannot see
 //!   the extensions installed in an OAP, so it accepts any `ns::method(...)`).
@@ -684,4 +686,80 @@ fn empty_yaml_resource() {
         Ok(hotrule_rule_compiler::Compiled::Mal(file)) => assert!(file.rules.is_empty()),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn dsl_scope_test() {
+    run(&[
+        ok(
+            "ScopeTest.sum_service",
+            "http_success_request.sum(['idc']).service(['idc'], Layer.GENERAL)",
+        ),
+        ok(
+            "ScopeTest.sum_service_labels",
+            "http_success_request.sum(['region', 'idc']).service(['idc'], Layer.GENERAL)",
+        ),
+        ok(
+            "ScopeTest.sum_service_m",
+            "http_success_request.sum(['idc', 'region']).service(['idc' , 'region'], Layer.GENERAL)",
+        ),
+        ok(
+            "ScopeTest.sum_service_endpoint",
+            "http_success_request.sum(['region', 'idc']).endpoint(['idc'] , ['region'], Layer.GENERAL)",
+        ),
+        ok(
+            "ScopeTest.sum_service_endpoint_labels",
+            "http_success_request.sum(['region', 'idc' , 'instance']).endpoint(['idc'] , ['region'], Layer.GENERAL)",
+        ),
+        ok(
+            "ScopeTest.sum_service_endpoint_labels_m",
+            "http_success_request.sum(['region', 'idc' , 'svc' , 'instance']).endpoint(['idc'] , ['region','svc'], Layer.GENERAL)",
+        ),
+        ok(
+            "ScopeTest.sum_service_instance",
+            "http_success_request.sum(['region', 'idc']).instance(['idc'] , ['region'], Layer.GENERAL)",
+        ),
+        ok(
+            "ScopeTest.sum_service_instance_labels",
+            "http_success_request.sum(['region', 'idc' , 'instance']).instance(['idc'] , ['region'], Layer.GENERAL)",
+        ),
+        ok(
+            "ScopeTest.sum_service_relation",
+            "envoy_cluster_metrics_up_cx_active.sum(['app' ,'cluster_name']).serviceRelation(DetectPoint.CLIENT, ['app'], ['cluster_name'], Layer.GENERAL)",
+        ),
+        ok(
+            "ScopeTest.sum_service_relation_with_component",
+            "envoy_cluster_metrics_up_cx_active.sum(['app' ,'cluster_name', 'env', 'component']).serviceRelation(DetectPoint.CLIENT, ['app', 'env'], ['cluster_name'], '-', Layer.GENERAL, 'component')",
+        ),
+        ok(
+            "ScopeTest.sum_process_relation",
+            "rover_network_profiling_process_write_bytes.sum(['service' ,'instance', 'side', 'client_process_id', 'server_process_id', 'component']).processRelation('side', ['service'], ['instance'], 'client_process_id', 'server_process_id', 'component')",
+        ),
+    ]);
+}
+
+#[test]
+fn dsl_filter_test() {
+    run(&[
+        file_ok(
+            "FilterTest.filter-string",
+            "filter: \"{ tags -> tags.str == 'val1' }\"\nmetricsRules: []\n",
+        ),
+        file_ok(
+            "FilterTest.filter-equal-val2",
+            "filter: \"{ tags -> tags.str == 'val2' }\"\nmetricsRules: []\n",
+        ),
+        file_ok(
+            "FilterTest.filter-not-equal",
+            "filter: \"{ tags -> tags.str != 'val1' }\"\nmetricsRules: []\n",
+        ),
+        file_ok(
+            "FilterTest.filter-in-single",
+            "filter: \"{ tags -> tags.str in [ 'val2' ] }\"\nmetricsRules: []\n",
+        ),
+        file_ok(
+            "FilterTest.filter-in-multiple",
+            "filter: \"{ tags -> tags.str in [ 'val1', 'val2' ] }\"\nmetricsRules: []\n",
+        ),
+    ]);
 }
