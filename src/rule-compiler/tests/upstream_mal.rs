@@ -12,6 +12,7 @@
 //! - `dsl/DSLV2Test`: `parseCompilesSimpleExpression`, `parseThrowsOnInvalidExpression`,
 //!   `expressionRunWithCompiledExpression`, `metadataExtraction` (the rest evaluates samples).
 //! - `dsl/ScopeTest`: every expression (all compile; the samples they produce are evaluation).
+//! - `dsl/DecorateTest`, `dsl/MALElvisFalsyTest`: their expressions.
 //! - `dsl/FilterTest`: every filter closure (as the file's `filter:`, which is how v2 runs them).
 //! - `compiler/MALExtensionFunctionTest`: the parse and chain cases; `testUnknownNamespace`,
 //!   `testUnknownMethod` and `testWrongArgCount` are a deliberate difference (hotrule cannot see
@@ -760,6 +761,24 @@ fn dsl_filter_test() {
         file_ok(
             "FilterTest.filter-in-multiple",
             "filter: \"{ tags -> tags.str in [ 'val1', 'val2' ] }\"\nmetricsRules: []\n",
+        ),
+    ]);
+}
+
+#[test]
+fn dsl_decorate_and_elvis_tests() {
+    run(&[
+        ok(
+            "DecorateTest.testDecorate",
+            "http_success_request.sum(['idc']).service(['idc'], Layer.GENERAL).decorate({ me -> me.attr0 = me.layer.name()})",
+        ),
+        ok(
+            "MALElvisFalsyTest (tagAfterElvis)",
+            "metric.tag({tags -> tags['nt'] = tags.node_type ?: 'n/a'})",
+        ),
+        ok(
+            "MALElvisFalsyTest (tagAfterSideEffectingElvis)",
+            "metric.tag({tags -> tags['nt'] = tags.remove('node_type') ?: 'n/a'})",
         ),
     ]);
 }
