@@ -13,6 +13,7 @@
 //!   `expressionRunWithCompiledExpression`, `metadataExtraction` (the rest evaluates samples).
 //! - `dsl/ScopeTest`: every expression (all compile; the samples they produce are evaluation).
 //! - `dsl/DecorateTest`, `dsl/MALElvisFalsyTest`: their expressions.
+//! - `dsl/FunctionTest`: fully (`tag-override`, the bare-map closure, is its one reject).
 //! - `dsl/FilterTest`: every filter closure (as the file's `filter:`, which is how v2 runs them).
 //! - `compiler/MALExtensionFunctionTest`: the parse and chain cases; `testUnknownNamespace`,
 //!   `testUnknownMethod` and `testWrongArgCount` are a deliberate difference (hotrule cannot see
@@ -779,6 +780,44 @@ fn dsl_decorate_and_elvis_tests() {
         ok(
             "MALElvisFalsyTest (tagAfterSideEffectingElvis)",
             "metric.tag({tags -> tags['nt'] = tags.remove('node_type') ?: 'n/a'})",
+        ),
+    ]);
+}
+
+#[test]
+fn dsl_function_test() {
+    run(&[
+        err(
+            "FunctionTest.tag-override",
+            "http_success_request.tag({ ['svc':'product', 'instance':'10.0.0.1'] })",
+            6,
+            32,
+            "a MAL closure must name its parameters",
+        ),
+        ok(
+            "FunctionTest.tag-add",
+            "http_success_request.tag({tags -> tags.az = 'az1' })",
+        ),
+        ok(
+            "FunctionTest.tag-remove",
+            "http_success_request.tag({tags -> tags.remove('region') })",
+        ),
+        ok(
+            "FunctionTest.tag-update",
+            "http_success_request.tag({tags -> if (tags['region'] == 'us') {tags.region = 'zh'} })",
+        ),
+        ok(
+            "FunctionTest.tag-append",
+            "http_success_request.tag({tags -> tags.region = 'prefix::' + tags.region})",
+        ),
+        ok("FunctionTest.histogram", "http_success_request.histogram()"),
+        ok(
+            "FunctionTest.histogram_percentile",
+            "http_success_request.histogram().histogram_percentile([75,99])",
+        ),
+        ok(
+            "FunctionTest.for-each",
+            "http_success_request.forEach(['v1', 'v2'], {element, tags -> tags[element] = 'test'})",
         ),
     ]);
 }
