@@ -13,6 +13,7 @@
 //!   `expressionRunWithCompiledExpression`, `metadataExtraction` (the rest evaluates samples).
 //! - `dsl/ScopeTest`: every expression (all compile; the samples they produce are evaluation).
 //! - `dsl/DecorateTest`, `dsl/MALElvisFalsyTest`: their expressions.
+//! - `dsl/K8sTagTest`: its expressions.
 //! - `dsl/FunctionTest`: fully (`tag-override`, the bare-map closure, is its one reject).
 //! - `dsl/FilterTest`: every filter closure (as the file's `filter:`, which is how v2 runs them).
 //! - `compiler/MALExtensionFunctionTest`: the parse and chain cases; `testUnknownNamespace`,
@@ -818,6 +819,20 @@ fn dsl_function_test() {
         ok(
             "FunctionTest.for-each",
             "http_success_request.forEach(['v1', 'v2'], {element, tags -> tags[element] = 'test'})",
+        ),
+    ]);
+}
+
+#[test]
+fn dsl_k8s_tag_test() {
+    run(&[
+        ok(
+            "K8sTagTest.Pod2Service",
+            "container_cpu_usage_seconds_total.retagByK8sMeta('service' , K8sRetagType.Pod2Service , 'pod' , 'namespace')",
+        ),
+        ok(
+            "K8sTagTest.IPAddress_to_name",
+            "rover_network_profiling_process_write_bytes.forEach(['client', 'server'] , {prefix, tags -> tags[prefix + '_process_id'] = ProcessRegistry.generateVirtualRemoteProcess(tags.service, tags.instance, tags[prefix + '_address'])})",
         ),
     ]);
 }
