@@ -13,7 +13,14 @@
 //!   `expressionRunWithCompiledExpression`, `metadataExtraction` (the rest evaluates samples).
 //! - `dsl/ScopeTest`: every expression (all compile; the samples they produce are evaluation).
 //! - `dsl/DecorateTest`, `dsl/MALElvisFalsyTest`: their expressions.
-//! - `dsl/K8sTagTest`: its expressions.
+//! - `dsl/K8sTagTest`, `dsl/TagFilterTest`: their expressions.
+//! - `dsl/ArithmeticTest`: partially (the expression forms of its first 15 cases; the rest repeat
+//!   them with other samples).
+//! - Not ported (evaluation only, their expressions are forms covered above): `dsl/AggregationTest`,
+//!   `dsl/BasicTest`, `dsl/IncreaseTest`, `dsl/ValueFilterTest`, `dsl/CounterWindowTest`,
+//!   `dsl/CrossRuleCounterWindowTest`, `dsl/BanyanDBErrorRateReproTest`, and the source-map and
+//!   line-attribution tests of `compiler/` (`Mal*LineAttributionTest`, `MalSourceMapTest`...), which
+//!   check the generated classes' debug info.
 //! - `dsl/FunctionTest`: fully (`tag-override`, the bare-map closure, is its one reject).
 //! - `dsl/FilterTest`: every filter closure (as the file's `filter:`, which is how v2 runs them).
 //! - `compiler/MALExtensionFunctionTest`: the parse and chain cases; `testUnknownNamespace`,
@@ -833,6 +840,74 @@ fn dsl_k8s_tag_test() {
         ok(
             "K8sTagTest.IPAddress_to_name",
             "rover_network_profiling_process_write_bytes.forEach(['client', 'server'] , {prefix, tags -> tags[prefix + '_process_id'] = ProcessRegistry.generateVirtualRemoteProcess(tags.service, tags.instance, tags[prefix + '_address'])})",
+        ),
+    ]);
+}
+
+#[test]
+fn dsl_tag_filter_test() {
+    run(&[
+        ok(
+            "TagFilterTest.tagEqual",
+            "http_success_request.tagEqual('idc', 't3')",
+        ),
+        ok(
+            "TagFilterTest.tagNotEqual",
+            "http_success_request.tagNotEqual('idc', 't1')",
+        ),
+        ok(
+            "TagFilterTest.tagMatch",
+            "http_success_request.tagMatch('idc', 't1|t2|t3')",
+        ),
+        ok(
+            "TagFilterTest.tagNotMatch",
+            "http_success_request.tagNotMatch('idc', 't1|t3')",
+        ),
+    ]);
+}
+
+#[test]
+fn dsl_arithmetic_test() {
+    run(&[
+        ok(
+            "ArithmeticTest.plus-scalar-1",
+            "1000 + http_success_request.tagEqual('idc','t1')",
+        ),
+        ok(
+            "ArithmeticTest.plus-scalar",
+            "http_success_request.tagEqual('idc','t1') + 1000",
+        ),
+        ok(
+            "ArithmeticTest.minus-scalar",
+            "http_success_request.tagEqual('idc','t1') - 1000",
+        ),
+        ok(
+            "ArithmeticTest.multiply-scalar",
+            "http_success_request.tagEqual('idc','t1') * 1000",
+        ),
+        ok(
+            "ArithmeticTest.divide-scalar",
+            "http_success_request.tagEqual('idc','t1') / 10",
+        ),
+        ok(
+            "ArithmeticTest.divide-zero",
+            "http_success_request.tagEqual('idc','t1') / 0",
+        ),
+        ok(
+            "ArithmeticTest.empty-plus-empty",
+            "http_success_request + http_error_request",
+        ),
+        ok(
+            "ArithmeticTest.sampleFamily-plus-empty",
+            "http_error_request + http_success_request ",
+        ),
+        ok(
+            "ArithmeticTest.empty-minus-empty",
+            "http_success_request - http_error_request",
+        ),
+        ok(
+            "ArithmeticTest.sampleFamily-minus-empty",
+            "http_error_request - http_success_request ",
         ),
     ]);
 }
