@@ -16,6 +16,11 @@
 //!   the script (`parsed.x` with no parser, an output field without an output type), the case
 //!   expects that error, since compiling here is parsing and checking together.
 //!
+//! - `../dsl/DSLSecurityTest` (the v1 sandbox cases, which v2's grammar rejects as well): fully.
+//! - Not ported: `LALExpressionExecutionTest`, `LALSourceAttribution*Test`,
+//!   `LALSourceFileResolvesTest`, `LalPayloadDebugDumpTest` and the provider tests (evaluation,
+//!   source maps, file loading); `LALConfigsLayerDefinitionsTest` belongs to the runtime layers.
+//!
 //! `setInputType(X.class)` upstream is `inputType: X` in the rule here; `setOutputType(X.class)`
 //! is `outputType: X`.
 
@@ -817,4 +822,59 @@ fn lal_script_execution_test_rule_file_compiles() {
             .count(),
         3
     );
+}
+
+#[test]
+fn dsl_security_test() {
+    run(&[
+        err(
+            "DSLSecurityTest (System.exit)",
+            "filter {\n  System.exit(0)\n  sink {}\n}",
+            2,
+            3,
+            "expected a LAL statement in filter, found an expression",
+        ),
+        err(
+            "DSLSecurityTest (for)",
+            "filter {\n  for (;;) {}\n  sink {}\n}",
+            2,
+            8,
+            "unexpected ';', expected an expression",
+        ),
+        err(
+            "DSLSecurityTest (while)",
+            "filter {\n  while (true) {}\n  sink {}\n}",
+            2,
+            3,
+            "unknown statement 'while' in filter",
+        ),
+        err(
+            "DSLSecurityTest (do while)",
+            "filter {\n  do {} while (true)\n  sink {}\n}",
+            2,
+            3,
+            "unknown statement 'do' in filter",
+        ),
+        err(
+            "DSLSecurityTest (Files.delete)",
+            "filter {\n  Files.delete(\"/etc/pwd\");\n  sink {}\n}",
+            2,
+            3,
+            "expected a LAL statement in filter, found an expression",
+        ),
+        err(
+            "DSLSecurityTest (GroovyShell)",
+            "filter {\n  new GroovyShell().evaluate('malicious codes or URL')\n  sink {}\n}",
+            2,
+            3,
+            "unknown statement 'new' in filter",
+        ),
+        err(
+            "DSLSecurityTest (disallowed methods)",
+            "filter {\njava.util.Collections.singleton(1)}",
+            2,
+            1,
+            "expected a LAL statement in filter, found an expression",
+        ),
+    ]);
 }
