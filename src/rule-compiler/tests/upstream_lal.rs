@@ -17,8 +17,10 @@
 //!   expects that error, since compiling here is parsing and checking together.
 //!
 //! - `../dsl/DSLSecurityTest` (the v1 sandbox cases, which v2's grammar rejects as well): fully.
-//! - Not ported: `LALExpressionExecutionTest`, `LALSourceAttribution*Test`,
-//!   `LALSourceFileResolvesTest`, `LalPayloadDebugDumpTest` and the provider tests (evaluation,
+//! - `LALScriptExecutionTest`, `LALExpressionExecutionTest`: the rule files they compile that are
+//!   not copies of bundled rules (`feature-cases/execution-basic.yaml`, `source-attribution.yaml`,
+//!   `oap-cases/network-profiling-e2e.yaml`); running them against logs is evaluation.
+//! - Not ported: `LALSourceAttribution*Test`, `LALSourceFileResolvesTest`, `LalPayloadDebugDumpTest` and the provider tests (evaluation,
 //!   source maps, file loading); `LALConfigsLayerDefinitionsTest` belongs to the runtime layers.
 //!
 //! `setInputType(X.class)` upstream is `inputType: X` in the rule here; `setOutputType(X.class)`

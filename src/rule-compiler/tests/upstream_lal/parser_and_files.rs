@@ -192,3 +192,35 @@ fn dsl_security_test() {
         ),
     ]);
 }
+
+/// `LALExpressionExecutionTest` compiles the rules of `test-lal/oap-cases/*.yaml` and
+/// `test-lal/feature-cases/*.yaml`; these are the ones that are not copies of bundled rules.
+#[test]
+fn lal_expression_execution_test_rule_files() {
+    run(&[
+        Case {
+            upstream: "LALExpressionExecutionTest (oap-cases/network-profiling-e2e.yaml)",
+            header: &["layer: K8S_SERVICE", "outputType: SampledTrace"],
+            dsl: "filter {\n  json{\n  }\n  extractor{\n    if (tag(\"LOG_KIND\") == \"NET_PROFILING_SAMPLED_TRACE\") {\n      latency parsed.latency as Long\n      uri ((parsed.trace_provider as String) + \"-\" + (parsed.uri as String))\n      reason parsed.reason as String\n\n      if (parsed.client_process.process_id as String != \"\") {\n       processId parsed.client_process.process_id as String\n      } else if (parsed.client_process.local as Boolean\n          || (parsed.client_process.address as String).split(\":\")[0].endsWith('.1')\n          || (parsed.client_process.address as String).split(\":\")[1] == \"53\") {\n        processId ProcessRegistry.generateVirtualLocalProcess(parsed.service as String, parsed.serviceInstance as String) as String\n      } else {\n        processId ProcessRegistry.generateVirtualProcess(parsed.service as String, parsed.serviceInstance as String, 'UNKNOWN_REMOTE') as String\n      }\n\n      if (parsed.server_process.process_id as String != \"\") {\n        destProcessId parsed.server_process.process_id as String\n      } else if (parsed.server_process.local as Boolean\n          || (parsed.server_process.address as String).split(\":\")[0].endsWith('.1')\n          || (parsed.server_process.address as String).split(\":\")[1] == \"53\") {\n        destProcessId ProcessRegistry.generateVirtualLocalProcess(parsed.service as String, parsed.serviceInstance as String) as String\n      } else {\n        destProcessId ProcessRegistry.generateVirtualProcess(parsed.service as String, parsed.serviceInstance as String, 'UNKNOWN_REMOTE') as String\n      }\n\n      detectPoint parsed.detect_point as String\n\n      if (parsed.component as String == \"http\" && parsed.ssl as Boolean) {\n        componentId 129\n      } else if (parsed.component as String == \"http\") {\n        componentId 49\n      } else if (parsed.ssl as Boolean) {\n        componentId 130\n      } else {\n        componentId 110\n      }\n    }\n  }\n  sink {\n  }\n}",
+            expect: Expect::Ok,
+        },
+        Case {
+            upstream: "LALExpressionExecutionTest (feature-cases/source-attribution.yaml attribution-minimal)",
+            header: &["layer: GENERAL"],
+            dsl: "filter {\n  text {\n    abortOnFailure false\n  }\n  sink {\n  }\n}",
+            expect: Expect::Ok,
+        },
+        Case {
+            upstream: "LALExpressionExecutionTest (feature-cases/source-attribution.yaml attribution-one-extractor)",
+            header: &["layer: GENERAL"],
+            dsl: "filter {\n  json {}\n  extractor {\n    service parsed.service as String\n    endpoint parsed.endpoint as String\n  }\n  sink {\n  }\n}",
+            expect: Expect::Ok,
+        },
+        Case {
+            upstream: "LALExpressionExecutionTest (feature-cases/source-attribution.yaml attribution-multi-block)",
+            header: &["layer: GENERAL"],
+            dsl: "filter {\n  json {}\n  extractor {\n    service parsed.service as String\n  }\n  if (tag(\"LOG_KIND\") == \"SLOW_SQL\") {\n    extractor {\n      endpoint parsed.endpoint as String\n    }\n  }\n  sink {\n  }\n}",
+            expect: Expect::Ok,
+        },
+    ]);
+}
