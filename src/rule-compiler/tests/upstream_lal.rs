@@ -15,13 +15,14 @@
 //! - `LALScriptParserTest`: fully. It only parses; where the class generator would then reject
 //!   the script (`parsed.x` with no parser, an output field without an output type), the case
 //!   expects that error, since compiling here is parsing and checking together.
-//!
 //! - `../dsl/DSLSecurityTest` (the v1 sandbox cases, which v2's grammar rejects as well): fully.
 //! - `LALScriptExecutionTest`, `LALExpressionExecutionTest`: the rule files they compile that are
 //!   not copies of bundled rules (`feature-cases/execution-basic.yaml`, `source-attribution.yaml`,
 //!   `oap-cases/network-profiling-e2e.yaml`); running them against logs is evaluation.
-//! - Not ported: `LALSourceAttribution*Test`, `LALSourceFileResolvesTest`, `LalPayloadDebugDumpTest` and the provider tests (evaluation,
-//!   source maps, file loading); `LALConfigsLayerDefinitionsTest` belongs to the runtime layers.
+//! - Not ported: `LALSourceAttribution*Test`, `LALSourceFileResolvesTest`,
+//!   `LalPayloadDebugDumpTest` and the provider tests (evaluation, source maps, file loading);
+//!   `LALConfigsLayerDefinitionsTest` belongs to the runtime layers; the v1 `dsl/DSLTest` and
+//!   `DSLV2Test` run scripts against logs.
 //!
 //! `setInputType(X.class)` upstream is `inputType: X` in the rule here; `setOutputType(X.class)`
 //! is `outputType: X`.
