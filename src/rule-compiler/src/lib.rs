@@ -24,6 +24,7 @@ mod java_regex;
 mod lal;
 mod lal_input;
 mod lal_validate;
+mod lal_values;
 mod mal;
 mod mal_catalog;
 mod mal_graft;
