@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{AddOrUpdate, Phase, Workflow, compile_for, faults, loaded_rule};
+use super::{AddOrUpdate, Phase, Workflow, compile_for, compile_new_for, faults, loaded_rule};
 use crate::compiler::Compiled;
 use crate::rules::classify::{self, ChangeKind, Claims, Classification};
 use crate::rules::lifecycle::{self, Decision, Operation, Row, Situation};
@@ -58,7 +58,7 @@ impl Workflow {
         };
 
         // Compile fully before any pause or persist: every invalid input is an honest 400.
-        let compiled = match compile_for(&key, &request.content) {
+        let compiled = match compile_new_for(&key, &request.content) {
             Ok(compiled) => compiled,
             Err(e) => return Outcome::new(ApplyStatus::CompileFailed, e.to_string()),
         };

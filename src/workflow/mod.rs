@@ -318,8 +318,18 @@ pub fn replicas_note(required: usize, confirmed: usize) -> String {
     format!("; held by {confirmed} peer(s), {required} required")
 }
 
-/// Compiles a file of `key`'s catalog. Agent catalogs hold no rules and never compile.
+/// Compiles content already accepted (a stored entry, a bundled file, a prior version). Such content
+/// may declare nothing (SkyWalking bundles a comment-only file). Agent catalogs never compile.
 pub fn compile_for(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
+    let Some(dsl) = key.catalog.dsl() else {
+        return Err(CompileError { line: 0, column: 0, message: format!("{} is not a rule catalog", key.catalog) });
+    };
+    crate::compiler::compile_bundled(dsl, content)
+}
+
+/// Compiles an operator's new content: as [`compile_for`], except that a file that declares
+/// nothing (empty, comments only, a null document) is an error.
+pub fn compile_new_for(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
     let Some(dsl) = key.catalog.dsl() else {
         return Err(CompileError { line: 0, column: 0, message: format!("{} is not a rule catalog", key.catalog) });
     };

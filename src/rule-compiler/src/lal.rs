@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 
 use crate::ast;
 use crate::model::{
-    self, LayerDefinition, check_keys, item_map, optional_list, optional_scalar, required_scalar,
+    self, Empty, LayerDefinition, check_keys, item_map, optional_list, optional_scalar,
+    required_scalar,
 };
 use crate::position::SourceText;
 use crate::shape::LalKey;
-use crate::{CompileError, lal_validate};
+use crate::{CompileError, lal_input, lal_validate};
 
 const FILE_KEYS: &[&str] = &["rules", "layerDefinitions"];
 const RULE_KEYS: &[&str] = &["name", "layer", "dsl", "outputType", "inputType"];
@@ -73,8 +74,8 @@ struct DuplicateKey {
     line: usize,
 }
 
-pub(crate) fn compile(source: &SourceText<'_>) -> Result<LalFile, CompileError> {
-    let Some(root) = model::root_map(source)? else {
+pub(crate) fn compile(source: &SourceText<'_>, empty: Empty) -> Result<LalFile, CompileError> {
+    let Some(root) = model::root_map(source, "rules", empty)? else {
         return Ok(LalFile::default());
     };
     check_keys(&root, FILE_KEYS, "a LAL rule file")?;
@@ -110,6 +111,7 @@ pub(crate) fn compile(source: &SourceText<'_>) -> Result<LalFile, CompileError> 
         seen.insert(key, line);
         let script = model::parse_script(source, dsl)?;
         lal_validate::validate(&script, output_type.as_deref())?;
+        lal_input::check(&script, layer.as_deref(), input_type.as_deref())?;
         rules.push(LalRule {
             name: name.value.clone(),
             layer,

@@ -21,6 +21,15 @@ pub struct LayerDefinition {
     pub normal: bool,
 }
 
+/// What to do with a file that declares nothing (empty, comments only, or a null document).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Empty {
+    /// An error: what an operator posts must declare something.
+    Reject,
+    /// No rules: SkyWalking ships such a file (`log-mal-rules/placeholder.yaml`).
+    Accept,
+}
+
 #[derive(Debug, thiserror::Error)]
 enum ModelError {
     #[error("unknown key '{key}' in {context}; allowed keys: {allowed}")]
@@ -48,12 +57,25 @@ enum ModelError {
     NotBoolean { key: &'static str, value: String },
     #[error("the top level of a rule file must be a mapping, found {0}")]
     RootNotMap(&'static str),
+    #[error(
+        "the file declares nothing: it is empty, only comments, or a null YAML document (a file that declares no rules says so, e.g. `{0}: []`)"
+    )]
+    DeclaresNothing(&'static str),
 }
 
-/// Parses the document and returns its top-level mapping; `None` for an empty or comment-only file.
-pub(crate) fn root_map(source: &SourceText<'_>) -> Result<Option<MapNode>, CompileError> {
+/// Parses the document and returns its top-level mapping. An empty file, a comment-only file and a
+/// null document (`~`, `null`) are errors at line 1, column 1: accepting them as "no rules" would
+/// let a truncated or mistyped upload remove every metric the file used to declare. `list_key` is
+/// the key that holds the rules (`metricsRules`, `rules`), named in the message. With `empty`
+/// [`Empty::Accept`] (bundled files) such a file is `None`: it declares nothing.
+pub(crate) fn root_map(
+    source: &SourceText<'_>,
+    list_key: &'static str,
+    empty: Empty,
+) -> Result<Option<MapNode>, CompileError> {
     match crate::yaml::parse(source.text())? {
-        None => Ok(None),
+        None if empty == Empty::Accept => Ok(None),
+        None => Err(Pos { line: 1, column: 1 }.error(ModelError::DeclaresNothing(list_key))),
         Some(Node::Map(map)) => Ok(Some(map)),
         Some(other) => Err(other.pos().error(ModelError::RootNotMap(other.kind_name()))),
     }

@@ -113,7 +113,7 @@ fn labels_surviving_the_scope_make_a_labeled_metric() {
         "avg@SERVICE"
     );
     assert_eq!(
-        shape_of(SERVICE, "m.sum(['s']).max(by=['s', 'x'])").to_string(),
+        shape_of(SERVICE, "m.sum(['s']).max(['s', 'x'])").to_string(),
         "avgLabeled@SERVICE"
     );
     assert_eq!(
@@ -254,7 +254,7 @@ fn function_arguments_are_checked() {
 #[test]
 fn filter_prefix_and_layer_definitions() {
     let file = mal(
-        "filter: '{ it.job == \"x\" }'\nlayerDefinitions:\n  - name: MY_LAYER\n    ordinal: 1000\n    normal: true\n  - name: OTHER\n    ordinal: 1001\n",
+        "filter: '{ tags -> tags.job == \"x\" }'\nlayerDefinitions:\n  - name: MY_LAYER\n    ordinal: 1000\n    normal: true\n  - name: OTHER\n    ordinal: 1001\n",
     );
     assert!(file.filter.is_some());
     assert_eq!(
