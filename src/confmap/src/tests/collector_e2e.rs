@@ -430,3 +430,36 @@ fn test_nil_to_string_map() {
         assert_eq!(resolved.value.to_json(), expected, "VALUE={value:?}");
     }
 }
+
+/// upstream envprovider `TestUnsetEnvWithLoggerWarn` and `TestEnvWithErrorMessage`, through the
+/// resolver. Difference: an unset variable as a whole source (`--config env:UNSET`) is an error in
+/// hotrule, where the Collector warns and reads an empty config; inside a value both read null and
+/// warn. `${env:X:?message}` fails the resolve naming the key.
+#[test]
+fn test_unset_env_with_logger_warn_and_error_message() {
+    let error = resolve(&["env:UNSET"], &[], []).expect_err("a whole source must exist");
+    assert_eq!(
+        error.to_string(),
+        "env:UNSET: environment variable `UNSET` is not set"
+    );
+    let resolved = resolve(&["mem:doc"], &[], [("doc", "port: ${env:UNSET}\n")]).expect("null");
+    assert_eq!(resolved.value.to_json(), json!({"port": null}));
+    assert_eq!(resolved.warnings.len(), 1, "{:?}", resolved.warnings);
+    let error = resolve(
+        &["mem:doc"],
+        &[],
+        [("doc", "server:\n  port: ${env:PORT:?set PORT}\n")],
+    )
+    .expect_err("required");
+    assert_eq!(
+        error.to_string(),
+        "expanding `server.port`: ${env:PORT:?set PORT}: environment variable `PORT` is required: set PORT"
+    );
+    let resolved = resolve(
+        &["mem:doc"],
+        &[("PORT", "1")],
+        [("doc", "port: ${env:PORT:?set PORT}\n")],
+    )
+    .expect("set");
+    assert_eq!(resolved.value.to_json(), json!({"port": 1}));
+}
