@@ -77,87 +77,36 @@ fn decode<T: for<'de> Deserialize<'de>>(resolved: &Resolved) -> Result<T, String
 fn test_strict_type_casting() {
     use Expect::*;
     use Target::{BoolField, InlineStringField, IntField, StringField};
+    #[rustfmt::skip]
     let cases: &[(&str, Target, Expect)] = &[
         ("123", IntField, Int(123)),
         ("123", StringField, Str("123")),
-        (
-            "123",
-            InlineStringField,
-            Str("inline field with 123 expansion"),
-        ),
+        ("123", InlineStringField, Str("inline field with 123 expansion")),
         // Difference: upstream reads 0123 as YAML 1.1 octal (83); hotrule reads YAML 1.2, so 123.
         ("0123", IntField, Int(123)),
         ("0123", StringField, Str("0123")),
-        (
-            "0123",
-            InlineStringField,
-            Str("inline field with 0123 expansion"),
-        ),
+        ("0123", InlineStringField, Str("inline field with 0123 expansion")),
         ("0xdeadbeef", IntField, Int(3735928559)),
         ("0xdeadbeef", StringField, Str("0xdeadbeef")),
-        (
-            "0xdeadbeef",
-            InlineStringField,
-            Str("inline field with 0xdeadbeef expansion"),
-        ),
+        ("0xdeadbeef", InlineStringField, Str("inline field with 0xdeadbeef expansion")),
         ("\"0123\"", StringField, Str("\"0123\"")),
         ("\"0123\"", IntField, UnmarshalErr("invalid type: string")),
-        (
-            "\"0123\"",
-            InlineStringField,
-            Str("inline field with \"0123\" expansion"),
-        ),
+        ("\"0123\"", InlineStringField, Str("inline field with \"0123\" expansion")),
         ("!!str 0123", StringField, Str("!!str 0123")),
-        (
-            "!!str 0123",
-            InlineStringField,
-            Str("inline field with !!str 0123 expansion"),
-        ),
+        ("!!str 0123", InlineStringField, Str("inline field with !!str 0123 expansion")),
         ("t", BoolField, UnmarshalErr("invalid type: string \"t\"")),
         ("23", BoolField, UnmarshalErr("invalid type: integer `23`")),
-        (
-            "{\"field\": 123}",
-            InlineStringField,
-            Str("inline field with {\"field\": 123} expansion"),
-        ),
-        (
-            "1111:1111:1111:1111:1111::",
-            InlineStringField,
-            Str("inline field with 1111:1111:1111:1111:1111:: expansion"),
-        ),
-        (
-            "1111:1111:1111:1111:1111::",
-            StringField,
-            Str("1111:1111:1111:1111:1111::"),
-        ),
-        (
-            "2006-01-02T15:04:05Z07:00",
-            StringField,
-            Str("2006-01-02T15:04:05Z07:00"),
-        ),
-        (
-            "2006-01-02T15:04:05Z07:00",
-            InlineStringField,
-            Str("inline field with 2006-01-02T15:04:05Z07:00 expansion"),
-        ),
+        ("{\"field\": 123}", InlineStringField, Str("inline field with {\"field\": 123} expansion")),
+        ("1111:1111:1111:1111:1111::", InlineStringField, Str("inline field with 1111:1111:1111:1111:1111:: expansion")),
+        ("1111:1111:1111:1111:1111::", StringField, Str("1111:1111:1111:1111:1111::")),
+        ("2006-01-02T15:04:05Z07:00", StringField, Str("2006-01-02T15:04:05Z07:00")),
+        ("2006-01-02T15:04:05Z07:00", InlineStringField, Str("inline field with 2006-01-02T15:04:05Z07:00 expansion")),
         // Issue 10787: a reference inside a comment of a whole value does not stop loading; the
         // text (comment included) is dropped, so a string field has nothing to read.
-        (
-            "true # comment with a ${env:hello.world} reference",
-            BoolField,
-            Bool(true),
-        ),
-        (
-            "true # comment with a ${env:hello.world} reference",
-            StringField,
-            UnmarshalErr("invalid type: boolean `true`"),
-        ),
+        ("true # comment with a ${env:hello.world} reference", BoolField, Bool(true)),
+        ("true # comment with a ${env:hello.world} reference", StringField, UnmarshalErr("invalid type: boolean `true`")),
         // Embedded in longer text, the value is text, comment included, and is expanded as text.
-        (
-            "true # comment with a ${env:hello.world} reference",
-            InlineStringField,
-            ResolveErr("`hello.world` has an invalid name"),
-        ),
+        ("true # comment with a ${env:hello.world} reference", InlineStringField, ResolveErr("`hello.world` has an invalid name")),
     ];
     let mut failures = Vec::new();
     for (value, target, expect) in cases {

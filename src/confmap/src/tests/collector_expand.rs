@@ -103,288 +103,64 @@ fn resolve_json(document: &str, default_provider: bool) -> serde_json::Value {
 #[test]
 fn test_resolver_expand_string_values() {
     // (name, input, output, defaultProvider)
+    #[rustfmt::skip]
     let cases: &[(&str, &str, serde_json::Value, bool)] = &[
         // Embedded.
-        (
-            "NoMatchOldStyle",
-            "${HOST}:${PORT}",
-            json!("${HOST}:${PORT}"),
-            false,
-        ),
-        (
-            "NoMatchOldStyleDefaultProvider",
-            "${HOST}:${PORT}",
-            json!("localhost:3044"),
-            true,
-        ),
-        (
-            "NoMatchOldStyleNoBrackets",
-            "${HOST}:$PORT",
-            json!("${HOST}:$PORT"),
-            false,
-        ),
-        (
-            "NoMatchOldStyleNoBracketsDefaultProvider",
-            "${HOST}:$PORT",
-            json!("localhost:$PORT"),
-            true,
-        ),
-        (
-            "ComplexValue",
-            "${env:COMPLEX_VALUE}",
-            json!(["localhost:3042"]),
-            false,
-        ),
-        (
-            "Embedded",
-            "${env:HOST}:3043",
-            json!("localhost:3043"),
-            false,
-        ),
-        (
-            "EmbeddedMulti",
-            "${env:HOST}:${env:PORT}",
-            json!("localhost:3044"),
-            false,
-        ),
-        (
-            "EmbeddedConcat",
-            "https://${env:HOST}:3045",
-            json!("https://localhost:3045"),
-            false,
-        ),
-        (
-            "EmbeddedNewAndOldStyle",
-            "${env:HOST}:${PORT}",
-            json!("localhost:${PORT}"),
-            false,
-        ),
-        (
-            "EmbeddedNewAndOldStyleDefaultProvider",
-            "${env:HOST}:${PORT}",
-            json!("localhost:3044"),
-            true,
-        ),
+        ("NoMatchOldStyle", "${HOST}:${PORT}", json!("${HOST}:${PORT}"), false),
+        ("NoMatchOldStyleDefaultProvider", "${HOST}:${PORT}", json!("localhost:3044"), true),
+        ("NoMatchOldStyleNoBrackets", "${HOST}:$PORT", json!("${HOST}:$PORT"), false),
+        ("NoMatchOldStyleNoBracketsDefaultProvider", "${HOST}:$PORT", json!("localhost:$PORT"), true),
+        ("ComplexValue", "${env:COMPLEX_VALUE}", json!(["localhost:3042"]), false),
+        ("Embedded", "${env:HOST}:3043", json!("localhost:3043"), false),
+        ("EmbeddedMulti", "${env:HOST}:${env:PORT}", json!("localhost:3044"), false),
+        ("EmbeddedConcat", "https://${env:HOST}:3045", json!("https://localhost:3045"), false),
+        ("EmbeddedNewAndOldStyle", "${env:HOST}:${PORT}", json!("localhost:${PORT}"), false),
+        ("EmbeddedNewAndOldStyleDefaultProvider", "${env:HOST}:${PORT}", json!("localhost:3044"), true),
         ("Int", "test_${env:INT}", json!("test_1"), false),
         ("Int32", "test_${env:INT32}", json!("test_32"), false),
         ("Int64", "test_${env:INT64}", json!("test_64"), false),
         ("Float32", "test_${env:FLOAT32}", json!("test_3.25"), false),
         ("Float64", "test_${env:FLOAT64}", json!("test_6.4"), false),
         ("Bool", "test_${env:BOOL}", json!("test_true"), false),
-        (
-            "Timestamp",
-            "test_${env:TIMESTAMP}",
-            json!("test_2023-03-20T03:17:55.432328Z"),
-            false,
-        ),
-        (
-            "MultipleSameMatches",
-            "test_${env:BOOL}_test_${env:BOOL}",
-            json!("test_true_test_true"),
-            false,
-        ),
+        ("Timestamp", "test_${env:TIMESTAMP}", json!("test_2023-03-20T03:17:55.432328Z"), false),
+        ("MultipleSameMatches", "test_${env:BOOL}_test_${env:BOOL}", json!("test_true_test_true"), false),
         // Nested.
-        (
-            "Nested",
-            "${test:localhost:${env:PORT}}",
-            json!("localhost:3044"),
-            false,
-        ),
-        (
-            "NestedDefaultProvider",
-            "${test:localhost:${PORT}}",
-            json!("localhost:3044"),
-            true,
-        ),
-        (
-            "EmbeddedInNested",
-            "${test:${env:HOST}:${env:PORT}}",
-            json!("localhost:3044"),
-            false,
-        ),
-        (
-            "EmbeddedInNestedDefaultProvider",
-            "${test:${HOST}:${PORT}}",
-            json!("localhost:3044"),
-            true,
-        ),
-        (
-            "EmbeddedAndNested",
-            "${test:localhost:${env:PORT}}?os=${env:OS}",
-            json!("localhost:3044?os=ubuntu"),
-            false,
-        ),
-        (
-            "NestedMultiple",
-            "${test:1${test:2${test:3${test:4${test:5${test:6}}}}}}",
-            json!("123456"),
-            false,
-        ),
+        ("Nested", "${test:localhost:${env:PORT}}", json!("localhost:3044"), false),
+        ("NestedDefaultProvider", "${test:localhost:${PORT}}", json!("localhost:3044"), true),
+        ("EmbeddedInNested", "${test:${env:HOST}:${env:PORT}}", json!("localhost:3044"), false),
+        ("EmbeddedInNestedDefaultProvider", "${test:${HOST}:${PORT}}", json!("localhost:3044"), true),
+        ("EmbeddedAndNested", "${test:localhost:${env:PORT}}?os=${env:OS}", json!("localhost:3044?os=ubuntu"), false),
+        ("NestedMultiple", "${test:1${test:2${test:3${test:4${test:5${test:6}}}}}}", json!("123456"), false),
         // No expand.
-        (
-            "NoMatchMissingOpeningBracket",
-            "env:HOST}",
-            json!("env:HOST}"),
-            false,
-        ),
-        (
-            "NoMatchMissingOpeningBracketDefaultProvider",
-            "env:HOST}",
-            json!("env:HOST}"),
-            true,
-        ),
-        (
-            "NoMatchMissingClosingBracket",
-            "${HOST",
-            json!("${HOST"),
-            false,
-        ),
-        (
-            "NoMatchMissingClosingBracketDefaultProvider",
-            "${HOST",
-            json!("${HOST"),
-            true,
-        ),
+        ("NoMatchMissingOpeningBracket", "env:HOST}", json!("env:HOST}"), false),
+        ("NoMatchMissingOpeningBracketDefaultProvider", "env:HOST}", json!("env:HOST}"), true),
+        ("NoMatchMissingClosingBracket", "${HOST", json!("${HOST"), false),
+        ("NoMatchMissingClosingBracketDefaultProvider", "${HOST", json!("${HOST"), true),
         ("NoMatchBracketsWithout$", "HO{ST}", json!("HO{ST}"), false),
-        (
-            "NoMatchBracketsWithout$DefaultProvider",
-            "HO{ST}",
-            json!("HO{ST}"),
-            true,
-        ),
-        (
-            "NoMatchOnlyMissingClosingBracket",
-            "${env:HOST${env:PORT?os=${env:OS",
-            json!("${env:HOST${env:PORT?os=${env:OS"),
-            false,
-        ),
-        (
-            "NoMatchOnlyMissingClosingBracketDefaultProvider",
-            "${env:HOST${env:PORT?os=${env:OS",
-            json!("${env:HOST${env:PORT?os=${env:OS"),
-            true,
-        ),
-        (
-            "NoMatchOnlyMissingOpeningBracket",
-            "env:HOST}env:PORT}?os=env:OS}",
-            json!("env:HOST}env:PORT}?os=env:OS}"),
-            false,
-        ),
-        (
-            "NoMatchOnlyMissingOpeningBracketDefaultProvider",
-            "env:HOST}env:PORT}?os=env:OS}",
-            json!("env:HOST}env:PORT}?os=env:OS}"),
-            true,
-        ),
-        (
-            "NoMatchCloseBeforeOpen",
-            "env:HOST}${env:PORT",
-            json!("env:HOST}${env:PORT"),
-            false,
-        ),
-        (
-            "NoMatchCloseBeforeOpenDefaultProvider",
-            "env:HOST}${env:PORT",
-            json!("env:HOST}${env:PORT"),
-            true,
-        ),
-        (
-            "NoMatchOldStyleNested",
-            "${test:localhost:${PORT}}",
-            json!("${test:localhost:${PORT}}"),
-            false,
-        ),
+        ("NoMatchBracketsWithout$DefaultProvider", "HO{ST}", json!("HO{ST}"), true),
+        ("NoMatchOnlyMissingClosingBracket", "${env:HOST${env:PORT?os=${env:OS", json!("${env:HOST${env:PORT?os=${env:OS"), false),
+        ("NoMatchOnlyMissingClosingBracketDefaultProvider", "${env:HOST${env:PORT?os=${env:OS", json!("${env:HOST${env:PORT?os=${env:OS"), true),
+        ("NoMatchOnlyMissingOpeningBracket", "env:HOST}env:PORT}?os=env:OS}", json!("env:HOST}env:PORT}?os=env:OS}"), false),
+        ("NoMatchOnlyMissingOpeningBracketDefaultProvider", "env:HOST}env:PORT}?os=env:OS}", json!("env:HOST}env:PORT}?os=env:OS}"), true),
+        ("NoMatchCloseBeforeOpen", "env:HOST}${env:PORT", json!("env:HOST}${env:PORT"), false),
+        ("NoMatchCloseBeforeOpenDefaultProvider", "env:HOST}${env:PORT", json!("env:HOST}${env:PORT"), true),
+        ("NoMatchOldStyleNested", "${test:localhost:${PORT}}", json!("${test:localhost:${PORT}}"), false),
         // Partial expand.
-        (
-            "PartialMatchMissingOpeningBracketFirst",
-            "env:HOST}${env:PORT}",
-            json!("env:HOST}3044"),
-            false,
-        ),
-        (
-            "PartialMatchMissingOpeningBracketFirstDefaultProvider",
-            "env:HOST}${PORT}",
-            json!("env:HOST}3044"),
-            true,
-        ),
-        (
-            "PartialMatchMissingOpeningBracketLast",
-            "${env:HOST}env:PORT}",
-            json!("localhostenv:PORT}"),
-            false,
-        ),
-        (
-            "PartialMatchMissingClosingBracketFirst",
-            "${env:HOST${env:PORT}",
-            json!("${env:HOST3044"),
-            false,
-        ),
-        (
-            "PartialMatchMissingClosingBracketLast",
-            "${env:HOST}${env:PORT",
-            json!("localhost${env:PORT"),
-            false,
-        ),
-        (
-            "PartialMatchMultipleMissingOpen",
-            "env:HOST}env:PORT}?os=${env:OS}",
-            json!("env:HOST}env:PORT}?os=ubuntu"),
-            false,
-        ),
-        (
-            "PartialMatchMultipleMissingClosing",
-            "${env:HOST${env:PORT?os=${env:OS}",
-            json!("${env:HOST${env:PORT?os=ubuntu"),
-            false,
-        ),
-        (
-            "PartialMatchMoreClosingBrackets",
-            "${env:HOST}}}}}}${env:PORT?os=${env:OS}",
-            json!("localhost}}}}}${env:PORT?os=ubuntu"),
-            false,
-        ),
-        (
-            "PartialMatchMoreOpeningBrackets",
-            "${env:HOST}${${${${${env:PORT}?os=${env:OS}",
-            json!("localhost${${${${3044?os=ubuntu"),
-            false,
-        ),
-        (
-            "PartialMatchAlternatingMissingOpening",
-            "env:HOST}${env:PORT}?os=env:OS}&pr=${env:PR}",
-            json!("env:HOST}3044?os=env:OS}&pr=amd"),
-            false,
-        ),
-        (
-            "PartialMatchAlternatingMissingClosing",
-            "${env:HOST${env:PORT}?os=${env:OS&pr=${env:PR}",
-            json!("${env:HOST3044?os=${env:OS&pr=amd"),
-            false,
-        ),
-        (
-            "SchemeAfterNoSchemeIsExpanded",
-            "${HOST}${env:PORT}",
-            json!("${HOST}3044"),
-            false,
-        ),
-        (
-            "SchemeAfterNoSchemeIsExpandedDefaultProvider",
-            "${HOST}${env:PORT}",
-            json!("localhost3044"),
-            true,
-        ),
-        (
-            "SchemeBeforeNoSchemeIsExpanded",
-            "${env:HOST}${PORT}",
-            json!("localhost${PORT}"),
-            false,
-        ),
-        (
-            "SchemeBeforeNoSchemeIsExpandedDefaultProvider",
-            "${env:HOST}${PORT}",
-            json!("localhost3044"),
-            true,
-        ),
+        ("PartialMatchMissingOpeningBracketFirst", "env:HOST}${env:PORT}", json!("env:HOST}3044"), false),
+        ("PartialMatchMissingOpeningBracketFirstDefaultProvider", "env:HOST}${PORT}", json!("env:HOST}3044"), true),
+        ("PartialMatchMissingOpeningBracketLast", "${env:HOST}env:PORT}", json!("localhostenv:PORT}"), false),
+        ("PartialMatchMissingClosingBracketFirst", "${env:HOST${env:PORT}", json!("${env:HOST3044"), false),
+        ("PartialMatchMissingClosingBracketLast", "${env:HOST}${env:PORT", json!("localhost${env:PORT"), false),
+        ("PartialMatchMultipleMissingOpen", "env:HOST}env:PORT}?os=${env:OS}", json!("env:HOST}env:PORT}?os=ubuntu"), false),
+        ("PartialMatchMultipleMissingClosing", "${env:HOST${env:PORT?os=${env:OS}", json!("${env:HOST${env:PORT?os=ubuntu"), false),
+        ("PartialMatchMoreClosingBrackets", "${env:HOST}}}}}}${env:PORT?os=${env:OS}", json!("localhost}}}}}${env:PORT?os=ubuntu"), false),
+        ("PartialMatchMoreOpeningBrackets", "${env:HOST}${${${${${env:PORT}?os=${env:OS}", json!("localhost${${${${3044?os=ubuntu"), false),
+        ("PartialMatchAlternatingMissingOpening", "env:HOST}${env:PORT}?os=env:OS}&pr=${env:PR}", json!("env:HOST}3044?os=env:OS}&pr=amd"), false),
+        ("PartialMatchAlternatingMissingClosing", "${env:HOST${env:PORT}?os=${env:OS&pr=${env:PR}", json!("${env:HOST3044?os=${env:OS&pr=amd"), false),
+        ("SchemeAfterNoSchemeIsExpanded", "${HOST}${env:PORT}", json!("${HOST}3044"), false),
+        ("SchemeAfterNoSchemeIsExpandedDefaultProvider", "${HOST}${env:PORT}", json!("localhost3044"), true),
+        ("SchemeBeforeNoSchemeIsExpanded", "${env:HOST}${PORT}", json!("localhost${PORT}"), false),
+        ("SchemeBeforeNoSchemeIsExpandedDefaultProvider", "${env:HOST}${PORT}", json!("localhost3044"), true),
     ];
     let mut failures = Vec::new();
     for (name, input, output, default_provider) in cases {
@@ -559,4 +335,51 @@ fn test_resolver_expand_string_value_invalid_return_value() {
         ),
         "{error}"
     );
+}
+
+/// upstream `TestResolverExpandEnvVars` with `expand-with-all-env.yaml`, `expand-with-partial-env.yaml`
+/// and `expand-with-no-env.yaml`: all three resolve to the same tree. (Their `${NAME}` references
+/// have no scheme; they expand through the default scheme `env`.)
+#[test]
+fn test_resolver_expand_env_vars() {
+    let env = [
+        ("EXTRA", "some string"),
+        ("EXTRA_MAP_VALUE_1", "some map value_1"),
+        ("EXTRA_MAP_VALUE_2", "some map value_2"),
+        ("EXTRA_LIST_MAP_VALUE_1", "some list map value_1"),
+        ("EXTRA_LIST_MAP_VALUE_2", "some list map value_2"),
+        ("EXTRA_LIST_VALUE_1", "some list value_1"),
+        ("EXTRA_LIST_VALUE_2", "some list value_2"),
+    ];
+    let files = [
+        (
+            "expand-with-all-env.yaml",
+            "test_map:\n  extra: \"${EXTRA}\"\n  extra_map:\n    recv.1: \"${EXTRA_MAP_VALUE_1}\"\n    recv.2: \"${EXTRA_MAP_VALUE_2}\"\n\
+             \x20 extra_list_map:\n    - { recv.1: \"${EXTRA_LIST_MAP_VALUE_1}\",recv.2: \"${EXTRA_LIST_MAP_VALUE_2}\" }\n\
+             \x20 extra_list:\n    - \"${EXTRA_LIST_VALUE_1}\"\n    - \"${EXTRA_LIST_VALUE_2}\"\n    \n",
+        ),
+        (
+            "expand-with-partial-env.yaml",
+            "test_map:\n  extra: \"${EXTRA}\"\n  extra_map:\n    recv.1: \"${EXTRA_MAP_VALUE_1}\"\n    recv.2: \"some map value_2\"\n\
+             \x20 extra_list_map:\n    - { recv.1: \"some list map value_1\",recv.2: \"${EXTRA_LIST_MAP_VALUE_2}\" }\n\
+             \x20 extra_list:\n    - \"some list value_1\"\n    - \"${EXTRA_LIST_VALUE_2}\"\n",
+        ),
+        (
+            "expand-with-no-env.yaml",
+            "test_map:\n  extra: \"some string\"\n  extra_map:\n    recv.1: \"some map value_1\"\n    recv.2: \"some map value_2\"\n\
+             \x20 extra_list_map:\n    - { recv.1: \"some list map value_1\",recv.2: \"some list map value_2\" }\n\
+             \x20 extra_list:\n    - \"some list value_1\"\n    - \"some list value_2\"\n",
+        ),
+    ];
+    let expected = json!({"test_map": {
+        "extra": "some string",
+        "extra_map": {"recv.1": "some map value_1", "recv.2": "some map value_2"},
+        "extra_list_map": [{"recv.1": "some list map value_1", "recv.2": "some list map value_2"}],
+        "extra_list": ["some list value_1", "some list value_2"],
+    }});
+    for (name, text) in files {
+        let resolved = super::resolve(&["mem:doc"], &env, [("doc", text)])
+            .unwrap_or_else(|error| panic!("{name}: {error}"));
+        assert_eq!(resolved.value.to_json(), expected, "{name}");
+    }
 }
