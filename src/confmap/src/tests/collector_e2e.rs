@@ -17,6 +17,8 @@ struct TargetConfig<T> {
     field: T,
 }
 
+/// Upstream's `TargetField` constants (`int_field`, `string_field`, ...).
+#[allow(clippy::enum_variant_names)]
 #[derive(Clone, Copy, Debug)]
 enum Target {
     IntField,
