@@ -3,6 +3,7 @@
 
 mod http;
 mod memory;
+mod security;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
