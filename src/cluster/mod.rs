@@ -11,10 +11,12 @@
 //! - [`view`]: [`ClusterView`] and [`Member`], the only shapes the rest of hotrule sees;
 //! - [`membership`]: [`Membership`], which owns the chitchat instance and publishes views;
 //! - [`sealed`] and [`secure_udp`]: every UDP datagram sealed with an HMAC over the cluster
-//!   secret; a datagram that does not prove the secret never reaches chitchat.
+//!   secret; a datagram that does not prove the secret never reaches chitchat;
+//! - [`heartbeats`]: the bound on heartbeats a member may claim (an absurd jump splits a cluster).
 //!
 //! chitchat types stay inside this module.
 
+pub mod heartbeats;
 pub mod keys;
 pub mod main_select;
 pub mod membership;

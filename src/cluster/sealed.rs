@@ -99,6 +99,8 @@ pub struct GossipCounters {
     bad_mac: AtomicU64,
     /// Authenticated payloads chitchat could not decode (a buggy or different peer).
     undecodable: AtomicU64,
+    /// Authenticated datagrams whose digest claimed a heartbeat beyond reach (`heartbeats`).
+    heartbeat_jumps: AtomicU64,
     /// Outgoing messages too large to seal (see [`MAX_SEALED_PAYLOAD_BYTES`]).
     oversize_dropped: AtomicU64,
 }
@@ -113,13 +115,14 @@ pub struct GossipCounterSnapshot {
     pub stale: u64,
     pub bad_mac: u64,
     pub undecodable: u64,
+    pub heartbeat_jumps: u64,
     pub oversize_dropped: u64,
 }
 
 impl GossipCounterSnapshot {
     /// Every datagram dropped on receipt, whatever the reason.
     pub fn dropped(&self) -> u64 {
-        self.malformed + self.stale + self.bad_mac + self.undecodable
+        self.malformed + self.stale + self.bad_mac + self.undecodable + self.heartbeat_jumps
     }
 }
 
@@ -138,6 +141,10 @@ impl GossipCounters {
         self.undecodable.fetch_add(1, Ordering::Relaxed);
     }
 
+    pub fn record_heartbeat_jump(&self) {
+        self.heartbeat_jumps.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn record_oversize(&self) {
         self.oversize_dropped.fetch_add(1, Ordering::Relaxed);
     }
@@ -151,6 +158,7 @@ impl GossipCounters {
             stale: read(&self.stale),
             bad_mac: read(&self.bad_mac),
             undecodable: read(&self.undecodable),
+            heartbeat_jumps: read(&self.heartbeat_jumps),
             oversize_dropped: read(&self.oversize_dropped),
         }
     }
@@ -203,13 +211,14 @@ mod tests {
         counters.record(Err(Refusal::BadMac));
         counters.record(Err(Refusal::Stale { skew_ms: 1 }));
         counters.record_undecodable();
+        counters.record_heartbeat_jump();
         counters.record_oversize();
         let snapshot = counters.snapshot(true);
         assert_eq!(
             (snapshot.accepted, snapshot.malformed, snapshot.bad_mac, snapshot.stale),
             (1, 1, 2, 1)
         );
-        assert_eq!((snapshot.undecodable, snapshot.oversize_dropped), (1, 1));
-        assert_eq!(snapshot.dropped(), 5);
+        assert_eq!((snapshot.undecodable, snapshot.heartbeat_jumps, snapshot.oversize_dropped), (1, 1, 1));
+        assert_eq!(snapshot.dropped(), 6);
     }
 }

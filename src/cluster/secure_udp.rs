@@ -10,14 +10,15 @@
 //! - receive: a datagram read on the public socket is opened (MAC, freshness); only then is
 //!   its payload passed through the loopback to chitchat, which decodes it.
 //!
-//! Nothing that did not prove the secret reaches chitchat's decoder, let alone its state. Only
+//! Nothing that did not prove the secret reaches chitchat's decoder, let alone its state, and an
+//! authenticated digest claiming a heartbeat beyond reach is dropped too (see `heartbeats`). Only
 //! datagrams from this socket's own raw end are taken from a loopback pair. A codec step cut
 //! short (chitchat cancels `recv` on every gossip tick) marks the pair dirty and it is replaced
 //! before the next use, so a late datagram can never be paired with the wrong message.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use async_trait::async_trait;
@@ -26,6 +27,7 @@ use chitchat::transport::{RecvOutcome, SendOutcome, Socket, Transport, UdpSocket
 use tokio::net::UdpSocket;
 use tracing::{debug, warn};
 
+use super::heartbeats::{HeartbeatBook, digest_claims};
 use super::sealed::{
     GossipCounters, MAX_SEALED_PAYLOAD_BYTES, MAX_UDP_PAYLOAD_BYTES, Refusal, open, seal,
 };
@@ -34,8 +36,8 @@ use crate::clock::now_ms;
 /// How long one loopback codec step may take before the pair is replaced.
 const CODEC_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// chitchat's magic number (little endian) and the protocol versions it decodes: a cheap check
-/// that an authenticated payload is worth handing to the decoder at all.
+/// chitchat's magic number (little endian): a cheap check that an authenticated payload is worth
+/// handing to the decoder at all.
 const CHITCHAT_MAGIC: [u8; 2] = 45_139u16.to_le_bytes();
 
 /// UDP gossip sealed with the cluster secret.
@@ -61,6 +63,7 @@ impl Transport for SealedUdpTransport {
             secret: self.secret.clone(),
             counters: self.counters.clone(),
             recv_buf: vec![0u8; MAX_UDP_PAYLOAD_BYTES + 1].into_boxed_slice(),
+            heartbeats: HeartbeatBook::default(),
             encoder: Codec::Idle(Loopback::open().await?),
             decoder: Codec::Idle(Loopback::open().await?),
         }))
@@ -73,6 +76,8 @@ pub struct SealedSocket {
     secret: Arc<[u8]>,
     counters: Arc<GossipCounters>,
     recv_buf: Box<[u8]>,
+    /// The largest heartbeat accepted per node: a member cannot claim one beyond reach.
+    heartbeats: HeartbeatBook,
     encoder: Codec,
     decoder: Codec,
 }
@@ -213,9 +218,17 @@ impl Socket for SealedSocket {
                 }
             };
             self.counters.record(Ok(()));
-            if payload.len() < 3 || payload[..2] != CHITCHAT_MAGIC || payload[2] > 1 {
-                self.counters.record_undecodable();
-                warn!(%from_addr, len, "authenticated gossip payload is not a chitchat message");
+            let claims = match digest_claims(payload) {
+                Ok(claims) if payload[..2] == CHITCHAT_MAGIC => claims,
+                _ => {
+                    self.counters.record_undecodable();
+                    warn!(%from_addr, len, "authenticated gossip payload is not a V0 chitchat message");
+                    continue;
+                }
+            };
+            if let Err(refusal) = self.heartbeats.admit(&claims, Instant::now()) {
+                self.counters.record_heartbeat_jump();
+                warn!(%from_addr, ?refusal, "authenticated gossip dropped: a heartbeat beyond reach (a buggy member?)");
                 continue;
             }
             let payload = payload.to_vec();
