@@ -36,7 +36,9 @@ fn rule(prefix: &str) -> String {
 /// UDP ports free on 127.0.0.1 right now (the advertised gossip address must be known before
 /// chitchat binds; the race with other processes is acceptable in a test).
 fn free_udp_ports<const N: usize>() -> [u16; N] {
-    let sockets: Vec<_> = (0..N).map(|_| std::net::UdpSocket::bind("127.0.0.1:0").expect("bind")).collect();
+    let sockets: Vec<_> = (0..N)
+        .map(|_| std::net::UdpSocket::bind("127.0.0.1:0").expect("bind"))
+        .collect();
     std::array::from_fn(|i| sockets[i].local_addr().expect("addr").port())
 }
 
@@ -46,34 +48,60 @@ fn udp(port: u16) -> SocketAddr {
 
 /// A node on real UDP gossip and a real HTTP bus, both under `auth`.
 async fn start_udp_node(id: &str, gossip_port: u16, seeds: &[u16], auth: BusAuth) -> TestNode {
-    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let admin_addr = admin.local_addr().expect("addr").to_string();
-    let bus = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let bus = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let bus_addr = bus.local_addr().expect("addr").to_string();
     let mut membership = MembershipSettings::for_test(NodeId(id.into()), udp(gossip_port));
     membership.seeds = seeds.iter().map(|port| udp(*port).to_string()).collect();
     let wiring = ClusterWiring {
         membership,
         gossip: GossipTransport::Udp(auth.clone()),
-        bus: BusWiring::Http { listener: bus, advertise: bus_addr, auth },
-        replication: ReplicationSettings { sync_timeout: Duration::from_secs(2), ..ReplicationSettings::default() },
+        bus: BusWiring::Http {
+            listener: bus,
+            advertise: bus_addr,
+            auth,
+        },
+        replication: ReplicationSettings {
+            sync_timeout: Duration::from_secs(2),
+            ..ReplicationSettings::default()
+        },
         admin_advertise: admin_addr.clone(),
     };
-    let settings = NodeSettings { node_id: Some(id.into()), ..NodeSettings::for_test() };
+    let settings = NodeSettings {
+        node_id: Some(id.into()),
+        ..NodeSettings::for_test()
+    };
     let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
-    let node = RunningNode::start_clustered(settings, kv.clone(), admin, wiring).await.expect("node starts");
+    let node = RunningNode::start_clustered(settings, kv.clone(), admin, wiring)
+        .await
+        .expect("node starts");
     let client = hotrule::client::AdminClient::new(&admin_addr, None).expect("client");
     TestNode { node, client, kv }
 }
 
 async fn status(node: &TestNode) -> serde_json::Value {
-    node.client.get("/cluster/status").await.expect("status").json().expect("json")
+    node.client
+        .get("/cluster/status")
+        .await
+        .expect("status")
+        .json()
+        .expect("json")
 }
 
 fn member_ids(status: &serde_json::Value) -> Vec<String> {
     status["members"]
         .as_array()
-        .map(|members| members.iter().filter_map(|m| m["nodeId"].as_str().map(str::to_string)).collect())
+        .map(|members| {
+            members
+                .iter()
+                .filter_map(|m| m["nodeId"].as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -96,7 +124,10 @@ async fn nodes_without_the_secret_never_join_become_main_or_get_their_writes_in(
         .await;
     }
 
-    phase(s, "an --insecure-bus node and a wrong-secret node, both with smaller ids, seed n1 and n2");
+    phase(
+        s,
+        "an --insecure-bus node and a wrong-secret node, both with smaller ids, seed n1 and n2",
+    );
     let rogue = start_udp_node("0-rogue", rogue_port, &[p1, p2], BusAuth::Insecure).await;
     let wrong = start_udp_node("0-wrong", wrong_port, &[p1, p2], BusAuth::secret("a guess")).await;
     for node in [&n1, &n2] {
@@ -110,7 +141,10 @@ async fn nodes_without_the_secret_never_join_become_main_or_get_their_writes_in(
         let status = status(node).await;
         assert_eq!(status["main"], "n1", "{status}");
         assert_eq!(member_ids(&status), ["n1", "n2"], "{status}");
-        assert_eq!(status["security"]["gossip"]["authenticated"], true, "{status}");
+        assert_eq!(
+            status["security"]["gossip"]["authenticated"], true,
+            "{status}"
+        );
     }
     for stranger in [&rogue, &wrong] {
         let status = status(stranger).await;
@@ -118,13 +152,23 @@ async fn nodes_without_the_secret_never_join_become_main_or_get_their_writes_in(
         assert_eq!(status["main"], status["self"], "{status}");
     }
 
-    phase(s, "the strangers' writes stay theirs; the cluster's writes stay the cluster's");
-    let (code, json) = rogue.push("otel-rules", "rogue-rule", &rule("rogue"), &[]).await;
+    phase(
+        s,
+        "the strangers' writes stay theirs; the cluster's writes stay the cluster's",
+    );
+    let (code, json) = rogue
+        .push("otel-rules", "rogue-rule", &rule("rogue"), &[])
+        .await;
     assert_eq!(code, 200, "applied on the lone rogue itself: {json}");
     let (code, json) = n2.push("otel-rules", "real", &rule("real"), &[]).await;
-    assert_eq!(code, 200, "forwarded to n1 over the authenticated bus: {json}");
-    wait_until(WAIT, "n1 and n2 hold the cluster's write", || async { holds(&n1, "real").await && holds(&n2, "real").await })
-        .await;
+    assert_eq!(
+        code, 200,
+        "forwarded to n1 over the authenticated bus: {json}"
+    );
+    wait_until(WAIT, "n1 and n2 hold the cluster's write", || async {
+        holds(&n1, "real").await && holds(&n2, "real").await
+    })
+    .await;
     assert!(!holds(&n1, "rogue-rule").await && !holds(&n2, "rogue-rule").await);
     assert!(!holds(&rogue, "real").await && !holds(&wrong, "real").await);
 
@@ -136,13 +180,18 @@ async fn nodes_without_the_secret_never_join_become_main_or_get_their_writes_in(
 /// Answers every request on a fake admin address and counts those that carry a token.
 async fn token_trap() -> (String, Arc<AtomicUsize>) {
     let seen = Arc::new(AtomicUsize::new(0));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr").to_string();
     let counter = seen.clone();
     let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
         let counter = counter.clone();
         async move {
-            if request.headers().contains_key(axum::http::header::AUTHORIZATION) {
+            if request
+                .headers()
+                .contains_key(axum::http::header::AUTHORIZATION)
+            {
                 counter.fetch_add(1, Ordering::SeqCst);
             }
             axum::Json(serde_json::json!({"rules": [], "agents": []}))
@@ -159,43 +208,87 @@ async fn cluster_reads_go_over_the_bus_and_never_send_the_token() {
     let bus = MemNetwork::new();
     let (trap, tokens_seen) = token_trap().await;
     let mut nodes = Vec::new();
-    phase(s, "two nodes with an admin token; n2 gossips a trap as its admin address");
+    phase(
+        s,
+        "two nodes with an admin token; n2 gossips a trap as its admin address",
+    );
     for i in 1..=2u16 {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let admin = listener.local_addr().expect("addr").to_string();
         let mut membership = MembershipSettings::for_test(NodeId(format!("n{i}")), udp(i));
         membership.seeds = vec![udp(3 - i).to_string()];
         let wiring = ClusterWiring {
             membership,
             gossip: GossipTransport::InMemory(gossip.clone()),
-            bus: BusWiring::Memory { network: bus.clone() },
+            bus: BusWiring::Memory {
+                network: bus.clone(),
+            },
             replication: ReplicationSettings::default(),
             admin_advertise: if i == 2 { trap.clone() } else { admin.clone() },
         };
-        let settings = NodeSettings { node_id: Some(format!("n{i}")), admin_token: Some(TOKEN.into()), ..NodeSettings::for_test() };
+        let settings = NodeSettings {
+            node_id: Some(format!("n{i}")),
+            admin_token: Some(TOKEN.into()),
+            ..NodeSettings::for_test()
+        };
         let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
-        let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring).await.expect("starts");
+        let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring)
+            .await
+            .expect("starts");
         let client = hotrule::client::AdminClient::new(&admin, Some(TOKEN.into())).expect("client");
         nodes.push(TestNode { node, client, kv });
     }
     wait_until(WAIT, "n1 sees n2 live", || async {
         let status = status(&nodes[0]).await;
-        status["members"].as_array().is_some_and(|m| m.iter().filter(|m| m["live"] == true).count() == 2)
+        status["members"]
+            .as_array()
+            .is_some_and(|m| m.iter().filter(|m| m["live"] == true).count() == 2)
     })
     .await;
     let (code, json) = nodes[1].push("otel-rules", "fan", &rule("fan"), &[]).await;
     assert_eq!(code, 200, "{json}");
 
-    phase(s, "list?cluster=true and the agent list on n1 reach n2 over the bus");
-    wait_until(WAIT, "n1's cluster list has n2's row for the rule", || async {
-        let list = nodes[0].client.get("/runtime/rule/list?cluster=true").await.expect("list").json().expect("json");
-        list["unreachable"].as_array().is_some_and(Vec::is_empty)
-            && list["rules"].as_array().is_some_and(|rows| rows.iter().any(|r| r["node"] == "n2" && r["name"] == "fan"))
-    })
+    phase(
+        s,
+        "list?cluster=true and the agent list on n1 reach n2 over the bus",
+    );
+    wait_until(
+        WAIT,
+        "n1's cluster list has n2's row for the rule",
+        || async {
+            let list = nodes[0]
+                .client
+                .get("/runtime/rule/list?cluster=true")
+                .await
+                .expect("list")
+                .json()
+                .expect("json");
+            list["unreachable"].as_array().is_some_and(Vec::is_empty)
+                && list["rules"].as_array().is_some_and(|rows| {
+                    rows.iter().any(|r| r["node"] == "n2" && r["name"] == "fan")
+                })
+        },
+    )
     .await;
-    let agents = nodes[0].client.get("/agent/agents").await.expect("agents").json().expect("json");
-    assert_eq!(agents["unreachableNodes"], serde_json::json!([]), "{agents}");
-    assert_eq!(tokens_seen.load(Ordering::SeqCst), 0, "the operator's token went to a gossiped address");
+    let agents = nodes[0]
+        .client
+        .get("/agent/agents")
+        .await
+        .expect("agents")
+        .json()
+        .expect("json");
+    assert_eq!(
+        agents["unreachableNodes"],
+        serde_json::json!([]),
+        "{agents}"
+    );
+    assert_eq!(
+        tokens_seen.load(Ordering::SeqCst),
+        0,
+        "the operator's token went to a gossiped address"
+    );
 
     for node in nodes {
         node.node.shutdown().await;

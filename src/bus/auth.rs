@@ -145,7 +145,10 @@ impl BusAuth {
         let expected = unhex(mac_hex).ok_or(AuthFailure::BadMac)?;
         // The MAC is over the nonce as sent, so any spelling of it that decodes is bound too.
         let mac = request_mac(secret, timestamp, nonce_hex, path);
-        Ok(Some((CheckedHeaders { sent_ms, nonce }, PendingMac { mac, expected })))
+        Ok(Some((
+            CheckedHeaders { sent_ms, nonce },
+            PendingMac { mac, expected },
+        )))
     }
 
     /// Checks a whole call at once (the precheck, then the body). Always `Ok` when insecure.
@@ -194,7 +197,12 @@ impl BusAuth {
 
     /// The checks of an answer that need no body (headers present, timestamp fresh), so a
     /// client does not read the body of an answer that cannot be authentic.
-    pub fn precheck_answer(&self, now_ms: u64, timestamp: Option<&str>, mac_hex: Option<&str>) -> Result<(), AuthFailure> {
+    pub fn precheck_answer(
+        &self,
+        now_ms: u64,
+        timestamp: Option<&str>,
+        mac_hex: Option<&str>,
+    ) -> Result<(), AuthFailure> {
         if !self.is_secure() {
             return Ok(());
         }
@@ -244,7 +252,9 @@ pub enum AuthFailure {
     MissingHeader(&'static str),
     BadTimestamp,
     BadNonce,
-    Stale { skew_ms: u64 },
+    Stale {
+        skew_ms: u64,
+    },
     BadMac,
     /// The nonce was already used within the window: a replayed call.
     Replayed,
@@ -286,18 +296,34 @@ fn keyed(secret: &[u8]) -> HmacSha256 {
 
 fn request_mac(secret: &[u8], timestamp: &str, nonce_hex: &str, path: &str) -> HmacSha256 {
     let mut mac = keyed(secret);
-    for part in [b"req".as_slice(), timestamp.as_bytes(), nonce_hex.as_bytes(), path.as_bytes()] {
+    for part in [
+        b"req".as_slice(),
+        timestamp.as_bytes(),
+        nonce_hex.as_bytes(),
+        path.as_bytes(),
+    ] {
         mac.update(part);
         mac.update(b"\n");
     }
     mac
 }
 
-fn answer_mac(secret: &[u8], timestamp: &str, nonce: &Nonce, status: u16, body: &[u8]) -> HmacSha256 {
+fn answer_mac(
+    secret: &[u8],
+    timestamp: &str,
+    nonce: &Nonce,
+    status: u16,
+    body: &[u8],
+) -> HmacSha256 {
     let mut mac = keyed(secret);
     let nonce_hex = hex(nonce);
     let status = status.to_string();
-    for part in [b"resp".as_slice(), timestamp.as_bytes(), nonce_hex.as_bytes(), status.as_bytes()] {
+    for part in [
+        b"resp".as_slice(),
+        timestamp.as_bytes(),
+        nonce_hex.as_bytes(),
+        status.as_bytes(),
+    ] {
         mac.update(part);
         mac.update(b"\n");
     }
@@ -329,10 +355,16 @@ mod tests {
     const NONCE: Nonce = [7; NONCE_BYTES];
 
     fn sign(auth: &BusAuth, now: u64, body: &[u8]) -> Signature {
-        auth.sign(now, &NONCE, "/bus/v1", body).expect("secret bus signs")
+        auth.sign(now, &NONCE, "/bus/v1", body)
+            .expect("secret bus signs")
     }
 
-    fn verify(auth: &BusAuth, now: u64, body: &[u8], signature: &Signature) -> Result<(), AuthFailure> {
+    fn verify(
+        auth: &BusAuth,
+        now: u64,
+        body: &[u8],
+        signature: &Signature,
+    ) -> Result<(), AuthFailure> {
         auth.verify(now, "/bus/v1", body, signature).map(|_| ())
     }
 
@@ -340,19 +372,46 @@ mod tests {
     fn a_signed_call_verifies_and_any_change_breaks_it() {
         let auth = BusAuth::secret("s3cret");
         let signature = sign(&auth, NOW, b"body");
-        assert_eq!((signature.mac_hex.len(), signature.nonce_hex.len()), (64, 32));
+        assert_eq!(
+            (signature.mac_hex.len(), signature.nonce_hex.len()),
+            (64, 32)
+        );
         assert_eq!(
             auth.verify(NOW, "/bus/v1", b"body", &signature),
-            Ok(Some(CheckedHeaders { sent_ms: NOW, nonce: NONCE }))
+            Ok(Some(CheckedHeaders {
+                sent_ms: NOW,
+                nonce: NONCE
+            }))
         );
         assert_eq!(verify(&auth, NOW + 29_000, b"body", &signature), Ok(()));
-        assert_eq!(verify(&auth, NOW, b"bodY", &signature), Err(AuthFailure::BadMac));
-        assert_eq!(verify(&BusAuth::secret("other"), NOW, b"body", &signature), Err(AuthFailure::BadMac));
-        assert_eq!(auth.verify(NOW, "/bus/v2", b"body", &signature).map(|_| ()), Err(AuthFailure::BadMac));
-        let moved_ts = Signature { timestamp: (NOW + 1).to_string(), ..signature.clone() };
-        assert_eq!(verify(&auth, NOW, b"body", &moved_ts), Err(AuthFailure::BadMac));
-        let other_nonce = Signature { nonce_hex: hex(&[8; NONCE_BYTES]), ..signature.clone() };
-        assert_eq!(verify(&auth, NOW, b"body", &other_nonce), Err(AuthFailure::BadMac));
+        assert_eq!(
+            verify(&auth, NOW, b"bodY", &signature),
+            Err(AuthFailure::BadMac)
+        );
+        assert_eq!(
+            verify(&BusAuth::secret("other"), NOW, b"body", &signature),
+            Err(AuthFailure::BadMac)
+        );
+        assert_eq!(
+            auth.verify(NOW, "/bus/v2", b"body", &signature).map(|_| ()),
+            Err(AuthFailure::BadMac)
+        );
+        let moved_ts = Signature {
+            timestamp: (NOW + 1).to_string(),
+            ..signature.clone()
+        };
+        assert_eq!(
+            verify(&auth, NOW, b"body", &moved_ts),
+            Err(AuthFailure::BadMac)
+        );
+        let other_nonce = Signature {
+            nonce_hex: hex(&[8; NONCE_BYTES]),
+            ..signature.clone()
+        };
+        assert_eq!(
+            verify(&auth, NOW, b"body", &other_nonce),
+            Err(AuthFailure::BadMac)
+        );
     }
 
     #[test]
@@ -360,7 +419,13 @@ mod tests {
         let auth = BusAuth::secret("s");
         let signature = sign(&auth, NOW, b"one two three");
         let (_, mut pending) = auth
-            .precheck(NOW, "/bus/v1", Some(&signature.timestamp), Some(&signature.nonce_hex), Some(&signature.mac_hex))
+            .precheck(
+                NOW,
+                "/bus/v1",
+                Some(&signature.timestamp),
+                Some(&signature.nonce_hex),
+                Some(&signature.mac_hex),
+            )
             .expect("headers pass")
             .expect("secure");
         for piece in [&b"one "[..], b"two", b" three"] {
@@ -374,8 +439,14 @@ mod tests {
         let auth = BusAuth::secret("s");
         let signature = sign(&auth, NOW, b"");
         let skew = MAX_CLOCK_SKEW.as_millis() as u64;
-        assert!(matches!(verify(&auth, NOW + skew + 1, b"", &signature), Err(AuthFailure::Stale { .. })));
-        assert!(matches!(verify(&auth, NOW - skew - 1, b"", &signature), Err(AuthFailure::Stale { .. })));
+        assert!(matches!(
+            verify(&auth, NOW + skew + 1, b"", &signature),
+            Err(AuthFailure::Stale { .. })
+        ));
+        assert!(matches!(
+            verify(&auth, NOW - skew - 1, b"", &signature),
+            Err(AuthFailure::Stale { .. })
+        ));
         assert_eq!(verify(&auth, NOW + skew, b"", &signature), Ok(()));
     }
 
@@ -386,19 +457,50 @@ mod tests {
         let check = |ts: Option<&str>, nonce: Option<&str>, mac: Option<&str>| {
             auth.precheck(NOW, "/bus/v1", ts, nonce, mac).map(|_| ())
         };
-        let (ts, nonce, mac) = (Some(s.timestamp.as_str()), Some(s.nonce_hex.as_str()), Some(s.mac_hex.as_str()));
-        assert_eq!(check(None, nonce, mac), Err(AuthFailure::MissingHeader(TIMESTAMP_HEADER)));
-        assert_eq!(check(ts, None, mac), Err(AuthFailure::MissingHeader(NONCE_HEADER)));
-        assert_eq!(check(ts, nonce, None), Err(AuthFailure::MissingHeader(MAC_HEADER)));
-        assert_eq!(check(Some("soon"), nonce, mac), Err(AuthFailure::BadTimestamp));
+        let (ts, nonce, mac) = (
+            Some(s.timestamp.as_str()),
+            Some(s.nonce_hex.as_str()),
+            Some(s.mac_hex.as_str()),
+        );
+        assert_eq!(
+            check(None, nonce, mac),
+            Err(AuthFailure::MissingHeader(TIMESTAMP_HEADER))
+        );
+        assert_eq!(
+            check(ts, None, mac),
+            Err(AuthFailure::MissingHeader(NONCE_HEADER))
+        );
+        assert_eq!(
+            check(ts, nonce, None),
+            Err(AuthFailure::MissingHeader(MAC_HEADER))
+        );
+        assert_eq!(
+            check(Some("soon"), nonce, mac),
+            Err(AuthFailure::BadTimestamp)
+        );
         for bad_nonce in ["", "zz", "abcd", &"a".repeat(34)] {
-            assert_eq!(check(ts, Some(bad_nonce), mac), Err(AuthFailure::BadNonce), "{bad_nonce:?}");
+            assert_eq!(
+                check(ts, Some(bad_nonce), mac),
+                Err(AuthFailure::BadNonce),
+                "{bad_nonce:?}"
+            );
         }
         for bad_mac in ["", "zz", "abc", &s.mac_hex[..62], "é"] {
-            let refused = auth.verify(NOW, "/bus/v1", b"x", &Signature { mac_hex: bad_mac.into(), ..s.clone() });
+            let refused = auth.verify(
+                NOW,
+                "/bus/v1",
+                b"x",
+                &Signature {
+                    mac_hex: bad_mac.into(),
+                    ..s.clone()
+                },
+            );
             assert_eq!(refused.map(|_| ()), Err(AuthFailure::BadMac), "{bad_mac:?}");
         }
-        let upper = Signature { mac_hex: s.mac_hex.to_uppercase(), ..s.clone() };
+        let upper = Signature {
+            mac_hex: s.mac_hex.to_uppercase(),
+            ..s.clone()
+        };
         assert_eq!(verify(&auth, NOW, b"x", &upper), Ok(()));
     }
 
@@ -407,25 +509,50 @@ mod tests {
         let auth = BusAuth::secret("s");
         let answer = auth.sign_answer(NOW, &NONCE, 200, b"reply").expect("signs");
         let check = |auth: &BusAuth, nonce: &Nonce, status: u16, body: &[u8]| {
-            auth.verify_answer(NOW, nonce, status, body, Some(&answer.timestamp), Some(&answer.mac_hex))
+            auth.verify_answer(
+                NOW,
+                nonce,
+                status,
+                body,
+                Some(&answer.timestamp),
+                Some(&answer.mac_hex),
+            )
         };
         assert_eq!(check(&auth, &NONCE, 200, b"reply"), Ok(()));
-        assert_eq!(check(&auth, &[9; NONCE_BYTES], 200, b"reply"), Err(AuthFailure::BadMac));
-        assert_eq!(check(&auth, &NONCE, 500, b"reply"), Err(AuthFailure::BadMac));
-        assert_eq!(check(&auth, &NONCE, 200, b"replY"), Err(AuthFailure::BadMac));
-        assert_eq!(check(&BusAuth::secret("t"), &NONCE, 200, b"reply"), Err(AuthFailure::BadMac));
+        assert_eq!(
+            check(&auth, &[9; NONCE_BYTES], 200, b"reply"),
+            Err(AuthFailure::BadMac)
+        );
+        assert_eq!(
+            check(&auth, &NONCE, 500, b"reply"),
+            Err(AuthFailure::BadMac)
+        );
+        assert_eq!(
+            check(&auth, &NONCE, 200, b"replY"),
+            Err(AuthFailure::BadMac)
+        );
+        assert_eq!(
+            check(&BusAuth::secret("t"), &NONCE, 200, b"reply"),
+            Err(AuthFailure::BadMac)
+        );
         assert_eq!(
             auth.verify_answer(NOW, &NONCE, 200, b"reply", None, None),
             Err(AuthFailure::MissingHeader(TIMESTAMP_HEADER))
         );
-        assert_eq!(BusAuth::Insecure.verify_answer(NOW, &NONCE, 200, b"", None, None), Ok(()));
+        assert_eq!(
+            BusAuth::Insecure.verify_answer(NOW, &NONCE, 200, b"", None, None),
+            Ok(())
+        );
     }
 
     #[test]
     fn the_insecure_bus_neither_signs_nor_checks_and_secrets_never_print() {
         assert_eq!(BusAuth::Insecure.sign(NOW, &NONCE, "/bus/v1", b"x"), None);
         assert_eq!(BusAuth::Insecure.sign_answer(NOW, &NONCE, 200, b"x"), None);
-        assert!(matches!(BusAuth::Insecure.precheck(NOW, "/bus/v1", None, None, None), Ok(None)));
+        assert!(matches!(
+            BusAuth::Insecure.precheck(NOW, "/bus/v1", None, None, None),
+            Ok(None)
+        ));
         assert!(!format!("{:?}", BusAuth::secret("hunter2")).contains("hunter2"));
         assert_ne!(new_nonce(), new_nonce());
     }

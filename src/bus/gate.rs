@@ -120,7 +120,9 @@ struct ReplayGuard {
 
 impl ReplayGuard {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Nonce, u64>> {
-        self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.seen
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn was_seen(&self, nonce: &Nonce) -> bool {
@@ -163,7 +165,10 @@ impl BusGate {
     pub fn with_capacity(auth: BusAuth, replay_capacity: usize) -> BusGate {
         BusGate {
             auth,
-            replay: Arc::new(ReplayGuard { seen: Mutex::default(), capacity: replay_capacity }),
+            replay: Arc::new(ReplayGuard {
+                seen: Mutex::default(),
+                capacity: replay_capacity,
+            }),
             large_bodies: Arc::new(Semaphore::new(MAX_LARGE_BODIES)),
             counters: Arc::new(BusCounters::default()),
         }
@@ -227,11 +232,19 @@ impl BusGate {
         } else {
             None
         };
-        Ok(Admission { checked, declared_len, permit })
+        Ok(Admission {
+            checked,
+            declared_len,
+            permit,
+        })
     }
 
     /// Step 3: the body matched the MAC (or the bus is insecure); remember the nonce.
-    pub fn accept(&self, now_ms: u64, checked: Option<(CheckedHeaders, PendingMac)>) -> Result<Option<Nonce>, Refusal> {
+    pub fn accept(
+        &self,
+        now_ms: u64,
+        checked: Option<(CheckedHeaders, PendingMac)>,
+    ) -> Result<Option<Nonce>, Refusal> {
         let accepted = match checked {
             None => Ok(None),
             Some((headers, pending)) => pending
@@ -264,9 +277,22 @@ mod tests {
 
     const NOW: u64 = 1_700_000_000_000;
 
-    fn call(gate: &BusGate, signer: &BusAuth, nonce: Nonce, sent: u64, body: &[u8]) -> Result<Option<Nonce>, Refusal> {
+    fn call(
+        gate: &BusGate,
+        signer: &BusAuth,
+        nonce: Nonce,
+        sent: u64,
+        body: &[u8],
+    ) -> Result<Option<Nonce>, Refusal> {
         let s = signer.sign(sent, &nonce, "/bus/v1", body).expect("signs");
-        let mut admission = gate.admit(NOW, "/bus/v1", Some(&s.timestamp), Some(&s.nonce_hex), Some(&s.mac_hex), Some(body.len() as u64))?;
+        let mut admission = gate.admit(
+            NOW,
+            "/bus/v1",
+            Some(&s.timestamp),
+            Some(&s.nonce_hex),
+            Some(&s.mac_hex),
+            Some(body.len() as u64),
+        )?;
         if let Some((_, pending)) = admission.checked.as_mut() {
             pending.update(body);
         }
@@ -277,29 +303,61 @@ mod tests {
     fn a_call_passes_once_and_its_replay_is_refused_and_counted() {
         let auth = BusAuth::secret("s");
         let gate = BusGate::new(auth.clone());
-        assert_eq!(call(&gate, &auth, [1; NONCE_BYTES], NOW, b"x"), Ok(Some([1; NONCE_BYTES])));
+        assert_eq!(
+            call(&gate, &auth, [1; NONCE_BYTES], NOW, b"x"),
+            Ok(Some([1; NONCE_BYTES]))
+        );
         assert_eq!(
             call(&gate, &auth, [1; NONCE_BYTES], NOW, b"x"),
             Err(Refusal::Unauthorized(AuthFailure::Replayed))
         );
-        assert_eq!(call(&gate, &BusAuth::secret("t"), [2; NONCE_BYTES], NOW, b"x").map(|_| ()), Err(Refusal::Unauthorized(AuthFailure::BadMac)));
+        assert_eq!(
+            call(&gate, &BusAuth::secret("t"), [2; NONCE_BYTES], NOW, b"x").map(|_| ()),
+            Err(Refusal::Unauthorized(AuthFailure::BadMac))
+        );
         // A failed MAC does not burn the nonce: the genuine call with it still passes.
         assert!(call(&gate, &auth, [2; NONCE_BYTES], NOW, b"x").is_ok());
         let counters = gate.snapshot();
-        assert_eq!((counters.accepted, counters.replayed, counters.unauthenticated), (2, 1, 1));
+        assert_eq!(
+            (
+                counters.accepted,
+                counters.replayed,
+                counters.unauthenticated
+            ),
+            (2, 1, 1)
+        );
     }
 
     #[test]
     fn lengths_are_checked_before_the_body_and_large_bodies_are_rationed() {
         let gate = BusGate::new(BusAuth::Insecure);
-        let admit = |len: Option<u64>| gate.admit(NOW, "/bus/v1", None, None, None, len).map(|a| a.permit.is_some());
+        let admit = |len: Option<u64>| {
+            gate.admit(NOW, "/bus/v1", None, None, None, len)
+                .map(|a| a.permit.is_some())
+        };
         assert_eq!(admit(None), Err(Refusal::LengthRequired));
-        assert_eq!(admit(Some(u64::MAX)), Err(Refusal::TooLarge { len: u64::MAX }));
+        assert_eq!(
+            admit(Some(u64::MAX)),
+            Err(Refusal::TooLarge { len: u64::MAX })
+        );
         assert_eq!(admit(Some(10)), Ok(false));
         let held: Vec<_> = (0..MAX_LARGE_BODIES)
-            .map(|_| gate.admit(NOW, "/bus/v1", None, None, None, Some(LARGE_BODY_BYTES as u64 + 1)).expect("permit"))
+            .map(|_| {
+                gate.admit(
+                    NOW,
+                    "/bus/v1",
+                    None,
+                    None,
+                    None,
+                    Some(LARGE_BODY_BYTES as u64 + 1),
+                )
+                .expect("permit")
+            })
             .collect();
-        assert!(matches!(admit(Some(LARGE_BODY_BYTES as u64 + 1)), Err(Refusal::Busy(_))));
+        assert!(matches!(
+            admit(Some(LARGE_BODY_BYTES as u64 + 1)),
+            Err(Refusal::Busy(_))
+        ));
         drop(held);
         assert_eq!(admit(Some(LARGE_BODY_BYTES as u64 + 1)), Ok(true));
         assert_eq!(gate.snapshot().too_large, 2);
@@ -314,10 +372,24 @@ mod tests {
         assert!(call(&gate, &auth, [1; NONCE_BYTES], NOW - window, b"").is_ok());
         assert!(call(&gate, &auth, [2; NONCE_BYTES], NOW, b"").is_ok());
         // Full: [1] is still in the window at NOW, so nothing can be forgotten.
-        assert!(matches!(call(&gate, &auth, [3; NONCE_BYTES], NOW, b""), Err(Refusal::Busy(_))));
+        assert!(matches!(
+            call(&gate, &auth, [3; NONCE_BYTES], NOW, b""),
+            Err(Refusal::Busy(_))
+        ));
         // One ms later [1]'s timestamp has left the window for good: it makes room.
-        let s = auth.sign(NOW, &[4; NONCE_BYTES], "/bus/v1", b"").expect("signs");
-        let admission = gate.admit(NOW + 1, "/bus/v1", Some(&s.timestamp), Some(&s.nonce_hex), Some(&s.mac_hex), Some(0)).expect("admitted");
+        let s = auth
+            .sign(NOW, &[4; NONCE_BYTES], "/bus/v1", b"")
+            .expect("signs");
+        let admission = gate
+            .admit(
+                NOW + 1,
+                "/bus/v1",
+                Some(&s.timestamp),
+                Some(&s.nonce_hex),
+                Some(&s.mac_hex),
+                Some(0),
+            )
+            .expect("admitted");
         assert!(gate.accept(NOW + 1, admission.checked).is_ok());
     }
 }

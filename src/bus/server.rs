@@ -15,9 +15,9 @@ use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, OriginalUri, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use http_body_util::BodyExt;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use http_body_util::BodyExt;
 use tracing::{error, warn};
 
 use super::auth::{BusAuth, MAC_HEADER, NONCE_HEADER, Nonce, PendingMac, TIMESTAMP_HEADER};
@@ -110,12 +110,20 @@ async fn serve_call(State(service): State<Arc<BusService>>, request: Request) ->
         Ok(admission) => admission,
         Err(refusal) => return refused(&peer, &refusal),
     };
-    let Admission { mut checked, declared_len, permit } = admission;
+    let Admission {
+        mut checked,
+        declared_len,
+        permit,
+    } = admission;
     let bytes = match read_body(body, declared_len, checked.as_mut().map(|(_, mac)| mac)).await {
         Ok(bytes) => bytes,
         Err(BodyError::TooLong(len)) => return refused(&peer, &service.gate.refuse_body(len)),
         Err(BodyError::Unreadable(reason)) => {
-            return (StatusCode::BAD_REQUEST, format!("unreadable bus request body: {reason}\n")).into_response();
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("unreadable bus request body: {reason}\n"),
+            )
+                .into_response();
         }
     };
     drop(permit);
@@ -152,16 +160,26 @@ fn refused(peer: &str, refusal: &Refusal) -> Response {
             warn!(%peer, reason = %failure, "bus call refused: authentication failed");
             (StatusCode::UNAUTHORIZED, "unauthorized bus call\n").into_response()
         }
-        Refusal::LengthRequired => {
-            (StatusCode::LENGTH_REQUIRED, "bus calls must declare their length\n").into_response()
-        }
+        Refusal::LengthRequired => (
+            StatusCode::LENGTH_REQUIRED,
+            "bus calls must declare their length\n",
+        )
+            .into_response(),
         Refusal::TooLarge { len } => {
             warn!(%peer, len, "bus call refused: too large");
-            (StatusCode::PAYLOAD_TOO_LARGE, format!("bus request over {MAX_MESSAGE_BYTES} bytes\n")).into_response()
+            (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("bus request over {MAX_MESSAGE_BYTES} bytes\n"),
+            )
+                .into_response()
         }
         Refusal::Busy(why) => {
             warn!(%peer, why, "bus call refused: busy");
-            (StatusCode::SERVICE_UNAVAILABLE, format!("bus busy: {why}\n")).into_response()
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("bus busy: {why}\n"),
+            )
+                .into_response()
         }
     }
 }
@@ -172,13 +190,19 @@ enum BodyError {
 }
 
 /// Streams the body into `mac` (if any) and a buffer, refusing more than `declared_len` bytes.
-async fn read_body(mut body: Body, declared_len: usize, mut mac: Option<&mut PendingMac>) -> Result<Vec<u8>, BodyError> {
+async fn read_body(
+    mut body: Body,
+    declared_len: usize,
+    mut mac: Option<&mut PendingMac>,
+) -> Result<Vec<u8>, BodyError> {
     // The declared length is at most MAX_MESSAGE_BYTES (the gate checked), and a large one holds
     // a permit; still, grow with the data rather than trusting the declaration up front.
     let mut bytes = Vec::with_capacity(declared_len.min(64 * 1024));
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| BodyError::Unreadable(e.to_string()))?;
-        let Ok(data) = frame.into_data() else { continue };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
         let len = bytes.len() + data.len();
         if len > declared_len {
             return Err(BodyError::TooLong(len as u64));
@@ -189,20 +213,32 @@ async fn read_body(mut body: Body, declared_len: usize, mut mac: Option<&mut Pen
         bytes.extend_from_slice(&data);
     }
     if bytes.len() != declared_len {
-        return Err(BodyError::Unreadable(format!("{} bytes of a declared {declared_len}", bytes.len())));
+        return Err(BodyError::Unreadable(format!(
+            "{} bytes of a declared {declared_len}",
+            bytes.len()
+        )));
     }
     Ok(bytes)
 }
 
 /// The encoded answer, signed for the call `nonce` on a secure bus.
-fn encoded(auth: &BusAuth, nonce: Option<&Nonce>, response: &BusResponse, request_name: &str) -> Response {
+fn encoded(
+    auth: &BusAuth,
+    nonce: Option<&Nonce>,
+    response: &BusResponse,
+    request_name: &str,
+) -> Response {
     match encode_response(response) {
         Ok(bytes) => {
             let signature = nonce.and_then(|nonce| auth.sign_answer(now_ms(), nonce, 200, &bytes));
-            let mut answer = ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response();
+            let mut answer =
+                ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response();
             if let Some(signature) = signature {
                 let headers = answer.headers_mut();
-                for (name, value) in [(TIMESTAMP_HEADER, signature.timestamp), (MAC_HEADER, signature.mac_hex)] {
+                for (name, value) in [
+                    (TIMESTAMP_HEADER, signature.timestamp),
+                    (MAC_HEADER, signature.mac_hex),
+                ] {
                     if let Ok(value) = HeaderValue::from_str(&value) {
                         headers.insert(name, value);
                     }

@@ -34,7 +34,11 @@ pub enum DigestRefusal {
     /// Not a V0 chitchat message, or a digest that does not parse.
     Unreadable,
     /// A heartbeat beyond what the node could have reached.
-    Jump { node: String, claimed: u64, allowed: u64 },
+    Jump {
+        node: String,
+        claimed: u64,
+        allowed: u64,
+    },
 }
 
 /// The (node, heartbeat) claims in a chitchat payload's digest: none for messages without one
@@ -76,15 +80,24 @@ pub struct HeartbeatBook {
 
 impl HeartbeatBook {
     /// Refuses the claims if any is beyond reach; otherwise records them.
-    pub fn admit(&mut self, claims: &[(ChitchatId, u64)], now: Instant) -> Result<(), DigestRefusal> {
+    pub fn admit(
+        &mut self,
+        claims: &[(ChitchatId, u64)],
+        now: Instant,
+    ) -> Result<(), DigestRefusal> {
         for (id, claimed) in claims {
             let allowed = self.allowed(id, now);
             if *claimed > allowed {
-                return Err(DigestRefusal::Jump { node: id.node_id.to_string(), claimed: *claimed, allowed });
+                return Err(DigestRefusal::Jump {
+                    node: id.node_id.to_string(),
+                    claimed: *claimed,
+                    allowed,
+                });
             }
         }
         if self.accepted.len() >= MAX_NODES {
-            self.accepted.retain(|_, (_, at)| now.saturating_duration_since(*at) < FORGET_AFTER);
+            self.accepted
+                .retain(|_, (_, at)| now.saturating_duration_since(*at) < FORGET_AFTER);
         }
         for (id, claimed) in claims {
             let key = (id.node_id.to_string(), id.generation_id);
@@ -102,11 +115,15 @@ impl HeartbeatBook {
     }
 
     fn allowed(&self, id: &ChitchatId, now: Instant) -> u64 {
-        match self.accepted.get(&(id.node_id.to_string(), id.generation_id)) {
+        match self
+            .accepted
+            .get(&(id.node_id.to_string(), id.generation_id))
+        {
             None => MAX_FIRST_SEEN,
             Some((largest, at)) => {
                 let elapsed_ms = now.saturating_duration_since(*at).as_millis();
-                let growth = (elapsed_ms.saturating_mul(u128::from(MAX_RATE_PER_SEC)) / 1_000).min(u128::from(u64::MAX)) as u64;
+                let growth = (elapsed_ms.saturating_mul(u128::from(MAX_RATE_PER_SEC)) / 1_000)
+                    .min(u128::from(u64::MAX)) as u64;
                 largest.saturating_add(growth).saturating_add(SLACK)
             }
         }
@@ -120,7 +137,11 @@ mod tests {
     use std::net::SocketAddr;
 
     fn id(name: &str, generation: u64) -> ChitchatId {
-        ChitchatId::new(name.to_string(), generation, SocketAddr::from(([127, 0, 0, 1], 7000)))
+        ChitchatId::new(
+            name.to_string(),
+            generation,
+            SocketAddr::from(([127, 0, 0, 1], 7000)),
+        )
     }
 
     fn syn(claims: &[(ChitchatId, u64)]) -> Vec<u8> {
@@ -156,13 +177,19 @@ mod tests {
     fn absurd_jumps_are_refused_and_normal_growth_is_not() {
         let mut book = HeartbeatBook::default();
         let start = Instant::now();
-        assert!(matches!(book.admit(&[(id("a", 1), 1 << 63)], start), Err(DigestRefusal::Jump { .. })));
+        assert!(matches!(
+            book.admit(&[(id("a", 1), 1 << 63)], start),
+            Err(DigestRefusal::Jump { .. })
+        ));
         assert_eq!(book.admit(&[(id("a", 1), 100)], start), Ok(()));
         // Ten seconds later: up to 100 + 10,000 + 10 × 1,000.
         let later = start + Duration::from_secs(10);
         assert_eq!(book.admit(&[(id("a", 1), 20_100)], later), Ok(()));
         let refused = book.admit(&[(id("a", 1), 20_100 + SLACK + 1), (id("b", 1), 1)], later);
-        assert!(matches!(refused, Err(DigestRefusal::Jump { ref node, .. }) if node == "a"), "{refused:?}");
+        assert!(
+            matches!(refused, Err(DigestRefusal::Jump { ref node, .. }) if node == "a"),
+            "{refused:?}"
+        );
         // A refused datagram records nothing, not even its valid claims.
         assert_eq!(book.allowed(&id("b", 1), later), MAX_FIRST_SEEN);
         // A restart is a new generation: its count starts over, and is checked on its own.

@@ -58,7 +58,11 @@ pub fn seal(secret: &[u8], sent_ms: u64, payload: &[u8]) -> Vec<u8> {
 }
 
 /// The payload of a frame received at `now_ms`, if it proves the secret and is fresh.
-pub fn open<'frame>(secret: &[u8], now_ms: u64, frame: &'frame [u8]) -> Result<&'frame [u8], Refusal> {
+pub fn open<'frame>(
+    secret: &[u8],
+    now_ms: u64,
+    frame: &'frame [u8],
+) -> Result<&'frame [u8], Refusal> {
     if frame.len() < FRAME_OVERHEAD || frame[..FRAME_MAGIC.len()] != FRAME_MAGIC {
         return Err(Refusal::Malformed);
     }
@@ -181,7 +185,10 @@ mod tests {
             altered[at] ^= 0x01;
             assert!(open(b"s", NOW, &altered).is_err(), "byte {at} altered");
         }
-        assert_eq!(open(b"s", NOW, &frame[..frame.len() - 1]), Err(Refusal::BadMac));
+        assert_eq!(
+            open(b"s", NOW, &frame[..frame.len() - 1]),
+            Err(Refusal::BadMac)
+        );
     }
 
     #[test]
@@ -197,7 +204,10 @@ mod tests {
         let old = seal(b"s", NOW - skew - 1, b"x");
         assert!(matches!(open(b"s", NOW, &old), Err(Refusal::Stale { .. })));
         let future = seal(b"s", NOW + skew + 1, b"x");
-        assert!(matches!(open(b"s", NOW, &future), Err(Refusal::Stale { .. })));
+        assert!(matches!(
+            open(b"s", NOW, &future),
+            Err(Refusal::Stale { .. })
+        ));
         let edge = seal(b"s", NOW - skew, b"x");
         assert_eq!(open(b"s", NOW, &edge), Ok(&b"x"[..]));
     }
@@ -215,10 +225,22 @@ mod tests {
         counters.record_oversize();
         let snapshot = counters.snapshot(true);
         assert_eq!(
-            (snapshot.accepted, snapshot.malformed, snapshot.bad_mac, snapshot.stale),
+            (
+                snapshot.accepted,
+                snapshot.malformed,
+                snapshot.bad_mac,
+                snapshot.stale
+            ),
             (1, 1, 2, 1)
         );
-        assert_eq!((snapshot.undecodable, snapshot.heartbeat_jumps, snapshot.oversize_dropped), (1, 1, 1));
+        assert_eq!(
+            (
+                snapshot.undecodable,
+                snapshot.heartbeat_jumps,
+                snapshot.oversize_dropped
+            ),
+            (1, 1, 1)
+        );
         assert_eq!(snapshot.dropped(), 6);
     }
 }

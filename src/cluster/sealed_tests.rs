@@ -105,13 +105,20 @@ async fn nodes_without_the_secret_never_join_or_become_main() {
         let view = member.view().borrow().clone();
         assert_eq!(view.main, Some(node("n1")));
         assert_eq!(
-            view.members.iter().map(|m| m.node_id.clone()).collect::<Vec<_>>(),
+            view.members
+                .iter()
+                .map(|m| m.node_id.clone())
+                .collect::<Vec<_>>(),
             live(&["n1", "n2"])
         );
     }
     for stranger in [&rogue, &wrong] {
         let view = stranger.view().borrow().clone();
-        assert_eq!(view.live_ids(), vec![stranger.self_id().clone()], "{view:?}");
+        assert_eq!(
+            view.live_ids(),
+            vec![stranger.self_id().clone()],
+            "{view:?}"
+        );
     }
     let plain = rogue.gossip_counters();
     assert!(!plain.authenticated && plain.accepted == 0, "{plain:?}");
@@ -139,10 +146,15 @@ async fn forged_and_stale_datagrams_are_dropped_and_counted() {
     let [p1, p2] = free_udp_ports::<2>();
     let n1 = start("n1", p1, &[p2], BusAuth::secret(SECRET)).await;
     let n2 = start("n2", p2, &[p1], BusAuth::secret(SECRET)).await;
-    wait_view(&n1, "n2 live", |view| view.live_ids() == live(&["n1", "n2"])).await;
+    wait_view(&n1, "n2 live", |view| {
+        view.live_ids() == live(&["n1", "n2"])
+    })
+    .await;
     let before = n1.gossip_counters();
 
-    let attacker = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+    let attacker = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let n2_id = ChitchatId::new("n2".to_string(), 1, addr(p2));
     let forged = forged_heartbeat_syn(&n2_id, &membership::default_cluster_id());
     let now = crate::clock::now_ms();
@@ -165,12 +177,20 @@ async fn forged_and_stale_datagrams_are_dropped_and_counted() {
     // n2 stays live through several seconds of gossip (had the forged heartbeat been believed,
     // it would be dead within about a second), and a fact it sets now still reaches n1.
     let accepted = n1.gossip_counters().accepted;
-    wait_counters(&n1, "150 more genuine datagrams", |c| c.accepted >= accepted + 150).await;
+    wait_counters(&n1, "150 more genuine datagrams", |c| {
+        c.accepted >= accepted + 150
+    })
+    .await;
     assert_eq!(n1.view().borrow().live_ids(), live(&["n1", "n2"]));
-    n2.set_fact(Fact::AdminAddr, "127.0.0.1:1").await.expect("set");
+    n2.set_fact(Fact::AdminAddr, "127.0.0.1:1")
+        .await
+        .expect("set");
     wait_view(&n1, "n2's new fact, n2 live", |view| {
         view.live_ids() == live(&["n1", "n2"])
-            && view.member(&node("n2")).and_then(|m| m.admin_addr.as_deref()) == Some("127.0.0.1:1")
+            && view
+                .member(&node("n2"))
+                .and_then(|m| m.admin_addr.as_deref())
+                == Some("127.0.0.1:1")
     })
     .await;
     for membership in [n1, n2] {
@@ -183,11 +203,16 @@ async fn a_member_relaying_an_absurd_heartbeat_is_not_believed() {
     let [p1, p2] = free_udp_ports::<2>();
     let n1 = start("n1", p1, &[p2], BusAuth::secret(SECRET)).await;
     let n2 = start("n2", p2, &[p1], BusAuth::secret(SECRET)).await;
-    wait_view(&n1, "n2 live", |view| view.live_ids() == live(&["n1", "n2"])).await;
+    wait_view(&n1, "n2 live", |view| {
+        view.live_ids() == live(&["n1", "n2"])
+    })
+    .await;
     let before = n1.gossip_counters();
 
     // A buggy member (it has the secret) claims n2's heartbeat is 2^63.
-    let member = tokio::net::UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+    let member = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let n2_id = ChitchatId::new("n2".to_string(), 1, addr(p2));
     let forged = forged_heartbeat_syn(&n2_id, &membership::default_cluster_id());
     for _ in 0..2 {
@@ -203,12 +228,20 @@ async fn a_member_relaying_an_absurd_heartbeat_is_not_believed() {
     // about a second (failure detection at the 100 ms test interval). Wait for 150 more genuine
     // datagrams (several seconds of gossip); n2 is still live, and a fact it sets arrives.
     let accepted = n1.gossip_counters().accepted;
-    wait_counters(&n1, "150 more genuine datagrams", |c| c.accepted >= accepted + 150).await;
+    wait_counters(&n1, "150 more genuine datagrams", |c| {
+        c.accepted >= accepted + 150
+    })
+    .await;
     assert_eq!(n1.view().borrow().live_ids(), live(&["n1", "n2"]));
-    n2.set_fact(Fact::AdminAddr, "127.0.0.1:2").await.expect("set");
+    n2.set_fact(Fact::AdminAddr, "127.0.0.1:2")
+        .await
+        .expect("set");
     wait_view(&n1, "n2's new fact, n2 live", |view| {
         view.live_ids() == live(&["n1", "n2"])
-            && view.member(&node("n2")).and_then(|m| m.admin_addr.as_deref()) == Some("127.0.0.1:2")
+            && view
+                .member(&node("n2"))
+                .and_then(|m| m.admin_addr.as_deref())
+                == Some("127.0.0.1:2")
     })
     .await;
     for membership in [n1, n2] {

@@ -232,7 +232,16 @@ impl Socket for SealedSocket {
                 continue;
             }
             let payload = payload.to_vec();
-            let mut pair = self.decoder.take().await?;
+            let mut pair = match self.decoder.take().await {
+                Ok(pair) => pair,
+                // Could not open a new codec pair (ports exhausted?): lose this datagram, as UDP
+                // may, rather than stop gossip.
+                Err(e) => {
+                    self.counters.record_undecodable();
+                    warn!(%from_addr, error = %e, "gossip decoder unavailable");
+                    continue;
+                }
+            };
             let decoded = pair.decode(&payload).await;
             match decoded {
                 Ok(Some(envelope)) => {
