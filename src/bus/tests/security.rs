@@ -225,7 +225,8 @@ async fn headers_are_refused_before_any_body_is_read() {
     let server = start(handler.clone(), BusGate::new(BusAuth::secret(SECRET))).await;
     let huge = (MAX_MESSAGE_BYTES - 1) as u64;
     // Each answer comes while the declared body is still unsent: the server never waited for it.
-    let cases: [(&str, Vec<(&str, String)>, u64, u16); 4] = [
+    type Case = (&'static str, Vec<(&'static str, String)>, u64, u16);
+    let cases: [Case; 4] = [
         ("no auth headers", vec![], huge, 401),
         (
             "a malformed nonce",
