@@ -80,7 +80,8 @@ fn live(names: &[&str]) -> Vec<NodeId> {
 #[tokio::test]
 async fn nodes_without_the_secret_never_join_or_become_main() {
     let [p1, p2, rogue_port, wrong_port] = free_udp_ports::<4>();
-    let n1 = start("n1", p1, &[p2], BusAuth::secret(SECRET)).await;
+    // n1 also lists the strangers' addresses as seeds, so it gossips to them: the other way in.
+    let n1 = start("n1", p1, &[p2, rogue_port, wrong_port], BusAuth::secret(SECRET)).await;
     let n2 = start("n2", p2, &[p1], BusAuth::secret(SECRET)).await;
     for member in [&n1, &n2] {
         wait_view(member, "n1 and n2 live, n1 main", |view| {
@@ -120,8 +121,14 @@ async fn nodes_without_the_secret_never_join_or_become_main() {
             "{view:?}"
         );
     }
+    // The other way: n1's sealed datagrams reach the strangers and are not taken either (the
+    // plain chitchat node drops them as invalid payloads; the other secret counts bad MACs).
+    wait_counters(&wrong, "n1's datagrams refused", |c| c.bad_mac >= 2 && c.accepted == 0).await;
     let plain = rogue.gossip_counters();
     assert!(!plain.authenticated && plain.accepted == 0, "{plain:?}");
+    for stranger in [&rogue, &wrong] {
+        assert_eq!(stranger.view().borrow().live_ids(), vec![stranger.self_id().clone()]);
+    }
     for membership in [rogue, wrong, n1, n2] {
         membership.shutdown().await.expect("stops");
     }
