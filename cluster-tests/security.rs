@@ -1,7 +1,8 @@
 //! The cluster secret against an attacker on the network, with in-process nodes on real sockets
 //! (sealed UDP gossip and the HMAC bus on 127.0.0.1): a node without the secret, or with
 //! another one, never joins or becomes main, even with the smallest id, and what it writes never
-//! reaches the cluster; cluster-wide reads go over the bus and never carry the operator's token.
+//! reaches the cluster; a captured bus call replayed is refused; cluster-wide reads go over the
+//! bus and never carry the operator's token.
 //! Every wait is on a predicate with a bound; each scenario is a sequence of logged phases.
 
 mod harness;
@@ -293,4 +294,64 @@ async fn cluster_reads_go_over_the_bus_and_never_send_the_token() {
     for node in nodes {
         node.node.shutdown().await;
     }
+}
+
+/// Posts a captured bus call (body and auth headers) as is; the status code of the answer.
+async fn post_captured(bus_addr: &str, body: &[u8], signature: &hotrule::bus::auth::Signature) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(bus_addr).await.expect("connect");
+    let head = format!(
+        "POST {} HTTP/1.1\r\nhost: {bus_addr}\r\ncontent-length: {}\r\n{}: {}\r\n{}: {}\r\n{}: {}\r\nconnection: close\r\n\r\n",
+        hotrule::bus::BUS_PATH,
+        body.len(),
+        hotrule::bus::auth::TIMESTAMP_HEADER,
+        signature.timestamp,
+        hotrule::bus::auth::NONCE_HEADER,
+        signature.nonce_hex,
+        hotrule::bus::auth::MAC_HEADER,
+        signature.mac_hex,
+    );
+    stream.write_all(head.as_bytes()).await.expect("head");
+    stream.write_all(body).await.expect("body");
+    let mut answer = vec![0u8; 64];
+    let read = tokio::time::timeout(WAIT, stream.read(&mut answer)).await.expect("answered").expect("read");
+    String::from_utf8_lossy(&answer[..read]).split(' ').nth(1).and_then(|code| code.parse().ok()).unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_captured_forward_replayed_cannot_overwrite_a_newer_write() {
+    let s = "replay";
+    let [p1] = free_udp_ports::<1>();
+    let n1 = start_udp_node("n1", p1, &[], BusAuth::secret(SECRET)).await;
+    let bus_addr = status(&n1).await["members"][0]["busAddr"].as_str().expect("bus address").to_string();
+
+    phase(s, "a member's signed forward of version A is captured on the wire, and delivered");
+    let key = hotrule::ids::RuleKey::new(
+        hotrule::ids::Catalog::OtelRules,
+        hotrule::ids::RuleName::parse("replayed").expect("name"),
+    );
+    let forward = hotrule::bus::BusRequest::Forward {
+        op: hotrule::bus::ForwardOp::AddOrUpdate { key, content: rule("old").into_bytes(), allow_storage_change: false, force: false },
+        sender: NodeId("n2".into()),
+        issued_at_ms: hotrule::clock::now_ms(),
+    };
+    let body = hotrule::bus::messages::encode_request(&forward).expect("encode");
+    let signature = BusAuth::secret(SECRET)
+        .sign(hotrule::clock::now_ms(), &hotrule::bus::auth::new_nonce(), hotrule::bus::BUS_PATH, &body)
+        .expect("signs");
+    assert_eq!(post_captured(&bus_addr, &body, &signature).await, 200);
+    let old_hash = hotrule::ids::ContentHash::of(rule("old").as_bytes()).0;
+    assert_eq!(n1.row("otel-rules", "replayed").await.map(|r| r["contentHash"].clone()), Some(old_hash.into()));
+
+    phase(s, "the operator writes version B; the captured forward is replayed");
+    let (code, json) = n1.push("otel-rules", "replayed", &rule("new"), &[]).await;
+    assert_eq!(code, 200, "{json}");
+    for _ in 0..3 {
+        assert_eq!(post_captured(&bus_addr, &body, &signature).await, 401, "a replay is refused");
+    }
+    let new_hash = hotrule::ids::ContentHash::of(rule("new").as_bytes()).0;
+    assert_eq!(n1.row("otel-rules", "replayed").await.map(|r| r["contentHash"].clone()), Some(new_hash.into()));
+    let bus = status(&n1).await["security"]["bus"].clone();
+    assert_eq!(bus["replayed"], 3, "{bus}");
+    n1.node.shutdown().await;
 }
