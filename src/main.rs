@@ -635,7 +635,7 @@ async fn cluster_wiring(cluster: &config::model::ClusterConfig, node: &config::N
     let auth = match &cluster.secret {
         Some(secret) => hotrule::bus::BusAuth::secret(secret),
         None => {
-            tracing::warn!("cluster bus runs WITHOUT authentication (--insecure-bus)");
+            tracing::warn!("cluster gossip and bus run WITHOUT authentication (--insecure-bus)");
             hotrule::bus::BusAuth::Insecure
         }
     };
@@ -651,7 +651,8 @@ async fn cluster_wiring(cluster: &config::model::ClusterConfig, node: &config::N
     };
     Ok(ClusterWiring {
         membership,
-        gossip: hotrule::cluster::GossipTransport::Udp,
+        // The one secret seals gossip and signs the bus: membership and data alike.
+        gossip: hotrule::cluster::GossipTransport::Udp(auth.clone()),
         bus: BusWiring::Http { listener: bus_listener, advertise: cluster.bus_advertise.clone(), auth },
         replication,
         admin_advertise: cluster.admin_advertise.clone(),

@@ -117,6 +117,14 @@ pub fn outcome_response(outcome: &Outcome, catalog: &str, name: &str) -> Respons
     (status_code(outcome.status), axum::Json(outcome_body(outcome, catalog, name))).into_response()
 }
 
+/// A read-only view of this node, served over the bus to a peer fanning out a cluster-wide read.
+pub fn node_view(state: &AdminState, what: crate::bus::NodeView) -> Vec<u8> {
+    match what {
+        crate::bus::NodeView::Rules => reads::list_view(state, None),
+        crate::bus::NodeView::Agents => agents::local_agents_view(state),
+    }
+}
+
 pub fn router(state: Arc<AdminState>) -> Router {
     let rules = Router::new()
         .route("/runtime/rule/addOrUpdate", post(writes::add_or_update))

@@ -379,6 +379,11 @@ pub async fn cluster_status(State(state): State<Arc<AdminState>>) -> Response {
         "members": members,
         // False until this node's state is confirmed against the cluster (its first sync).
         "agentConfigsServed": state.agents.serving(),
+        // What the cluster secret let in and kept out (see docs/security.md).
+        "security": {
+            "gossip": cluster.membership.gossip_counters(),
+            "bus": cluster.bus_gate.snapshot(),
+        },
     }))
     .into_response()
 }
@@ -390,16 +395,13 @@ async fn cluster_list(state: &AdminState) -> Value {
     let mut unreachable = Vec::new();
     let main = state.cluster.as_ref().and_then(|c| c.view().main).map(|m| m.0).unwrap_or_else(|| state.node_id.0.clone());
     if let Some(cluster) = &state.cluster {
-        let token = state.token();
-        for member in cluster.view().live_peers() {
-            let Some(addr) = member.admin_addr.clone() else { continue };
-            let answer = match crate::client::AdminClient::new(&addr, token.clone()) {
-                Ok(client) => client.get("/runtime/rule/list").await.ok().and_then(|r| r.json()),
-                Err(_) => None,
-            };
+        // Over the authenticated bus: a peer proves the secret to answer, and the operator's
+        // token never leaves this node.
+        let answers = crate::replication::fan_out(cluster, crate::bus::NodeView::Rules).await;
+        for (node, answer) in answers {
             match answer {
-                Some(view) => views.push((member.node_id.0.clone(), view)),
-                None => unreachable.push(member.node_id.0.clone()),
+                Some(view) => views.push((node.0, view)),
+                None => unreachable.push(node.0),
             }
         }
     }
