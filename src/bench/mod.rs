@@ -2,6 +2,7 @@
 
 mod chaos;
 pub mod cluster;
+pub mod etcd;
 mod writes;
 
 use std::process::ExitCode;
@@ -53,6 +54,17 @@ pub enum BenchCommand {
         /// Stop starting rounds after this many seconds.
         #[arg(long, default_value_t = 1200)]
         time_limit: u64,
+    },
+    /// The failover anchor: kill -9 of the leader of a three-member etcd cluster (Debian's
+    /// `etcd-server`), measured as `bench cluster` measures hotrule's main.
+    Etcd {
+        #[arg(long, default_value = "./bench-data/etcd")]
+        dir: std::path::PathBuf,
+        #[arg(long, default_value_t = 15)]
+        rounds: usize,
+        /// Members listen on 127.0.<net>.1 .. 127.0.<net>.3.
+        #[arg(long, default_value_t = 94)]
+        net: u8,
     },
     /// `GET /runtime/rule/list` latency with N rules stored.
     List {
@@ -113,7 +125,17 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit)).await)
         }
         BenchCommand::Agents(args) => report(bench_agents(args).await),
+        BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net).await),
     }
+}
+
+async fn bench_etcd(dir: &std::path::Path, rounds: usize, net: u8) -> Result<(), String> {
+    if rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
+    let results = etcd::failover(dir, rounds, net).await?;
+    println!("{}", etcd::summarize("etcd 3-member cluster", &results));
+    Ok(())
 }
 
 async fn bench_agents(args: AgentsArgs) -> Result<(), String> {
