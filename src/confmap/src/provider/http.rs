@@ -41,7 +41,7 @@ use super::{Env, Provider, ProviderError, Retrieved};
 use crate::uri::Uri;
 use target::Target;
 
-/// Limit on the status line plus headers (hyper's read buffer; its minimum is 8 KiB).
+/// Limit on the status line plus headers.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 /// Why an `http:`/`https:` URI could not be fetched.
@@ -271,7 +271,7 @@ impl HttpProvider {
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
-            .max_buf_size(MAX_HEAD_BYTES)
+            .max_header_size(MAX_HEAD_BYTES)
             .handshake(TokioIo::new(stream))
             .await
             .map_err(|error| failure::exchange(url, error))?;
