@@ -183,8 +183,9 @@ impl HttpProvider {
                     source,
                 })?;
             // The timer is made inside the runtime (`timeout` needs its time driver).
-            let outcome = runtime
-                .block_on(async { tokio::time::timeout(self.timeout, self.fetch(prepared, &url)).await });
+            let outcome = runtime.block_on(async {
+                tokio::time::timeout(self.timeout, self.fetch(prepared, &url)).await
+            });
             // A name lookup still running on tokio's blocking pool is not waited for.
             runtime.shutdown_background();
             outcome.map_err(|_elapsed| HttpError::Timeout {
@@ -196,7 +197,10 @@ impl HttpProvider {
             return fetch();
         }
         // A runtime cannot be started inside another one; block a helper thread instead.
-        tracing::debug!(url, "fetching on a helper thread: called from inside a tokio runtime");
+        tracing::debug!(
+            url,
+            "fetching on a helper thread: called from inside a tokio runtime"
+        );
         std::thread::scope(|scope| {
             scope
                 .spawn(fetch)

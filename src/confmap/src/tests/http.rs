@@ -201,11 +201,7 @@ fn redirects_are_not_followed() {
 
 #[test]
 fn a_non_standard_reason_phrase_is_reported_as_sent() {
-    let (base, server) = serve_once(response(
-        "418 Out Of Coffee",
-        "Content-Length: 0\r\n",
-        "",
-    ));
+    let (base, server) = serve_once(response("418 Out Of Coffee", "Content-Length: 0\r\n", ""));
     let url = format!("{base}/x");
     let error = fetch(&HttpProvider::http(), &url).expect_err("418");
     assert_eq!(
