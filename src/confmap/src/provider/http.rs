@@ -1,11 +1,13 @@
-//! The `http` and `https` providers: a plain blocking HTTP/1.1 GET whose body is parsed as YAML.
+//! The `http` and `https` providers: one HTTP/1.1 GET whose body is parsed as YAML.
 //!
-//! Written on `std::net::TcpStream` to avoid an HTTP client dependency; `https:` runs the same
-//! exchange inside a TLS session (rustls with the ring provider). One overall deadline covers
-//! connecting, the TLS handshake, sending and reading (default 5 s; name resolution itself is not
-//! bounded by it); the body is capped (default 1 MiB) whether it is sized by `Content-Length`,
-//! chunked, or read to the end. Any status outside 2xx is an error; redirects are not followed;
-//! credentials in the URL are refused.
+//! The exchange is hyper's HTTP/1.1 client over a tokio TCP stream, inside a TLS session
+//! (tokio-rustls with the ring provider) for `https:`. [`Provider`] is synchronous, so each fetch
+//! runs on its own current-thread tokio runtime; a caller that is itself on a tokio runtime (which
+//! must not block there, but might) gets the fetch run on a scoped helper thread instead of a panic.
+//! One overall deadline covers name resolution, connecting, the TLS handshake, sending and reading
+//! (default 5 s); the body is capped (default 1 MiB) whether it is sized by `Content-Length`,
+//! chunked, or read to the end, and the response head by 64 KiB. Any status outside 2xx is an
+//! error; redirects are not followed; credentials in the URL are refused.
 //!
 //! For `https:` the server name sent (SNI) and verified is the URL's host. The server certificate is
 //! always verified, against the public web CA roots (compiled in from `webpki-roots`) plus, for the
@@ -15,19 +17,29 @@
 //! certificates given directly. There is no way to turn verification off: an untrusted or
 //! mismatching certificate is [`HttpError::Certificate`].
 
-use std::fmt;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+mod failure;
+mod target;
 
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty, LengthLimitError, Limited};
+use hyper::body::{Body, Bytes};
+use hyper::header::{ACCEPT, CONNECTION, HOST, USER_AGENT};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use rustls::pki_types::pem::PemObject;
-use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::CertificateDer;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 
 use super::{Env, Provider, ProviderError, Retrieved};
 use crate::uri::Uri;
+use target::Target;
 
 /// Limit on the status line plus headers.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -96,6 +108,14 @@ pub struct HttpProvider {
     extra_roots: ExtraRoots,
 }
 
+/// What one fetch needs once everything that can fail without the network has been checked.
+struct Prepared {
+    target: Target,
+    request: Request<Empty<Bytes>>,
+    /// The TLS client and the server name to verify, for `https:`.
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+}
+
 impl HttpProvider {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
     pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -152,88 +172,182 @@ impl HttpProvider {
 
     fn get(&self, uri: &Uri) -> Result<String, HttpError> {
         let url = uri.to_string();
-        let tls = self.scheme == "https";
-        let target = Target::parse(uri.opaque(), if tls { 443 } else { 80 }).map_err(|reason| {
-            HttpError::BadUrl {
+        let prepared = self.prepare(uri, &url)?;
+        let fetch = || -> Result<String, HttpError> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .enable_time()
+                .build()
+                .map_err(|source| HttpError::Io {
+                    uri: url.clone(),
+                    source,
+                })?;
+            // The timer is made inside the runtime (`timeout` needs its time driver).
+            let outcome = runtime.block_on(async {
+                tokio::time::timeout(self.timeout, self.fetch(prepared, &url)).await
+            });
+            // A name lookup still running on tokio's blocking pool is not waited for.
+            runtime.shutdown_background();
+            outcome.map_err(|_elapsed| HttpError::Timeout {
                 uri: url.clone(),
-                reason,
-            }
-        })?;
-        // Everything that can fail without the network fails before connecting.
-        let client = if tls {
-            Some(self.tls_client(&target, &url)?)
+                timeout: self.timeout,
+            })?
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return fetch();
+        }
+        // A runtime cannot be started inside another one; block a helper thread instead.
+        tracing::debug!(
+            url,
+            "fetching on a helper thread: called from inside a tokio runtime"
+        );
+        std::thread::scope(|scope| {
+            scope
+                .spawn(fetch)
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    }
+
+    /// Everything that can fail without the network fails here, before connecting.
+    fn prepare(&self, uri: &Uri, url: &str) -> Result<Prepared, HttpError> {
+        let tls = self.scheme == "https";
+        let bad_url = |reason| HttpError::BadUrl {
+            uri: url.to_owned(),
+            reason,
+        };
+        let target = Target::parse(uri.opaque(), if tls { 443 } else { 80 }).map_err(bad_url)?;
+        let request = Request::get(target.path.as_str())
+            .header(HOST, target.authority.as_str())
+            .header(USER_AGENT, "hotrule-confmap")
+            .header(ACCEPT, "*/*")
+            .header(CONNECTION, "close")
+            .body(Empty::new())
+            .map_err(|_| bad_url("the path or the host is not valid in an HTTP request"))?;
+        let tls = if tls {
+            let server_name = ServerName::try_from(target.host.as_str())
+                .map_err(|_| bad_url("the host is not a valid TLS server name"))?
+                .to_owned();
+            Some((self.tls_connector(url)?, server_name))
         } else {
             None
         };
-        let socket = DeadlineStream::connect(&target, &url, self.timeout)?;
-        match client {
-            None => self.exchange(Connection::new(socket, &url, self.timeout), &target),
-            Some(client) => {
-                let mut stream = StreamOwned::new(client, socket);
-                handshake(&mut stream, &url, self.timeout)?;
-                self.exchange(Connection::new(stream, &url, self.timeout), &target)
+        Ok(Prepared {
+            target,
+            request,
+            tls,
+        })
+    }
+
+    /// Connects, runs the TLS handshake for `https:`, and makes the exchange.
+    async fn fetch(&self, prepared: Prepared, url: &str) -> Result<String, HttpError> {
+        let Prepared {
+            target,
+            request,
+            tls,
+        } = prepared;
+        let tcp = TcpStream::connect((target.host.as_str(), target.port))
+            .await
+            .map_err(|source| HttpError::Connect {
+                uri: url.to_owned(),
+                source,
+            })?;
+        match tls {
+            None => self.exchange(tcp, request, url).await,
+            Some((connector, server_name)) => {
+                let stream = connector
+                    .connect(server_name, tcp)
+                    .await
+                    .map_err(|error| failure::handshake(url, error))?;
+                self.exchange(stream, request, url).await
             }
         }
     }
 
-    /// Sends the request and reads the response over a plain or TLS stream.
-    fn exchange<S: Read + Write>(
+    /// Sends the request over a plain or TLS stream and reads the response.
+    async fn exchange<S>(
         &self,
-        mut connection: Connection<'_, S>,
-        target: &Target,
-    ) -> Result<String, HttpError> {
-        let url = connection.url;
-        let request = format!(
-            "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: hotrule-confmap\r\nAccept: */*\r\nConnection: close\r\n\r\n",
-            target.path, target.authority
-        );
-        connection.write_all(request.as_bytes())?;
-        let head = connection.read_head()?;
-        if !(200..300).contains(&head.status) {
-            return Err(HttpError::Status {
-                uri: url.to_owned(),
-                status: head.status,
-                reason: head.reason,
-            });
-        }
-        let body = if head.chunked {
-            connection.read_chunked(self.max_body_bytes)?
-        } else if let Some(length) = head.content_length {
-            if length > self.max_body_bytes {
-                return Err(HttpError::BodyTooLarge {
-                    uri: url.to_owned(),
-                    limit: self.max_body_bytes,
-                });
+        stream: S,
+        request: Request<Empty<Bytes>>,
+        url: &str,
+    ) -> Result<String, HttpError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
+            .max_header_size(MAX_HEAD_BYTES)
+            .handshake(TokioIo::new(stream))
+            .await
+            .map_err(|error| failure::exchange(url, error))?;
+        // Drives the connection; its failures also reach the response and the body below.
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "http provider connection ended with an error");
             }
-            connection.read_exact_bytes(length)?
-        } else {
-            connection.read_to_end(self.max_body_bytes)?
-        };
+        });
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|error| failure::exchange(url, error))?;
+        let body = self.read_body(response, url).await?;
         String::from_utf8(body).map_err(|_| HttpError::NotUtf8 {
             uri: url.to_owned(),
         })
     }
 
-    /// A TLS client for `target`: SNI and verification against its host, trusting the roots.
-    fn tls_client(&self, target: &Target, url: &str) -> Result<ClientConnection, HttpError> {
-        let server_name = ServerName::try_from(target.host.as_str())
-            .map_err(|_| HttpError::BadUrl {
+    /// The body of a 2xx response, within the size limit.
+    async fn read_body(
+        &self,
+        response: Response<hyper::body::Incoming>,
+        url: &str,
+    ) -> Result<Vec<u8>, HttpError> {
+        let status = response.status();
+        if !status.is_success() {
+            let reason = match response.extensions().get::<hyper::ext::ReasonPhrase>() {
+                Some(phrase) => String::from_utf8_lossy(phrase.as_bytes()).into_owned(),
+                None => status.canonical_reason().unwrap_or_default().to_owned(),
+            };
+            return Err(HttpError::Status {
                 uri: url.to_owned(),
-                reason: "the host is not a valid TLS server name",
-            })?
-            .to_owned();
-        let tls_error = |error: rustls::Error| HttpError::Tls {
+                status: status.as_u16(),
+                reason,
+            });
+        }
+        let too_large = || HttpError::BodyTooLarge {
             uri: url.to_owned(),
-            reason: error.to_string(),
+            limit: self.max_body_bytes,
         };
+        // A Content-Length over the limit is refused without reading the body.
+        let declared = response.body().size_hint().lower();
+        if usize::try_from(declared).map_or(true, |length| length > self.max_body_bytes) {
+            return Err(too_large());
+        }
+        match Limited::new(response.into_body(), self.max_body_bytes)
+            .collect()
+            .await
+        {
+            Ok(collected) => Ok(collected.to_bytes().to_vec()),
+            Err(error) if error.is::<LengthLimitError>() => Err(too_large()),
+            Err(error) => Err(match error.downcast::<hyper::Error>() {
+                Ok(error) => failure::exchange(url, *error),
+                Err(other) => failure::other(url, &*other),
+            }),
+        }
+    }
+
+    /// A TLS client trusting the public web roots plus the extra CA certificates, if any.
+    fn tls_connector(&self, url: &str) -> Result<TlsConnector, HttpError> {
         let roots = self.root_store(url)?;
         let config =
             ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
                 .with_safe_default_protocol_versions()
-                .map_err(tls_error)?
+                .map_err(|error| HttpError::Tls {
+                    uri: url.to_owned(),
+                    reason: error.to_string(),
+                })?
                 .with_root_certificates(roots)
                 .with_no_client_auth();
-        ClientConnection::new(Arc::new(config), server_name).map_err(tls_error)
+        Ok(TlsConnector::from(Arc::new(config)))
     }
 
     /// The public web roots plus the extra CA certificates, if any.
@@ -299,425 +413,9 @@ fn add_pem_certificates(roots: &mut RootCertStore, pem: &[u8]) -> Result<usize, 
     Ok(added)
 }
 
-/// Runs the TLS handshake to its end, so its failures are reported as such.
-fn handshake(
-    stream: &mut StreamOwned<ClientConnection, DeadlineStream>,
-    url: &str,
-    timeout: Duration,
-) -> Result<(), HttpError> {
-    while stream.conn.is_handshaking() {
-        match stream.conn.complete_io(&mut stream.sock) {
-            Ok((0, 0)) => {
-                return Err(HttpError::Tls {
-                    uri: url.to_owned(),
-                    reason: "the handshake stalled".to_owned(),
-                });
-            }
-            Ok(_) => {}
-            Err(error) if error.kind() == ErrorKind::UnexpectedEof => {
-                return Err(HttpError::Tls {
-                    uri: url.to_owned(),
-                    reason: "the server closed the connection during the handshake".to_owned(),
-                });
-            }
-            Err(error) => {
-                return Err(match classify_io_error(url, timeout, error) {
-                    HttpError::Io { uri, source } => HttpError::Tls {
-                        uri,
-                        reason: format!("handshake failed: {source}"),
-                    },
-                    other => other,
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Maps an I/O error of a plain or TLS stream: timeouts, TLS failures, and the rest.
-fn classify_io_error(url: &str, timeout: Duration, source: std::io::Error) -> HttpError {
-    if matches!(source.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
-        return HttpError::Timeout {
-            uri: url.to_owned(),
-            timeout,
-        };
-    }
-    match source
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-    {
-        Some(tls) => tls_error(url, tls),
-        None => HttpError::Io {
-            uri: url.to_owned(),
-            source,
-        },
-    }
-}
-
-fn tls_error(url: &str, error: &rustls::Error) -> HttpError {
-    use rustls::CertificateError;
-    let uri = url.to_owned();
-    match error {
-        rustls::Error::InvalidCertificate(problem) => {
-            let reason = match problem {
-                CertificateError::UnknownIssuer => format!(
-                    "certificate not trusted: it is not issued by a trusted CA (add the CA \
-                     certificate to the PEM file named by {})",
-                    HttpProvider::CA_FILE_VAR
-                ),
-                CertificateError::NotValidForName
-                | CertificateError::NotValidForNameContext { .. } => {
-                    format!("hostname mismatch: {problem}")
-                }
-                other => other.to_string(),
-            };
-            HttpError::Certificate { uri, reason }
-        }
-        rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => {
-            HttpError::Tls {
-                uri,
-                reason: format!("{error} (is the server speaking TLS?)"),
-            }
-        }
-        other => HttpError::Tls {
-            uri,
-            reason: other.to_string(),
-        },
-    }
-}
-
-/// Where to connect and what to ask for.
-struct Target {
-    host: String,
-    port: u16,
-    authority: String,
-    path: String,
-}
-
-impl Target {
-    /// Parses the opaque part of `http://host[:port][/path][?query]`, i.e. `//host...`; the port
-    /// defaults to `default_port`.
-    fn parse(opaque: &str, default_port: u16) -> Result<Target, &'static str> {
-        let rest = opaque
-            .strip_prefix("//")
-            .ok_or("expected http://host[:port]/path")?;
-        let rest = rest.split('#').next().unwrap_or_default();
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let (authority, path) = rest.split_at(authority_end);
-        if authority.contains('@') {
-            return Err("credentials in the URL are not supported");
-        }
-        let (host, port) = if let Some(bracketed) = authority.strip_prefix('[') {
-            let (host, after) = bracketed
-                .split_once(']')
-                .ok_or("unterminated IPv6 address")?;
-            (host, after.strip_prefix(':'))
-        } else {
-            match authority.rsplit_once(':') {
-                Some((host, port)) => (host, Some(port)),
-                None => (authority, None),
-            }
-        };
-        if host.is_empty() {
-            return Err("missing host");
-        }
-        let port = match port {
-            Some(port) => port.parse::<u16>().map_err(|_| "invalid port")?,
-            None => default_port,
-        };
-        let path = match path {
-            "" => "/".to_owned(),
-            query if query.starts_with('?') => format!("/{query}"),
-            path => path.to_owned(),
-        };
-        if path.chars().any(|c| c.is_ascii_control() || c == ' ') {
-            return Err("the path contains spaces or control characters");
-        }
-        Ok(Target {
-            host: host.to_owned(),
-            port,
-            authority: authority.to_owned(),
-            path,
-        })
-    }
-}
-
-struct Head {
-    status: u16,
-    reason: String,
-    content_length: Option<usize>,
-    chunked: bool,
-}
-
-/// A TCP stream whose every read and write is bounded by one deadline; past it, reads and writes
-/// fail with [`ErrorKind::TimedOut`].
-struct DeadlineStream {
-    tcp: TcpStream,
-    deadline: Instant,
-}
-
-impl DeadlineStream {
-    /// Connects to `target`; the deadline, `timeout` from now, bounds this and all later I/O.
-    fn connect(target: &Target, url: &str, timeout: Duration) -> Result<DeadlineStream, HttpError> {
-        let deadline = Instant::now() + timeout;
-        let addresses = (target.host.as_str(), target.port)
-            .to_socket_addrs()
-            .map_err(|source| HttpError::Connect {
-                uri: url.to_owned(),
-                source,
-            })?;
-        let mut last_error =
-            std::io::Error::new(ErrorKind::NotFound, "host resolved to no address");
-        for address in addresses {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return Err(HttpError::Timeout {
-                    uri: url.to_owned(),
-                    timeout,
-                });
-            }
-            match TcpStream::connect_timeout(&address, remaining) {
-                Ok(tcp) => return Ok(DeadlineStream { tcp, deadline }),
-                Err(error) if error.kind() == ErrorKind::TimedOut => {
-                    return Err(HttpError::Timeout {
-                        uri: url.to_owned(),
-                        timeout,
-                    });
-                }
-                Err(error) => last_error = error,
-            }
-        }
-        Err(HttpError::Connect {
-            uri: url.to_owned(),
-            source: last_error,
-        })
-    }
-
-    fn remaining(&self) -> std::io::Result<Duration> {
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(ErrorKind::TimedOut.into());
-        }
-        Ok(remaining)
-    }
-}
-
-impl Read for DeadlineStream {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.tcp.set_read_timeout(Some(self.remaining()?))?;
-        self.tcp.read(buf)
-    }
-}
-
-impl Write for DeadlineStream {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.tcp.set_write_timeout(Some(self.remaining()?))?;
-        self.tcp.write(buf)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.tcp.flush()
-    }
-}
-
-/// One request's connection over a plain or TLS stream (itself bounded by the request's deadline):
-/// the response parsing shared by `http:` and `https:`.
-struct Connection<'a, S> {
-    stream: S,
-    url: &'a str,
-    timeout: Duration,
-    buffer: Vec<u8>,
-    eof: bool,
-}
-
-impl<'a, S: Read + Write> Connection<'a, S> {
-    fn new(stream: S, url: &'a str, timeout: Duration) -> Connection<'a, S> {
-        Connection {
-            stream,
-            url,
-            timeout,
-            buffer: Vec::new(),
-            eof: false,
-        }
-    }
-
-    fn io_error(&self, source: std::io::Error) -> HttpError {
-        classify_io_error(self.url, self.timeout, source)
-    }
-
-    fn bad(&self, reason: &'static str) -> HttpError {
-        HttpError::BadResponse {
-            uri: self.url.to_owned(),
-            reason,
-        }
-    }
-
-    fn write_all(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
-        self.stream
-            .write_all(bytes)
-            .and_then(|()| self.stream.flush())
-            .map_err(|error| self.io_error(error))
-    }
-
-    /// Reads more bytes into the buffer; false at end of stream.
-    fn fill(&mut self) -> Result<bool, HttpError> {
-        if self.eof {
-            return Ok(false);
-        }
-        let mut chunk = [0u8; 8192];
-        match self.stream.read(&mut chunk) {
-            Ok(0) => {
-                self.eof = true;
-                Ok(false)
-            }
-            Ok(read) => {
-                self.buffer.extend_from_slice(&chunk[..read]);
-                Ok(true)
-            }
-            Err(error) if error.kind() == ErrorKind::Interrupted => Ok(true),
-            Err(error) => Err(self.io_error(error)),
-        }
-    }
-
-    /// Takes one CRLF-terminated line (without the CRLF) of at most `max` bytes.
-    fn read_line(&mut self, max: usize) -> Result<Vec<u8>, HttpError> {
-        loop {
-            if let Some(end) = self.buffer.windows(2).position(|pair| pair == b"\r\n") {
-                let line = self.buffer[..end].to_vec();
-                self.buffer.drain(..end + 2);
-                return Ok(line);
-            }
-            if self.buffer.len() > max {
-                return Err(self.bad("line too long"));
-            }
-            if !self.fill()? {
-                return Err(self.bad("connection closed mid-line"));
-            }
-        }
-    }
-
-    fn read_head(&mut self) -> Result<Head, HttpError> {
-        let status_line = self.read_line(MAX_HEAD_BYTES)?;
-        let status_line = String::from_utf8_lossy(&status_line).into_owned();
-        let mut parts = status_line.splitn(3, ' ');
-        let version = parts.next().unwrap_or_default();
-        let status = parts.next().and_then(|code| code.parse::<u16>().ok());
-        let (true, Some(status)) = (version.starts_with("HTTP/1."), status) else {
-            return Err(self.bad("invalid status line"));
-        };
-        let reason = parts.next().unwrap_or_default().to_owned();
-        let mut head = Head {
-            status,
-            reason,
-            content_length: None,
-            chunked: false,
-        };
-        let mut head_bytes = status_line.len();
-        loop {
-            let line = self.read_line(MAX_HEAD_BYTES)?;
-            head_bytes += line.len() + 2;
-            if head_bytes > MAX_HEAD_BYTES {
-                return Err(self.bad("headers too large"));
-            }
-            if line.is_empty() {
-                return Ok(head);
-            }
-            let line = String::from_utf8_lossy(&line);
-            let Some((name, value)) = line.split_once(':') else {
-                return Err(self.bad("invalid header line"));
-            };
-            let (name, value) = (name.trim(), value.trim());
-            if name.eq_ignore_ascii_case("content-length") {
-                head.content_length = Some(
-                    value
-                        .parse()
-                        .map_err(|_| self.bad("invalid Content-Length"))?,
-                );
-            } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                head.chunked = value
-                    .to_ascii_lowercase()
-                    .split(',')
-                    .any(|coding| coding.trim() == "chunked");
-            }
-        }
-    }
-
-    fn read_exact_bytes(&mut self, length: usize) -> Result<Vec<u8>, HttpError> {
-        while self.buffer.len() < length {
-            if !self.fill()? {
-                return Err(self.bad("connection closed before the end of the body"));
-            }
-        }
-        Ok(self.buffer.drain(..length).collect())
-    }
-
-    fn read_to_end(&mut self, limit: usize) -> Result<Vec<u8>, HttpError> {
-        loop {
-            // The head's last read may already hold (part of) the body.
-            if self.buffer.len() > limit {
-                return Err(HttpError::BodyTooLarge {
-                    uri: self.url.to_owned(),
-                    limit,
-                });
-            }
-            if !self.fill()? {
-                return Ok(std::mem::take(&mut self.buffer));
-            }
-        }
-    }
-
-    fn read_chunked(&mut self, limit: usize) -> Result<Vec<u8>, HttpError> {
-        let mut body = Vec::new();
-        loop {
-            let size_line = self.read_line(1024)?;
-            let size_text = String::from_utf8_lossy(&size_line);
-            let size_text = size_text.split(';').next().unwrap_or_default().trim();
-            let size =
-                usize::from_str_radix(size_text, 16).map_err(|_| self.bad("invalid chunk size"))?;
-            if size == 0 {
-                // Trailers, if any, end with an empty line.
-                while !self.read_line(MAX_HEAD_BYTES)?.is_empty() {}
-                return Ok(body);
-            }
-            if size > limit.saturating_sub(body.len()) {
-                return Err(HttpError::BodyTooLarge {
-                    uri: self.url.to_owned(),
-                    limit,
-                });
-            }
-            body.extend(self.read_exact_bytes(size)?);
-            if !self.read_line(2)?.is_empty() {
-                return Err(self.bad("chunk not followed by CRLF"));
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn target_parsing() {
-        let target = Target::parse("//127.0.0.1:8080/conf/node.yaml?v=1#frag", 80).expect("valid");
-        assert_eq!(
-            (target.host.as_str(), target.port, target.path.as_str()),
-            ("127.0.0.1", 8080, "/conf/node.yaml?v=1")
-        );
-        let target = Target::parse("//[::1]:9/", 80).expect("ipv6");
-        assert_eq!(
-            (target.host.as_str(), target.port, target.authority.as_str()),
-            ("::1", 9, "[::1]:9")
-        );
-        let target = Target::parse("//example.org", 80).expect("no path");
-        assert_eq!((target.port, target.path.as_str()), (80, "/"));
-        let target = Target::parse("//example.org?x=1", 443).expect("https default port");
-        assert_eq!((target.port, target.path.as_str()), (443, "/?x=1"));
-        assert!(Target::parse("example.org/x", 80).is_err());
-        assert!(Target::parse("//user:pw@host/", 80).is_err());
-        assert!(Target::parse("//host:99999/", 80).is_err());
-        assert!(Target::parse("///path", 80).is_err());
-    }
 
     fn fetch(provider: &HttpProvider, url: &str) -> HttpError {
         let uri = Uri::parse(url).expect("valid uri");

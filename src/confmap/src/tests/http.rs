@@ -182,3 +182,81 @@ fn a_closed_port_and_a_garbled_reply_are_errors() {
     );
     server.join().expect("server thread");
 }
+
+#[test]
+fn redirects_are_not_followed() {
+    let (base, server) = serve_once(response(
+        "301 Moved Permanently",
+        "Location: /elsewhere.yaml\r\nContent-Length: 0\r\n",
+        "",
+    ));
+    let url = format!("{base}/moved.yaml");
+    let error = fetch(&HttpProvider::http(), &url).expect_err("301");
+    assert_eq!(
+        error.to_string(),
+        format!("{url}: server answered 301 Moved Permanently")
+    );
+    server.join().expect("server thread");
+}
+
+#[test]
+fn a_non_standard_reason_phrase_is_reported_as_sent() {
+    let (base, server) = serve_once(response("418 Out Of Coffee", "Content-Length: 0\r\n", ""));
+    let url = format!("{base}/x");
+    let error = fetch(&HttpProvider::http(), &url).expect_err("418");
+    assert_eq!(
+        error.to_string(),
+        format!("{url}: server answered 418 Out Of Coffee")
+    );
+    server.join().expect("server thread");
+}
+
+#[test]
+fn a_truncated_body_an_oversized_head_and_non_utf8_are_errors() {
+    let (base, server) = serve_once(response("200 OK", "Content-Length: 100\r\n", "a: 1\n"));
+    let error = fetch(&HttpProvider::http(), &format!("{base}/short")).expect_err("truncated");
+    assert!(
+        matches!(error, ProviderError::Http(HttpError::BadResponse { .. })),
+        "{error}"
+    );
+    server.join().expect("server thread");
+
+    let padding = format!("X-Padding: {}\r\n", "p".repeat(70 * 1024));
+    let (base, server) = serve_once(response("200 OK", &padding, ""));
+    let error = fetch(&HttpProvider::http(), &format!("{base}/big-head")).expect_err("big head");
+    assert!(
+        matches!(error, ProviderError::Http(HttpError::BadResponse { .. })),
+        "{error}"
+    );
+    server.join().expect("server thread");
+
+    let latin1 = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nk: \xe9t\xe9".to_vec();
+    let (base, server) = serve_once(Reply::Send(latin1));
+    let error = fetch(&HttpProvider::http(), &format!("{base}/latin1")).expect_err("not utf-8");
+    assert!(
+        matches!(error, ProviderError::Http(HttpError::NotUtf8 { .. })),
+        "{error}"
+    );
+    server.join().expect("server thread");
+}
+
+/// The node resolves its configuration from async code (startup, reload); the synchronous
+/// provider must work there too instead of panicking on a nested runtime.
+#[test]
+fn a_fetch_from_inside_a_tokio_runtime_works() {
+    let runtimes = [
+        tokio::runtime::Builder::new_current_thread().build(),
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build(),
+    ];
+    for runtime in runtimes {
+        let runtime = runtime.expect("runtime");
+        let (base, server) = serve_once(response("200 OK", "Content-Length: 5\r\n", "a: 1\n"));
+        let retrieved = runtime
+            .block_on(async { fetch(&HttpProvider::http(), &format!("{base}/in-runtime")) })
+            .expect("fetches");
+        assert_eq!(retrieved.value().to_json(), json!({"a": 1}));
+        server.join().expect("server thread");
+    }
+}
