@@ -10,6 +10,7 @@ mod apply_status;
 mod dump;
 mod params;
 mod reads;
+mod rule_test;
 mod writes;
 
 use std::sync::Arc;
@@ -133,6 +134,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/bundled", get(reads::bundled))
         .route("/runtime/rule/list", get(reads::list))
         .route("/runtime/rule/status", get(apply_status::rule_status))
+        .route("/runtime/rule/test", post(rule_test::test_rule))
         .route("/runtime/rule/dump", get(dump::dump_all))
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
         .route("/readyz", get(readyz))
