@@ -175,20 +175,16 @@ fn dry_run(key: &RuleKey, body: &[u8]) -> Result<Value, Refusal> {
         }
         Err(e) => return Err(compile_refusal(&e)),
     };
-    let mut batches = Vec::with_capacity(request.batches.len());
-    let mut previous_ts = i64::MIN;
-    for (index, batch) in request.batches.iter().enumerate() {
-        if batch.timestamp_ms < previous_ts {
+    for (index, pair) in request.batches.windows(2).enumerate() {
+        if pair[1].timestamp_ms < pair[0].timestamp_ms {
             return Err(Refusal::new(
                 ApplyStatus::InvalidParameter,
-                format!("batch {index}: timestampMs {} is older than the previous batch's", batch.timestamp_ms),
+                format!("batch {}: timestampMs {} is older than the previous batch's", index + 1, pair[1].timestamp_ms),
             )
-            .with("batch", index));
+            .with("batch", index + 1));
         }
-        previous_ts = batch.timestamp_ms;
-        batches.push(parse_batch(batch, index)?);
     }
-    Ok(evaluate(&file, &request.batches, batches))
+    evaluate(&file, &request.batches)
 }
 
 fn compile_refusal(error: &CompileError) -> Refusal {
@@ -218,16 +214,18 @@ fn parse_batch(batch: &TestBatch, index: usize) -> Result<Vec<hotrule_mal_engine
     Ok(samples)
 }
 
-/// Evaluates the batches in order on one state; the report lists every rule in file order.
-/// `time()` reads the batch's timestamp: the run replays the batches as if each had just arrived.
-fn evaluate(file: &PreparedFile, requested: &[TestBatch], batches: Vec<Vec<hotrule_mal_engine::Sample>>) -> Value {
+/// Parses and evaluates the batches in order on one state (one batch's samples in memory at a
+/// time); the report lists every rule in file order. `time()` reads the batch's timestamp: the
+/// run replays the batches as if each had just arrived.
+fn evaluate(file: &PreparedFile, requested: &[TestBatch]) -> Result<Value, Refusal> {
     let mut state = EngineState::default();
     let rules = &file.file().rules;
     let mut values: Vec<Vec<Value>> = vec![Vec::new(); rules.len()];
     let mut errors: Vec<Vec<Value>> = vec![Vec::new(); rules.len()];
     let mut warnings: Vec<String> = Vec::new();
     let mut batch_rows = Vec::new();
-    for (index, (batch, samples)) in requested.iter().zip(batches).enumerate() {
+    for (index, batch) in requested.iter().enumerate() {
+        let samples = parse_batch(batch, index)?;
         let evaluation = file.evaluate(&samples, batch.timestamp_ms, &mut state);
         batch_rows.push(json!({
             "timestampMs": batch.timestamp_ms,
@@ -262,7 +260,7 @@ fn evaluate(file: &PreparedFile, requested: &[TestBatch], batches: Vec<Vec<hotru
             row
         })
         .collect();
-    json!({"compiled": true, "batches": batch_rows, "rules": rule_rows, "warnings": warnings})
+    Ok(json!({"compiled": true, "batches": batch_rows, "rules": rule_rows, "warnings": warnings}))
 }
 
 /// The rule a value or error came from: by name and metric (a file may repeat a rule name).
