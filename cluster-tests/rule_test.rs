@@ -181,7 +181,7 @@ async fn the_cli_prints_values_json_and_the_difference_from_the_stored_file() {
     let (code, out, err) = run(args(&[])).await;
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("METRIC"), "{out}");
-    let row = out.lines().filter(|l| l.starts_with("t_cpu ")).last().expect("a t_cpu row");
+    let row = out.lines().rfind(|l| l.starts_with("t_cpu ")).expect("a t_cpu row");
     assert!(row.contains("SERVICE layer=OS_LINUX service=h1") && row.trim_end().ends_with(" 2"), "{row}");
     assert!(out.lines().any(|l| l.starts_with("t_by_mode ") && l.contains("mode=user") && l.trim_end().ends_with(" 90")), "{out}");
 

@@ -11,6 +11,8 @@
 //! compiling, evaluating) runs on the blocking pool, at most [`MAX_CONCURRENT_TESTS`] at a
 //! time, and the input is bounded: [`MAX_TEST_BODY_BYTES`], [`MAX_TEST_BATCHES`],
 //! [`MAX_SAMPLES_PER_BATCH`], and the rule-file limit of the write route.
+// A refusal is built once per request and answered at once: its size does not matter.
+#![allow(clippy::result_large_err)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

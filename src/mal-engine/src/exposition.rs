@@ -357,7 +357,7 @@ fn label_set<'t>(
         let label = &rest[..name_end];
         if !valid_label_name(label) {
             let shown = rest
-                .split(|c: char| c == '=' || c == ',' || c == '}')
+                .split(['=', ',', '}'])
                 .next()
                 .unwrap_or(rest);
             return Err(if rest.is_empty() {

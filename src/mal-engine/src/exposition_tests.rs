@@ -147,9 +147,12 @@ fn the_recorded_node_exporter_scrape() {
     assert!(parsed.types.len() > 100);
 }
 
+/// Text, the line the error must name, and a check of the error.
+type ErrorCase = (&'static str, usize, fn(&ExpositionError) -> bool);
+
 #[test]
 fn each_error_names_its_line() {
-    let cases: Vec<(&str, usize, fn(&ExpositionError) -> bool)> = vec![
+    let cases: Vec<ErrorCase> = vec![
         ("ok 1\n9bad 1", 2, |e| {
             matches!(e, ExpositionError::InvalidMetricName { name, .. } if name == "9bad")
         }),
