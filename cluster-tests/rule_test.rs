@@ -227,8 +227,43 @@ async fn the_cli_prints_values_json_and_the_difference_from_the_stored_file() {
     // Testing changed nothing on the node.
     assert_eq!(node.list().await["rules"], list_before["rules"]);
 
+    // Usage errors exit 2.
+    let (code, _, err) = run(args(&["--interval", "5d"])).await;
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = run(args(&["--label", "novalue"])).await;
+    assert_eq!(code, 2, "{err}");
+
     // --against-current without a stored file of that name fails clearly.
     let (code, _, err) = run(args(&["--against-current", "--name", "nothing-here"])).await;
     assert_eq!(code, 1);
     assert!(err.contains("404") && err.contains("not_found"), "{err}");
+}
+
+/// `otel-rules/vm.yaml` on the engine's two recorded node_exporter scrapes, sent as exposition
+/// text with the labels the OpenTelemetry collector adds: the route gives the values the engine's
+/// own node_exporter test checks by hand.
+#[tokio::test]
+async fn vm_yaml_on_the_recorded_node_exporter_scrapes() {
+    let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |path: &str| std::fs::read_to_string(root.join(path)).expect("read");
+    let vm = read("config/rules/otel-rules/vm.yaml");
+    let labels = json!({"job_name": "vm-monitoring", "node_identifier_host_name": "recorded-host"});
+    let body = json!({
+        "content": vm,
+        "batches": [
+            {"timestampMs": 1_795_598_809_582_i64, "exposition": read("src/mal-engine/tests/data/node-exporter/scrape1.prom"), "labels": labels},
+            {"timestampMs": 1_795_598_871_551_i64, "exposition": read("src/mal-engine/tests/data/node-exporter/scrape2.prom"), "labels": labels},
+        ],
+    });
+    let (code, report) = post_test(&node, "otel-rules", "vm", serde_json::to_vec(&body).expect("json")).await;
+    assert_eq!(code, 200, "{report}");
+    assert_eq!(report["batches"][0]["samples"], 507);
+    let single = |rule_name: &str| value_in(&report, rule_name, 1);
+    assert_eq!(single("cpu_total_percentage"), json!(203));
+    assert_eq!(single("memory_total"), json!(25_276_510_208_i64));
+    assert_eq!(single("memory_used"), json!(3_069_497_344_i64));
+    assert_eq!(value_in(&report, "filesystem_percentage", 1), json!({"mountpoint=/": 77}));
+    assert_eq!(rule(&report, "cpu_total_percentage")["values"][1]["entity"]["service"], "recorded-host");
+    assert!(report["rules"].as_array().expect("rules").iter().all(|r| r["errors"].is_null()), "{report}");
 }
