@@ -1,8 +1,10 @@
 //! `hotrule bench ...`: the benchmarks recorded in docs/benchmarks.md.
 
+pub mod alloc;
 mod chaos;
 pub mod cluster;
 pub mod etcd;
+pub mod mal;
 mod writes;
 
 use std::process::ExitCode;
@@ -82,6 +84,23 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         rounds: u32,
     },
+    /// MAL evaluation on one core, parsing excluded: otel-rules/vm.yaml on node_exporter input
+    /// for many hosts, and every MAL file on its synthesized input; allocations per sample and
+    /// state memory per 10k series. Needs no RocksDB.
+    Mal {
+        /// The rules directory (vm.yaml is <dir>/otel-rules/vm.yaml).
+        #[arg(long, default_value = "./config/rules")]
+        dir: std::path::PathBuf,
+        /// node_exporter hosts, one batch of one scrape each per round.
+        #[arg(long, default_value_t = 200)]
+        hosts: usize,
+        /// Timed rounds (60 s apart) after two warm-up rounds.
+        #[arg(long, default_value_t = 20)]
+        rounds: usize,
+        /// Rounds per corpus file.
+        #[arg(long, default_value_t = 20)]
+        corpus_rounds: usize,
+    },
     /// A fleet of simulated LoongCollector agents heartbeating a node's data listener.
     Agents(AgentsArgs),
 }
@@ -126,6 +145,11 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         }
         BenchCommand::Agents(args) => report(bench_agents(args).await),
         BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net).await),
+        BenchCommand::Mal { dir, hosts, rounds, corpus_rounds } => {
+            // CPU-bound and single-threaded by design: it runs on this thread, off the async
+            // scheduler's hands.
+            report(tokio::task::block_in_place(|| mal::run(&dir, hosts, rounds, corpus_rounds)))
+        }
     }
 }
 

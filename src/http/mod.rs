@@ -11,6 +11,7 @@ mod dump;
 mod layers;
 mod params;
 mod reads;
+mod rule_test;
 mod writes;
 
 use std::sync::Arc;
@@ -143,6 +144,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/bundled", get(reads::bundled))
         .route("/runtime/rule/list", get(reads::list))
         .route("/runtime/rule/status", get(apply_status::rule_status))
+        .route("/runtime/rule/test", post(rule_test::test_rule))
         .route("/runtime/rule/dump", get(dump::dump_all))
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
         .route("/runtime/layers", get(layers::layers))

@@ -22,12 +22,14 @@ mod counter;
 mod emit;
 mod error;
 mod eval;
+pub mod exposition;
 mod k8s;
 mod ops;
 mod output;
 mod regex_cache;
 mod sample;
 mod scope;
+pub mod synth;
 mod value;
 
 use std::collections::{BTreeSet, HashMap, HashSet};

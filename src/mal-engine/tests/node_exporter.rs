@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use hotrule_mal_engine::{EngineState, LabelMap, MetricValue, Sample, ScopeType, Value};
+use hotrule_mal_engine::{EngineState, MetricValue, Sample, ScopeType, Value, exposition};
 
 const VM: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -16,64 +16,18 @@ const T1: i64 = 1_795_598_809_582;
 const T2: i64 = 1_795_598_871_551;
 const HOST: &str = "recorded-host";
 
-/// Parses Prometheus text exposition: `name{l="v",...} value`; comments and blank lines skipped.
+/// The crate's exposition parser, plus the labels SkyWalking's OpenTelemetry collector config for
+/// VM monitoring adds.
 fn parse_prometheus(text: &str, timestamp_ms: i64) -> Vec<Sample> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let (series, value) = match line.rfind('}') {
-            Some(close) => (&line[..=close], line[close + 1..].trim()),
-            None => match line.split_once(' ') {
-                Some((name, value)) => (name, value.trim()),
-                None => continue,
-            },
-        };
-        let value = value.split_whitespace().next().unwrap_or_default();
-        let value = match value {
-            "+Inf" => f64::INFINITY,
-            "-Inf" => f64::NEG_INFINITY,
-            other => other.parse::<f64>().expect("sample value"),
-        };
-        let (name, labels) = match series.split_once('{') {
-            Some((name, rest)) => (name, parse_labels(rest.trim_end_matches('}'))),
-            None => (series, LabelMap::new()),
-        };
-        let mut labels = labels;
-        // What SkyWalking's OpenTelemetry collector config for VM monitoring adds.
+    let mut samples = exposition::parse(text, timestamp_ms, usize::MAX)
+        .expect("valid exposition")
+        .samples;
+    for sample in &mut samples {
+        let labels = Arc::make_mut(&mut sample.labels);
         labels.insert("job_name".to_owned(), "vm-monitoring".to_owned());
         labels.insert("node_identifier_host_name".to_owned(), HOST.to_owned());
-        out.push(Sample::new(name, Arc::new(labels), value, timestamp_ms));
     }
-    out
-}
-
-fn parse_labels(text: &str) -> LabelMap {
-    let mut labels = LabelMap::new();
-    let mut chars = text.chars().peekable();
-    loop {
-        let name: String = chars.by_ref().take_while(|c| *c != '=').collect();
-        let name = name.trim().trim_start_matches(',').trim().to_owned();
-        if name.is_empty() || chars.next() != Some('"') {
-            break;
-        }
-        let mut value = String::new();
-        while let Some(c) = chars.next() {
-            match c {
-                '\\' => match chars.next() {
-                    Some('n') => value.push('\n'),
-                    Some(other) => value.push(other),
-                    None => break,
-                },
-                '"' => break,
-                other => value.push(other),
-            }
-        }
-        labels.insert(name, value);
-    }
-    labels
+    samples
 }
 
 fn value_of<'v>(values: &'v [MetricValue], metric: &str) -> Option<&'v Value> {
