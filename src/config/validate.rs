@@ -60,6 +60,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             issue(key, "must be greater than zero".into());
         }
     }
+    let limits = limits_config(&raw, &mut issue);
     let cluster = admin_listen.and_then(|admin| cluster_config(&raw, admin, &mut issue));
     let agents = admin_listen.and_then(|admin| agents_config(&raw, admin, &mut issue));
     if let Err(e) = tracing_subscriber::EnvFilter::try_new(&raw.log.level) {
@@ -81,9 +82,53 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             watch: raw.config.watch,
             cluster,
             agents,
+            limits,
             raw,
         }),
         _ => Err(issues),
+    }
+}
+
+/// Connection caps above this are refused: each connection is a file descriptor.
+const MAX_CONNECTIONS_SETTING: usize = 65_536;
+
+/// Validates the `limits` section.
+fn limits_config(raw: &RawConfig, issue: &mut impl FnMut(&str, String)) -> crate::listen::ListenLimits {
+    let l = &raw.limits;
+    for (key, value) in [
+        ("limits.header_read_timeout", l.header_read_timeout),
+        ("limits.body_read_timeout", l.body_read_timeout),
+        ("limits.idle_timeout", l.idle_timeout),
+    ] {
+        if value.0.is_zero() {
+            issue(key, "must be greater than zero".into());
+        }
+    }
+    if l.idle_timeout.0 > l.header_read_timeout.0 {
+        issue(
+            "limits.idle_timeout",
+            format!(
+                "must not exceed limits.header_read_timeout ({}): the wait for the next request head is bounded by it",
+                l.header_read_timeout
+            ),
+        );
+    }
+    for (key, value) in [
+        ("limits.admin_connections", l.admin_connections),
+        ("limits.bus_connections", l.bus_connections),
+        ("limits.data_connections", l.data_connections),
+    ] {
+        if value == 0 || value > MAX_CONNECTIONS_SETTING {
+            issue(key, format!("{value} is not between 1 and {MAX_CONNECTIONS_SETTING}"));
+        }
+    }
+    crate::listen::ListenLimits {
+        header_read_timeout: l.header_read_timeout.0,
+        body_read_timeout: l.body_read_timeout.0,
+        idle_timeout: l.idle_timeout.0,
+        admin_connections: l.admin_connections,
+        bus_connections: l.bus_connections,
+        data_connections: l.data_connections,
     }
 }
 

@@ -30,6 +30,11 @@ use crate::status::{ApplyStatus, Outcome};
 use crate::store::Store;
 use crate::workflow::Workflow;
 
+/// The largest body any admin route reads: axum's default limit for the JSON agent routes
+/// (rule contents are held to the smaller `bundled::MAX_CONTENT_BYTES` by their route). A larger
+/// declared `Content-Length` is answered 413 by the listener before anything is read.
+pub const MAX_BODY_BYTES: u64 = 2 * 1024 * 1024;
+
 /// Everything the handlers read or call.
 pub struct AdminState {
     pub node_id: NodeId,
