@@ -7,14 +7,16 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
 use super::params::{Params, RawQuery};
 use super::{AdminState, outcome_response};
 use crate::bundled::MAX_CONTENT_BYTES;
 use crate::bus::messages::ForwardOp;
-use crate::ids::Catalog;
+use crate::ids::{Catalog, RuleKey};
 use crate::status::{ApplyStatus, Outcome};
+use crate::store::EntryStatus;
 use crate::workflow::AddOrUpdate;
 
 /// The query parameters of a write, with the catalog and name its answer echoes (a shortcut
@@ -26,7 +28,13 @@ fn parse(raw: RawQuery, fixed: Option<Catalog>) -> Result<(Params, String, Strin
     Ok((params, catalog_echo, name_echo))
 }
 
-async fn add_or_update_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>, body: Body) -> Response {
+async fn add_or_update_in(
+    state: Arc<AdminState>,
+    raw: RawQuery,
+    fixed: Option<Catalog>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let (params, catalog_echo, name_echo) = match parse(raw, fixed) {
         Ok(parsed) => parsed,
         Err(response) => return response,
@@ -35,6 +43,23 @@ async fn add_or_update_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<C
         Ok(key) => key,
         Err(outcome) => return outcome_response(&outcome, &catalog_echo, &name_echo),
     };
+    // A declared length over the limit is refused before a byte of the body is read.
+    if crate::listen::declares_more_than(&headers, MAX_CONTENT_BYTES as u64) {
+        let outcome =
+            Outcome::new(ApplyStatus::PayloadTooLarge, format!("content is larger than {MAX_CONTENT_BYTES} bytes"));
+        return outcome_response(&outcome, &catalog_echo, &name_echo);
+    }
+    if let Some(other) = case_twin(&state, &key) {
+        let outcome = Outcome::new(
+            ApplyStatus::InvalidName,
+            format!(
+                "{} differs from the existing {}/{other} only in case; both would be one file in a dump on a \
+                 case-insensitive filesystem",
+                key.name, key.catalog
+            ),
+        );
+        return outcome_response(&outcome, &catalog_echo, &name_echo);
+    }
     let content = match axum::body::to_bytes(body, MAX_CONTENT_BYTES).await {
         Ok(bytes) => bytes.to_vec(),
         Err(e) => {
@@ -71,6 +96,20 @@ async fn add_or_update_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<C
     }
     let outcome = state.workflow.add_or_update(request).await;
     outcome_response(&outcome, &catalog_echo, &name_echo)
+}
+
+/// Another live stored entry or bundled file of the key's catalog whose name differs from the
+/// key's only in case (see `RuleName::folded`).
+fn case_twin(state: &AdminState, key: &RuleKey) -> Option<String> {
+    let folded = key.name.folded();
+    let twin = |other: &RuleKey| other.catalog == key.catalog && other.name != key.name && other.name.folded() == folded;
+    let stored = state.store.with_entry_index(|index| {
+        index
+            .values()
+            .find(|meta| meta.status != EntryStatus::Deleted && twin(&meta.key))
+            .map(|meta| meta.key.name.to_string())
+    });
+    stored.or_else(|| state.bundled.iter().find(|rule| twin(&rule.key)).map(|rule| rule.key.name.to_string()))
 }
 
 async fn inactivate_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>) -> Response {
@@ -144,8 +183,8 @@ pub(super) async fn forward_if_not_main(state: &AdminState, op: impl FnOnce() ->
 
 macro_rules! write_routes {
     ($add:ident, $inactivate:ident, $delete:ident, $catalog:expr) => {
-        pub async fn $add(State(state): State<Arc<AdminState>>, raw: RawQuery, body: Body) -> Response {
-            add_or_update_in(state, raw, $catalog, body).await
+        pub async fn $add(State(state): State<Arc<AdminState>>, raw: RawQuery, headers: HeaderMap, body: Body) -> Response {
+            add_or_update_in(state, raw, $catalog, headers, body).await
         }
         pub async fn $inactivate(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Response {
             inactivate_in(state, raw, $catalog).await
