@@ -135,13 +135,16 @@ pub struct RawAdmin {
     pub listen: String,
     #[serde(default)]
     pub token: Option<String>,
+    /// A file holding the bearer token (kept out of the command line and `/proc`).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
     #[serde(default)]
     pub insecure: bool,
 }
 
 impl Default for RawAdmin {
     fn default() -> Self {
-        RawAdmin { listen: default_admin_listen(), token: None, insecure: false }
+        RawAdmin { listen: default_admin_listen(), token: None, token_file: None, insecure: false }
     }
 }
 

@@ -30,7 +30,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             None
         }
     };
-    let token = raw.admin.token.clone().filter(|t| !t.is_empty());
+    let token = admin_token(&raw, &mut issue);
     if let Some(addr) = admin_listen
         && !addr.ip().is_loopback()
         && token.is_none()
@@ -86,6 +86,27 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             raw,
         }),
         _ => Err(issues),
+    }
+}
+
+/// The admin token: `admin.token`, or the trimmed content of `admin.token_file`; not both.
+fn admin_token(raw: &RawConfig, issue: &mut impl FnMut(&str, String)) -> Option<String> {
+    let inline = raw.admin.token.clone().filter(|t| !t.is_empty());
+    let Some(path) = &raw.admin.token_file else { return inline };
+    if inline.is_some() {
+        issue("admin.token_file", "set admin.token or admin.token_file, not both".into());
+        return inline;
+    }
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
+        Ok(_) => {
+            issue("admin.token_file", format!("{} is empty", path.display()));
+            None
+        }
+        Err(e) => {
+            issue("admin.token_file", format!("{}: {e}", path.display()));
+            None
+        }
     }
 }
 

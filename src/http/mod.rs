@@ -188,13 +188,9 @@ async fn unknown_route(request: Request) -> Response {
 /// Bearer-token check for every route but `/healthz`.
 async fn require_token(State(state): State<Arc<AdminState>>, headers: HeaderMap, request: Request, next: Next) -> Response {
     let Some(expected) = state.token() else { return next.run(request).await };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+    let presented = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token);
     match presented {
-        Some(token) if constant_time_eq(token.as_bytes(), expected.as_bytes()) => next.run(request).await,
+        Some(token) if tokens_match(token, &expected) => next.run(request).await,
         Some(_) => {
             tracing::warn!(path = %request.uri().path(), "admin request with a wrong token");
             outcome_response(&Outcome::new(ApplyStatus::Unauthorized, "wrong bearer token"), "", "")
@@ -207,9 +203,43 @@ async fn require_token(State(state): State<Arc<AdminState>>, headers: HeaderMap,
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 7235), and any run of spaces may separate it from the token.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Compares SHA-256 digests in constant time, so neither the position of the first differing
+/// byte nor the expected token's length shows in the time taken.
+fn tokens_match(presented: &str, expected: &str) -> bool {
+    use sha2::{Digest, Sha256};
+    let (a, b) = (Sha256::digest(presented.as_bytes()), Sha256::digest(expected.as_bytes()));
+    let difference = a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(difference) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("BEARER   abc "), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearer"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(bearer_token("Bearerabc"), None);
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+
+    #[test]
+    fn tokens_match_only_when_equal() {
+        assert!(tokens_match("s3cret", "s3cret"));
+        assert!(!tokens_match("s3cre", "s3cret"));
+        assert!(!tokens_match("s3cret!", "s3cret"));
+        assert!(!tokens_match("", "s3cret"));
+    }
 }

@@ -1,0 +1,234 @@
+//! The node's edges over real sockets: listener limits on a running node, name and parameter
+//! rules, the bearer scheme, the token file, and names that arrive over the bus or from storage.
+//! Every wait is bounded.
+
+mod harness;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use harness::{TestNode, wait_until};
+use hotrule::client::with_query;
+use hotrule::ids::{Catalog, RuleKey, RuleName};
+use hotrule::listen::ListenLimits;
+use hotrule::node::NodeSettings;
+use hotrule::store::kv::{KvEngine, KvOp, MemKv};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const RULE: &str = "\
+expSuffix: service(['svc'], Layer.GENERAL)
+metricPrefix: edge
+metricsRules:
+  - name: requests
+    exp: requests_total.sum(['svc'])
+";
+
+/// Sends `request` on a fresh connection and reads until the server closes it (at most `within`).
+async fn exchange(addr: std::net::SocketAddr, request: &[u8], within: Duration) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(request).await.expect("write");
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(within, async {
+        let mut buf = [0u8; 8192];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn bad_names_are_400_and_a_case_twin_is_refused() {
+    let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    let long = "n".repeat(hotrule::ids::MAX_RULE_NAME_BYTES + 1);
+    for name in ["a/./b", "a//b", "/a", "a/", "..", "a/../b", ".", long.as_str()] {
+        let (status, body) = node.push("otel-rules", name, RULE, &[]).await;
+        assert_eq!(status, 400, "{name}: {body}");
+        assert_eq!(body["applyStatus"], "invalid_name", "{name}: {body}");
+    }
+    let (status, body) = node.push("otel-rules", "k8s/k8s-cluster", RULE, &[]).await;
+    assert_eq!(status, 200, "a SkyWalking-style path is valid: {body}");
+    let twin = RULE.replace("edge", "edge_twin");
+    let (status, body) = node.push("otel-rules", "K8s/K8s-Cluster", &twin, &[]).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["applyStatus"], "invalid_name");
+    assert!(body["message"].as_str().unwrap_or("").contains("k8s/k8s-cluster"), "{body}");
+    // Another catalog may hold the same name in another case.
+    let (status, body) = node.push("log-mal-rules", "K8s/K8s-Cluster", &twin, &[]).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn a_repeated_query_parameter_is_400_on_every_route() {
+    let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    let pairs = [("catalog", "lal"), ("catalog", "otel-rules"), ("name", "a")];
+    let reply = node.client.post(&with_query("/runtime/rule/addOrUpdate", &pairs), RULE.as_bytes().to_vec()).await.expect("post");
+    let body = reply.json().expect("json");
+    assert_eq!(reply.status.as_u16(), 400, "{body}");
+    assert_eq!(body["applyStatus"], "invalid_parameter");
+    assert!(body["message"].as_str().unwrap_or("").contains("catalog"), "{body}");
+    for path in [
+        with_query("/runtime/rule", &pairs),
+        with_query("/runtime/rule/bundled", &pairs),
+        with_query("/runtime/rule/list", &[("catalog", "lal"), ("catalog", "lal")]),
+        with_query("/agent/agents", &[("group", "a"), ("group", "b")]),
+    ] {
+        let reply = node.client.get(&path).await.expect("get");
+        assert_eq!(reply.status.as_u16(), 400, "{path}");
+        assert_eq!(reply.json().expect("json")["applyStatus"], "invalid_parameter", "{path}");
+    }
+    for route in ["/runtime/rule/inactivate", "/runtime/rule/delete"] {
+        let (status, body) = node.post(route, &pairs).await;
+        assert_eq!(status, 400, "{route}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn an_oversized_declared_length_is_413_without_the_body() {
+    let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    let addr = node.node.admin_addr;
+    let started = Instant::now();
+    let answer = exchange(
+        addr,
+        b"POST /runtime/rule/addOrUpdate?catalog=otel-rules&name=a HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999999\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // Over the rule route's own limit but under the listener's: the route's JSON answer.
+    let answer = exchange(
+        addr,
+        b"POST /runtime/rule/addOrUpdate?catalog=otel-rules&name=a HTTP/1.1\r\nHost: t\r\nContent-Length: 1500000\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("payload_too_large"), "{answer}");
+}
+
+#[tokio::test]
+async fn an_idle_flood_on_the_admin_port_does_not_stop_the_node() {
+    let limits = ListenLimits {
+        header_read_timeout: Duration::from_millis(800),
+        idle_timeout: Duration::from_millis(400),
+        admin_connections: 8,
+        ..ListenLimits::default()
+    };
+    let (node, _kv) = TestNode::in_memory(NodeSettings { limits, ..NodeSettings::for_test() }).await;
+    let addr = node.node.admin_addr;
+    let mut idle = Vec::new();
+    for _ in 0..32 {
+        idle.push(TcpStream::connect(addr).await.expect("connect"));
+    }
+    let started = Instant::now();
+    wait_until(Duration::from_secs(10), "healthz answers during an idle flood", || async {
+        let answer = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", Duration::from_secs(2)).await;
+        answer.starts_with("HTTP/1.1 200")
+    })
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // Every idle connection is closed by the node.
+    for stream in &mut idle {
+        let mut buf = [0u8; 16];
+        let closed = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
+        assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "idle connection closed: {closed:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_lowercase_bearer_scheme_is_accepted() {
+    let settings = NodeSettings { admin_token: Some("s3cret".into()), ..NodeSettings::for_test() };
+    let (node, _kv) = TestNode::in_memory(settings).await;
+    let addr = node.node.admin_addr;
+    for (header, expected) in [
+        ("authorization: bearer s3cret", "HTTP/1.1 200"),
+        ("Authorization: BEARER s3cret", "HTTP/1.1 200"),
+        ("Authorization: Bearer s3cre", "HTTP/1.1 401"),
+        ("Authorization: Bearer s3cret0", "HTTP/1.1 401"),
+        ("Authorization: Basic s3cret", "HTTP/1.1 401"),
+    ] {
+        let request = format!("GET /readyz HTTP/1.1\r\nHost: t\r\n{header}\r\nConnection: close\r\n\r\n");
+        let answer = exchange(addr, request.as_bytes(), Duration::from_secs(3)).await;
+        assert!(answer.starts_with(expected), "{header}: {answer}");
+    }
+}
+
+#[test]
+fn the_admin_token_can_come_from_a_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("token");
+    std::fs::write(&file, "from-a-file\n").expect("write");
+    let env = Arc::new(hotrule_confmap::MapEnv::new(Vec::<(String, String)>::new()));
+    let sources = |overrides: Vec<(String, String)>| hotrule::config::ConfigSources { uris: Vec::new(), sets: Vec::new(), overrides };
+    let loaded = hotrule::config::load(&sources(vec![("admin.token_file".into(), file.display().to_string())]), env.clone())
+        .expect("valid");
+    assert_eq!(loaded.config.admin_token.as_deref(), Some("from-a-file"));
+    let both = vec![("admin.token_file".into(), file.display().to_string()), ("admin.token".into(), "inline".into())];
+    let errors = hotrule::config::load(&sources(both), env.clone()).err().expect("both refused");
+    assert!(errors.to_string().contains("admin.token_file"), "{errors}");
+    let missing = vec![("admin.token_file".into(), dir.path().join("nope").display().to_string())];
+    let errors = hotrule::config::load(&sources(missing), env).err().expect("missing file refused");
+    assert!(errors.to_string().contains("admin.token_file"), "{errors}");
+}
+
+/// Replaces every occurrence of `from` with `to` (same length) in `bytes`.
+fn patch(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
+    assert_eq!(from.len(), to.len());
+    let mut out = bytes.to_vec();
+    let mut i = 0;
+    while i + from.len() <= out.len() {
+        if &out[i..i + from.len()] == from.as_bytes() {
+            out[i..i + from.len()].copy_from_slice(to.as_bytes());
+        }
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn a_bad_name_over_the_bus_does_not_decode() {
+    use hotrule::bus::messages::{BusRequest, decode_request, encode_request};
+    let key = RuleKey::new(Catalog::OtelRules, RuleName::parse("aaaaaaaaaaaaaa").expect("valid"));
+    let bytes = encode_request(&BusRequest::FetchEntries { keys: vec![key] }).expect("encode");
+    assert!(decode_request(&bytes).is_ok());
+    for bad in ["../../etc/evil", "a//bbbbbbbbbbb", "/aaaaaaaaaaaaa"] {
+        let forged = patch(&bytes, "aaaaaaaaaaaaaa", bad);
+        assert!(decode_request(&forged).is_err(), "{bad} is refused on decode");
+    }
+}
+
+#[tokio::test]
+async fn an_entry_stored_under_a_bad_name_is_purged_and_the_dump_works() {
+    // A store written by an older build: one good entry, one under "../../etc/evil".
+    let kv = Arc::new(MemKv::new());
+    {
+        let (node, _) = (TestNode::start(NodeSettings::for_test(), kv.clone()).await, ());
+        let (status, body) = node.push("otel-rules", "aaaaaaaaaaaaaa", RULE, &[]).await;
+        assert_eq!(status, 200, "{body}");
+        let (status, body) = node.push("otel-rules", "good", &RULE.replace("edge", "good"), &[]).await;
+        assert_eq!(status, 200, "{body}");
+        node.node.shutdown().await;
+    }
+    let good_key = b"rule/otel-rules/aaaaaaaaaaaaaa".to_vec();
+    let value = kv.get(&good_key).expect("read").expect("stored");
+    let bad_key = patch(&good_key, "aaaaaaaaaaaaaa", "../../etc/evil");
+    kv.write(
+        &[KvOp::Delete { key: good_key }, KvOp::Put { key: bad_key.clone(), value: patch(&value, "aaaaaaaaaaaaaa", "../../etc/evil") }],
+        true,
+    )
+    .expect("write");
+
+    let node = TestNode::start(NodeSettings::for_test(), kv.clone()).await;
+    assert_eq!(kv.get(&bad_key).expect("read"), None, "purged at open");
+    let dump = node.client.get("/runtime/rule/dump").await.expect("dump");
+    assert_eq!(dump.status.as_u16(), 200, "{}", dump.text());
+    let list = node.list().await;
+    let names: Vec<&str> = list["rules"].as_array().expect("rows").iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names, vec!["good"]);
+}
