@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{AddOrUpdate, Workflow, compile_for, faults, loaded_rule};
+use super::{AddOrUpdate, Workflow, compile_off_thread, faults, loaded_rule};
 use crate::compiler::Compiled;
 use crate::rules::classify::{self, ChangeKind, Claims, Classification};
 use crate::rules::lifecycle::{self, Decision, Operation, Row, Situation};
@@ -15,7 +15,7 @@ impl Workflow {
     /// The prior content compiled: the loaded artefact when it is exactly that content,
     /// otherwise a fresh compile (None when the prior no longer compiles).
     /// `hash` is the prior's stored hash (entry or bundled file), so it is not computed again.
-    fn compiled_prior(
+    async fn compiled_prior(
         &self,
         key: &crate::ids::RuleKey,
         bytes: &[u8],
@@ -24,7 +24,7 @@ impl Workflow {
         if let Some(loaded) = self.runtime.get(key).and_then(|s| s.loaded).filter(|l| l.content_hash == *hash) {
             return Some(loaded.compiled);
         }
-        compile_for(key, bytes).ok().map(std::sync::Arc::new)
+        compile_off_thread(key, bytes).await.ok().map(std::sync::Arc::new)
     }
 
     pub async fn add_or_update(&self, request: AddOrUpdate) -> Outcome {
@@ -58,7 +58,7 @@ impl Workflow {
         };
 
         // Compile fully before any pause or persist: every invalid input is an honest 400.
-        let compiled = match compile_for(&key, &request.content) {
+        let compiled = match compile_off_thread(&key, &request.content).await {
             Ok(compiled) => compiled,
             Err(e) => return Outcome::new(ApplyStatus::CompileFailed, e.to_string()),
         };
@@ -66,7 +66,10 @@ impl Workflow {
             Some(entry) => Some((entry.content.as_slice(), &entry.content_hash)),
             None => bundled.map(|b| (b.content.as_slice(), &b.hash)),
         };
-        let prior_compiled = prior_content.map(|(bytes, hash)| (bytes, self.compiled_prior(&key, bytes, hash)));
+        let prior_compiled = match prior_content {
+            Some((bytes, hash)) => Some((bytes, self.compiled_prior(&key, bytes, hash).await)),
+            None => None,
+        };
         let prior_view = match &prior_compiled {
             None => classify::Prior::None,
             Some((bytes, None)) => classify::Prior::Unparseable { bytes },
