@@ -289,3 +289,79 @@ async fn healthz_answers_promptly_while_large_files_compile() {
         node.node.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_flooding_its_free_text_is_stored_bounded() {
+    use hotrule::agent::bounds::{MAX_FIELD_BYTES, MAX_RECORD_TEXT_BYTES, TRUNCATION_MARKER};
+    use hotrule::agent::proto;
+    use hotrule::node::{Listeners, RunningNode};
+    use prost::Message;
+
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listeners = Listeners { admin, data: Some(data) };
+    let node = RunningNode::start_with_listeners(NodeSettings::for_test(), Arc::new(MemKv::new()), listeners, None)
+        .await
+        .expect("node starts");
+    let data_addr = node.data_addr.expect("data listener");
+    let mut extras = std::collections::HashMap::new();
+    for i in 0..200 {
+        extras.insert(format!("extra{i}"), vec![b'e'; 10_000]);
+    }
+    let heartbeat = proto::HeartbeatRequest {
+        request_id: b"r1".to_vec(),
+        sequence_num: 1,
+        instance_id: b"flooder".to_vec(),
+        agent_type: "LoongCollector".into(),
+        running_status: "s".repeat(1_900_000),
+        attributes: Some(proto::AgentAttributes { ip: b"10.0.0.1".to_vec(), extras, ..Default::default() }),
+        flags: proto::REQUEST_FULL_STATE,
+        ..Default::default()
+    };
+    let body = heartbeat.encode_to_vec();
+    let mut request =
+        format!("POST /Agent/Heartbeat HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len())
+            .into_bytes();
+    request.extend_from_slice(&body);
+    let answer = exchange(data_addr, &request, Duration::from_secs(10)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{}", &answer[..answer.len().min(200)]);
+
+    let admin = hotrule::client::AdminClient::new(&node.admin_addr.to_string(), None).expect("client");
+    let reply = admin.get("/agent/agents?local=true").await.expect("agents");
+    let text = reply.text();
+    assert!(text.len() < 2 * MAX_RECORD_TEXT_BYTES, "the listing is bounded: {} bytes", text.len());
+    let listing = reply.json().expect("json");
+    let agent = &listing["agents"][0];
+    let status = agent["running_status"].as_str().expect("status");
+    assert!(status.len() <= MAX_FIELD_BYTES && status.ends_with(TRUNCATION_MARKER), "{} bytes", status.len());
+    let truncated: Vec<&str> = agent["truncated"].as_array().expect("flag").iter().filter_map(|v| v.as_str()).collect();
+    assert!(truncated.contains(&"running_status") && truncated.contains(&"attributes.extras"), "{truncated:?}");
+    assert_eq!(agent["attributes"]["ip"], "10.0.0.1", "what matching reads survives");
+    assert_eq!(node.state.agents.truncated_records(), 1);
+    node.shutdown().await;
+}
+
+#[test]
+fn listener_limits_are_validated() {
+    let env = Arc::new(hotrule_confmap::MapEnv::new(Vec::<(String, String)>::new()));
+    let load = |overrides: &[(&str, &str)]| {
+        let overrides = overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        hotrule::config::load(&hotrule::config::ConfigSources { uris: Vec::new(), sets: Vec::new(), overrides }, env.clone())
+    };
+    let defaults = load(&[]).expect("defaults are valid").config.limits;
+    assert_eq!(defaults, ListenLimits::default());
+    let set = load(&[("limits.header_read_timeout", "5s"), ("limits.idle_timeout", "2s"), ("limits.data_connections", "64")])
+        .expect("valid")
+        .config
+        .limits;
+    assert_eq!((set.header_read_timeout, set.idle_timeout, set.data_connections), (Duration::from_secs(5), Duration::from_secs(2), 64));
+    for (key, value) in [
+        ("limits.idle_timeout", "1m"),
+        ("limits.body_read_timeout", "0s"),
+        ("limits.admin_connections", "0"),
+        ("limits.bus_connections", "1000000"),
+    ] {
+        let errors = load(&[(key, value)]).err().unwrap_or_else(|| panic!("{key}={value} is refused"));
+        assert!(errors.to_string().contains(key), "{key}: {errors}");
+    }
+}
