@@ -354,6 +354,20 @@ enum RuleCommand {
         #[arg(long)]
         revert_to_bundled: bool,
     },
+    /// The phase of a structural apply: by --apply-id (from a push's answer), or the latest
+    /// apply of --catalog/--name (optionally of exactly --content-hash).
+    Status {
+        #[arg(long, conflicts_with_all = ["catalog", "name", "content_hash"], required_unless_present_all = ["catalog", "name"])]
+        apply_id: Option<String>,
+        #[arg(long, requires = "name")]
+        catalog: Option<String>,
+        #[arg(long, requires = "catalog")]
+        name: Option<String>,
+        #[arg(long, requires = "catalog")]
+        content_hash: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Save a tar.gz backup of the stored rules.
     Dump {
         #[arg(long)]
@@ -436,6 +450,17 @@ async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
         RuleCommand::Inactivate { catalog, name } => cli::inactivate(&client, &catalog, &name).await,
         RuleCommand::Delete { catalog, name, revert_to_bundled } => {
             cli::delete(&client, &catalog, &name, revert_to_bundled).await
+        }
+        RuleCommand::Status { apply_id, catalog, name, content_hash, json } => {
+            let query = match (apply_id, catalog, name) {
+                (Some(id), _, _) => cli::StatusQuery::ApplyId(id),
+                (None, Some(catalog), Some(name)) => cli::StatusQuery::Rule { catalog, name, content_hash },
+                _ => {
+                    eprintln!("hotrule: rule status needs --apply-id, or --catalog and --name");
+                    return ExitCode::from(2);
+                }
+            };
+            cli::status(&client, &query, json).await
         }
         RuleCommand::Dump { catalog, output } => cli::dump(&client, catalog.as_deref(), &output).await,
     };

@@ -129,16 +129,24 @@ pub struct Outcome {
     pub revision: Option<crate::ids::Revision>,
     /// The version of an agent config the write left in place (agent config writes only).
     pub version: Option<i64>,
+    /// The handle of a structural apply, for `GET /runtime/rule/status` (structural applies only).
+    pub apply_id: Option<String>,
 }
 
 impl Outcome {
     pub fn new(status: ApplyStatus, message: impl Into<String>) -> Outcome {
-        Outcome { status, message: message.into(), revision: None, version: None }
+        Outcome { status, message: message.into(), revision: None, version: None, apply_id: None }
     }
 
     /// The same outcome, recording the revision it committed.
     pub fn at(mut self, revision: &crate::ids::Revision) -> Outcome {
         self.revision = Some(revision.clone());
+        self
+    }
+
+    /// The same outcome, carrying the handle of the structural apply it answers.
+    pub fn with_apply_id(mut self, apply_id: &str) -> Outcome {
+        self.apply_id = Some(apply_id.to_string());
         self
     }
 

@@ -51,15 +51,24 @@ pub enum ForwardOp {
         key: RuleKey,
         op: Vec<u8>,
     },
+    /// A read of a structural apply's status (`GET /runtime/rule/status`), which only the main
+    /// holds live: by `apply_id`, or by `key` and optionally the content hash.
+    ApplyStatus {
+        apply_id: Option<String>,
+        key: Option<RuleKey>,
+        content_hash: Option<ContentHash>,
+    },
 }
 
 impl ForwardOp {
-    pub fn key(&self) -> &RuleKey {
+    /// The rule file the operation is about (none for a status read by applyId).
+    pub fn key(&self) -> Option<&RuleKey> {
         match self {
             ForwardOp::AddOrUpdate { key, .. }
             | ForwardOp::Inactivate { key }
             | ForwardOp::Delete { key, .. }
-            | ForwardOp::Agent { key, .. } => key,
+            | ForwardOp::Agent { key, .. } => Some(key),
+            ForwardOp::ApplyStatus { key, .. } => key.as_ref(),
         }
     }
 }
@@ -318,6 +327,15 @@ pub(crate) mod tests {
                 op: ForwardOp::Delete {
                     key: key("k8s/node"),
                     revert_to_bundled: true,
+                },
+                sender: sender.clone(),
+                issued_at_ms: 3,
+            },
+            BusRequest::Forward {
+                op: ForwardOp::ApplyStatus {
+                    apply_id: Some("18c-00ff".into()),
+                    key: Some(key("vm")),
+                    content_hash: Some(ContentHash::of(b"x")),
                 },
                 sender: sender.clone(),
                 issued_at_ms: 3,

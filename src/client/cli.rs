@@ -34,13 +34,77 @@ pub(crate) fn check(reply: Reply) -> Result<Reply, CliError> {
 
 fn print_outcome(reply: &Reply) {
     let json = reply.json().unwrap_or(Value::Null);
+    let apply_id = json["applyId"].as_str().map(|id| format!(" (applyId {id})")).unwrap_or_default();
     println!(
-        "{} {}/{}: {}",
+        "{} {}/{}: {}{apply_id}",
         json["applyStatus"].as_str().unwrap_or("?"),
         json["catalog"].as_str().unwrap_or(""),
         json["name"].as_str().unwrap_or(""),
         json["message"].as_str().unwrap_or("")
     );
+}
+
+/// What `hotrule rule status` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusQuery {
+    ApplyId(String),
+    Rule { catalog: String, name: String, content_hash: Option<String> },
+}
+
+/// `hotrule rule status`: one readable line (or the answer's JSON with `--json`).
+pub async fn status(client: &AdminClient, query: &StatusQuery, json: bool) -> Result<(), CliError> {
+    let path = match query {
+        StatusQuery::ApplyId(id) => with_query("/runtime/rule/status", &[("applyId", id)]),
+        StatusQuery::Rule { catalog, name, content_hash } => {
+            let mut pairs = vec![("catalog", catalog.as_str()), ("name", name.as_str())];
+            if let Some(hash) = content_hash {
+                pairs.push(("contentHash", hash.as_str()));
+            }
+            with_query("/runtime/rule/status", &pairs)
+        }
+    };
+    let reply = check(client.get(&path).await?)?;
+    if json {
+        println!("{}", reply.text());
+    } else {
+        println!("{}", render_status(&reply.json().unwrap_or(Value::Null)));
+    }
+    Ok(())
+}
+
+/// A status answer as one line: phase, file, applyId, short hash, who answered, and why when
+/// it failed, is degraded, was derived from storage, or was not found.
+pub fn render_status(body: &Value) -> String {
+    let s = |k: &str| body[k].as_str().unwrap_or("");
+    let mut line = s("phase").to_string();
+    if !s("catalog").is_empty() || !s("name").is_empty() {
+        line.push_str(&format!(" {}/{}", s("catalog"), s("name")));
+    }
+    if !s("applyId").is_empty() {
+        line.push_str(&format!(" applyId={}", s("applyId")));
+    }
+    if !s("contentHash").is_empty() {
+        line.push_str(&format!(" hash={}", s("contentHash").chars().take(12).collect::<String>()));
+    }
+    if let Some(updated) = body["updatedAtMs"].as_u64() {
+        line.push_str(&format!(" updated={}", crate::clock::iso8601(updated)));
+    }
+    if !s("servedBy").is_empty() {
+        line.push_str(&format!(" servedBy={}", s("servedBy")));
+    }
+    if body["found"] == false {
+        line.push_str(" (not found)");
+    }
+    if !s("derivedFrom").is_empty() {
+        line.push_str(&format!(" derivedFrom={}", s("derivedFrom")));
+    }
+    if !s("failureReason").is_empty() {
+        line.push_str(&format!(": {}", s("failureReason")));
+    }
+    if !s("note").is_empty() {
+        line.push_str(&format!(" [{}]", s("note")));
+    }
+    line
 }
 
 pub async fn push(

@@ -6,6 +6,7 @@
 //! `applyStatus`, `catalog`, `name` and `message`, except raw rule bodies and dumps.
 
 mod agents;
+mod apply_status;
 mod dump;
 mod params;
 mod reads;
@@ -94,7 +95,7 @@ pub fn status_code(status: ApplyStatus) -> StatusCode {
 }
 
 /// The JSON body of a write's answer (or a failed read's): `applyStatus`, `catalog`, `name`,
-/// `message`, and `revision` when the write committed one.
+/// `message`, `revision` when the write committed one, and `applyId` for a structural apply.
 pub fn outcome_body(outcome: &Outcome, catalog: &str, name: &str) -> serde_json::Value {
     let mut body = json!({
         "applyStatus": outcome.status.as_str(),
@@ -104,6 +105,9 @@ pub fn outcome_body(outcome: &Outcome, catalog: &str, name: &str) -> serde_json:
     });
     if let Some(revision) = &outcome.revision {
         body["revision"] = serde_json::Value::String(revision.to_string());
+    }
+    if let Some(apply_id) = &outcome.apply_id {
+        body["applyId"] = serde_json::Value::String(apply_id.clone());
     }
     if let Some(version) = outcome.version {
         body["version"] = serde_json::Value::from(version);
@@ -133,6 +137,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule", get(reads::get_rule))
         .route("/runtime/rule/bundled", get(reads::bundled))
         .route("/runtime/rule/list", get(reads::list))
+        .route("/runtime/rule/status", get(apply_status::rule_status))
         .route("/runtime/rule/dump", get(dump::dump_all))
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
         .route("/readyz", get(readyz))

@@ -162,7 +162,7 @@ async fn delete_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>
 pub(super) async fn forward_if_not_main(state: &AdminState, op: impl FnOnce() -> ForwardOp) -> Option<Response> {
     let cluster = state.cluster.as_ref().filter(|c| !c.is_main())?;
     let op = op();
-    let key = op.key().clone();
+    let (catalog, name) = op.key().map(|k| (k.catalog.as_str(), k.name.as_str().to_string())).unwrap_or_default();
     Some(match cluster.forward(op).await {
         Ok((status, body)) => {
             let status = axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
@@ -171,8 +171,8 @@ pub(super) async fn forward_if_not_main(state: &AdminState, op: impl FnOnce() ->
         Err((outcome, main)) => {
             let body = serde_json::json!({
                 "applyStatus": outcome.status.as_str(),
-                "catalog": key.catalog.as_str(),
-                "name": key.name.as_str(),
+                "catalog": catalog,
+                "name": name,
                 "message": outcome.message,
                 "mainNode": main,
             });

@@ -15,7 +15,7 @@ use crate::scan::Scanner;
 use crate::status::{ApplyStatus, Outcome};
 use crate::store::Store;
 use crate::workflow::peers::BoxFuture;
-use crate::workflow::{AddOrUpdate, Workflow};
+use crate::workflow::{AddOrUpdate, StatusQuery, Workflow};
 
 use super::Cluster;
 use super::sync::pull_keys;
@@ -38,15 +38,27 @@ pub struct NodeBusHandler {
 
 impl NodeBusHandler {
     async fn forward(&self, op: ForwardOp) -> BusResponse {
-        let key = op.key().clone();
         let node = self.cluster.self_id().clone();
+        // The renderer echoes a catalog; a status read by applyId has none, so its echo is
+        // blanked after rendering.
+        let (catalog, name, keyless) = match op.key() {
+            Some(key) => (key.catalog, key.name.as_str().to_string(), false),
+            None => (Catalog::OtelRules, String::new(), true),
+        };
+        let render = |outcome: &Outcome| {
+            let (status, mut body) = (self.render)(outcome, catalog, &name);
+            if keyless {
+                body["catalog"] = Value::String(String::new());
+            }
+            (status, body)
+        };
         if !self.cluster.is_main() {
             let main = self.cluster.view().main.map(|m| m.0).unwrap_or_default();
             let outcome = Outcome::new(
                 ApplyStatus::ClusterViewSplit,
                 format!("this node ({node}) is not the main either; its view says {main}. Retry once membership settles"),
             );
-            let (status, mut body) = (self.render)(&outcome, key.catalog, key.name.as_str());
+            let (status, mut body) = render(&outcome);
             body["mainNode"] = Value::String(main);
             return BusResponse::Forwarded { http_status: status, body: body.to_string().into_bytes(), node };
         }
@@ -60,8 +72,22 @@ impl NodeBusHandler {
                 Ok(op) => self.workflow.agent_op(&op).await,
                 Err(e) => Outcome::new(ApplyStatus::InvalidParameter, format!("forwarded agent operation: {e}")),
             },
+            ForwardOp::ApplyStatus { apply_id, key, content_hash } => {
+                let query = match (apply_id, key) {
+                    (Some(id), _) => StatusQuery::ById(id),
+                    (None, Some(key)) => StatusQuery::ByKey { key, content_hash },
+                    (None, None) => {
+                        let outcome = Outcome::new(ApplyStatus::InvalidParameter, "a status read needs applyId, or catalog and name");
+                        let (status, body) = render(&outcome);
+                        return BusResponse::Forwarded { http_status: status, body: body.to_string().into_bytes(), node };
+                    }
+                };
+                let answer = self.workflow.apply_status(&query, &node).await;
+                let body = serde_json::to_vec(&answer).unwrap_or_default();
+                return BusResponse::Forwarded { http_status: 200, body, node };
+            }
         };
-        let (status, body) = (self.render)(&outcome, key.catalog, key.name.as_str());
+        let (status, body) = render(&outcome);
         BusResponse::Forwarded { http_status: status, body: body.to_string().into_bytes(), node }
     }
 

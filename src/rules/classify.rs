@@ -5,8 +5,12 @@
 //!   `layerDefinitions`) → FILTER_ONLY; anything else → STRUCTURAL with the three sets.
 //! - LAL: there is no FILTER_ONLY; any change is STRUCTURAL.
 //! - Guardrail (`storage_impact`): MAL shape breaks, measured against the prior file *and* the
-//!   schema registry (the registry check closes the reference's blind spot after a delete);
-//!   LAL keys added, removed, or with a changed `outputType`, measured against the prior file.
+//!   schema registry; LAL keys added, removed, or with a changed `outputType`, measured against
+//!   the prior file. A registered measure guards its shape only while a file that still exists
+//!   answers for it ([`Holder`]): after a default-mode delete of a runtime-only file its
+//!   measures are leftovers, and the next file to claim those names starts fresh, as in the
+//!   reference (inactivate → delete → post the new shape is the documented way to reshape).
+//!   Cross-file ownership is checked before this guardrail (see `rules::ownership`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -141,11 +145,49 @@ pub fn classify(prior: Prior<'_>, new_bytes: &[u8], new: &Compiled) -> Classific
     }
 }
 
+/// Who still answers for a measure in the schema registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// The file being written created it and still exists (an ACTIVE or INACTIVE entry, or a
+    /// bundled file): a reshape is a change of that file, and needs approval.
+    ThisFile,
+    /// Another file that still exists created it (and no longer claims it, or the ownership
+    /// check would have refused first): its data is still that file's.
+    OtherFile,
+    /// The file that created it is gone (a runtime-only file removed by a default-mode delete):
+    /// a leftover, which the next claimer reshapes without approval.
+    Nobody,
+}
+
+impl Holder {
+    /// The holder of a measure whose recorded owner is (or is not) the file being written, and
+    /// does (or does not) still exist.
+    pub fn of(owner_is_candidate: bool, owner_exists: bool) -> Holder {
+        match (owner_exists, owner_is_candidate) {
+            (false, _) => Holder::Nobody,
+            (true, true) => Holder::ThisFile,
+            (true, false) => Holder::OtherFile,
+        }
+    }
+
+    /// Whether a measure so held keeps its shape unless the operator approves a change.
+    pub fn guards_shape(self) -> bool {
+        self != Holder::Nobody
+    }
+}
+
+/// A measure the schema registry holds for a metric name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registered {
+    pub shape: MetricShape,
+    pub holder: Holder,
+}
+
 /// The guardrail: keys whose change needs `allowStorageChange=true`. Empty means no approval needed.
 pub fn storage_impact(
     prior: Prior<'_>,
     new: &Compiled,
-    registry_shape: impl Fn(&str) -> Option<MetricShape>,
+    registry: impl Fn(&str) -> Option<Registered>,
 ) -> BTreeSet<String> {
     let new_claims = Claims::of(new);
     let mut impact = BTreeSet::new();
@@ -161,7 +203,7 @@ pub fn storage_impact(
                 }
             }
             for (name, shape) in new_metrics {
-                if registry_shape(name).is_some_and(|stored| stored != *shape) {
+                if registry(name).is_some_and(|stored| stored.holder.guards_shape() && stored.shape != *shape) {
                     impact.insert(name.clone());
                 }
             }

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{AddOrUpdate, Workflow, compile_off_thread, faults, loaded_rule};
+use super::{AddOrUpdate, Phase, Workflow, compile_off_thread, faults, loaded_rule};
 use crate::compiler::Compiled;
 use crate::rules::classify::{self, ChangeKind, Claims, Classification};
 use crate::rules::lifecycle::{self, Decision, Operation, Row, Situation};
@@ -80,9 +80,22 @@ impl Workflow {
         // the full structural path too, but changes no metric identity.
         promote_to_structural(&mut classification, &compiled, reactivation);
 
-        let impact = classify::storage_impact(prior_view, &compiled, |metric| {
-            self.store.measure(metric).map(|m| m.shape)
-        });
+        // Ownership first: a name another file holds is refused as such, whatever shape the
+        // new file gives it (a guardrail answer would send the operator the wrong way).
+        let claims = Claims::of(&compiled);
+        if let Err(conflict) = self
+            .runtime
+            .claims
+            .with_all(|files| ownership::check(&key, &claims, bundled.is_some(), files))
+        {
+            return Outcome::new(ApplyStatus::OwnershipConflict, conflict.to_string());
+        }
+        let key_exists = prior.entry.is_some() || bundled.is_some();
+        let registered = match self.registered_measures(&key, &compiled, key_exists).await {
+            Ok(registered) => registered,
+            Err(outcome) => return outcome,
+        };
+        let impact = classify::storage_impact(prior_view, &compiled, |metric| registered.get(metric).copied());
         if !impact.is_empty() && !request.allow_storage_change {
             return Outcome::new(
                 ApplyStatus::StorageChangeRequiresExplicitApproval,
@@ -91,14 +104,6 @@ impl Workflow {
                     impact.into_iter().collect::<Vec<_>>().join(", ")
                 ),
             );
-        }
-        let claims = Claims::of(&compiled);
-        if let Err(conflict) = self
-            .runtime
-            .claims
-            .with_all(|files| ownership::check(&key, &claims, bundled.is_some(), files))
-        {
-            return Outcome::new(ApplyStatus::OwnershipConflict, conflict.to_string());
         }
 
         let entry = self.new_entry(&key, request.content, EntryStatus::Active, &prior);
@@ -129,27 +134,32 @@ impl Workflow {
                 .at(&entry.revision);
         }
 
+        let apply_id = self.start_apply(&key, &entry.content_hash);
+        self.apply_phase(&apply_id, Phase::Fencing);
         if let Err(outcome) = self.suspend_cluster(&key).await {
-            return outcome;
+            return self.end_apply(&apply_id, Phase::Failed, outcome);
         }
+        self.apply_phase(&apply_id, Phase::Ddl);
         if let Err(e) = self.persist(change).await {
             self.resume_cluster(&key).await;
-            return Outcome::new(
-                ApplyStatus::PersistFailed,
-                format!("{key} not persisted, nothing changed: {e}"),
-            );
+            let outcome =
+                Outcome::new(ApplyStatus::PersistFailed, format!("{key} not persisted, nothing changed: {e}"));
+            return self.end_apply(&apply_id, Phase::Failed, outcome);
         }
         // Committed. From here on storage is authoritative.
+        self.apply_phase(&apply_id, Phase::RollingOut);
         self.set_claims(&key, &compiled, false);
         if let Some(argument) = faults::injected(faults::AFTER_PERSIST) {
             self.runtime.set_error(&key, format!("commit deferred ({argument}); the scan retries"));
             self.resume_cluster(&key).await;
             self.peers.notify_committed(&key, &entry.revision).await;
-            return Outcome::new(
+            let outcome = Outcome::new(
                 ApplyStatus::CommitDeferred,
                 format!("{key} persisted; the local finishing step failed and the next scan retries"),
             )
-            .at(&entry.revision);
+            .at(&entry.revision)
+            .with_apply_id(&apply_id);
+            return self.end_apply(&apply_id, Phase::Degraded, outcome);
         }
         self.runtime.install(
             &key,
@@ -159,7 +169,10 @@ impl Workflow {
         self.runtime.resume(&key, crate::runtime::Origin::SelfOrigin);
         let note = self.announce(&key, &entry.revision).await;
         self.runtime.reset_alarm_windows(&key, classification.alarm_reset());
-        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{note}", classification.summary())).at(&entry.revision)
+        self.apply_phase(&apply_id, Phase::Applied);
+        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{note}", classification.summary()))
+            .at(&entry.revision)
+            .with_apply_id(&apply_id)
     }
 }
 

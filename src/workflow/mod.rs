@@ -12,10 +12,12 @@
 
 mod add_or_update;
 pub mod agent_objects;
+pub mod apply_status;
 pub mod faults;
 pub mod peers;
 mod remove;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,14 +25,17 @@ use crate::bundled::Bundled;
 use crate::clock::{RevisionClock, now_ms};
 use crate::compiler::{Compiled, CompileError};
 use crate::ids::{ContentHash, Revision, RuleKey};
-use crate::rules::classify::Claims;
+use crate::rules::classify::{Claims, Holder, Registered};
 use crate::rules::lifecycle::Row;
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::{FileGuard, FileLocks};
 use crate::runtime::{LoadedRule, LoaderKind, Origin, Runtime};
 use crate::status::{ApplyStatus, Outcome};
 use crate::store::{Change, EntryStatus, Measure, RuleEntry, Store};
+pub use apply_status::{Phase, StatusAnswer, StatusQuery};
 pub use peers::{NoPeers, Peers, SuspendVote};
+
+use apply_status::{ApplyLog, Durable};
 
 /// How long a write waits for the file's lock before answering `update_in_progress`.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(35);
@@ -52,6 +57,8 @@ pub struct Workflow {
     peers: Arc<dyn Peers>,
     locks: Arc<FileLocks>,
     lock_timeout: Duration,
+    /// The live status of structural applies run on this node (as the main).
+    apply_log: ApplyLog,
 }
 
 /// The stored row and bundled file of a key, read under its lock.
@@ -80,12 +87,53 @@ impl Workflow {
         peers: Arc<dyn Peers>,
         locks: Arc<FileLocks>,
     ) -> Workflow {
-        Workflow { store, runtime, bundled, clock, peers, locks, lock_timeout: DEFAULT_LOCK_TIMEOUT }
+        Workflow {
+            store,
+            runtime,
+            bundled,
+            clock,
+            peers,
+            locks,
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            apply_log: ApplyLog::default(),
+        }
     }
 
     pub fn with_lock_timeout(mut self, timeout: Duration) -> Workflow {
         self.lock_timeout = timeout;
         self
+    }
+
+    /// `GET /runtime/rule/status`: the live record of a structural apply, or the stored row.
+    /// `served_by` is this node, named in the answer.
+    pub async fn apply_status(&self, query: &StatusQuery, served_by: &crate::ids::NodeId) -> StatusAnswer {
+        let live = self.apply_log.find(query, now_ms());
+        let durable = match (query, &live) {
+            (StatusQuery::ByKey { key, .. }, None) => match self.store.get_entry(key).await {
+                Ok(Some(entry)) if entry.is_live() => Durable::Row { status: entry.status, content_hash: entry.content_hash },
+                Ok(_) => Durable::NoRow,
+                Err(e) => Durable::Unreadable(e.to_string()),
+            },
+            _ => Durable::NoRow,
+        };
+        apply_status::answer(query, live.as_ref(), &durable, served_by)
+    }
+
+    /// Opens the status record of a structural apply of `content_hash` to `key`.
+    fn start_apply(&self, key: &RuleKey, content_hash: &ContentHash) -> String {
+        self.apply_log.start(key, content_hash, now_ms())
+    }
+
+    /// Moves a structural apply to `phase`.
+    fn apply_phase(&self, apply_id: &str, phase: Phase) {
+        self.apply_log.set(apply_id, phase, None, now_ms());
+    }
+
+    /// Ends a structural apply FAILED (nothing committed) or DEGRADED (committed, finishing
+    /// deferred), with the answer's message as the reason, and returns the answer.
+    fn end_apply(&self, apply_id: &str, phase: Phase, outcome: Outcome) -> Outcome {
+        self.apply_log.set(apply_id, phase, Some(outcome.message.clone()), now_ms());
+        outcome
     }
 
     /// The per-file locks (shared with the scan).
@@ -141,6 +189,38 @@ impl Workflow {
             .filter(|(metric, shape)| self.store.measure(metric).is_none_or(|m| m.shape != *shape))
             .map(|(metric, shape)| Measure { metric, shape, owner: key.clone(), revision: revision.clone() })
             .collect()
+    }
+
+    /// The registry's measures for the metrics `compiled` claims, each with who still answers
+    /// for it (`key_exists`: the file being written has an entry or a bundled file). A measure
+    /// whose recorded owner has neither is a leftover of a deleted file.
+    async fn registered_measures(
+        &self,
+        key: &RuleKey,
+        compiled: &Compiled,
+        key_exists: bool,
+    ) -> Result<BTreeMap<String, Registered>, Outcome> {
+        let Compiled::Mal(file) = compiled else { return Ok(BTreeMap::new()) };
+        let mut owners: BTreeMap<RuleKey, bool> = BTreeMap::new();
+        let mut registered = BTreeMap::new();
+        for (metric, _) in file.metrics() {
+            let Some(measure) = self.store.measure(&metric) else { continue };
+            let owner_is_candidate = measure.owner == *key;
+            let owner_exists = match owners.get(&measure.owner) {
+                _ if owner_is_candidate => key_exists,
+                Some(known) => *known,
+                None => {
+                    let entry = self.store.get_entry(&measure.owner).await.map_err(|e| {
+                        Outcome::new(ApplyStatus::StorageUnavailable, format!("reading {}: {e}", measure.owner))
+                    })?;
+                    let exists = entry.is_some_and(|e| e.is_live()) || self.bundled.contains(&measure.owner);
+                    owners.insert(measure.owner.clone(), exists);
+                    exists
+                }
+            };
+            registered.insert(metric, Registered { shape: measure.shape, holder: Holder::of(owner_is_candidate, owner_exists) });
+        }
+        Ok(registered)
     }
 
     /// Persists `change`, honouring the persist failpoints.

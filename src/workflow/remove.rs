@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::add_or_update::all_names;
-use super::{Workflow, compile_off_thread, faults, loaded_rule};
+use super::{Phase, Workflow, compile_off_thread, faults, loaded_rule};
 use crate::ids::RuleKey;
 use crate::rules::classify::Claims;
 use crate::rules::lifecycle::{self, Decision, Operation, Situation};
@@ -112,16 +112,22 @@ impl Workflow {
         if let Err(conflict) = self.runtime.claims.with_all(|files| ownership::check(key, &claims, true, files)) {
             return Outcome::new(ApplyStatus::DeleteRefused, format!("bundled {key} cannot take over: {conflict}"));
         }
+        let apply_id = self.start_apply(key, &bundled.hash);
+        self.apply_phase(&apply_id, Phase::Fencing);
         if let Err(outcome) = self.suspend_cluster(key).await {
-            return outcome;
+            return self.end_apply(&apply_id, Phase::Failed, outcome);
         }
         let tombstone = self.new_entry(key, Vec::new(), EntryStatus::Deleted, prior);
         let measures = self.measures_for(key, &compiled, &tombstone.revision);
         let change = Change { entries: vec![tombstone.clone()], measures, purge_entries: Vec::new() };
+        self.apply_phase(&apply_id, Phase::Ddl);
         if let Err(e) = self.persist(change).await {
             self.resume_cluster(key).await;
-            return Outcome::new(ApplyStatus::RevertToBundledFailed, format!("{key} not reverted, nothing changed: {e}"));
+            let outcome =
+                Outcome::new(ApplyStatus::RevertToBundledFailed, format!("{key} not reverted, nothing changed: {e}"));
+            return self.end_apply(&apply_id, Phase::Failed, outcome);
         }
+        self.apply_phase(&apply_id, Phase::RollingOut);
         let mut reset: BTreeSet<String> = all_names(&compiled);
         if let Some(entry) = prior.entry.as_ref()
             && let Ok(old) = compile_off_thread(key, &entry.content).await
@@ -133,7 +139,10 @@ impl Workflow {
         self.runtime.resume(key, Origin::SelfOrigin);
         let note = self.announce(key, &tombstone.revision).await;
         self.runtime.reset_alarm_windows(key, reset);
-        Outcome::new(ApplyStatus::RevertedToBundled, format!("{key} now runs its bundled file{note}")).at(&tombstone.revision)
+        self.apply_phase(&apply_id, Phase::Applied);
+        Outcome::new(ApplyStatus::RevertedToBundled, format!("{key} now runs its bundled file{note}"))
+            .at(&tombstone.revision)
+            .with_apply_id(&apply_id)
     }
 }
 

@@ -62,7 +62,7 @@ impl ScriptedHandler {
         match request {
             BusRequest::Forward { op, .. } => BusResponse::Forwarded {
                 http_status: 200,
-                body: op.key().to_string().into_bytes(),
+                body: op.key().map(|k| k.to_string()).unwrap_or_default().into_bytes(),
                 node: me,
             },
             BusRequest::Suspend { .. } => BusResponse::SuspendAck {

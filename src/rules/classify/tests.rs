@@ -1,5 +1,5 @@
 //! Classification and guardrail cases, mirroring the reference's DeltaClassifierTest and
-//! GuardrailIntegrationTest, plus the registry check that closes the after-delete blind spot.
+//! GuardrailIntegrationTest, plus the registry check (which guards a measure only while its holder exists).
 
 use super::*;
 use crate::compiler::{self, DataType, Downsampling, DslKind, ScopeType};
@@ -137,15 +137,46 @@ fn a_malformed_prior_is_tolerated_as_structural() {
     assert_eq!(c.added, set(&["t_a", "t_b"]));
 }
 
+/// The registry half of the guardrail, as a table: (prior file, registered measure of `t_a`,
+/// new content) → the keys that need approval.
 #[test]
-fn the_registry_catches_a_reshape_after_delete() {
-    // No prior file (its row was deleted) but the measure is still in the registry.
-    let new = mal(&BASE.replace("service(['svc'], Layer.GENERAL)", "endpoint(['svc'], ['ep'], Layer.GENERAL)"));
-    let registered = MetricShape { scope: ScopeType::Service, downsampling: Downsampling::Avg, data_type: DataType::Single };
-    let impact = storage_impact(Prior::None, &new, |name| (name == "t_a").then_some(registered));
-    assert_eq!(impact, set(&["t_a"]));
+fn registered_measures_guard_their_shape_only_while_their_holder_exists() {
+    let service = MetricShape { scope: ScopeType::Service, downsampling: Downsampling::Avg, data_type: DataType::Single };
+    let rescoped_src = BASE.replace("service(['svc'], Layer.GENERAL)", "endpoint(['svc'], ['ep'], Layer.GENERAL)");
+    let rescoped = mal(&rescoped_src);
     let same = mal(BASE);
-    assert!(storage_impact(Prior::None, &same, |name| (name == "t_a").then_some(registered)).is_empty());
+    let old = mal(BASE);
+    let with_prior = Prior::Compiled { bytes: BASE.as_bytes(), compiled: &old };
+    let unparseable = Prior::Unparseable { bytes: b"not: [yaml" };
+    let registered = |holder| Some(Registered { shape: service, holder });
+    type Row<'a> = (&'a str, Prior<'a>, Option<Registered>, &'a Compiled, &'a [&'a str]);
+    let rows: &[Row] = &[
+        // A deleted runtime-only file left the measure: the next claimer starts fresh.
+        ("leftover, new shape", Prior::None, registered(Holder::Nobody), &rescoped, &[]),
+        ("leftover, same shape", Prior::None, registered(Holder::Nobody), &same, &[]),
+        // A file that still exists keeps guarding its measure.
+        ("own measure, prior unparseable", unparseable, registered(Holder::ThisFile), &rescoped, &["t_a"]),
+        ("own measure, same shape", unparseable, registered(Holder::ThisFile), &same, &[]),
+        ("another existing file's measure", Prior::None, registered(Holder::OtherFile), &rescoped, &["t_a"]),
+        ("another existing file's measure, same shape", Prior::None, registered(Holder::OtherFile), &same, &[]),
+        ("nothing registered", Prior::None, None, &rescoped, &[]),
+        // The prior file guards on its own, whatever the registry holds.
+        ("prior file, leftover measure", with_prior, registered(Holder::Nobody), &rescoped, &["t_a", "t_b"]),
+        ("prior file, nothing registered", with_prior, None, &rescoped, &["t_a", "t_b"]),
+    ];
+    for (what, prior, stored, new, expected) in rows {
+        let impact = storage_impact(*prior, new, |name| if name == "t_a" { *stored } else { None });
+        assert_eq!(impact, set(expected), "{what}");
+    }
+}
+
+#[test]
+fn the_holder_of_a_measure() {
+    assert_eq!(Holder::of(true, true), Holder::ThisFile);
+    assert_eq!(Holder::of(false, true), Holder::OtherFile);
+    assert_eq!(Holder::of(true, false), Holder::Nobody);
+    assert_eq!(Holder::of(false, false), Holder::Nobody);
+    assert!(Holder::ThisFile.guards_shape() && Holder::OtherFile.guards_shape() && !Holder::Nobody.guards_shape());
 }
 
 const LAL_BASE: &str = "\
