@@ -365,3 +365,76 @@ fn listener_limits_are_validated() {
         assert!(errors.to_string().contains(key), "{key}: {errors}");
     }
 }
+
+#[tokio::test]
+async fn a_huge_declared_length_on_the_data_port_gets_the_protocol_413_at_once() {
+    use hotrule::node::{Listeners, RunningNode};
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listeners = Listeners { admin, data: Some(data) };
+    let node = RunningNode::start_with_listeners(NodeSettings::for_test(), Arc::new(MemKv::new()), listeners, None)
+        .await
+        .expect("node starts");
+    let started = Instant::now();
+    let answer = exchange(
+        node.data_addr.expect("data listener"),
+        b"POST /Agent/Heartbeat HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999999\r\n\r\n",
+        Duration::from_secs(3),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("content-type: application/x-protobuf"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_flood_on_the_bus_port_is_capped_and_closed() {
+    use hotrule::cluster::{GossipNetwork, GossipTransport, MembershipSettings};
+    use hotrule::ids::NodeId;
+    use hotrule::node::{BusWiring, ClusterWiring, Listeners, RunningNode};
+
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let admin_advertise = admin.local_addr().expect("addr").to_string();
+    let bus = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let bus_addr = bus.local_addr().expect("addr");
+    let wiring = ClusterWiring {
+        membership: MembershipSettings::for_test(NodeId("n1".into()), "10.0.0.1:7000".parse().expect("addr")),
+        gossip: GossipTransport::InMemory(GossipNetwork::new()),
+        bus: BusWiring::Http { listener: bus, advertise: bus_addr.to_string(), auth: hotrule::bus::BusAuth::secret("s") },
+        replication: hotrule::replication::ReplicationSettings::default(),
+        admin_advertise,
+    };
+    let limits = ListenLimits {
+        header_read_timeout: Duration::from_millis(800),
+        idle_timeout: Duration::from_millis(400),
+        bus_connections: 4,
+        ..ListenLimits::default()
+    };
+    let settings = NodeSettings { node_id: Some("n1".into()), limits, ..NodeSettings::for_test() };
+    let listeners = Listeners { admin, data: None };
+    let node = RunningNode::start_with_listeners(settings, Arc::new(MemKv::new()), listeners, Some(wiring))
+        .await
+        .expect("node starts");
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        idle.push(TcpStream::connect(bus_addr).await.expect("connect"));
+    }
+    // The fifth is closed at once, and is not answered.
+    let started = Instant::now();
+    let answer = exchange(bus_addr, b"POST /bus/v1 HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", Duration::from_secs(3)).await;
+    assert!(answer.is_empty(), "refused without an answer: {answer}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    for stream in &mut idle {
+        let mut buf = [0u8; 16];
+        let closed = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
+        assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "idle bus connection closed: {closed:?}");
+    }
+    // Then the bus answers again (401: no MAC; what matters is that it is served).
+    wait_until(Duration::from_secs(5), "the bus serves a call after the flood", || async {
+        let answer = exchange(bus_addr, b"POST /bus/v1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", Duration::from_secs(2)).await;
+        answer.starts_with("HTTP/1.1 4")
+    })
+    .await;
+    node.shutdown().await;
+}

@@ -437,8 +437,9 @@ impl RunningNode {
         let server = spawn_server(listener, http::router(state.clone()), admin_limits, shutdown.clone(), "admin");
         let data_server = data_listener.map(|listener| {
             let app = crate::agent::router(agents.clone());
-            let max_body = settings.agents.max_body_bytes as u64;
-            let limits = settings.limits.listener(settings.limits.data_connections, max_body);
+            // The agent routes refuse an oversized declared length themselves, before reading,
+            // with the protocol's error body; the listener leaves that answer to them.
+            let limits = settings.limits.listener(settings.limits.data_connections, u64::MAX);
             match listener {
                 DataListener::Plain(tcp) => spawn_server(tcp, app, limits, shutdown.clone(), "agent data"),
                 DataListener::Tls(tls) => spawn_server(tls, app, limits, shutdown.clone(), "agent data"),
