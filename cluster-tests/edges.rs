@@ -170,10 +170,10 @@ fn the_admin_token_can_come_from_a_file() {
         .expect("valid");
     assert_eq!(loaded.config.admin_token.as_deref(), Some("from-a-file"));
     let both = vec![("admin.token_file".into(), file.display().to_string()), ("admin.token".into(), "inline".into())];
-    let errors = hotrule::config::load(&sources(both), env.clone()).err().expect("both refused");
+    let Err(errors) = hotrule::config::load(&sources(both), env.clone()) else { panic!("both refused") };
     assert!(errors.to_string().contains("admin.token_file"), "{errors}");
     let missing = vec![("admin.token_file".into(), dir.path().join("nope").display().to_string())];
-    let errors = hotrule::config::load(&sources(missing), env).err().expect("missing file refused");
+    let Err(errors) = hotrule::config::load(&sources(missing), env) else { panic!("missing file refused") };
     assert!(errors.to_string().contains("admin.token_file"), "{errors}");
 }
 
