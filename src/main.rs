@@ -104,7 +104,8 @@ struct ServeArgs {
     /// (rules.self_heal_threshold; default 60).
     #[arg(long)]
     self_heal_threshold: Option<u64>,
-    /// Bearer token required on every admin route except /healthz (admin.token).
+    /// Bearer token required on every admin route except /healthz (admin.token). Prefer
+    /// --admin-token-file or HOTRULE_ADMIN_TOKEN: a command line is readable in /proc.
     #[arg(long, env = "HOTRULE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
     /// File holding the bearer token (admin.token_file); keeps the token out of the command

@@ -39,8 +39,9 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
         issue(
             "admin.token",
             format!(
-                "required when admin.listen ({addr}) is not a loopback address; set admin.token (--admin-token or \
-                 HOTRULE_ADMIN_TOKEN), or admin.insecure: true (--insecure-admin) if a gateway protects the port"
+                "required when admin.listen ({addr}) is not a loopback address; set admin.token_file \
+                 (--admin-token-file) or admin.token (HOTRULE_ADMIN_TOKEN or --admin-token), or admin.insecure: true \
+                 (--insecure-admin) if a gateway protects the port"
             ),
         );
     }
