@@ -350,13 +350,14 @@ fn listener_limits_are_validated() {
     };
     let defaults = load(&[]).expect("defaults are valid").config.limits;
     assert_eq!(defaults, ListenLimits::default());
-    let set = load(&[("limits.header_read_timeout", "5s"), ("limits.idle_timeout", "2s"), ("limits.data_connections", "64")])
+    let set = load(&[("limits.header_read_timeout", "20s"), ("limits.idle_timeout", "12s"), ("limits.data_connections", "64")])
         .expect("valid")
         .config
         .limits;
-    assert_eq!((set.header_read_timeout, set.idle_timeout, set.data_connections), (Duration::from_secs(5), Duration::from_secs(2), 64));
+    assert_eq!((set.header_read_timeout, set.idle_timeout, set.data_connections), (Duration::from_secs(20), Duration::from_secs(12), 64));
     for (key, value) in [
         ("limits.idle_timeout", "1m"),
+        ("limits.idle_timeout", "2s"),
         ("limits.body_read_timeout", "0s"),
         ("limits.admin_connections", "0"),
         ("limits.bus_connections", "1000000"),

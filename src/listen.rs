@@ -40,6 +40,15 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+/// The shortest `idle_timeout` a configuration may set: above [`CLIENT_POOL_IDLE_TIMEOUT`] with
+/// room to spare, so that the node's own clients never reuse a connection the server is closing.
+pub const MIN_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the node's HTTP clients (bus, admin fan-outs, CLI) keep an idle pooled connection.
+/// It must stay below every server's idle timeout: a request sent on a connection the server
+/// closes at that moment fails (and a POST is not retried).
+pub const CLIENT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// At most one "connection refused" warning per listener per this interval; the rest are counted.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -55,13 +64,15 @@ pub struct ListenLimits {
 }
 
 pub fn default_header_read_timeout() -> Duration {
-    Duration::from_secs(15)
+    Duration::from_secs(30)
 }
 pub fn default_body_read_timeout() -> Duration {
     Duration::from_secs(60)
 }
+/// Above the agents' usual 10 s heartbeat interval, so an agent that keeps its connection open
+/// between heartbeats is not cut just as it sends the next one.
 pub fn default_idle_timeout() -> Duration {
-    Duration::from_secs(10)
+    Duration::from_secs(30)
 }
 pub fn default_admin_connections() -> usize {
     256

@@ -357,7 +357,8 @@ pub struct RawLimits {
     /// A request body must arrive within this time of its head.
     #[serde(default = "default_body_read_timeout")]
     pub body_read_timeout: DurationSetting,
-    /// A keep-alive connection with no request in flight is closed after this time.
+    /// A keep-alive connection with no request in flight is closed after this time (at least
+    /// `listen::MIN_IDLE_TIMEOUT`, at most `header_read_timeout`).
     #[serde(default = "default_idle_timeout")]
     pub idle_timeout: DurationSetting,
     #[serde(default = "crate::listen::default_admin_connections")]

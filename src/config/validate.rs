@@ -126,6 +126,16 @@ fn limits_config(raw: &RawConfig, issue: &mut impl FnMut(&str, String)) -> crate
             issue(key, "must be greater than zero".into());
         }
     }
+    if !l.idle_timeout.0.is_zero() && l.idle_timeout.0 < crate::listen::MIN_IDLE_TIMEOUT {
+        issue(
+            "limits.idle_timeout",
+            format!(
+                "must be at least {:?}: the node's own clients drop idle connections after {:?}",
+                crate::listen::MIN_IDLE_TIMEOUT,
+                crate::listen::CLIENT_POOL_IDLE_TIMEOUT
+            ),
+        );
+    }
     if l.idle_timeout.0 > l.header_read_timeout.0 {
         issue(
             "limits.idle_timeout",
