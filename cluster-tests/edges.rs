@@ -77,6 +77,8 @@ async fn a_repeated_query_parameter_is_400_on_every_route() {
         with_query("/runtime/rule/bundled", &pairs),
         with_query("/runtime/rule/list", &[("catalog", "lal"), ("catalog", "lal")]),
         with_query("/agent/agents", &[("group", "a"), ("group", "b")]),
+        with_query("/runtime/rule/dump", &[("x", "1"), ("x", "2")]),
+        with_query("/cluster/status", &[("x", "1"), ("x", "2")]),
     ] {
         let reply = node.client.get(&path).await.expect("get");
         assert_eq!(reply.status.as_u16(), 400, "{path}");

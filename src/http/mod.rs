@@ -156,7 +156,10 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/agent/agents/{instance_id}", get(agents::show_agent));
     #[cfg(feature = "failpoints")]
     let rules = rules.route("/debug/failpoints", post(writes::set_failpoint)).route("/debug/drop", post(writes::set_drop));
-    let protected = rules.route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    // The token is checked first (the last layer added runs first), then repeated parameters.
+    let protected = rules
+        .route_layer(middleware::from_fn(refuse_repeated_parameters))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
         .merge(protected)
@@ -188,6 +191,18 @@ async fn unknown_route(request: Request) -> Response {
         "message": format!("no route {} {}", request.method(), request.uri().path()),
     });
     (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+}
+
+/// A query parameter given twice is `400 invalid_parameter` on every route, including those that
+/// read no parameter (handlers that do read them check again, through `Params::from`).
+async fn refuse_repeated_parameters(request: Request, next: Next) -> Response {
+    let pairs = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(request.uri()).map(|q| q.0);
+    if let Ok(pairs) = pairs
+        && let Err(outcome) = params::Params::from_pairs(pairs)
+    {
+        return outcome_response(&outcome, "", "");
+    }
+    next.run(request).await
 }
 
 /// Bearer-token check for every route but `/healthz`.
