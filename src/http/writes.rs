@@ -14,9 +14,8 @@ use super::params::{Params, RawQuery};
 use super::{AdminState, outcome_response};
 use crate::bundled::MAX_CONTENT_BYTES;
 use crate::bus::messages::ForwardOp;
-use crate::ids::{Catalog, RuleKey};
+use crate::ids::Catalog;
 use crate::status::{ApplyStatus, Outcome};
-use crate::store::EntryStatus;
 use crate::workflow::AddOrUpdate;
 
 /// The query parameters of a write, with the catalog and name its answer echoes (a shortcut
@@ -47,17 +46,6 @@ async fn add_or_update_in(
     if crate::listen::declares_more_than(&headers, MAX_CONTENT_BYTES as u64) {
         let outcome =
             Outcome::new(ApplyStatus::PayloadTooLarge, format!("content is larger than {MAX_CONTENT_BYTES} bytes"));
-        return outcome_response(&outcome, &catalog_echo, &name_echo);
-    }
-    if let Some(other) = case_twin(&state, &key) {
-        let outcome = Outcome::new(
-            ApplyStatus::InvalidName,
-            format!(
-                "{} differs from the existing {}/{other} only in case; both would be one file in a dump on a \
-                 case-insensitive filesystem",
-                key.name, key.catalog
-            ),
-        );
         return outcome_response(&outcome, &catalog_echo, &name_echo);
     }
     let content = match axum::body::to_bytes(body, MAX_CONTENT_BYTES).await {
@@ -96,20 +84,6 @@ async fn add_or_update_in(
     }
     let outcome = state.workflow.add_or_update(request).await;
     outcome_response(&outcome, &catalog_echo, &name_echo)
-}
-
-/// Another live stored entry or bundled file of the key's catalog whose name differs from the
-/// key's only in case (see `RuleName::folded`).
-fn case_twin(state: &AdminState, key: &RuleKey) -> Option<String> {
-    let folded = key.name.folded();
-    let twin = |other: &RuleKey| other.catalog == key.catalog && other.name != key.name && other.name.folded() == folded;
-    let stored = state.store.with_entry_index(|index| {
-        index
-            .values()
-            .find(|meta| meta.status != EntryStatus::Deleted && twin(&meta.key))
-            .map(|meta| meta.key.name.to_string())
-    });
-    stored.or_else(|| state.bundled.iter().find(|rule| twin(&rule.key)).map(|rule| rule.key.name.to_string()))
 }
 
 async fn inactivate_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>) -> Response {

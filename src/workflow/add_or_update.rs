@@ -27,12 +27,36 @@ impl Workflow {
         compile_off_thread(key, bytes).await.ok().map(std::sync::Arc::new)
     }
 
+    /// Another live stored entry or bundled file of the key's catalog whose name differs from the
+    /// key's only in case (see `RuleName::folded`). Checked under the key's lock; two first
+    /// writes of twin names racing on the main could still both pass.
+    fn case_twin(&self, key: &crate::ids::RuleKey) -> Option<crate::ids::RuleName> {
+        let folded = key.name.folded();
+        let twin = |other: &crate::ids::RuleKey| {
+            other.catalog == key.catalog && other.name != key.name && other.name.folded() == folded
+        };
+        let stored = self.store.with_entry_index(|index| {
+            index.values().find(|meta| meta.status != EntryStatus::Deleted && twin(&meta.key)).map(|meta| meta.key.name.clone())
+        });
+        stored.or_else(|| self.bundled.iter().find(|rule| twin(&rule.key)).map(|rule| rule.key.name.clone()))
+    }
+
     pub async fn add_or_update(&self, request: AddOrUpdate) -> Outcome {
         let key = request.key.clone();
         let (_guard, prior) = match self.begin(&key).await {
             Ok(started) => started,
             Err(outcome) => return outcome,
         };
+        if let Some(twin) = self.case_twin(&key) {
+            return Outcome::new(
+                ApplyStatus::InvalidName,
+                format!(
+                    "{} differs from the existing {}/{twin} only in case; both would be one file when a dump is \
+                     extracted on a case-insensitive filesystem",
+                    key.name, key.catalog
+                ),
+            );
+        }
         let bundled = self.bundled.get(&key);
         let row = prior.row();
         let active_content: Option<&[u8]> = match (row, &prior.entry) {
