@@ -87,8 +87,21 @@ async fn request_validation_codes() {
         .expect("post");
     assert_eq!(reply.status.as_u16(), 413);
     assert_eq!(reply.json().expect("json")["applyStatus"], "payload_too_large");
-    // Exactly at the limit is accepted (a comment-only file is a valid, empty rule file).
-    let mut at_limit = vec![b'#'; 1_000_000];
+    // A comment-only file declares nothing: 400 at line 1, column 1 (issue 10), whatever its size.
+    let mut comments = vec![b'#'; 1_000_000];
+    comments[999_999] = b'\n';
+    let reply = node
+        .client
+        .post(&with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "big")]), comments)
+        .await
+        .expect("post");
+    assert_eq!(reply.status.as_u16(), 400, "{}", reply.text());
+    let json = reply.json().expect("json");
+    assert_eq!(json["applyStatus"], "compile_failed");
+    assert!(json["message"].as_str().is_some_and(|m| m.starts_with("line 1, column 1: the file declares nothing")), "{json}");
+    // Exactly at the limit is accepted: an explicitly empty rule file padded with a comment.
+    let mut at_limit = b"metricsRules: []\n".to_vec();
+    at_limit.resize(1_000_000, b'#');
     at_limit[999_999] = b'\n';
     let reply = node
         .client

@@ -555,3 +555,48 @@ async fn commit_replicas_make_the_main_wait_for_peers_to_hold_the_entry() {
     cluster.wait_rule(3, "r", &rule("rr", 2)).await;
     cluster.shutdown().await;
 }
+
+/// The names of the runtime layers node `i` reports.
+async fn layer_names(cluster: &TestCluster, i: usize) -> Vec<String> {
+    let body = cluster.node(i).client.get("/runtime/layers").await.expect("layers").json().expect("json");
+    body["layers"].as_array().map_or(Vec::new(), |l| l.iter().filter_map(|l| l["name"].as_str().map(String::from)).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtime_layers_replicate_with_their_entries() {
+    let s = "layers";
+    let mut cluster = TestCluster::start(3).await;
+    let declaring = "expSuffix: service(['svc'], Layer.REPL_LAYER)\nmetricPrefix: repl\nmetricsRules:\n  - name: requests\n    exp: requests_total.sum(['svc'])\nlayerDefinitions:\n  - name: REPL_LAYER\n    ordinal: 100900\n";
+    phase(s, "a file declaring REPL_LAYER is written on the main");
+    let (code, json) = cluster.node(1).push("otel-rules", "declares", declaring, &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("structural_applied")), "{json}");
+    for i in 1..=3 {
+        cluster.wait_rule(i, "declares", declaring).await;
+        wait_until(WAIT, &format!("n{i} lists REPL_LAYER"), || async { layer_names(&cluster, i).await == ["REPL_LAYER"] }).await;
+        let row = cluster.node(i).row("otel-rules", "declares").await.expect("row");
+        assert_eq!(row["layers"][0]["ordinal"], 100900, "n{i}: {row}");
+    }
+
+    phase(s, "writes through peers are judged against the same registry");
+    let user = rule("repl_user", 1).replace("Layer.GENERAL", "Layer.REPL_LAYER");
+    let (code, json) = cluster.node(3).push("otel-rules", "user", &user, &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("structural_applied")), "{json}");
+    let colliding = rule("repl_other", 1) + "layerDefinitions:\n  - name: OTHER_LAYER\n    ordinal: 100900\n";
+    let (code, json) = cluster.node(2).push("otel-rules", "other", &colliding, &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (400, Some("layer_ordinal_collision")), "{json}");
+
+    phase(s, "n3 restarts on its own store and still lists the layer");
+    cluster.stop_node(3).await;
+    cluster.start_node(3).await;
+    assert_eq!(layer_names(&cluster, 3).await, ["REPL_LAYER"], "served from n3's own store at boot");
+
+    phase(s, "inactivate and delete on the main: the layer is gone everywhere");
+    for route in ["/runtime/rule/inactivate", "/runtime/rule/delete"] {
+        let (code, json) = cluster.node(1).post(route, &[("catalog", "otel-rules"), ("name", "declares")]).await;
+        assert_eq!(code, 200, "{route}: {json}");
+    }
+    for i in 1..=3 {
+        wait_until(WAIT, &format!("n{i} lists no layer"), || async { layer_names(&cluster, i).await.is_empty() }).await;
+    }
+    cluster.shutdown().await;
+}

@@ -129,6 +129,29 @@ fn validate_lists_every_error_and_print_shows_origins_without_secrets() {
     assert!(printed.contains("data_dir: ./hotrule-data"), "defaults are printed too: {printed}");
 }
 
+/// Collector parity (issue 9, section 6) through the CLI: empty nested keys and unset variables
+/// keep their defaults, and `--show-origin` output with a multi-line `yaml:` source is still YAML.
+#[test]
+fn config_print_with_nulls_and_a_multi_line_source_reads_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("nulls.yaml");
+    std::fs::write(&file, "agents:\n  tls:\ncluster:\n  seeds:\nconfig:\n  watch: null\nrules:\n  scan_interval: ${env:HR_TEST_UNSET}\n").expect("write");
+    let uri = format!("file:{}", file.display());
+    let output = bin()
+        .args(["config", "print", "--show-origin", "--config", &uri, "--config", "yaml:log:\n  level: debug\n"])
+        .env_remove("HR_TEST_UNSET")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("unset environment variable `HR_TEST_UNSET`"));
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let reread = hotrule_confmap::parse_yaml(&printed).unwrap_or_else(|e| panic!("{e}:\n{printed}")).to_json();
+    assert_eq!(reread["log"]["level"], "debug", "{printed}");
+    assert_eq!(reread["rules"]["scan_interval"], "30s", "{printed}");
+    assert_eq!(reread["config"]["watch"], true, "{printed}");
+    assert!(printed.contains("# from yaml:log:\\n  level: debug\\n"), "{printed}");
+}
+
 #[tokio::test]
 async fn flags_override_files_and_env_expansion_works() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -339,6 +339,14 @@ enum RuleCommand {
         #[arg(long)]
         cluster: bool,
     },
+    /// List the runtime layers (`layerDefinitions`) registered on the node.
+    Layers {
+        /// Include SkyWalking's built-in layers.
+        #[arg(long)]
+        built_in: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Inactivate a rule (its measures are kept).
     Inactivate {
         #[arg(long)]
@@ -448,6 +456,7 @@ async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
         RuleCommand::Get { catalog, name, bundled, json } => cli::get(&client, &catalog, &name, bundled, json).await,
         RuleCommand::List { catalog, json, cluster: false } => cli::list(&client, catalog.as_deref(), json).await,
         RuleCommand::List { json, cluster: true, .. } => cli::cluster_list(&client, json).await,
+        RuleCommand::Layers { built_in, json } => cli::layers(&client, built_in, json).await,
         RuleCommand::Inactivate { catalog, name } => cli::inactivate(&client, &catalog, &name).await,
         RuleCommand::Delete { catalog, name, revert_to_bundled } => {
             cli::delete(&client, &catalog, &name, revert_to_bundled).await
@@ -643,7 +652,7 @@ async fn cluster_wiring(cluster: &config::model::ClusterConfig, node: &config::N
     let auth = match &cluster.secret {
         Some(secret) => hotrule::bus::BusAuth::secret(secret),
         None => {
-            tracing::warn!("cluster bus runs WITHOUT authentication (--insecure-bus)");
+            tracing::warn!("cluster gossip and bus run WITHOUT authentication (--insecure-bus)");
             hotrule::bus::BusAuth::Insecure
         }
     };
@@ -659,7 +668,8 @@ async fn cluster_wiring(cluster: &config::model::ClusterConfig, node: &config::N
     };
     Ok(ClusterWiring {
         membership,
-        gossip: hotrule::cluster::GossipTransport::Udp,
+        // The one secret seals gossip and signs the bus: membership and data alike.
+        gossip: hotrule::cluster::GossipTransport::Udp(auth.clone()),
         bus: BusWiring::Http { listener: bus_listener, advertise: cluster.bus_advertise.clone(), auth },
         replication,
         admin_advertise: cluster.admin_advertise.clone(),

@@ -278,19 +278,22 @@ impl RunningNode {
         let cluster = match wiring {
             None => None,
             Some(wiring) => {
-                let (bus, drop_switch, bus_advertise): (Arc<dyn crate::bus::BusClient>, _, String) = match wiring.bus {
+                let (bus, drop_switch, bus_advertise, bus_gate): (Arc<dyn crate::bus::BusClient>, _, String, _) = match wiring.bus {
                     BusWiring::Http { listener, advertise, auth } => {
                         let switch = crate::bus::DropSwitch::new();
-                        let client = crate::bus::HttpBusClient::with_drop_switch(auth.clone(), switch.clone());
-                        bus_server = Some((listener, auth));
-                        (Arc::new(client), Some(switch), advertise)
+                        let gate = crate::bus::BusGate::new(auth.clone());
+                        let client = crate::bus::HttpBusClient::with_drop_switch(auth, switch.clone())
+                            .with_counters(gate.counters().clone());
+                        bus_server = Some((listener, gate.clone()));
+                        (Arc::new(client), Some(switch), advertise, gate)
                     }
                     BusWiring::Memory { network } => {
                         let client = network.client(node_id.clone());
                         let switch = client.drop_switch().clone();
+                        let gate = crate::bus::BusGate::new(network.auth().clone());
                         bus_server = None;
                         memory_network = Some(network);
-                        (Arc::new(client), Some(switch), node_id.0.clone())
+                        (Arc::new(client), Some(switch), node_id.0.clone(), gate)
                     }
                 };
                 let mut membership_settings = wiring.membership;
@@ -298,7 +301,7 @@ impl RunningNode {
                 membership_settings.initial_facts.push((Fact::AdminAddr, wiring.admin_advertise.clone()));
                 membership_settings.initial_facts.push((Fact::BusAddr, bus_advertise));
                 let membership = Membership::start(membership_settings, &wiring.gossip).await.map_err(NodeError::Cluster)?;
-                Some(Arc::new(Cluster { membership: Arc::new(membership), bus, drop_switch, settings: wiring.replication }))
+                Some(Arc::new(Cluster { membership: Arc::new(membership), bus, drop_switch, bus_gate, settings: wiring.replication }))
             }
         };
         let peers: Arc<dyn Peers> = match (peers_override, &cluster) {
@@ -400,14 +403,24 @@ impl RunningNode {
                 render: Arc::new(|outcome, catalog, name| {
                     (http::status_code(outcome.status).as_u16(), http::outcome_body(outcome, catalog.as_str(), name))
                 }),
+                // Weak: the bus (and the in-memory network) must not keep the node's state alive.
+                views: {
+                    let state = Arc::downgrade(&state);
+                    Arc::new(move |what| match state.upgrade() {
+                        Some(state) => http::node_view(&state, what),
+                        None => b"null".to_vec(),
+                    })
+                },
             });
             match (bus_server.take(), &memory_network) {
-                (Some((listener, auth)), _) => {
-                    let router = crate::bus::router(handler, auth);
-                    let limits = settings.limits.listener(settings.limits.bus_connections, crate::bus::messages::MAX_MESSAGE_BYTES as u64);
+                (Some((listener, gate)), _) => {
+                    let router = crate::bus::router_with_gate(handler, gate);
+                    // The bus gate checks the declared length itself (after the MAC headers, and
+                    // counted with its other refusals); the listener leaves that answer to it.
+                    let limits = settings.limits.listener(settings.limits.bus_connections, u64::MAX);
                     cluster_tasks.push(spawn_server(listener, router, limits, shutdown.clone(), "cluster bus"));
                 }
-                (None, Some(network)) => network.register(node_id.clone(), handler),
+                (None, Some(network)) => network.register_with_gate(node_id.clone(), handler, cluster.bus_gate.clone()),
                 (None, None) => {}
             }
             let syncer = Arc::new(Syncer {

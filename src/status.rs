@@ -30,6 +30,11 @@ pub enum ApplyStatus {
     InvalidSource,
     InvalidParameter,
     NoBundledTwin,
+    LayerOrdinalOutOfRange,
+    LayerNameInvalid,
+    LayerNameConflict,
+    LayerOrdinalCollision,
+    LayerOverrideForbidden,
     // 401
     Unauthorized,
     // 404 for single-rule reads
@@ -87,6 +92,11 @@ impl ApplyStatus {
             InvalidSource => "invalid_source",
             InvalidParameter => "invalid_parameter",
             NoBundledTwin => "no_bundled_twin",
+            LayerOrdinalOutOfRange => "layer_ordinal_out_of_range",
+            LayerNameInvalid => "layer_name_invalid",
+            LayerNameConflict => "layer_name_conflict",
+            LayerOrdinalCollision => "layer_ordinal_collision",
+            LayerOverrideForbidden => "layer_override_forbidden",
             Unauthorized => "unauthorized",
             StorageChangeRequiresExplicitApproval => "storage_change_requires_explicit_approval",
             UpdateInProgress => "update_in_progress",

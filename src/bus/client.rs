@@ -4,7 +4,9 @@
 //! Every call is bounded by the caller's timeout as a whole (connect, send, answer, body), so a
 //! dead peer costs at most that long. Errors are classified for the caller: a refused or
 //! impossible connection is [`BusError::Unreachable`], a connection that broke later is
-//! [`BusError::Transport`], a 401 is [`BusError::Unauthorized`].
+//! [`BusError::Transport`], a 401 is [`BusError::Unauthorized`]. On a secure bus every call is
+//! signed with a fresh nonce, and a 200 answer is believed only if its MAC proves the secret and
+//! names that nonce ([`BusError::UnauthenticatedAnswer`] otherwise).
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -18,7 +20,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::BusError;
-use super::auth::{BusAuth, MAC_HEADER, TIMESTAMP_HEADER};
+use super::auth::{BusAuth, MAC_HEADER, NONCE_HEADER, TIMESTAMP_HEADER, new_nonce};
+use super::gate::BusCounters;
 use super::messages::{
     BusRequest, BusResponse, MAX_MESSAGE_BYTES, decode_response, encode_request,
 };
@@ -126,6 +129,8 @@ pub struct HttpBusClient {
     http: Client<HttpConnector, Full<Bytes>>,
     auth: BusAuth,
     drop_switch: DropSwitch,
+    /// Where refused answers are counted (the node's bus gate counters, when wired).
+    counters: Arc<BusCounters>,
 }
 
 impl HttpBusClient {
@@ -144,7 +149,14 @@ impl HttpBusClient {
             http,
             auth,
             drop_switch,
+            counters: Arc::default(),
         }
+    }
+
+    /// Counts refused answers in `counters` (for example the node's gate counters).
+    pub fn with_counters(mut self, counters: Arc<BusCounters>) -> HttpBusClient {
+        self.counters = counters;
+        self
     }
 
     pub fn drop_switch(&self) -> &DropSwitch {
@@ -169,11 +181,13 @@ impl HttpBusClient {
             return Err(bad_address("expected host:port".to_string()));
         }
         let body = encode_request(request)?;
+        let nonce = new_nonce();
         let mut builder =
             Request::post(uri).header(header::CONTENT_TYPE, "application/octet-stream");
-        if let Some(signature) = self.auth.sign(now_ms(), BUS_PATH, &body) {
+        if let Some(signature) = self.auth.sign(now_ms(), &nonce, BUS_PATH, &body) {
             builder = builder
                 .header(TIMESTAMP_HEADER, signature.timestamp)
+                .header(NONCE_HEADER, signature.nonce_hex)
                 .header(MAC_HEADER, signature.mac_hex);
         }
         let http_request = builder
@@ -199,6 +213,19 @@ impl HttpBusClient {
             }
         })?;
         let status = answer.status();
+        let answer_header = |name: &str| {
+            answer
+                .headers()
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string)
+        };
+        let (answer_ts, answer_mac) = (answer_header(TIMESTAMP_HEADER), answer_header(MAC_HEADER));
+        if status == StatusCode::OK
+            && let Err(failure) = self.auth.precheck_answer(now_ms(), answer_ts.as_deref(), answer_mac.as_deref())
+        {
+            return Err(self.refuse_answer(to, addr, &failure));
+        }
         let limit = if status == StatusCode::OK {
             MAX_MESSAGE_BYTES
         } else {
@@ -235,7 +262,27 @@ impl HttpBusClient {
                     },
                 },
             )?;
+        // Only an answer that proves the secret, for this call, is believed.
+        if let Err(failure) = self.auth.verify_answer(
+            now_ms(),
+            &nonce,
+            status.as_u16(),
+            &bytes,
+            answer_ts.as_deref(),
+            answer_mac.as_deref(),
+        ) {
+            return Err(self.refuse_answer(to, addr, &failure));
+        }
         decode_response(&bytes)
+    }
+
+    fn refuse_answer(&self, to: &NodeId, addr: &str, failure: &super::auth::AuthFailure) -> BusError {
+        self.counters.record_unauthenticated_answer();
+        tracing::warn!(peer = %to, %addr, reason = %failure, "bus answer refused: not authenticated");
+        BusError::UnauthenticatedAnswer {
+            to: to.clone(),
+            reason: failure.to_string(),
+        }
     }
 }
 

@@ -17,14 +17,24 @@
 //! - a [`DropSwitch`] on the client: Suspend/Resume fail with [`BusError::Dropped`] at once.
 //!
 //! Links are undirected: a fault between `a` and `b` applies to calls in both directions.
-//! Authentication is not simulated; the `addr` argument of a call is ignored (routing is by id).
+//! The `addr` argument of a call is ignored (routing is by id).
+//!
+//! Authentication is not simulated but run: every call is signed by the client's [`BusAuth`]
+//! and passes the receiving node's [`BusGate`] (headers, replay, length, MAC) exactly as over
+//! HTTP, and every answer is signed by the receiver and verified by the caller. The network has
+//! one secret (a fixed test secret unless [`MemNetwork::with_auth`] says otherwise); a client
+//! with another ([`MemNetwork::client_with_auth`]) plays a node without the secret.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::BusError;
+use super::auth::{BusAuth, new_nonce};
 use super::client::{BusClient, DropSwitch, guarded_call};
+use super::gate::{BusGate, Refusal};
+use super::server::BUS_PATH;
+use crate::clock::now_ms;
 use super::messages::{
     BusRequest, BusResponse, decode_request, decode_response, encode_request, encode_response,
 };
@@ -33,14 +43,21 @@ use crate::ids::NodeId;
 use crate::workflow::peers::BoxFuture;
 
 /// A simulated network of bus handlers. Clones share the network.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct MemNetwork {
     state: Arc<Mutex<NetworkState>>,
+    auth: BusAuth,
+}
+
+impl Default for MemNetwork {
+    fn default() -> MemNetwork {
+        MemNetwork::with_auth(BusAuth::secret("in-memory bus test secret"))
+    }
 }
 
 #[derive(Default)]
 struct NetworkState {
-    handlers: BTreeMap<NodeId, Arc<dyn BusHandler>>,
+    handlers: BTreeMap<NodeId, (Arc<dyn BusHandler>, BusGate)>,
     cut_links: BTreeSet<Link>,
     isolated: BTreeSet<NodeId>,
     faults: BTreeMap<Link, LinkFaults>,
@@ -103,6 +120,7 @@ impl DropRate {
 /// What the network decided for one call, taken under the lock and carried out after it.
 struct Route {
     handler: Arc<dyn BusHandler>,
+    gate: BusGate,
     delay: Duration,
     drop_request: bool,
     drop_response: bool,
@@ -113,9 +131,28 @@ impl MemNetwork {
         MemNetwork::default()
     }
 
-    /// Makes `node` reachable, answering with `handler` (replaces an earlier handler: a restart).
+    /// A network whose nodes share `auth` (the cluster secret, or an insecure bus).
+    pub fn with_auth(auth: BusAuth) -> MemNetwork {
+        MemNetwork {
+            state: Arc::default(),
+            auth,
+        }
+    }
+
+    /// The network's authentication (what registered nodes and clients use by default).
+    pub fn auth(&self) -> &BusAuth {
+        &self.auth
+    }
+
+    /// Makes `node` reachable, answering with `handler` behind a fresh gate over the network's
+    /// secret (replaces an earlier handler: a restart).
     pub fn register(&self, node: NodeId, handler: Arc<dyn BusHandler>) {
-        self.lock().handlers.insert(node, handler);
+        self.register_with_gate(node, handler, BusGate::new(self.auth.clone()));
+    }
+
+    /// Makes `node` reachable behind `gate` (whose counters the node reports).
+    pub fn register_with_gate(&self, node: NodeId, handler: Arc<dyn BusHandler>, gate: BusGate) {
+        self.lock().handlers.insert(node, (handler, gate));
     }
 
     /// Removes `node`'s handler, as if its process stopped: calls to it are unreachable.
@@ -123,12 +160,18 @@ impl MemNetwork {
         self.lock().handlers.remove(node);
     }
 
-    /// A client that calls from `from`.
+    /// A client that calls from `from` with the network's secret.
     pub fn client(&self, from: NodeId) -> MemBusClient {
+        self.client_with_auth(from, self.auth.clone())
+    }
+
+    /// A client that calls from `from` signing with `auth` (another secret: a rogue node).
+    pub fn client_with_auth(&self, from: NodeId, auth: BusAuth) -> MemBusClient {
         MemBusClient {
             from,
             network: self.clone(),
             drop_switch: DropSwitch::new(),
+            auth,
         }
     }
 
@@ -212,7 +255,7 @@ impl MemNetwork {
                 reason: format!("link {from} <-> {to} is cut"),
             });
         }
-        let handler = state
+        let (handler, gate) = state
             .handlers
             .get(to)
             .cloned()
@@ -223,6 +266,7 @@ impl MemNetwork {
         let faults = state.faults.entry(Link::between(from, to)).or_default();
         Ok(Route {
             handler,
+            gate,
             delay: faults.delay,
             drop_request: faults.drop_requests.next_is_dropped(),
             drop_response: faults.drop_responses.next_is_dropped(),
@@ -258,6 +302,7 @@ pub struct MemBusClient {
     from: NodeId,
     network: MemNetwork,
     drop_switch: DropSwitch,
+    auth: BusAuth,
 }
 
 impl MemBusClient {
@@ -282,6 +327,28 @@ impl MemBusClient {
         if route.drop_request {
             return std::future::pending().await;
         }
+        // The receiving side: the same gate as the HTTP server, then the handler.
+        let nonce = new_nonce();
+        let signature = self.auth.sign(now_ms(), &nonce, BUS_PATH, &wire_request);
+        let header = |pick: fn(&super::auth::Signature) -> &str| signature.as_ref().map(pick);
+        let refused = |refusal: Refusal| refusal_error(to, refusal);
+        let admission = route
+            .gate
+            .admit(
+                now_ms(),
+                BUS_PATH,
+                header(|s| &s.timestamp),
+                header(|s| &s.nonce_hex),
+                header(|s| &s.mac_hex),
+                Some(wire_request.len() as u64),
+            )
+            .map_err(refused)?;
+        let mut checked = admission.checked;
+        if let Some((_, mac)) = checked.as_mut() {
+            mac.update(&wire_request);
+        }
+        let accepted_nonce = route.gate.accept(now_ms(), checked).map_err(refused)?;
+        drop(admission.permit);
         let received = match decode_request(&wire_request) {
             Ok(received) => received,
             Err(decode_error) => {
@@ -304,11 +371,37 @@ impl MemBusClient {
                 reason: format!("bus handler failed: {join_error}"),
             })?;
         let wire_answer = encode_response(&answer)?;
+        let answer_signature = accepted_nonce
+            .and_then(|nonce| route.gate.auth().sign_answer(now_ms(), &nonce, 200, &wire_answer));
         tokio::time::sleep(route.delay).await;
         if route.drop_response {
             return std::future::pending().await;
         }
+        // Back on the calling side: believe only an answer that proves the secret.
+        self.auth
+            .verify_answer(
+                now_ms(),
+                &nonce,
+                200,
+                &wire_answer,
+                answer_signature.as_ref().map(|s| s.timestamp.as_str()),
+                answer_signature.as_ref().map(|s| s.mac_hex.as_str()),
+            )
+            .map_err(|failure| BusError::UnauthenticatedAnswer {
+                to: to.clone(),
+                reason: failure.to_string(),
+            })?;
         decode_response(&wire_answer)
+    }
+}
+
+/// The error a caller sees for a call the gate refused, as the HTTP client would classify it.
+fn refusal_error(to: &NodeId, refusal: Refusal) -> BusError {
+    match refusal {
+        Refusal::Unauthorized(_) => BusError::Unauthorized { to: to.clone() },
+        Refusal::LengthRequired => BusError::Status { to: to.clone(), status: 411, reason: "length required".into() },
+        Refusal::TooLarge { len } => BusError::Status { to: to.clone(), status: 413, reason: format!("{len} bytes") },
+        Refusal::Busy(why) => BusError::Status { to: to.clone(), status: 503, reason: why.into() },
     }
 }
 

@@ -14,7 +14,8 @@ use crate::ids::{ContentHash, NodeId, Revision, RuleKey};
 use crate::store::{EntryStatus, RuleEntry};
 
 /// The version byte in front of every bus message. Bump it when a message changes shape.
-pub const BUS_FORMAT_VERSION: u8 = 1;
+/// Version 2: `View` added, and calls carry a nonce and signed answers (see `auth`).
+pub const BUS_FORMAT_VERSION: u8 = 2;
 
 /// The largest encoded message accepted in either direction (64 MiB): a full `Entries` answer
 /// for every rule file fits many times over, and a hostile length prefix cannot make a node
@@ -114,6 +115,15 @@ impl EntrySummary {
     }
 }
 
+/// A read-only view of one node, asked by a node fanning an admin read out to the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeView {
+    /// The node's `/runtime/rule/list` answer.
+    Rules,
+    /// The agents heartbeating this node: `{"node": .., "agents": [..]}`.
+    Agents,
+}
+
 /// A request from one node to another.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BusRequest {
@@ -147,6 +157,8 @@ pub enum BusRequest {
     FetchEntries { keys: Vec<RuleKey> },
     /// Does the peer durably hold `key` at `revision` or later? → `Held`
     ConfirmHeld { key: RuleKey, revision: Revision },
+    /// A read-only view of the peer, as JSON (cluster-wide admin reads). → `View`
+    View { what: NodeView },
 }
 
 impl BusRequest {
@@ -160,6 +172,7 @@ impl BusRequest {
             BusRequest::Digest { .. } => "digest",
             BusRequest::FetchEntries { .. } => "fetch_entries",
             BusRequest::ConfirmHeld { .. } => "confirm_held",
+            BusRequest::View { .. } => "view",
         }
     }
 }
@@ -195,6 +208,10 @@ pub enum BusResponse {
     Error {
         message: String,
     },
+    /// A [`NodeView`] as JSON.
+    View {
+        json: Vec<u8>,
+    },
 }
 
 impl BusResponse {
@@ -208,6 +225,7 @@ impl BusResponse {
             BusResponse::Entries { .. } => "entries",
             BusResponse::Held { .. } => "held",
             BusResponse::Error { .. } => "error",
+            BusResponse::View { .. } => "view",
         }
     }
 }
@@ -364,6 +382,8 @@ pub(crate) mod tests {
                 key: key("vm"),
                 revision: revision(),
             },
+            BusRequest::View { what: NodeView::Rules },
+            BusRequest::View { what: NodeView::Agents },
         ]
     }
 
@@ -421,6 +441,9 @@ pub(crate) mod tests {
             BusResponse::Held { held: false },
             BusResponse::Error {
                 message: "storage unavailable: é".into(),
+            },
+            BusResponse::View {
+                json: b"{\"rules\":[]}".to_vec(),
             },
         ]
     }

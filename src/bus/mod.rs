@@ -6,7 +6,8 @@
 //! [`BusRequest`] and whose 200 answer is an encoded [`BusResponse`].
 //!
 //! - [`messages`]: the vocabulary and its wire encoding (version byte + bincode, bounded);
-//! - [`auth`]: the HMAC over a shared secret, or an explicitly insecure bus;
+//! - [`auth`]: the HMACs over a shared secret (calls and answers), or an explicitly insecure bus;
+//! - [`gate`]: what a call passes before it is handled (headers, replay, length, then the MAC);
 //! - [`server`]: the axum router that authenticates, decodes and hands requests to a
 //!   [`BusHandler`];
 //! - [`client`]: the [`BusClient`] trait, its pooled HTTP implementation and the
@@ -16,6 +17,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod gate;
 pub mod memory;
 pub mod messages;
 pub mod server;
@@ -30,9 +32,11 @@ pub use auth::BusAuth;
 pub use client::{BusClient, DropSwitch, HttpBusClient};
 pub use memory::{MemBusClient, MemNetwork};
 pub use messages::{
-    BusRequest, BusResponse, EntrySummary, ForwardOp, MAX_MESSAGE_BYTES, ResumeState, SuspendState,
+    BusRequest, BusResponse, EntrySummary, ForwardOp, MAX_MESSAGE_BYTES, NodeView, ResumeState,
+    SuspendState,
 };
-pub use server::{BUS_PATH, BusHandler, router, serve};
+pub use gate::{BusCounterSnapshot, BusGate};
+pub use server::{BUS_PATH, BusHandler, router, router_with_gate, serve};
 
 /// Why a bus call or a bus message failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,6 +53,9 @@ pub enum BusError {
         "{to} refused the call as unauthenticated (is the cluster secret the same on both nodes?)"
     )]
     Unauthorized { to: NodeId },
+    /// The answer did not prove the secret (or did not answer this call): not believed.
+    #[error("{to} answered without proving the cluster secret ({reason}); answer refused")]
+    UnauthenticatedAnswer { to: NodeId, reason: String },
     #[error("{to} answered HTTP {status}: {reason}")]
     Status {
         to: NodeId,

@@ -172,6 +172,39 @@ pub async fn list(client: &AdminClient, catalog: Option<&str>, json: bool) -> Re
     Ok(())
 }
 
+/// `hotrule rule layers`: the runtime layers (and with `built_in` the built-in ones too).
+pub async fn layers(client: &AdminClient, built_in: bool, json: bool) -> Result<(), CliError> {
+    let path = if built_in { "/runtime/layers?builtIn=true" } else { "/runtime/layers" };
+    let reply = check(client.get(path).await?)?;
+    if json {
+        println!("{}", reply.text());
+        return Ok(());
+    }
+    print!("{}", render_layers(&reply.json().unwrap_or(Value::Null)));
+    Ok(())
+}
+
+/// The layers answer as a fixed-width table.
+pub fn render_layers(body: &Value) -> String {
+    let rows: Vec<Vec<String>> = body["layers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|l| {
+            let by: Vec<&str> = l["declaredBy"].as_array().map_or(Vec::new(), |a| a.iter().filter_map(Value::as_str).collect());
+            vec![
+                l["name"].as_str().unwrap_or("").to_string(),
+                l["ordinal"].to_string(),
+                l["normal"].to_string(),
+                l["source"].as_str().unwrap_or("").to_string(),
+                by.join(","),
+            ]
+        })
+        .collect();
+    table(&["NAME", "ORDINAL", "NORMAL", "SOURCE", "DECLARED BY"], &rows)
+}
+
 /// The list envelope as a fixed-width table.
 pub fn render_table(body: &Value) -> String {
     let rows: Vec<Vec<String>> = body["rules"]

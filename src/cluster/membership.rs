@@ -15,6 +15,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chitchat::transport::{ChannelTransport, Transport, UdpTransport};
+
+use super::sealed::{GossipCounterSnapshot, GossipCounters};
+use super::secure_udp::SealedUdpTransport;
+use crate::bus::BusAuth;
 use chitchat::{
     Chitchat, ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig, ListenerHandle,
     ProtocolVersion, spawn_chitchat,
@@ -28,7 +32,7 @@ use super::view::{ClusterView, Member};
 use crate::ids::NodeId;
 
 /// The largest UDP payload, which chitchat keeps every message under.
-const MAX_GOSSIP_DATAGRAM_BYTES: usize = 65_507;
+const MAX_GOSSIP_DATAGRAM_BYTES: usize = super::sealed::MAX_UDP_PAYLOAD_BYTES;
 
 /// How this node gossips.
 #[derive(Debug, Clone)]
@@ -157,8 +161,10 @@ impl MembershipSettings {
 /// The network gossip runs on.
 #[derive(Clone)]
 pub enum GossipTransport {
-    /// Real UDP sockets.
-    Udp,
+    /// Real UDP sockets. With a secret every datagram is sealed with its MAC and anything that
+    /// does not prove the secret is dropped (see `secure_udp`); [`BusAuth::Insecure`] is plain
+    /// chitchat UDP, which trusts any sender.
+    Udp(BusAuth),
     /// An in-process network for tests.
     InMemory(GossipNetwork),
 }
@@ -204,6 +210,9 @@ pub struct Membership {
     /// still hold the membership.
     running: tokio::sync::Mutex<Option<Running>>,
     chitchat: Arc<Mutex<Chitchat>>,
+    /// What the sealed transport let in and kept out (all zero on an unsealed transport).
+    gossip_counters: Arc<GossipCounters>,
+    sealed: bool,
     view_rx: watch::Receiver<ClusterView>,
     refresh_tx: mpsc::Sender<()>,
 }
@@ -222,7 +231,17 @@ impl Membership {
         transport: &GossipTransport,
     ) -> Result<Membership, ClusterError> {
         match transport {
-            GossipTransport::Udp => Membership::start_on(settings, &UdpTransport).await,
+            GossipTransport::Udp(BusAuth::Insecure) => {
+                Membership::start_on(settings, &UdpTransport).await
+            }
+            GossipTransport::Udp(BusAuth::Secret(secret)) => {
+                let counters = Arc::new(GossipCounters::default());
+                let sealed = SealedUdpTransport::new(secret.clone(), counters.clone());
+                let mut membership = Membership::start_on(settings, &sealed).await?;
+                membership.gossip_counters = counters;
+                membership.sealed = true;
+                Ok(membership)
+            }
             GossipTransport::InMemory(network) => {
                 Membership::start_on(settings, &network.channels).await
             }
@@ -280,6 +299,8 @@ impl Membership {
             generation: settings.generation,
             gossip_addr: settings.gossip_advertise_addr,
             chitchat: handle.chitchat(),
+            gossip_counters: Arc::new(GossipCounters::default()),
+            sealed: false,
             view_rx,
             refresh_tx,
             running: tokio::sync::Mutex::new(Some(Running {
@@ -301,6 +322,11 @@ impl Membership {
     /// The address peers gossip to.
     pub fn gossip_addr(&self) -> SocketAddr {
         self.gossip_addr
+    }
+
+    /// What gossip authentication let in and kept out so far.
+    pub fn gossip_counters(&self) -> GossipCounterSnapshot {
+        self.gossip_counters.snapshot(self.sealed)
     }
 
     /// The current view, and every later one.

@@ -9,15 +9,23 @@
 //! - [`main_select`]: pure main selection and generation deduplication;
 //! - [`keys`]: the gossip keys in one place, their size cap, and [`keys::digest_of`];
 //! - [`view`]: [`ClusterView`] and [`Member`], the only shapes the rest of hotrule sees;
-//! - [`membership`]: [`Membership`], which owns the chitchat instance and publishes views.
+//! - [`membership`]: [`Membership`], which owns the chitchat instance and publishes views;
+//! - [`sealed`] and [`secure_udp`]: every UDP datagram sealed with an HMAC over the cluster
+//!   secret; a datagram that does not prove the secret never reaches chitchat;
+//! - [`heartbeats`]: the bound on heartbeats a member may claim (an absurd jump splits a cluster).
 //!
 //! chitchat types stay inside this module.
 
+pub mod heartbeats;
 pub mod keys;
 pub mod main_select;
 pub mod membership;
+pub mod sealed;
+pub mod secure_udp;
 pub mod view;
 
+#[cfg(test)]
+mod sealed_tests;
 #[cfg(test)]
 mod tests;
 
@@ -26,6 +34,7 @@ use std::net::SocketAddr;
 pub use keys::{Fact, MAX_FACT_VALUE_BYTES, digest_of};
 pub use main_select::{dedup_generations, select_main};
 pub use membership::{GossipNetwork, GossipTransport, Membership, MembershipSettings};
+pub use sealed::GossipCounterSnapshot;
 pub use view::{ClusterView, Member};
 
 /// Why a membership operation failed.

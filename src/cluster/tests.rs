@@ -316,10 +316,10 @@ fn free_udp_ports() -> (u16, u16) {
 async fn two_nodes_gossip_over_real_udp() {
     let scenario = "udp";
     let (port_a, port_b) = free_udp_ports();
-    let a = Membership::start(settings("a", port_a, &[port_b], 1), &GossipTransport::Udp)
+    let a = Membership::start(settings("a", port_a, &[port_b], 1), &GossipTransport::Udp(crate::bus::BusAuth::Insecure))
         .await
         .expect("starts");
-    let b = Membership::start(settings("b", port_b, &[port_a], 1), &GossipTransport::Udp)
+    let b = Membership::start(settings("b", port_b, &[port_a], 1), &GossipTransport::Udp(crate::bus::BusAuth::Insecure))
         .await
         .expect("starts");
 

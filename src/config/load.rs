@@ -155,8 +155,11 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// Decodes each top-level section on its own, so type errors in several sections all show.
 fn decode_sections(value: &Value, issues: &mut Vec<ConfigIssue>) -> RawConfig {
     fn section<T: DeserializeOwned + Default>(value: &Value, name: &str, issues: &mut Vec<ConfigIssue>) -> T {
+        // Null means unset here as at every depth below (`tls:`, `watch: null`, `${env:UNSET}`):
+        // the decoder leaves null entries out, so each field keeps its default.
         match value.get_path(name) {
-            None | Some(Value::Null) => T::default(),
+            None => T::default(),
+            Some(v) if v.is_null() => T::default(),
             Some(v) => from_value::<T>(v).unwrap_or_else(|e| {
                 let key = if e.path.is_empty() { name.to_string() } else { format!("{name}.{}", e.path) };
                 issues.push(ConfigIssue { key, message: e.message });

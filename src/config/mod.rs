@@ -101,3 +101,5 @@ fn redact_json(value: Value, prefix: &str) -> Value {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod collector_parity_tests;

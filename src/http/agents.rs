@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -30,9 +29,6 @@ use crate::bus::messages::ForwardOp;
 use crate::ids::Catalog;
 use crate::status::{ApplyStatus, Outcome};
 use crate::workflow::agent_objects::manage_outcome;
-
-/// How long a fan-out waits for one peer.
-const FAN_OUT_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn refuse(status: ApplyStatus, message: impl Into<String>, catalog: &str, name: &str) -> Response {
     outcome_response(&Outcome::new(status, message), catalog, name)
@@ -407,6 +403,12 @@ fn local_agents(state: &AdminState) -> Vec<Value> {
         .collect()
 }
 
+/// This node's agents as the bus serves them to a peer: `{"node": .., "agents": [..]}`.
+pub(super) fn local_agents_view(state: &AdminState) -> Vec<u8> {
+    serde_json::to_vec(&json!({ "node": state.node_id.0, "agents": local_agents(state) }))
+        .unwrap_or_else(|_| b"null".to_vec())
+}
+
 /// Every live node's agents: (node id, agent view), and the nodes that did not answer.
 async fn all_agents(state: &AdminState) -> (Vec<(String, Value)>, Vec<String>) {
     let mut agents: Vec<(String, Value)> = local_agents(state)
@@ -415,26 +417,12 @@ async fn all_agents(state: &AdminState) -> (Vec<(String, Value)>, Vec<String>) {
         .collect();
     let mut unreachable = Vec::new();
     if let Some(cluster) = &state.cluster {
-        let token = state.token();
-        for member in cluster.view().live_peers() {
-            let Some(addr) = member.admin_addr.clone() else {
-                continue;
-            };
-            let answer = match crate::client::AdminClient::new(&addr, token.clone()) {
-                Ok(client) => client
-                    .with_timeout(FAN_OUT_TIMEOUT)
-                    .get("/agent/agents?local=true")
-                    .await
-                    .ok()
-                    .filter(|r| r.status.is_success())
-                    .and_then(|r| r.json()),
-                Err(_) => None,
-            };
+        // Over the authenticated bus, never with the operator's token.
+        let answers = crate::replication::fan_out(cluster, crate::bus::NodeView::Agents).await;
+        for (node, answer) in answers {
             match answer.and_then(|a| a["agents"].as_array().cloned()) {
-                Some(list) => {
-                    agents.extend(list.into_iter().map(|a| (member.node_id.0.clone(), a)))
-                }
-                None => unreachable.push(member.node_id.0.clone()),
+                Some(list) => agents.extend(list.into_iter().map(|a| (node.0.clone(), a))),
+                None => unreachable.push(node.0),
             }
         }
     }

@@ -8,6 +8,7 @@
 mod agents;
 mod apply_status;
 mod dump;
+mod layers;
 mod params;
 mod reads;
 mod writes;
@@ -78,7 +79,8 @@ pub fn status_code(status: ApplyStatus) -> StatusCode {
         NoChange | Stored | FilterOnlyApplied | FilterOnlyPersisted | StructuralApplied | Inactivated
         | StaticTombstoned | AlreadyInactive | Deleted | RevertedToBundled | NotFound => StatusCode::OK,
         CompileFailed | EmptyBody | MissingCatalog | InvalidCatalog | MissingName | InvalidName | InvalidMode
-        | InvalidSource | InvalidParameter | NoBundledTwin => StatusCode::BAD_REQUEST,
+        | InvalidSource | InvalidParameter | NoBundledTwin | LayerOrdinalOutOfRange | LayerNameInvalid
+        | LayerNameConflict | LayerOrdinalCollision | LayerOverrideForbidden => StatusCode::BAD_REQUEST,
         Unauthorized => StatusCode::UNAUTHORIZED,
         RuleNotFound => StatusCode::NOT_FOUND,
         StorageChangeRequiresExplicitApproval | UpdateInProgress | RequiresInactivateFirst
@@ -120,6 +122,14 @@ pub fn outcome_response(outcome: &Outcome, catalog: &str, name: &str) -> Respons
     (status_code(outcome.status), axum::Json(outcome_body(outcome, catalog, name))).into_response()
 }
 
+/// A read-only view of this node, served over the bus to a peer fanning out a cluster-wide read.
+pub fn node_view(state: &AdminState, what: crate::bus::NodeView) -> Vec<u8> {
+    match what {
+        crate::bus::NodeView::Rules => reads::list_view(state, None),
+        crate::bus::NodeView::Agents => agents::local_agents_view(state),
+    }
+}
+
 pub fn router(state: Arc<AdminState>) -> Router {
     let rules = Router::new()
         .route("/runtime/rule/addOrUpdate", post(writes::add_or_update))
@@ -140,6 +150,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/status", get(apply_status::rule_status))
         .route("/runtime/rule/dump", get(dump::dump_all))
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
+        .route("/runtime/layers", get(layers::layers))
         .route("/readyz", get(readyz))
         .route("/config", get(config))
         .route("/cluster/status", get(reads::cluster_status))

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::params::{Params, RawQuery};
 use super::{AdminState, outcome_response};
 use crate::clock::now_ms;
+use crate::compiler::LayerDefinition;
 use crate::ids::{Catalog, ContentHash, RuleKey};
 use crate::status::{ApplyStatus, Outcome};
 use crate::runtime::RuleRuntime;
@@ -195,11 +196,13 @@ struct Row<'a> {
     last_apply_error: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pending_unregister: Option<bool>,
+    /// The runtime layers this file claims (its `layerDefinitions`; none while INACTIVE).
+    layers: &'a [LayerDefinition],
 }
 
-/// The rendered rows of the list view, valid for one (runtime, store, filter) version.
+/// The rendered rows of the list view, valid for one (runtime, store, claims, filter) version.
 pub struct ListCache {
-    versions: (u64, u64, Option<Catalog>),
+    versions: (u64, u64, u64, Option<Catalog>),
     rows: Arc<Vec<u8>>,
     active: usize,
 }
@@ -210,14 +213,16 @@ pub struct ListCache {
 /// change (versions read *before* rendering, so a concurrent change only makes the next request
 /// render again) and the envelope's timestamps are written around them on every request.
 pub fn list_view(state: &AdminState, filter: Option<Catalog>) -> Vec<u8> {
-    let versions = (state.runtime.version(), state.store.version(), filter);
+    let versions = (state.runtime.version(), state.store.version(), state.runtime.claims.version(), filter);
     let cached = {
         let cache = state.list_cache.lock().unwrap_or_else(|p| p.into_inner());
         cache.as_ref().filter(|c| c.versions == versions).map(|c| (c.rows.clone(), c.active))
     };
     let (rows, active) = cached.unwrap_or_else(|| {
-        let (rows, active) =
-            state.runtime.with_all(|runtime| state.store.with_entry_index(|index| render_rows(state, runtime, index, filter)));
+        let layers = claimed_layers(state);
+        let (rows, active) = state
+            .runtime
+            .with_all(|runtime| state.store.with_entry_index(|index| render_rows(state, runtime, index, &layers, filter)));
         *state.list_cache.lock().unwrap_or_else(|p| p.into_inner()) =
             Some(ListCache { versions, rows: rows.clone(), active });
         (rows, active)
@@ -239,13 +244,26 @@ pub fn list_view(state: &AdminState, filter: Option<Catalog>) -> Vec<u8> {
     out
 }
 
+/// The layers each file claims now (only files that claim any).
+fn claimed_layers(state: &AdminState) -> BTreeMap<RuleKey, Vec<LayerDefinition>> {
+    state.runtime.claims.with_all(|files| {
+        files
+            .iter()
+            .filter(|(_, held)| !held.inactive && !held.layers.is_empty())
+            .map(|(key, held)| (key.clone(), held.layers.clone()))
+            .collect()
+    })
+}
+
 fn render_rows(
     state: &AdminState,
     runtime: &BTreeMap<RuleKey, RuleRuntime>,
     index: &BTreeMap<RuleKey, EntryMeta>,
+    layers: &BTreeMap<RuleKey, Vec<LayerDefinition>>,
     filter: Option<Catalog>,
 ) -> (Arc<Vec<u8>>, usize) {
     let wanted = |key: &RuleKey| key.catalog.is_rule() && filter.is_none_or(|c| key.catalog == c);
+    let layers_of = |key: &RuleKey| layers.get(key).map_or(&[][..], Vec::as_slice);
     let mut rows = Vec::with_capacity(index.len() + state.bundled.len());
     for meta in index.values() {
         if meta.status == EntryStatus::Deleted || !wanted(&meta.key) {
@@ -270,6 +288,7 @@ fn render_rows(
             applied_revision: Some(loaded.and_then(|l| l.revision.as_ref()).map_or(String::new(), |r| r.to_string())),
             last_apply_error: Some(local.map_or("", |l| l.last_apply_error.as_str())),
             pending_unregister: None,
+            layers: layers_of(&meta.key),
         });
     }
     for b in state.bundled.iter() {
@@ -293,6 +312,7 @@ fn render_rows(
             applied_revision: None,
             last_apply_error: Some(local.map_or("", |l| l.last_apply_error.as_str())),
             pending_unregister: Some(false),
+            layers: layers_of(&b.key),
         });
     }
     for (key, local) in runtime {
@@ -317,6 +337,7 @@ fn render_rows(
                 applied_revision: None,
                 last_apply_error: None,
                 pending_unregister: Some(true),
+                layers: &[],
             });
         }
     }
@@ -358,6 +379,11 @@ pub async fn cluster_status(State(state): State<Arc<AdminState>>) -> Response {
         "members": members,
         // False until this node's state is confirmed against the cluster (its first sync).
         "agentConfigsServed": state.agents.serving(),
+        // What the cluster secret let in and kept out (see docs/security.md).
+        "security": {
+            "gossip": cluster.membership.gossip_counters(),
+            "bus": cluster.bus_gate.snapshot(),
+        },
     }))
     .into_response()
 }
@@ -369,16 +395,13 @@ async fn cluster_list(state: &AdminState) -> Value {
     let mut unreachable = Vec::new();
     let main = state.cluster.as_ref().and_then(|c| c.view().main).map(|m| m.0).unwrap_or_else(|| state.node_id.0.clone());
     if let Some(cluster) = &state.cluster {
-        let token = state.token();
-        for member in cluster.view().live_peers() {
-            let Some(addr) = member.admin_addr.clone() else { continue };
-            let answer = match crate::client::AdminClient::new(&addr, token.clone()) {
-                Ok(client) => client.get("/runtime/rule/list").await.ok().and_then(|r| r.json()),
-                Err(_) => None,
-            };
+        // Over the authenticated bus: a peer proves the secret to answer, and the operator's
+        // token never leaves this node.
+        let answers = crate::replication::fan_out(cluster, crate::bus::NodeView::Rules).await;
+        for (node, answer) in answers {
             match answer {
-                Some(view) => views.push((member.node_id.0.clone(), view)),
-                None => unreachable.push(member.node_id.0.clone()),
+                Some(view) => views.push((node.0, view)),
+                None => unreachable.push(node.0),
             }
         }
     }

@@ -1,12 +1,13 @@
 //! Answers peers over the bus: Forward (only the main runs writes; a non-main answers 421),
-//! Suspend/Resume through the origin lattice, commit notices (pull now), and storage sync.
+//! Suspend/Resume through the origin lattice, commit notices (pull now), storage sync, and the
+//! read-only views behind cluster-wide admin reads (so those never carry an operator's token).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::bus::messages::{BusRequest, BusResponse, EntrySummary, ForwardOp, ResumeState, SuspendState};
+use crate::bus::messages::{BusRequest, BusResponse, EntrySummary, ForwardOp, NodeView, ResumeState, SuspendState};
 use crate::bus::server::BusHandler;
 use crate::ids::{Catalog, RuleKey};
 use crate::runtime::locks::FileLocks;
@@ -23,6 +24,9 @@ use super::sync::pull_keys;
 /// Renders a workflow outcome as the admin API would: (HTTP status, JSON body).
 pub type Renderer = Arc<dyn Fn(&Outcome, Catalog, &str) -> (u16, Value) + Send + Sync>;
 
+/// Renders a read-only view of this node as JSON (what a peer fanning out an admin read sees).
+pub type ViewSource = Arc<dyn Fn(NodeView) -> Vec<u8> + Send + Sync>;
+
 /// How long a Suspend waits for the file's lock before refusing.
 const SUSPEND_LOCK_WAIT: Duration = Duration::from_millis(500);
 
@@ -34,6 +38,7 @@ pub struct NodeBusHandler {
     pub locks: Arc<FileLocks>,
     pub scanner: Arc<Scanner>,
     pub render: Renderer,
+    pub views: ViewSource,
 }
 
 impl NodeBusHandler {
@@ -160,6 +165,7 @@ impl BusHandler for NodeBusHandler {
                 BusRequest::ConfirmHeld { key, revision } => {
                     BusResponse::Held { held: self.store.entry_meta(&key).is_some_and(|m| m.revision >= revision) }
                 }
+                BusRequest::View { what } => BusResponse::View { json: (self.views)(what) },
             }
         })
     }

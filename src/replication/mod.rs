@@ -52,11 +52,41 @@ impl Default for ReplicationSettings {
     }
 }
 
+/// How long a cluster-wide read waits for one peer's view.
+pub const FAN_OUT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Asks every live peer for `what`, all at once, over the bus: (peer, its JSON view or `None`
+/// if it did not answer, answered something else, or sent JSON that does not parse).
+pub async fn fan_out(cluster: &Arc<Cluster>, what: crate::bus::NodeView) -> Vec<(NodeId, Option<serde_json::Value>)> {
+    let peers: Vec<Member> = cluster.view().live_peers().cloned().collect();
+    let calls = peers.into_iter().map(|peer| {
+        let cluster = cluster.clone();
+        async move {
+            let answer = match cluster.call(&peer, BusRequest::View { what }, FAN_OUT_TIMEOUT).await {
+                Ok(BusResponse::View { json }) => serde_json::from_slice(&json).ok(),
+                Ok(other) => {
+                    tracing::debug!(peer = %peer.node_id, answer = other.name(), "unexpected answer to a view");
+                    None
+                }
+                Err(e) => {
+                    tracing::debug!(peer = %peer.node_id, error = %e, "view not fetched");
+                    None
+                }
+            };
+            (peer.node_id, answer)
+        }
+    });
+    peers::futures_join(calls).await
+}
+
 /// This node's membership and bus, as the rest of the node sees them.
 pub struct Cluster {
     pub membership: Arc<Membership>,
     pub bus: Arc<dyn BusClient>,
     pub drop_switch: Option<DropSwitch>,
+    /// The gate in front of this node's bus handler: its counters are reported in
+    /// `/cluster/status`.
+    pub bus_gate: crate::bus::BusGate,
     pub settings: ReplicationSettings,
 }
 

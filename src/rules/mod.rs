@@ -1,7 +1,8 @@
 //! Pure decisions about rule files: the lifecycle table, change classification with the
-//! storage guardrail, and cross-file ownership. No IO; every function here is a table that
-//! the workflow and the scan consult, and each is exhaustively unit-tested.
+//! storage guardrail, cross-file ownership, and runtime layers. No IO; every function here is a
+//! table that the workflow and the scan consult, and each is exhaustively unit-tested.
 
 pub mod classify;
+pub mod layers;
 pub mod lifecycle;
 pub mod ownership;

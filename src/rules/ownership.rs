@@ -9,6 +9,7 @@
 //! co-own a metric name when their shapes for it are identical. This holds whether either
 //! twin currently runs its bundled content or a runtime override.
 
+use crate::compiler::{Compiled, LayerDefinition};
 use crate::ids::RuleKey;
 use crate::rules::classify::Claims;
 
@@ -18,6 +19,19 @@ pub struct FileClaims {
     pub claims: Claims,
     pub inactive: bool,
     pub bundled: bool,
+    /// The file's `layerDefinitions` (claimed only while the file is not INACTIVE).
+    pub layers: Vec<LayerDefinition>,
+}
+
+impl FileClaims {
+    /// What `compiled` claims, for a file that is INACTIVE or not and has a bundled twin or not.
+    pub fn of(compiled: &Compiled, inactive: bool, bundled: bool) -> FileClaims {
+        let layers = match compiled {
+            Compiled::Mal(file) => file.layer_definitions.clone(),
+            Compiled::Lal(file) => file.layer_definitions.clone(),
+        };
+        FileClaims { claims: Claims::of(compiled), inactive, bundled, layers }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -100,7 +114,7 @@ mod tests {
         Claims::Mal(names.iter().map(|(n, s)| (n.to_string(), shape(*s))).collect())
     }
     fn held(claims: Claims, inactive: bool, bundled: bool) -> FileClaims {
-        FileClaims { claims, inactive, bundled }
+        FileClaims { claims, inactive, bundled, layers: Vec::new() }
     }
 
     #[test]

@@ -23,7 +23,6 @@ use tokio_util::sync::CancellationToken;
 use crate::bundled::Bundled;
 use crate::clock::now_ms;
 use crate::ids::RuleKey;
-use crate::rules::classify::Claims;
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::FileLocks;
 use crate::runtime::{LoaderKind, Origin, Runtime};
@@ -260,7 +259,7 @@ impl Scanner {
         if is_main {
             new_measures.extend(reconciled.to_create);
         }
-        self.runtime.claims.set(key, FileClaims { claims: Claims::of(&compiled), inactive: false, bundled: true });
+        self.runtime.claims.set(key, FileClaims::of(&compiled, false, true));
         self.runtime.install(key, loaded_rule(compiled, bundled.hash.clone(), None, LoaderKind::Bundled), reconciled.disabled);
         if let Some(error) = reconciled.error {
             self.runtime.set_error(key, error);
@@ -283,11 +282,7 @@ impl Scanner {
             if let Ok(compiled) = compile_for(&entry.key, &entry.content) {
                 self.runtime.claims.set(
                     &entry.key,
-                    FileClaims {
-                        claims: Claims::of(&compiled),
-                        inactive: entry.status == EntryStatus::Inactive,
-                        bundled: self.bundled.contains(&entry.key),
-                    },
+                    FileClaims::of(&compiled, entry.status == EntryStatus::Inactive, self.bundled.contains(&entry.key)),
                 );
             }
         }

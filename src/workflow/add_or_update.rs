@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{AddOrUpdate, Phase, Workflow, compile_off_thread, faults, loaded_rule};
+use super::{AddOrUpdate, Phase, Workflow, compile_new_off_thread, compile_off_thread, faults, loaded_rule};
 use crate::compiler::Compiled;
 use crate::rules::classify::{self, ChangeKind, Claims, Classification};
 use crate::rules::lifecycle::{self, Decision, Operation, Row, Situation};
@@ -82,9 +82,13 @@ impl Workflow {
         };
 
         // Compile fully before any pause or persist: every invalid input is an honest 400.
-        let compiled = match compile_off_thread(&key, &request.content).await {
+        let compiled = match compile_new_off_thread(&key, &request.content).await {
             Ok(compiled) => compiled,
             Err(e) => return Outcome::new(ApplyStatus::CompileFailed, e.to_string()),
+        };
+        let layer_step = match self.check_layers(&key, &compiled, bundled.is_some()).await {
+            Ok(step) => step,
+            Err(outcome) => return outcome,
         };
         let prior_content = match &prior.entry {
             Some(entry) => Some((entry.content.as_slice(), &entry.content_hash)),
@@ -194,7 +198,8 @@ impl Workflow {
         let note = self.announce(&key, &entry.revision).await;
         self.runtime.reset_alarm_windows(&key, classification.alarm_reset());
         self.apply_phase(&apply_id, Phase::Applied);
-        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{note}", classification.summary()))
+        let layers = layer_step.changes.note();
+        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{layers}{note}", classification.summary()))
             .at(&entry.revision)
             .with_apply_id(&apply_id)
     }

@@ -2,7 +2,7 @@
 //! entries; replicated entries from peers will go through the same write path.
 //!
 //! Every operation runs on the main under the file's lock, decides with the pure functions in
-//! `rules` (lifecycle, classification, guardrail, ownership), and treats the synced store write
+//! `rules` (lifecycle, layers, classification, guardrail, ownership), and treats the synced store write
 //! as the commit point. Everything before the commit is reversible and is rolled back on
 //! failure; everything after it is finishing work that the periodic scan retries if it fails.
 //!
@@ -14,6 +14,7 @@ mod add_or_update;
 pub mod agent_objects;
 pub mod apply_status;
 pub mod faults;
+mod layers;
 pub mod peers;
 mod remove;
 
@@ -25,7 +26,7 @@ use crate::bundled::Bundled;
 use crate::clock::{RevisionClock, now_ms};
 use crate::compiler::{Compiled, CompileError};
 use crate::ids::{ContentHash, Revision, RuleKey};
-use crate::rules::classify::{Claims, Holder, Registered};
+use crate::rules::classify::{Holder, Registered};
 use crate::rules::lifecycle::Row;
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::{FileGuard, FileLocks};
@@ -59,6 +60,9 @@ pub struct Workflow {
     lock_timeout: Duration,
     /// The live status of structural applies run on this node (as the main).
     apply_log: ApplyLog,
+    /// Serializes applies of files that declare layers, from their layer check to their commit,
+    /// so two files cannot claim one name or ordinal differently at the same time.
+    layer_lock: tokio::sync::Mutex<()>,
 }
 
 /// The stored row and bundled file of a key, read under its lock.
@@ -96,6 +100,7 @@ impl Workflow {
             locks,
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
             apply_log: ApplyLog::default(),
+            layer_lock: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -304,10 +309,7 @@ impl Workflow {
     }
 
     fn set_claims(&self, key: &RuleKey, compiled: &Compiled, inactive: bool) {
-        self.runtime.claims.set(
-            key,
-            FileClaims { claims: Claims::of(compiled), inactive, bundled: self.bundled.contains(key) },
-        );
+        self.runtime.claims.set(key, FileClaims::of(compiled, inactive, self.bundled.contains(key)));
     }
 }
 
@@ -319,8 +321,18 @@ pub fn replicas_note(required: usize, confirmed: usize) -> String {
     format!("; held by {confirmed} peer(s), {required} required")
 }
 
-/// Compiles a file of `key`'s catalog. Agent catalogs hold no rules and never compile.
+/// Compiles content already accepted (a stored entry, a bundled file, a prior version). Such content
+/// may declare nothing (SkyWalking bundles a comment-only file). Agent catalogs never compile.
 pub fn compile_for(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
+    let Some(dsl) = key.catalog.dsl() else {
+        return Err(CompileError { line: 0, column: 0, message: format!("{} is not a rule catalog", key.catalog) });
+    };
+    crate::compiler::compile_bundled(dsl, content)
+}
+
+/// Compiles an operator's new content: as [`compile_for`], except that a file that declares
+/// nothing (empty, comments only, a null document) is an error.
+pub fn compile_new_for(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
     let Some(dsl) = key.catalog.dsl() else {
         return Err(CompileError { line: 0, column: 0, message: format!("{} is not a rule catalog", key.catalog) });
     };
@@ -340,10 +352,21 @@ fn compile_slots() -> &'static tokio::sync::Semaphore {
 /// large file is CPU work that must not hold an async worker (and with it `/healthz` and every
 /// other request). A compiler panic is a compile failure, not a lost task.
 pub async fn compile_off_thread(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
+    on_blocking_pool(key, content, compile_for).await
+}
+
+/// [`compile_new_for`] on the blocking pool, like [`compile_off_thread`].
+pub async fn compile_new_off_thread(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
+    on_blocking_pool(key, content, compile_new_for).await
+}
+
+type CompileFn = fn(&RuleKey, &[u8]) -> Result<Compiled, CompileError>;
+
+async fn on_blocking_pool(key: &RuleKey, content: &[u8], compile: CompileFn) -> Result<Compiled, CompileError> {
     let failed = |message: String| CompileError { line: 0, column: 0, message };
     let _slot = compile_slots().acquire().await.map_err(|e| failed(format!("compile slots closed: {e}")))?;
     let (key, content) = (key.clone(), content.to_vec());
-    match tokio::task::spawn_blocking(move || compile_for(&key, &content)).await {
+    match tokio::task::spawn_blocking(move || compile(&key, &content)).await {
         Ok(result) => result,
         Err(join_error) => Err(failed(format!("the compiler failed: {join_error}"))),
     }

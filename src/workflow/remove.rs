@@ -134,7 +134,7 @@ impl Workflow {
         {
             reset.extend(all_names(&old));
         }
-        self.runtime.claims.set(key, FileClaims { claims, inactive: false, bundled: true });
+        self.runtime.claims.set(key, FileClaims::of(&compiled, false, true));
         self.runtime.install(key, loaded_rule(compiled, bundled.hash.clone(), None, LoaderKind::Bundled), BTreeSet::new());
         self.runtime.resume(key, Origin::SelfOrigin);
         let note = self.announce(key, &tombstone.revision).await;

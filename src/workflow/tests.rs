@@ -80,7 +80,7 @@ fn fixture(bundled_files: &[(&str, &str)]) -> Fixture {
     // Bundled files claim their names as boot would.
     for rule in bundled.iter() {
         if let Ok(compiled) = compile_for(&rule.key, &rule.content) {
-            runtime.claims.set(&rule.key, FileClaims { claims: Claims::of(&compiled), inactive: false, bundled: true });
+            runtime.claims.set(&rule.key, FileClaims::of(&compiled, false, true));
         }
     }
     let workflow = Workflow::new(

@@ -11,7 +11,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio_util::sync::CancellationToken;
 
-use super::super::auth::{MAC_HEADER, TIMESTAMP_HEADER};
+use super::super::auth::{MAC_HEADER, NONCE_HEADER, TIMESTAMP_HEADER, new_nonce};
 use super::super::messages::{encode_request, tests as samples};
 use super::*;
 use crate::clock::now_ms;
@@ -69,9 +69,10 @@ async fn post_raw(addr: &str, body: Vec<u8>, headers: &[(&str, String)]) -> (Sta
 }
 
 fn signed_headers(auth: &BusAuth, now: u64, body: &[u8]) -> Vec<(&'static str, String)> {
-    let signature = auth.sign(now, BUS_PATH, body).expect("secret bus");
+    let signature = auth.sign(now, &new_nonce(), BUS_PATH, body).expect("secret bus");
     vec![
         (TIMESTAMP_HEADER, signature.timestamp),
+        (NONCE_HEADER, signature.nonce_hex),
         (MAC_HEADER, signature.mac_hex),
     ]
 }
@@ -149,24 +150,36 @@ async fn forged_tampered_stale_and_unsigned_calls_get_401_and_never_reach_the_ha
         (
             "stale timestamp",
             body.clone(),
-            signed_headers(&auth, now_ms() - 6 * 60 * 1000, &body),
+            signed_headers(&auth, now_ms() - 60 * 1000, &body),
         ),
         (
             "future timestamp",
             body.clone(),
-            signed_headers(&auth, now_ms() + 6 * 60 * 1000, &body),
+            signed_headers(&auth, now_ms() + 60 * 1000, &body),
         ),
         ("no headers", body.clone(), vec![]),
         (
             "no mac",
             body.clone(),
-            vec![(TIMESTAMP_HEADER, now_ms().to_string())],
+            signed_headers(&auth, now_ms(), &body)
+                .into_iter()
+                .filter(|(name, _)| *name != MAC_HEADER)
+                .collect(),
+        ),
+        (
+            "no nonce",
+            body.clone(),
+            signed_headers(&auth, now_ms(), &body)
+                .into_iter()
+                .filter(|(name, _)| *name != NONCE_HEADER)
+                .collect(),
         ),
         (
             "garbage mac",
             body.clone(),
             vec![
                 (TIMESTAMP_HEADER, now_ms().to_string()),
+                (NONCE_HEADER, "00".repeat(16)),
                 (MAC_HEADER, "zz".into()),
             ],
         ),

@@ -3,6 +3,7 @@
 
 mod http;
 mod memory;
+mod security;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -80,6 +81,9 @@ impl ScriptedHandler {
             },
             BusRequest::ConfirmHeld { revision, .. } => BusResponse::Held {
                 held: revision.millis > 0,
+            },
+            BusRequest::View { what } => BusResponse::View {
+                json: format!("{what:?}").into_bytes(),
             },
         }
     }

@@ -4,7 +4,13 @@
 //! ([`Value::Inferred`]) gives its text to a string field and its typed value to everything else,
 //! so `${env:PORT}` fills both `port: u16` and `port: String`, and `0123` read into a string stays
 //! `"0123"`. Typing is otherwise strict (weakly-typed input is off): a quoted `"8080"` does not fill
-//! an integer and `t` does not fill a bool. Null fills `Option` as `None`. Errors name the key path.
+//! an integer and `t` does not fill a bool. Errors name the key path.
+//!
+//! Null means "unset", at every depth (the Collector keeps a field's default when its value is nil):
+//! a map entry whose value is null (`tls:`, `watch: null`, `port: ${env:UNSET}`) is skipped, so the
+//! field takes its serde default (or is a missing field when it has none); a null list element is
+//! skipped; a null where a struct, map or list is wanted reads as an empty one; `Option` reads `None`.
+//! An explicit empty string (`${env:X:-}`, `""`) is a string, not null.
 
 use std::fmt;
 
@@ -42,7 +48,7 @@ impl de::Error for DecodeError {
 }
 
 /// Deserializes `value` into `T`. An inferred value gives its text to a string field and its typed
-/// value to any other; typing is otherwise strict; null fills `Option` as `None`.
+/// value to any other; typing is otherwise strict; null means unset (see the module docs).
 pub fn from_value<'de, T: de::Deserialize<'de>>(value: &'de Value) -> Result<T, DecodeError> {
     T::deserialize(ValueDeserializer {
         value,
@@ -75,11 +81,11 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
             Value::Float(number) => visitor.visit_f64(*number),
             Value::String(text) => visitor.visit_borrowed_str(text),
             Value::List(items) => visitor.visit_seq(SeqAccess {
-                items: items.iter().enumerate(),
+                items: items.iter().enumerate().filter(|(_, item)| !item.is_null()),
                 parent: &self,
             }),
             Value::Map(map) => visitor.visit_map(MapAccess {
-                entries: map.iter(),
+                entries: map.iter().filter(|(_, value)| !value.is_null()),
                 pending: None,
                 parent: &self,
             }),
@@ -112,6 +118,36 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
         } else {
             visitor.visit_some(self)
         }
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        if self.value.is_null() {
+            return visitor.visit_seq(SeqAccess {
+                items: std::iter::empty(),
+                parent: &self,
+            });
+        }
+        self.deserialize_any(visitor)
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DecodeError> {
+        if self.value.is_null() {
+            return visitor.visit_map(MapAccess {
+                entries: std::iter::empty(),
+                pending: None,
+                parent: &self,
+            });
+        }
+        self.deserialize_any(visitor)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DecodeError> {
+        self.deserialize_map(visitor)
     }
 
     fn deserialize_newtype_struct<V: Visitor<'de>>(
@@ -149,8 +185,8 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'de> {
     }
 
     forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 bytes byte_buf unit unit_struct seq
-        tuple tuple_struct map struct identifier ignored_any
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 bytes byte_buf unit unit_struct
+        tuple tuple_struct identifier ignored_any
     }
 }
 
@@ -166,12 +202,13 @@ fn unexpected(value: &Value) -> de::Unexpected<'_> {
     }
 }
 
-struct SeqAccess<'a, 'de> {
-    items: std::iter::Enumerate<std::slice::Iter<'de, Value>>,
+struct SeqAccess<'a, 'de, I> {
+    /// The elements with their index in the list (null elements are already left out).
+    items: I,
     parent: &'a ValueDeserializer<'de>,
 }
 
-impl<'de> de::SeqAccess<'de> for SeqAccess<'_, 'de> {
+impl<'de, I: Iterator<Item = (usize, &'de Value)>> de::SeqAccess<'de> for SeqAccess<'_, 'de, I> {
     type Error = DecodeError;
 
     fn next_element_seed<T: DeserializeSeed<'de>>(
@@ -189,7 +226,10 @@ impl<'de> de::SeqAccess<'de> for SeqAccess<'_, 'de> {
     }
 
     fn size_hint(&self) -> Option<usize> {
-        Some(self.items.len())
+        match self.items.size_hint() {
+            (low, Some(high)) if low == high => Some(low),
+            _ => None,
+        }
     }
 }
 

@@ -12,6 +12,10 @@
 //!   embedded in longer text is replaced by the retrieved text.
 //! - Retrieved values are expanded again (so an env var may hold a reference); each round of
 //!   expansion counts towards a depth limit, and exceeding it is an error naming the key.
+//! - Expansion works on parsed values, never on the raw text of a retrieved document: a `${...}`
+//!   inside a comment of a file or variable pulled in whole does not break loading (the Collector's
+//!   issue #10787). The raw text is kept only as the form a string field reads, and is dropped when
+//!   it does not expand. Text embedded in a longer string is expanded as text, as in the Collector.
 //! - `${env:X}` with X unset and no default is null (empty text when embedded) plus a warning, as
 //!   the Collector's env provider does; a top-level `env:X` source is an error instead.
 
@@ -200,19 +204,41 @@ impl<'a> Expander<'a> {
                     Value::String(next) => current = next,
                     Value::Inferred { value, text } => {
                         let value = self.expand_value(*value, path, depth, references)?;
-                        // The text a string field would read is expanded too, as the Collector does.
-                        return Ok(match self.expand_string(text, path, depth, references)? {
-                            Value::String(text) | Value::Inferred { text, .. } => Value::Inferred {
+                        return Ok(match self.expand_text(text, path, depth) {
+                            Some(text) => Value::Inferred {
                                 value: Box::new(value),
                                 text,
                             },
-                            _ => value,
+                            None => value,
                         });
                     }
                     other => return self.expand_value(other, path, depth, references),
                 },
             }
         }
+    }
+
+    /// Expands the text a string field would read from a whole-value reference whose retrieved
+    /// value was parsed (a number, a map from a file...). The parsed value is what the configuration
+    /// means and was expanded already; this text is only its second form and may carry parts the
+    /// parser dropped, such as comments (`# ${hello.world}` in an included file). So a failure here
+    /// is not an error: the text is dropped and a string field then gets no text form, as in the
+    /// Collector (its issue #10787). Warnings and origins come from the parsed value only (a real
+    /// reference warns there already; one in a comment should not warn); files read are kept
+    /// (to watch) only when the text expands.
+    fn expand_text(&mut self, text: String, path: &str, depth: usize) -> Option<String> {
+        let warnings = self.warnings.len();
+        let watched = self.watched_files.len();
+        let mut scratch = Vec::new();
+        let expanded = match self.expand_string(text, path, depth, &mut scratch) {
+            Ok(Value::String(text) | Value::Inferred { text, .. }) => Some(text),
+            Ok(_) | Err(_) => None,
+        };
+        self.warnings.truncate(warnings);
+        if expanded.is_none() {
+            self.watched_files.truncate(watched);
+        }
+        expanded
     }
 
     /// One pass: expands the innermost references, left to right.

@@ -13,7 +13,7 @@
 //! | scheme | example | what it yields |
 //! | --- | --- | --- |
 //! | `file` | `file:node.yaml`, or a bare path | the file parsed as YAML; the file is watched |
-//! | `env` | `env:HOTRULE_CONFIG`, `${env:PORT:-8080}` | the variable parsed as YAML |
+//! | `env` | `env:HOTRULE_CONFIG`, `${env:PORT:-8080}`, `${env:PORT:?message}` | the variable parsed as YAML |
 //! | `yaml` | `yaml:server::port: 8080` | the inline YAML (`::` separates nested keys) |
 //! | `http` | `http://host:8080/node.yaml` | one GET (5 s timeout, 1 MiB limit), body parsed as YAML |
 //! | `https` | `https://host/node.yaml` | the same over TLS; the certificate is verified against the public web CA roots plus the PEM file named by `HOTRULE_CONFIG_CA_FILE` (for a private CA) |

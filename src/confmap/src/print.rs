@@ -1,6 +1,7 @@
 //! Showing a configuration to an operator: [`redact`] secrets, and print YAML with
 //! [`to_yaml_string`], optionally with a `# from <source>` comment after every value
-//! (`config print --show-origin`).
+//! (`config print --show-origin`); a source spanning lines (`yaml:a: |\n  b`) is written on one
+//! line with `\n` escapes, so the printed text stays YAML that reads back to the same tree.
 //!
 //! The printer writes block-style YAML that this crate reads back to the same tree. Strings are
 //! written plain only when plain text would read back as the same string; otherwise they are
@@ -113,7 +114,7 @@ struct Printer<'a> {
 impl Printer<'_> {
     fn comment(&self, path: &str) -> String {
         match self.origins.and_then(|origins| origins.get(path)) {
-            Some(source) => format!("  # from {source}"),
+            Some(source) => format!("  # from {}", one_line(source)),
             None => String::new(),
         }
     }
@@ -165,6 +166,26 @@ impl Printer<'_> {
             }
         }
     }
+}
+
+/// `text` fit for a one-line comment: a line break (an inline `yaml:` source may span lines) is
+/// written `\n`, a backslash `\\`, and any other control character `\u{..}`, so the comment
+/// cannot end early and start a line of YAML.
+fn one_line(text: &str) -> String {
+    let mut line = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => line.push_str("\\\\"),
+            '\n' => line.push_str("\\n"),
+            '\r' => line.push_str("\\r"),
+            '\t' => line.push_str("\\t"),
+            c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{85}') => {
+                line.push_str(&format!("\\u{{{:04X}}}", c as u32))
+            }
+            c => line.push(c),
+        }
+    }
+    line
 }
 
 /// One scalar (or an empty map or list) on one line.
@@ -252,5 +273,35 @@ mod tests {
         );
         assert!(printed.contains("b: 0x1F\n"), "{printed}");
         assert!(printed.contains("a: \"0123\"\n"), "{printed}");
+    }
+
+    /// A `yaml:` source spanning lines (`--config $'yaml:log:\n  level: debug'`) used to end its
+    /// `# from` comment at the line break and print the rest as YAML.
+    #[test]
+    fn show_origin_output_with_a_multi_line_source_reads_back_to_the_same_tree() {
+        use std::sync::Arc;
+        let sources = [
+            "yaml:log:\n  level: debug\nnote: |\n  two\n  lines\n",
+            "yaml:weird: \"a\\\\b\"\r\n",
+        ];
+        let resolved = crate::Resolver::builder()
+            .uris(sources)
+            .standard_providers(Arc::new(crate::MapEnv::default()))
+            .build()
+            .expect("builds")
+            .resolve()
+            .expect("resolves");
+        let printed = to_yaml_string(&resolved.value, Some(&resolved.origins));
+        let reread = yaml::parse(&printed).unwrap_or_else(|error| panic!("{error}:\n{printed}"));
+        assert_eq!(reread.to_json(), resolved.value.to_json(), "{printed}");
+        assert_eq!(printed.lines().count(), 4, "one line per key:\n{printed}");
+        assert!(
+            printed.contains("level: debug  # from yaml:log:\\n  level: debug\\nnote: |"),
+            "{printed}"
+        );
+        assert_eq!(
+            one_line("a\\b\r\n\u{2028}\u{85}c"),
+            "a\\\\b\\r\\n\\u{2028}\\u{0085}c"
+        );
     }
 }

@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 
 use crate::ast;
 use crate::model::{
-    self, LayerDefinition, check_keys, item_map, optional_list, optional_scalar, required_scalar,
+    self, Empty, LayerDefinition, check_keys, item_map, optional_list, optional_scalar,
+    required_scalar,
 };
 use crate::position::SourceText;
 use crate::shape::LalKey;
-use crate::{CompileError, lal_validate};
+use crate::{CompileError, lal_input, lal_validate};
 
 const FILE_KEYS: &[&str] = &["rules", "layerDefinitions"];
 const RULE_KEYS: &[&str] = &["name", "layer", "dsl", "outputType", "inputType"];
@@ -35,6 +36,8 @@ pub struct LalRule {
     pub name: String,
     /// `None` when absent or blank.
     pub layer: Option<String>,
+    /// 1-based line and column of the `layer` value, when there is one.
+    pub layer_pos: Option<(usize, usize)>,
     pub output_type: Option<String>,
     pub input_type: Option<String>,
     /// The parsed and validated DSL: its statements (a single `filter { ... }`).
@@ -71,8 +74,8 @@ struct DuplicateKey {
     line: usize,
 }
 
-pub(crate) fn compile(source: &SourceText<'_>) -> Result<LalFile, CompileError> {
-    let Some(root) = model::root_map(source)? else {
+pub(crate) fn compile(source: &SourceText<'_>, empty: Empty) -> Result<LalFile, CompileError> {
+    let Some(root) = model::root_map(source, "rules", empty)? else {
         return Ok(LalFile::default());
     };
     check_keys(&root, FILE_KEYS, "a LAL rule file")?;
@@ -89,6 +92,12 @@ pub(crate) fn compile(source: &SourceText<'_>) -> Result<LalFile, CompileError> 
                 .filter(|value| !value.is_empty()))
         };
         let layer = text("layer")?;
+        let layer_pos = match optional_scalar(entry, "layer")? {
+            Some(scalar) if layer.is_some() => {
+                Some((scalar.mark.pos().line, scalar.mark.pos().column))
+            }
+            _ => None,
+        };
         let output_type = text("outputType")?;
         let input_type = text("inputType")?;
         let line = entry.pos().line;
@@ -102,9 +111,11 @@ pub(crate) fn compile(source: &SourceText<'_>) -> Result<LalFile, CompileError> 
         seen.insert(key, line);
         let script = model::parse_script(source, dsl)?;
         lal_validate::validate(&script, output_type.as_deref())?;
+        lal_input::check(&script, layer.as_deref(), input_type.as_deref())?;
         rules.push(LalRule {
             name: name.value.clone(),
             layer,
+            layer_pos,
             output_type,
             input_type,
             dsl: script,

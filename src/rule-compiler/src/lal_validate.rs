@@ -24,19 +24,12 @@
 //! field name is accepted in `extractor`.
 //!
 //! Expressions are checked for syntax only, plus their `as` casts: upstream compiles LAL to Java
-//! and supports casts to the [`CAST_TYPES`].
+//! and supports casts to the types in `lal_values.rs`.
 
 use crate::CompileError;
-use crate::ast::{
-    Block, Call, CallStyle, Else, Expr, ExprKind, GStringPart, Ident, IfStmt, Span, StmtKind,
-};
-use crate::java_regex;
+use crate::ast::{Block, Call, CallStyle, Else, Expr, ExprKind, Ident, IfStmt, Span, StmtKind};
+use crate::lal_values::{check_expr, check_regexp, check_rpm};
 use crate::model::pos_of;
-
-/// Types LAL's `as` casts to.
-pub(crate) const CAST_TYPES: &[&str] = &[
-    "String", "Long", "Integer", "Boolean", "Double", "Float", "Map", "List",
-];
 
 const SLOW_SQL_FIELDS: &[&str] = &["id", "statement", "latency"];
 const SAMPLED_TRACE_FIELDS: &[&str] = &[
@@ -239,10 +232,6 @@ enum LalError {
     NotAFilter,
     #[error("'{0}' is not allowed in a LAL dsl")]
     Return(&'static str),
-    #[error("unsupported cast to '{ty}'; LAL casts to {}", CAST_TYPES.join(", "))]
-    BadCast { ty: String },
-    #[error("invalid regular expression: {0}")]
-    BadRegex(String),
 }
 
 /// Checks a parsed script for a rule with the given `outputType`.
@@ -256,7 +245,9 @@ pub(crate) fn validate(script: &Block, output_type: Option<&str>) -> Result<(), 
     if script.statements.is_empty() {
         return Err(pos_of(script.span).error(LalError::NotAFilter));
     }
-    Validator { output_fields }.block(script, Context::Top)
+    Validator { output_fields }.block(script, Context::Top)?;
+    crate::ast_walk::no_string_arithmetic(script)?;
+    crate::ast_walk::index_literals_fit_int(script)
 }
 
 struct Validator {
@@ -403,86 +394,11 @@ impl Validator {
                 if context == Context::Text && name == "regexp" {
                     check_regexp(call)?;
                 }
+                if context == Context::RateLimit && name == "rpm" {
+                    check_rpm(call)?;
+                }
                 Ok(())
             }
         }
-    }
-}
-
-/// `regexp` with a literal pattern: the pattern must compile (see `java_regex`).
-fn check_regexp(call: &Call) -> Result<(), CompileError> {
-    let Some(arg) = call.args.first() else {
-        return Ok(());
-    };
-    if let ExprKind::Str(literal) = &arg.value.kind {
-        java_regex::check(&literal.value)
-            .map_err(|message| pos_of(arg.value.span).error(LalError::BadRegex(message)))?;
-    }
-    Ok(())
-}
-
-/// Checks the casts inside an expression (everything else was checked by the parser).
-fn check_expr(expr: &Expr) -> Result<(), CompileError> {
-    match &expr.kind {
-        ExprKind::Cast { value, ty } => {
-            if !CAST_TYPES.contains(&ty.name.as_str()) {
-                return Err(pos_of(ty.span).error(LalError::BadCast {
-                    ty: ty.name.clone(),
-                }));
-            }
-            check_expr(value)
-        }
-        ExprKind::Call(call) => {
-            if let Some(receiver) = &call.receiver {
-                check_expr(receiver)?;
-            }
-            call.args.iter().try_for_each(|arg| check_expr(&arg.value))
-        }
-        ExprKind::Property { receiver, .. }
-        | ExprKind::Paren(receiver)
-        | ExprKind::Unary {
-            operand: receiver, ..
-        } => check_expr(receiver),
-        ExprKind::Index {
-            receiver: left,
-            index: right,
-        }
-        | ExprKind::Binary { left, right, .. }
-        | ExprKind::Elvis {
-            value: left,
-            fallback: right,
-        }
-        | ExprKind::Assign {
-            target: left,
-            value: right,
-            ..
-        } => {
-            check_expr(left)?;
-            check_expr(right)
-        }
-        ExprKind::Ternary {
-            condition,
-            then,
-            otherwise,
-        } => {
-            check_expr(condition)?;
-            check_expr(then)?;
-            check_expr(otherwise)
-        }
-        ExprKind::List(items) => items.iter().try_for_each(check_expr),
-        ExprKind::Map(entries) => entries
-            .iter()
-            .try_for_each(|entry| check_expr(&entry.value)),
-        ExprKind::GString(parts) => parts.iter().try_for_each(|part| match part {
-            GStringPart::Expr(inner) => check_expr(inner),
-            GStringPart::Text(_) => Ok(()),
-        }),
-        // Closure bodies inside values are plain Groovy; LAL gives them no statements to check.
-        ExprKind::Closure(_)
-        | ExprKind::Name(_)
-        | ExprKind::Number(_)
-        | ExprKind::Str(_)
-        | ExprKind::Bool(_)
-        | ExprKind::Null => Ok(()),
     }
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::ast::{self, ExprKind};
 use crate::mal_graft::{Chain, full_expression};
 use crate::model::{
-    self, LayerDefinition, check_keys, item_map, optional_list, optional_scalar, pos_of,
+    self, Empty, LayerDefinition, check_keys, item_map, optional_list, optional_scalar, pos_of,
     required_scalar,
 };
 use crate::position::SourceText;
@@ -86,8 +86,8 @@ enum MalFileError {
     },
 }
 
-pub(crate) fn compile(source: &SourceText<'_>) -> Result<MalFile, CompileError> {
-    let Some(root) = model::root_map(source)? else {
+pub(crate) fn compile(source: &SourceText<'_>, empty: Empty) -> Result<MalFile, CompileError> {
+    let Some(root) = model::root_map(source, "metricsRules", empty)? else {
         return Ok(MalFile::default());
     };
     check_keys(&root, FILE_KEYS, "a MAL rule file")?;
@@ -105,8 +105,11 @@ pub(crate) fn compile(source: &SourceText<'_>) -> Result<MalFile, CompileError> 
         Some(scalar) => {
             let expr = model::parse_expression(source, scalar)?;
             match &expr.kind {
-                // Upstream calls the filter with the sample's tag map: one parameter, or Groovy's `it`.
-                ExprKind::Closure(closure) if closure.params.len() <= 1 => Some(expr),
+                // Upstream calls the filter with the sample's tag map: exactly one parameter.
+                ExprKind::Closure(closure) if closure.params.len() <= 1 => {
+                    mal_validate::check_closure(closure, &expr)?;
+                    Some(expr)
+                }
                 _ => return Err(pos_of(expr.span).error(MalFileError::FilterNotClosure)),
             }
         }

@@ -35,7 +35,8 @@ pub(crate) const TIME_UNITS: &[&str] = &[
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ArgKind {
-    /// A list of label names: `['a', 'b']` (parentheses around it are tolerated, as Groovy does).
+    /// A non-empty list of label names: `['a', 'b']` (parentheses around it are tolerated, as
+    /// Groovy does); SkyWalking's grammar has no empty string list.
     Labels,
     Str,
     /// A string that is a Java regular expression (`tagMatch` values).
@@ -109,14 +110,17 @@ const fn tag_filter(name: &'static str, kinds: &'static [ArgKind]) -> Function {
     }
 }
 
+/// `sum(['a', 'b'])` or `sum(by: [...])`: the label list is required, as `SampleFamily` has no
+/// aggregation without one (`sum([])` aggregates everything into one sample).
 const fn aggregation(name: &'static str) -> Function {
     Function {
         name,
         role: Role::Aggregation,
-        min: 0,
+        min: 1,
         max: 1,
         kinds: &[ArgKind::Labels],
-        named: &["by"],
+        // SkyWalking's MAL grammar has no named arguments (`by: [...]`, `by=[...]`).
+        named: &[],
         pairs: false,
     }
 }
@@ -168,7 +172,7 @@ pub(crate) const FUNCTIONS: &[Function] = &[
         min: 0,
         max: 2,
         kinds: &[K::Str, K::TimeUnit],
-        named: &["le", "unit"],
+        named: &[],
         pairs: false,
     },
     function(

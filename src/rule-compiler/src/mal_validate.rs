@@ -8,7 +8,8 @@
 //! accepted with their arguments validated as values.
 
 use crate::CompileError;
-use crate::ast::{Arg, Call, Expr, ExprKind, NumberValue, UnaryOp};
+use crate::ast::{Arg, Call, Closure, Expr, ExprKind, NumberValue, UnaryOp};
+use crate::ast_walk;
 use crate::java_regex;
 use crate::mal_catalog::{
     ArgKind, CLASS_NAMES, DETECT_POINTS, DOWNSAMPLING, Function, GLOBAL_FUNCTIONS, RETAG_TYPES,
@@ -52,6 +53,10 @@ enum MalError {
         "operator '{0}' is not allowed in a MAL expression (only + - * / between sample families and numbers)"
     )]
     Operator(&'static str),
+    #[error("a MAL closure must name its parameters, such as {{ tags -> ... }}")]
+    ClosureWithoutParams,
+    #[error("a MAL closure must not be empty")]
+    EmptyClosure,
 }
 
 /// Validates a full expression (after `expPrefix`/`expSuffix` are applied).
@@ -188,8 +193,9 @@ fn check_arg(function: &'static Function, kind: ArgKind, expr: &Expr) -> Result<
         };
     match kind {
         ArgKind::Labels => string_list(expr)
+            .filter(|labels| !labels.is_empty())
             .map(drop)
-            .ok_or_else(|| bad("a list of label names such as ['a', 'b']")),
+            .ok_or_else(|| bad("a list of label names such as ['a', 'b'] (at least one)")),
         ArgKind::Str => string_literal(expr)
             .map(drop)
             .ok_or_else(|| bad("a string")),
@@ -210,7 +216,7 @@ fn check_arg(function: &'static Function, kind: ArgKind, expr: &Expr) -> Result<
             }
         }
         ArgKind::Closure => match &unparen(expr).kind {
-            ExprKind::Closure(_) => Ok(()),
+            ExprKind::Closure(closure) => check_closure(closure, expr),
             _ => Err(bad("a closure such as { tags -> ... }")),
         },
         ArgKind::Number => numeric_literal(expr)
@@ -266,8 +272,11 @@ fn scope_arg(function: &'static Function, expr: &Expr) -> Result<(), CompileErro
     if string_literal(expr).is_some() || string_list(expr).is_some() {
         return Ok(());
     }
-    if let ExprKind::Closure(_) = &unparen(expr).kind {
-        return Ok(());
+    match &unparen(expr).kind {
+        ExprKind::Closure(closure) => return check_closure(closure, expr),
+        // `instance(..., Layer.GENERAL, null)`: no properties extractor, as upstream allows.
+        ExprKind::Null => return Ok(()),
+        _ => {}
     }
     match class_constant(expr) {
         Some(("Layer", _)) => Ok(()),
@@ -281,6 +290,20 @@ fn scope_arg(function: &'static Function, expr: &Expr) -> Result<(), CompileErro
             expected: "a label list, a string, Layer.X, DetectPoint.X or a closure",
         })),
     }
+}
+
+/// A closure passed to a MAL function (`tag`, `filter`, `forEach`, `decorate`, `instance`) or used
+/// as the file's `filter`. SkyWalking's MAL grammar requires `params ->` and a non-empty body, so a
+/// bare block (`{ tags.x == 'y' }`, a bare map `{ [k: v] }`) and an empty `{ }` are errors; inside,
+/// arithmetic on a string literal is an error as well.
+pub(crate) fn check_closure(closure: &Closure, expr: &Expr) -> Result<(), CompileError> {
+    if closure.params.is_empty() {
+        return Err(pos_of(expr.span).error(MalError::ClosureWithoutParams));
+    }
+    if closure.body.statements.is_empty() {
+        return Err(pos_of(expr.span).error(MalError::EmptyClosure));
+    }
+    ast_walk::no_string_arithmetic(&closure.body)
 }
 
 /// A number literal, possibly negated.

@@ -7,14 +7,27 @@ use crate::position::{Pos, ScalarOrigin, SourceText};
 use crate::yaml::{MapNode, Node, Scalar};
 
 /// A layer declared by a rule file (`layerDefinitions`, SkyWalking HEAD). A change to any of these
-/// fields is STRUCTURAL for MAL.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// fields is STRUCTURAL. The compiler only reads the list; whether the declarations are
+/// acceptable (ordinal range, name shape, clashes with built-in or registered layers, a name
+/// declared twice) depends on the layers registered at apply time and is judged by the caller,
+/// as upstream's `RuntimeLayerConflictChecker` does.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct LayerDefinition {
     pub name: String,
+    /// `0` when omitted, as upstream (which then rejects it as below the runtime range).
     pub ordinal: i64,
-    /// Whether the layer is a "normal" (real, not virtual) layer. Defaults to `false` when omitted,
-    /// which is what loading into a Java bean with a primitive `boolean` field gives upstream.
+    /// Whether the layer is a "normal" (real, not virtual) layer. Defaults to `true` when omitted,
+    /// as upstream documents for runtime `layerDefinitions`.
     pub normal: bool,
+}
+
+/// What to do with a file that declares nothing (empty, comments only, or a null document).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Empty {
+    /// An error: what an operator posts must declare something.
+    Reject,
+    /// No rules: SkyWalking ships such a file (`log-mal-rules/placeholder.yaml`).
+    Accept,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -42,16 +55,27 @@ enum ModelError {
     NotInteger { key: &'static str, value: String },
     #[error("'{key}' must be true or false, found '{value}'")]
     NotBoolean { key: &'static str, value: String },
-    #[error("layer '{0}' is defined twice")]
-    DuplicateLayer(String),
     #[error("the top level of a rule file must be a mapping, found {0}")]
     RootNotMap(&'static str),
+    #[error(
+        "the file declares nothing: it is empty, only comments, or a null YAML document (a file that declares no rules says so, e.g. `{0}: []`)"
+    )]
+    DeclaresNothing(&'static str),
 }
 
-/// Parses the document and returns its top-level mapping; `None` for an empty or comment-only file.
-pub(crate) fn root_map(source: &SourceText<'_>) -> Result<Option<MapNode>, CompileError> {
+/// Parses the document and returns its top-level mapping. An empty file, a comment-only file and a
+/// null document (`~`, `null`) are errors at line 1, column 1: accepting them as "no rules" would
+/// let a truncated or mistyped upload remove every metric the file used to declare. `list_key` is
+/// the key that holds the rules (`metricsRules`, `rules`), named in the message. With `empty`
+/// [`Empty::Accept`] (bundled files) such a file is `None`: it declares nothing.
+pub(crate) fn root_map(
+    source: &SourceText<'_>,
+    list_key: &'static str,
+    empty: Empty,
+) -> Result<Option<MapNode>, CompileError> {
     match crate::yaml::parse(source.text())? {
-        None => Ok(None),
+        None if empty == Empty::Accept => Ok(None),
+        None => Err(Pos { line: 1, column: 1 }.error(ModelError::DeclaresNothing(list_key))),
         Some(Node::Map(map)) => Ok(Some(map)),
         Some(other) => Err(other.pos().error(ModelError::RootNotMap(other.kind_name()))),
     }
@@ -135,22 +159,24 @@ fn wrong_type(key: &str, expected: &'static str, found: &Node) -> CompileError {
     })
 }
 
-/// `layerDefinitions: [{name, ordinal, normal}]`.
+/// `layerDefinitions: [{name, ordinal, normal}]`, in file order, repeats included.
 pub(crate) fn layer_definitions(map: &MapNode) -> Result<Vec<LayerDefinition>, CompileError> {
     let mut definitions: Vec<LayerDefinition> = Vec::new();
     for item in optional_list(map, "layerDefinitions")? {
         let layer = item_map(item, "layerDefinitions")?;
         check_keys(layer, &["name", "ordinal", "normal"], "a layer definition")?;
         let name = required_scalar(layer, "name", "a layer definition")?;
-        let ordinal = required_scalar(layer, "ordinal", "a layer definition")?;
-        let ordinal_value = ordinal.value.trim().parse::<i64>().map_err(|_| {
-            ordinal.mark.pos().error(ModelError::NotInteger {
-                key: "ordinal",
-                value: ordinal.value.clone(),
-            })
-        })?;
+        let ordinal_value = match optional_scalar(layer, "ordinal")? {
+            None => 0,
+            Some(ordinal) => ordinal.value.trim().parse::<i64>().map_err(|_| {
+                ordinal.mark.pos().error(ModelError::NotInteger {
+                    key: "ordinal",
+                    value: ordinal.value.clone(),
+                })
+            })?,
+        };
         let normal = match optional_scalar(layer, "normal")? {
-            None => false,
+            None => true,
             Some(scalar) => match scalar.value.as_str() {
                 "true" | "True" | "TRUE" => true,
                 "false" | "False" | "FALSE" => false,
@@ -162,15 +188,6 @@ pub(crate) fn layer_definitions(map: &MapNode) -> Result<Vec<LayerDefinition>, C
                 }
             },
         };
-        if definitions
-            .iter()
-            .any(|existing| existing.name == name.value)
-        {
-            return Err(name
-                .mark
-                .pos()
-                .error(ModelError::DuplicateLayer(name.value.clone())));
-        }
         definitions.push(LayerDefinition {
             name: name.value.clone(),
             ordinal: ordinal_value,

@@ -7,6 +7,8 @@
 //! last one win would hide it), no aliases (nothing in rule files needs them, and expanding them is
 //! how "billion laughs" documents blow up), and a bounded nesting depth.
 
+use std::collections::HashSet;
+
 use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
@@ -126,6 +128,8 @@ enum Open {
     },
     Map {
         entries: Vec<(Scalar, Node)>,
+        /// The keys seen so far, so the duplicate check stays linear in the size of the mapping.
+        keys: HashSet<String>,
         pending_key: Option<Scalar>,
         mark: Mark,
     },
@@ -166,6 +170,7 @@ pub(crate) fn parse(text: &str) -> Result<Option<Node>, CompileError> {
                     },
                     _ => Open::Map {
                         entries: Vec::new(),
+                        keys: HashSet::new(),
                         pending_key: None,
                         mark: at,
                     },
@@ -188,6 +193,7 @@ pub(crate) fn parse(text: &str) -> Result<Option<Node>, CompileError> {
             Some(Open::Seq { items, .. }) => items.push(node),
             Some(Open::Map {
                 entries,
+                keys,
                 pending_key,
                 ..
             }) => match pending_key.take() {
@@ -196,10 +202,7 @@ pub(crate) fn parse(text: &str) -> Result<Option<Node>, CompileError> {
                     let Node::Scalar(key) = node else {
                         return Err(node.pos().error(YamlError::ComplexKey));
                     };
-                    if entries
-                        .iter()
-                        .any(|(existing, _)| existing.value == key.value)
-                    {
+                    if !keys.insert(key.value.clone()) {
                         return Err(key.mark.pos().error(YamlError::DuplicateKey(key.value)));
                     }
                     *pending_key = Some(key);

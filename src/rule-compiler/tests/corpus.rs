@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use common::corpus;
 use hotrule_rule_compiler::{
-    Compiled, DataType, Downsampling, LalKey, MetricShape, ScopeType, compile,
+    Compiled, DataType, Downsampling, LalKey, MetricShape, ScopeType, compile, compile_bundled,
 };
 
 fn compiled(relative: &str) -> Compiled {
@@ -15,7 +15,7 @@ fn compiled(relative: &str) -> Compiled {
         .into_iter()
         .find(|(_, path, _)| path == relative)
         .unwrap_or_else(|| panic!("{relative} not in corpus"));
-    compile(kind, &bytes).unwrap_or_else(|e| panic!("{relative}: {e}"))
+    compile_bundled(kind, &bytes).unwrap_or_else(|e| panic!("{relative}: {e}"))
 }
 
 fn mal_metrics(relative: &str) -> BTreeMap<String, MetricShape> {
@@ -25,12 +25,27 @@ fn mal_metrics(relative: &str) -> BTreeMap<String, MetricShape> {
     }
 }
 
+/// Every bundled file compiles as a bundled file; every one that declares something (all but the
+/// comment-only `placeholder.yaml`) also compiles as an operator's upload would.
 #[test]
 fn every_corpus_file_compiles() {
     let failures: Vec<String> = corpus()
         .iter()
         .filter_map(|(kind, path, bytes)| {
-            compile(*kind, bytes).err().map(|e| format!("{path}: {e}"))
+            let strict = if path == "log-mal-rules/placeholder.yaml" {
+                match compile(*kind, bytes) {
+                    Err(error) if (error.line, error.column) == (1, 1) => Ok(()),
+                    other => Err(format!("expected 'declares nothing', got {other:?}")),
+                }
+            } else {
+                compile(*kind, bytes).map(drop).map_err(|e| e.to_string())
+            };
+            compile_bundled(*kind, bytes)
+                .map(drop)
+                .map_err(|e| e.to_string())
+                .and(strict)
+                .err()
+                .map(|e| format!("{path}: {e}"))
         })
         .collect();
     assert!(
@@ -115,4 +130,26 @@ fn mysql_slowsql_key_and_output_type() {
         Some(&Some("SlowSQL".to_owned()))
     );
     assert_eq!(keys.len(), 1);
+}
+
+#[test]
+fn every_layer_the_corpus_uses_is_built_in() {
+    let mut uses = 0;
+    for (kind, path, bytes) in corpus() {
+        let compiled = compile(kind, &bytes).unwrap_or_else(|e| panic!("{path}: {e}"));
+        for used in hotrule_rule_compiler::layers::referenced_layers(&compiled) {
+            assert!(
+                hotrule_rule_compiler::layers::built_in(&used.name).is_some(),
+                "{path}:{}:{} uses layer {} that is not built in",
+                used.line,
+                used.column,
+                used.name
+            );
+            uses += 1;
+        }
+    }
+    assert!(
+        uses > 100,
+        "the corpus uses layers in many places; found {uses}"
+    );
 }

@@ -115,7 +115,8 @@ fn layer_defaults_to_auto_in_keys() {
 
 #[test]
 fn output_type_fields_depend_on_the_output_type() {
-    let dsl = "filter {\n  extractor {\n    latency parsed.latency as Long\n  }\n}";
+    // `json {}`: without a parser, `parsed.latency` would need a typed input.
+    let dsl = "filter { json {}\n  extractor {\n    latency parsed.latency as Long\n  }\n}";
     assert_eq!(
         lal_error(&rule_file("", dsl)),
         "6:11 unknown statement 'latency' in extractor; expected one of: service, instance, endpoint, layer, timestamp, traceId, segmentId, spanId, tag, metrics, slowSql, sampledTrace, abort"

@@ -113,7 +113,7 @@ fn labels_surviving_the_scope_make_a_labeled_metric() {
         "avg@SERVICE"
     );
     assert_eq!(
-        shape_of(SERVICE, "m.sum(['s']).max(by=['s', 'x'])").to_string(),
+        shape_of(SERVICE, "m.sum(['s']).max(['s', 'x'])").to_string(),
         "avgLabeled@SERVICE"
     );
     assert_eq!(
@@ -254,7 +254,7 @@ fn function_arguments_are_checked() {
 #[test]
 fn filter_prefix_and_layer_definitions() {
     let file = mal(
-        "filter: '{ it.job == \"x\" }'\nlayerDefinitions:\n  - name: MY_LAYER\n    ordinal: 1000\n    normal: true\n  - name: OTHER\n    ordinal: 1001\n",
+        "filter: '{ tags -> tags.job == \"x\" }'\nlayerDefinitions:\n  - name: MY_LAYER\n    ordinal: 1000\n    normal: true\n  - name: OTHER\n    ordinal: 1001\n",
     );
     assert!(file.filter.is_some());
     assert_eq!(
@@ -268,7 +268,7 @@ fn filter_prefix_and_layer_definitions() {
             LayerDefinition {
                 name: "OTHER".to_owned(),
                 ordinal: 1001,
-                normal: false
+                normal: true
             },
         ]
     );
@@ -288,5 +288,28 @@ fn error_inside_a_double_quoted_filter_points_at_the_token() {
     assert_eq!(
         mal_error("filter: \"{ tags -> tags.a == 'x' && }\"\n"),
         "1:37 unexpected '}', expected an expression"
+    );
+}
+
+#[test]
+fn layer_definitions_keep_repeats_and_default_to_ordinal_0_and_normal_true() {
+    // Judging declarations (ranges, repeats, clashes) is the caller's job, against the layers
+    // registered at apply time; the compiler reports what is written.
+    let file = mal(
+        "layerDefinitions:\n  - name: A\n  - name: A\n    ordinal: 100000\n    normal: false\n  - name: bad-name\n    ordinal: 5\n",
+    );
+    let triples: Vec<(&str, i64, bool)> = file
+        .layer_definitions
+        .iter()
+        .map(|d| (d.name.as_str(), d.ordinal, d.normal))
+        .collect();
+    assert_eq!(
+        triples,
+        vec![("A", 0, true), ("A", 100_000, false), ("bad-name", 5, true)]
+    );
+    assert!(mal_error("layerDefinitions:\n  - ordinal: 100000\n").contains("is missing 'name'"));
+    assert!(
+        mal_error("layerDefinitions:\n  - name: A\n    ordinal: 1\n    colour: red\n")
+            .contains("unknown key 'colour'")
     );
 }

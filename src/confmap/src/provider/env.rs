@@ -2,6 +2,8 @@
 //!
 //! The variable's value is parsed as YAML (`PORT=8080` is an integer that remembers its text).
 //! Names must match `^[a-zA-Z_][a-zA-Z0-9_]*$`. An empty default (`env:X:-`) is the empty string.
+//! `env:X:?message` requires X: unset, it is [`EnvError::Required`] (an error even inside a value);
+//! set, even to empty, it is the value.
 //! An unset variable without a default is [`EnvError::Unset`]: an error for a whole source; the
 //! resolver turns it into null plus a warning for a `${env:X}` reference, as the Collector does.
 
@@ -21,6 +23,9 @@ pub enum EnvError {
     InvalidName { name: String },
     #[error("environment variable `{name}` is not set")]
     Unset { name: String },
+    /// `env:NAME:?message` with NAME unset: an error even inside a value.
+    #[error("environment variable `{name}` is required: {}", if message.is_empty() { "empty error message" } else { message.as_str() })]
+    Required { name: String, message: String },
 }
 
 /// Where variables are read from. Tests use [`MapEnv`] so they never touch the process environment.
@@ -88,9 +93,12 @@ impl Provider for EnvProvider {
     }
 
     fn retrieve(&self, uri: &Uri) -> Result<Retrieved, ProviderError> {
-        let (name, default) = match uri.opaque().split_once(":-") {
-            Some((name, default)) => (name, Some(default)),
-            None => (uri.opaque(), None),
+        let opaque = uri.opaque();
+        let (name, when_unset) = match opaque.split_once(':') {
+            Some((name, rest)) if rest.starts_with('-') || rest.starts_with('?') => {
+                (name, Some(rest.split_at(1)))
+            }
+            _ => (opaque, None),
         };
         if !is_valid_name(name) {
             return Err(EnvError::InvalidName {
@@ -98,10 +106,15 @@ impl Provider for EnvProvider {
             }
             .into());
         }
-        match (self.env.var(name), default) {
+        match (self.env.var(name), when_unset) {
             (Some(value), _) => Ok(Retrieved::from_yaml(value)),
-            (None, Some("")) => Ok(Retrieved::from_value(Value::String(String::new()))),
-            (None, Some(default)) => Ok(Retrieved::from_yaml(default)),
+            (None, Some(("-", ""))) => Ok(Retrieved::from_value(Value::String(String::new()))),
+            (None, Some(("-", default))) => Ok(Retrieved::from_yaml(default)),
+            (None, Some((_, message))) => Err(EnvError::Required {
+                name: name.to_owned(),
+                message: message.to_owned(),
+            }
+            .into()),
             (None, None) => Err(EnvError::Unset {
                 name: name.to_owned(),
             }
@@ -150,6 +163,37 @@ mod tests {
             unset.to_string(),
             "environment variable `MISSING` is not set"
         );
+        // upstream envprovider `TestEnvWithErrorMessage`.
+        let required = retrieve("MISSING:?set MISSING to the port").expect_err("required");
+        assert_eq!(
+            required.to_string(),
+            "environment variable `MISSING` is required: set MISSING to the port"
+        );
+        assert!(
+            retrieve("MISSING:?")
+                .expect_err("required")
+                .to_string()
+                .ends_with("empty error message")
+        );
+        assert_eq!(
+            retrieve("EMPTY:?foo").expect("set, if empty").value(),
+            &Value::Null
+        );
+        assert_eq!(
+            retrieve("PORT:?foo").expect("set").value().typed(),
+            &Value::Int(8080)
+        );
+        // upstream envprovider `TestEnvWithDefaultValue`: a default may hold `:` and `%`.
+        assert_eq!(
+            retrieve("MISSING:-default % value:-x")
+                .expect("default")
+                .value(),
+            &Value::String("default % value:-x".into())
+        );
+        assert!(matches!(
+            retrieve("A:B"),
+            Err(ProviderError::Env(EnvError::InvalidName { .. }))
+        ));
         assert!(matches!(
             retrieve("1BAD"),
             Err(ProviderError::Env(EnvError::InvalidName { .. }))

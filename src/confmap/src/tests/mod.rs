@@ -1,10 +1,13 @@
 //! Scenario tests through the public API, with an in-memory provider, an injected environment and
 //! throw-away directories. Pure merge/expansion tests never touch the process environment.
 
+mod collector_e2e;
+mod collector_expand;
 mod expand;
 mod http;
 mod https;
 mod merge;
+mod null;
 mod providers;
 mod watch;
 

@@ -29,12 +29,14 @@ pub(crate) enum LexError {
     UnterminatedComment,
     #[error("invalid escape sequence '\\{0}'")]
     InvalidEscape(char),
-    #[error(
-        "'$' in a string must be followed by '{{' or a name; write '\\$' for a literal dollar sign"
-    )]
-    BareDollar,
     #[error("invalid number literal '{0}'")]
     InvalidNumber(String),
+    #[error(
+        "invalid number literal '{0}': an L or I suffix needs an integer (no fraction or exponent)"
+    )]
+    IntegerSuffixOnDecimal(String),
+    #[error("integer literal '{0}' is out of range for its type (int with I, otherwise long)")]
+    IntegerOutOfRange(String),
     #[error("'{opener}' is never closed")]
     Unclosed { opener: &'static str },
     #[error("unexpected '{closer}': it does not close anything")]
@@ -53,13 +55,28 @@ pub(crate) enum LexError {
     TooDeep,
 }
 
+/// How a quoted string treats a backslash before a character that is no Java escape (`'\\d'`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnknownEscape {
+    /// An error, as in Groovy and SkyWalking's MAL lexer.
+    Reject,
+    /// Kept as written, backslash included: SkyWalking's LAL lexer takes any `\\x`, so a regexp
+    /// may be written `'(?<n>\\d+)'`.
+    Keep,
+}
+
 /// Tokenises a whole scalar. The result always ends with an `Eof` token.
-pub(crate) fn tokenize(text: &str, locator: &mut Locator<'_>) -> Result<Vec<Token>, CompileError> {
+pub(crate) fn tokenize(
+    text: &str,
+    locator: &mut Locator<'_>,
+    unknown_escape: UnknownEscape,
+) -> Result<Vec<Token>, CompileError> {
     let mut lexer = Lexer {
         text,
         pos: 0,
         locator,
         depth: 0,
+        unknown_escape,
     };
     lexer.tokens(false)
 }
@@ -70,6 +87,7 @@ pub(super) struct Lexer<'t, 'l, 'a> {
     pub(super) locator: &'l mut Locator<'a>,
     /// Open brackets across nested `${...}` interpolations.
     pub(super) depth: usize,
+    pub(super) unknown_escape: UnknownEscape,
 }
 
 impl Lexer<'_, '_, '_> {

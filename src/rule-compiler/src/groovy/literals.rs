@@ -2,7 +2,9 @@
 //! dollar-slashy `$/.../$`.
 //!
 //! Numbers follow Groovy: decimal or `0x` hex, `_` separators, a fraction and exponent, and a type
-//! suffix (`L`, `G`, `D`, `F`, `I`); integers that do not fit `i64` become decimals.
+//! suffix (`L`, `G`, `D`, `F`, `I`). As in Java and SkyWalking's MAL/LAL grammars, `L` and `I` only
+//! go on integers, and an integer must fit its type (`I`: int, otherwise long); only a `G` integer
+//! may be larger (it becomes a decimal here).
 //!
 //! Double-quoted, triple-double-quoted and both slashy forms are GStrings: `${expr}` and
 //! `$name.path` interpolate. An interpolation is lexed into its own token list here (by re-entering
@@ -10,7 +12,7 @@
 //! correct positions. A string without interpolation becomes a plain [`Tok::Str`].
 
 use super::ast::{Number, NumberValue, StrDelimiter, StrLit};
-use super::lexer::{LexError, Lexer, MAX_BRACKET_DEPTH};
+use super::lexer::{LexError, Lexer, MAX_BRACKET_DEPTH, UnknownEscape};
 use super::token::{Punct, RawPart, Tok, Token};
 use crate::CompileError;
 
@@ -106,6 +108,14 @@ impl Lexer<'_, '_, '_> {
                 '\n' if !rules.multiline => {
                     return Err(self.error_at(start, LexError::UnterminatedString));
                 }
+                // LAL keeps `\d` as written (see `UnknownEscape`); the next character is then read
+                // as an ordinary one.
+                '\\' if rules.escapes
+                    && self.unknown_escape == UnknownEscape::Keep
+                    && self.peek().is_some_and(|next| !is_java_escape(next)) =>
+                {
+                    text.push('\\');
+                }
                 '\\' if rules.escapes => {
                     if let Some(escaped) = self.escape(at)? {
                         text.push(escaped);
@@ -122,7 +132,7 @@ impl Lexer<'_, '_, '_> {
                     text.extend(self.bump());
                 }
                 '$' if rules.interpolates => {
-                    let interpolation = self.interpolation(at, rules)?;
+                    let interpolation = self.interpolation(at)?;
                     match interpolation {
                         Some(tokens) => {
                             parts.push(RawPart::Text(std::mem::take(&mut text)));
@@ -148,12 +158,8 @@ impl Lexer<'_, '_, '_> {
         })
     }
 
-    /// After a `$`: `${...}` or `$name.path`. `None` means a literal dollar (allowed in slashy forms).
-    fn interpolation(
-        &mut self,
-        dollar: usize,
-        rules: Rules,
-    ) -> Result<Option<Vec<Token>>, CompileError> {
+    /// After a `$`: `${...}` or `$name.path`. `None` means a literal dollar.
+    fn interpolation(&mut self, dollar: usize) -> Result<Option<Vec<Token>>, CompileError> {
         match self.peek() {
             Some('{') => {
                 if self.depth >= MAX_BRACKET_DEPTH {
@@ -173,7 +179,8 @@ impl Lexer<'_, '_, '_> {
                 }
             }
             Some(c) if c == '_' || c.is_alphabetic() => Ok(Some(self.dotted_path())),
-            _ if rules.escapes => Err(self.error_at(dollar, LexError::BareDollar)),
+            // Groovy rejects a bare `$` in a GString, but SkyWalking's MAL and LAL grammars read
+            // strings without interpolation rules, so `"^(?<msg>.*)$"` is a regex ending in `$`.
             _ => Ok(None),
         }
     }
@@ -299,10 +306,13 @@ impl Lexer<'_, '_, '_> {
             }
         }
         let body_end = self.pos;
-        if let Some(suffix @ ('l' | 'L' | 'i' | 'I' | 'g' | 'G' | 'd' | 'D' | 'f' | 'F')) =
+        let fractional = decimal;
+        let mut suffix = None;
+        if let Some(found @ ('l' | 'L' | 'i' | 'I' | 'g' | 'G' | 'd' | 'D' | 'f' | 'F')) =
             self.peek()
         {
-            decimal |= matches!(suffix, 'd' | 'D' | 'f' | 'F');
+            decimal |= matches!(found, 'd' | 'D' | 'f' | 'F');
+            suffix = Some(found.to_ascii_uppercase());
             self.bump();
         }
         if self.peek().is_some_and(|c| c == '_' || c.is_alphanumeric()) {
@@ -328,18 +338,35 @@ impl Lexer<'_, '_, '_> {
             .chars()
             .filter(|&c| c != '_')
             .collect();
+        // As in Java and SkyWalking's grammars: `L` and `I` only on integers, and an integer
+        // literal must fit its type (int or long; a bare one is a long when it is too big for an
+        // int). Only `G` (BigInteger/BigDecimal) makes an arbitrarily large integer.
+        if fractional && matches!(suffix, Some('L' | 'I')) {
+            return Err(self.error_at(start, LexError::IntegerSuffixOnDecimal(text)));
+        }
         let value = if let Some(hex) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
+            if hex.is_empty() {
+                return Err(self.error_at(start, LexError::InvalidNumber(text)));
+            }
             i64::from_str_radix(hex, 16).ok().map(NumberValue::Integer)
         } else if decimal {
             body.parse::<f64>().ok().map(NumberValue::Decimal)
-        } else {
+        } else if suffix == Some('G') {
             body.parse::<i64>()
                 .ok()
                 .map(NumberValue::Integer)
                 .or_else(|| body.parse::<f64>().ok().map(NumberValue::Decimal))
+        } else {
+            body.parse::<i64>().ok().map(NumberValue::Integer)
         };
         match value {
+            Some(NumberValue::Integer(integer))
+                if suffix == Some('I') && i32::try_from(integer).is_err() =>
+            {
+                Err(self.error_at(start, LexError::IntegerOutOfRange(text)))
+            }
             Some(value) => Ok(Tok::Number(Number { text, value })),
+            None if !decimal => Err(self.error_at(start, LexError::IntegerOutOfRange(text))),
             None => Err(self.error_at(start, LexError::InvalidNumber(text))),
         }
     }
@@ -349,4 +376,12 @@ impl Lexer<'_, '_, '_> {
             self.bump();
         }
     }
+}
+
+/// The characters [`Lexer::escape`] decodes after a backslash (Groovy's escapes).
+fn is_java_escape(c: char) -> bool {
+    matches!(
+        c,
+        'n' | 't' | 'r' | 'b' | 'f' | 's' | '\\' | '\'' | '"' | '$' | '/' | '\n' | 'u' | '0'..='7'
+    )
 }

@@ -20,7 +20,7 @@ pub(crate) fn parse_expression(
     text: &str,
     locator: &mut Locator<'_>,
 ) -> Result<ast::Expr, CompileError> {
-    let tokens = lexer::tokenize(text, locator)?;
+    let tokens = lexer::tokenize(text, locator, lexer::UnknownEscape::Reject)?;
     parser::Parser::new(&tokens, 0).whole_expression()
 }
 
@@ -29,7 +29,7 @@ pub(crate) fn parse_script(
     text: &str,
     locator: &mut Locator<'_>,
 ) -> Result<ast::Block, CompileError> {
-    let tokens = lexer::tokenize(text, locator)?;
+    let tokens = lexer::tokenize(text, locator, lexer::UnknownEscape::Keep)?;
     parser::Parser::new(&tokens, 0).script()
 }
 

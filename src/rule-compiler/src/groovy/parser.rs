@@ -84,6 +84,14 @@ impl<'t> Parser<'t> {
             .unwrap_or(&EOF_TOKEN)
     }
 
+    /// Whether the last token consumed is `punct`.
+    fn previous_is(&self, punct: Punct) -> bool {
+        self.pos
+            .checked_sub(1)
+            .and_then(|at| self.tokens.get(at))
+            .is_some_and(|token| token.tok == Tok::Punct(punct))
+    }
+
     pub(super) fn advance(&mut self) -> &'t Token {
         let token = self.peek();
         if self.pos < self.tokens.len() {
@@ -224,6 +232,9 @@ impl<'t> Parser<'t> {
             match self.peek().tok {
                 Tok::Newline | Tok::Punct(Punct::Semicolon) | Tok::Eof => {}
                 Tok::Punct(Punct::RBrace) if in_braces => {}
+                // A statement that ends with a block may be followed by another on the same line:
+                // `json {} sink {}`, as SkyWalking's LAL grammar (which needs no separators) reads it.
+                _ if self.previous_is(Punct::RBrace) => {}
                 _ => return Err(self.unexpected("end of statement (a new line or ';')")),
             }
         }

@@ -1,0 +1,402 @@
+//! The MAL evaluation engine: runs a compiled SkyWalking MAL rule file ([`MalFile`]) on a batch of
+//! samples and returns the metric values it produces. Pure: no IO, no clock (the caller passes
+//! `now_ms` for `time()` and pruning), no global state (counter history lives in an
+//! [`EngineState`] the caller owns, one per rule file).
+//!
+//! Semantics follow SkyWalking's meter analyzer as its code runs (see `docs/mal.md` for every
+//! construct and each deliberate difference):
+//! - per rule: select the families the expression reads (none present → skipped silently), apply
+//!   the file `filter` per sample, evaluate, and emit from the entity map captured by the scope
+//!   call; an EMPTY result emits nothing;
+//! - the stored type comes from the compiler's shape: single (first sample per entity), labeled
+//!   (a table keyed by the labels left after the scope), histogram / histogram percentile;
+//! - an evaluation error skips that rule's output for the batch and is returned with the rule's
+//!   name; other rules still run; nothing panics;
+//! - lookups the engine cannot do itself come in through the state: a [`K8sMetadata`] source for
+//!   `retagByK8sMeta` (without one, tags stay unchanged and a [`Warning`] says so once).
+
+mod ast_read;
+mod closure;
+mod closure_builtins;
+mod counter;
+mod emit;
+mod error;
+mod eval;
+mod k8s;
+mod ops;
+mod output;
+mod regex_cache;
+mod sample;
+mod scope;
+mod value;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use hotrule_rule_compiler::{MalFile, MalRule};
+
+pub use counter::{CounterConfig, CounterState, RuleKey};
+pub use error::{EvalError, RuleError, Warning};
+pub use k8s::K8sMetadata;
+pub use output::{
+    DataType, DetectPoint, Downsampling, Entity, MetricValue, ScopeType, Value, minute_bucket,
+    to_long,
+};
+pub use regex_cache::RegexCache;
+pub use sample::{Family, LabelMap, Labels, Sample, labels};
+
+use crate::closure::{Interp, tags_value};
+use crate::eval::{RuleRun, Val};
+
+/// A rule file ready to evaluate: the compiled file plus what each rule reads.
+#[derive(Debug, Clone)]
+pub struct PreparedFile {
+    file: MalFile,
+    rules: Vec<PreparedRule>,
+    /// Every sample name some rule reads: only these are taken from a batch.
+    all_inputs: HashSet<String>,
+}
+
+#[derive(Debug, Clone)]
+struct PreparedRule {
+    key: RuleKey,
+    inputs: Vec<String>,
+    percentiles: Vec<u32>,
+    /// Order of labels in labeled keys (the last aggregation's list).
+    label_order: Vec<String>,
+}
+
+/// Everything an evaluation carries from one batch to the next, owned by the caller.
+#[derive(Debug, Clone, Default)]
+pub struct EngineState {
+    pub counters: CounterState,
+    regexes: RegexCache,
+    k8s_warned: bool,
+    k8s: Option<Arc<dyn K8sMetadata>>,
+}
+
+impl EngineState {
+    pub fn new(config: CounterConfig) -> EngineState {
+        EngineState {
+            counters: CounterState::new(config),
+            ..EngineState::default()
+        }
+    }
+
+    /// Gives `retagByK8sMeta` a Kubernetes metadata source (without one it leaves tags unchanged
+    /// and warns once).
+    pub fn with_k8s_metadata(mut self, metadata: Arc<dyn K8sMetadata>) -> EngineState {
+        self.k8s = Some(metadata);
+        self
+    }
+}
+
+impl EngineState {
+    /// Carries this state over to `new`, the next version of the same file. Counter series stay
+    /// for every rule `new` still has (same metric and ordinal) whose metric is not in
+    /// `structural`, and only for the sample names that rule still reads; everything else starts
+    /// fresh. After a FILTER_ONLY change pass an empty `structural`: the expressions are
+    /// unchanged, so their windows continue; series the new filter no longer lets through stop
+    /// being updated and are pruned after their window.
+    pub fn carry_over(&mut self, new: &PreparedFile, structural: &BTreeSet<String>) {
+        let reads: HashMap<&RuleKey, &[String]> = new
+            .rules
+            .iter()
+            .map(|rule| (&rule.key, rule.inputs.as_slice()))
+            .collect();
+        self.counters.retain(|rule, name| {
+            !structural.contains(&rule.metric)
+                && reads
+                    .get(rule)
+                    .is_some_and(|inputs| inputs.iter().any(|input| input == name))
+        });
+    }
+}
+
+/// The result of evaluating a file on one batch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Evaluation {
+    pub values: Vec<MetricValue>,
+    pub errors: Vec<RuleError>,
+    /// Conditions that do not fail a rule: no Kubernetes metadata source (once per state), a file
+    /// filter that threw (per rule and batch; the rule ran unfiltered).
+    pub warnings: Vec<Warning>,
+}
+
+impl PreparedFile {
+    pub fn new(file: MalFile) -> PreparedFile {
+        let mut ordinals: HashMap<&str, u32> = HashMap::new();
+        let rules = file
+            .rules
+            .iter()
+            .map(|rule| {
+                let ordinal = ordinals.entry(rule.metric_name.as_str()).or_insert(0);
+                let key = RuleKey {
+                    metric: rule.metric_name.clone(),
+                    ordinal: *ordinal,
+                };
+                *ordinal += 1;
+                let mut inputs = Vec::new();
+                ast_read::input_names(&rule.expr, &mut inputs);
+                let mut percentiles = Vec::new();
+                ast_read::percentiles(&rule.expr, &mut percentiles);
+                let mut label_order = Vec::new();
+                ast_read::aggregation_labels(&rule.expr, &mut label_order);
+                PreparedRule {
+                    key,
+                    inputs,
+                    percentiles,
+                    label_order,
+                }
+            })
+            .collect::<Vec<PreparedRule>>();
+        let all_inputs = rules
+            .iter()
+            .flat_map(|rule| rule.inputs.iter().cloned())
+            .collect();
+        PreparedFile {
+            file,
+            rules,
+            all_inputs,
+        }
+    }
+
+    pub fn file(&self) -> &MalFile {
+        &self.file
+    }
+
+    /// The sample names rule `index` reads.
+    pub fn inputs_of(&self, index: usize) -> &[String] {
+        self.rules
+            .get(index)
+            .map_or(&[], |rule| rule.inputs.as_slice())
+    }
+
+    /// Evaluates every rule on `batch` (one receiver batch). `now_ms` is the wall clock: `time()`
+    /// reads it, and it caps the batch's newest timestamp, against which idle counter series are
+    /// pruned.
+    pub fn evaluate(&self, batch: &[Sample], now_ms: i64, state: &mut EngineState) -> Evaluation {
+        let mut by_name: HashMap<&str, Vec<Sample>> = HashMap::new();
+        for sample in batch {
+            if self.all_inputs.contains(&sample.name) {
+                by_name
+                    .entry(sample.name.as_str())
+                    .or_default()
+                    .push(sample.clone());
+            }
+        }
+        let families: HashMap<&str, Family> = by_name
+            .into_iter()
+            .map(|(name, samples)| (name, Family::build(samples)))
+            .filter(|(_, family)| !family.is_empty())
+            .collect();
+        // The file filter depends on the sample only: run it once per family, not once per rule.
+        let filtered: Option<HashMap<&str, Result<Family, EvalError>>> =
+            self.file.filter.as_ref().map(|filter| {
+                families
+                    .iter()
+                    .map(|(name, family)| {
+                        (*name, filter_family(filter, family, &mut state.regexes))
+                    })
+                    .collect()
+            });
+        let mut evaluation = Evaluation::default();
+        for (rule, prepared) in self.file.rules.iter().zip(&self.rules) {
+            let Some(inputs) = select_inputs(
+                rule,
+                prepared,
+                &families,
+                filtered.as_ref(),
+                &mut evaluation.warnings,
+            ) else {
+                continue;
+            };
+            match self.evaluate_rule(
+                rule,
+                prepared,
+                &inputs,
+                now_ms,
+                state,
+                &mut evaluation.warnings,
+            ) {
+                Ok(values) => evaluation.values.extend(values),
+                Err(error) => evaluation.errors.push(RuleError {
+                    rule: rule.name.clone(),
+                    metric: rule.metric_name.clone(),
+                    error,
+                }),
+            }
+        }
+        // Idle series are judged on the data's clock, capped by the wall clock: replayed or
+        // dry-run batches with old timestamps keep their history, a sample from the future
+        // cannot expire everything.
+        let data_now = batch.iter().map(|s| s.timestamp_ms).max().unwrap_or(now_ms);
+        state.counters.prune(data_now.min(now_ms));
+        evaluation
+    }
+
+    fn evaluate_rule(
+        &self,
+        rule: &MalRule,
+        prepared: &PreparedRule,
+        inputs: &HashMap<String, Family>,
+        now_ms: i64,
+        state: &mut EngineState,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Vec<MetricValue>, EvalError> {
+        let mut run = RuleRun {
+            rule_key: &prepared.key,
+            rule_name: &rule.name,
+            inputs,
+            now_ms,
+            counters: &mut state.counters,
+            regexes: &mut state.regexes,
+            warnings,
+            k8s_warned: &mut state.k8s_warned,
+            k8s: state.k8s.as_deref(),
+            site: 0,
+            entities: None,
+        };
+        let result = run.eval(&rule.expr)?;
+        let entities = run.entities.take();
+        match (result, entities) {
+            (Val::Family(family), Some(entities)) if !family.is_empty() => {
+                emit::emit(rule, &prepared.percentiles, &prepared.label_order, entities)
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+/// A rule's input families: the ones it reads that are present, filtered by the file filter.
+/// `None` when nothing is left (the rule is skipped silently, as upstream). If the filter failed
+/// on one of them, the rule runs on its unfiltered input, as upstream does, with a warning.
+fn select_inputs(
+    rule: &MalRule,
+    prepared: &PreparedRule,
+    families: &HashMap<&str, Family>,
+    filtered: Option<&HashMap<&str, Result<Family, EvalError>>>,
+    warnings: &mut Vec<Warning>,
+) -> Option<HashMap<String, Family>> {
+    let present: Vec<(&String, &Family)> = prepared
+        .inputs
+        .iter()
+        .filter_map(|name| families.get(name.as_str()).map(|family| (name, family)))
+        .collect();
+    if present.is_empty() {
+        return None;
+    }
+    let Some(filtered) = filtered else {
+        return Some(
+            present
+                .into_iter()
+                .map(|(n, f)| (n.clone(), f.clone()))
+                .collect(),
+        );
+    };
+    let failure = present
+        .iter()
+        .find_map(|(name, _)| match filtered.get(name.as_str()) {
+            Some(Err(error)) => Some(error.clone()),
+            _ => None,
+        });
+    if let Some(error) = failure {
+        warnings.push(Warning::FilterFailed {
+            rule: rule.name.clone(),
+            reason: error.to_string(),
+        });
+        return Some(
+            present
+                .into_iter()
+                .map(|(n, f)| (n.clone(), f.clone()))
+                .collect(),
+        );
+    }
+    let inputs: HashMap<String, Family> = present
+        .into_iter()
+        .filter_map(|(name, _)| match filtered.get(name.as_str()) {
+            Some(Ok(family)) if !family.is_empty() => Some((name.clone(), family.clone())),
+            _ => None,
+        })
+        .collect();
+    (!inputs.is_empty()).then_some(inputs)
+}
+
+/// The outcome of [`run_expression`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExpressionResult {
+    /// The resulting family; EMPTY when the expression evaluated to a bare number.
+    pub family: Family,
+    /// The entities captured by a scope call, with their samples (scope labels removed).
+    pub entities: Option<Vec<(Entity, Vec<Sample>)>>,
+    pub warnings: Vec<Warning>,
+}
+
+/// Evaluates one bare expression on named families, like upstream's `Expression.run`: no file
+/// filter, no emission. Counter history is kept in `state` under the metric name `"<expression>"`.
+pub fn run_expression(
+    expr: &hotrule_rule_compiler::ast::Expr,
+    inputs: &HashMap<String, Family>,
+    now_ms: i64,
+    state: &mut EngineState,
+) -> Result<ExpressionResult, EvalError> {
+    let key = RuleKey {
+        metric: "<expression>".to_owned(),
+        ordinal: 0,
+    };
+    let mut warnings = Vec::new();
+    let mut run = RuleRun {
+        rule_key: &key,
+        rule_name: "<expression>",
+        inputs,
+        now_ms,
+        counters: &mut state.counters,
+        regexes: &mut state.regexes,
+        warnings: &mut warnings,
+        k8s_warned: &mut state.k8s_warned,
+        k8s: state.k8s.as_deref(),
+        site: 0,
+        entities: None,
+    };
+    let family = match run.eval(expr)? {
+        Val::Family(family) => family,
+        Val::Num(_) => Family::empty(),
+    };
+    let entities = run.entities.take();
+    Ok(ExpressionResult {
+        family,
+        entities,
+        warnings,
+    })
+}
+
+/// The file `filter` on one family: the samples whose tags pass.
+fn filter_family(
+    filter: &hotrule_rule_compiler::ast::Expr,
+    family: &Family,
+    regexes: &mut RegexCache,
+) -> Result<Family, EvalError> {
+    let hotrule_rule_compiler::ast::ExprKind::Closure(closure) = &filter.kind else {
+        return Ok(family.clone());
+    };
+    let mut interp = Interp { regexes };
+    let mut kept = Vec::new();
+    for sample in family.samples() {
+        if interp
+            .call(closure, vec![tags_value(&sample.labels)])?
+            .truthy()
+        {
+            kept.push(sample.clone());
+        }
+    }
+    Ok(Family::build(kept))
+}
+
+/// The runtime evaluates on a worker pool: a prepared file is shared, a state moves between threads.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    const fn movable<T: Send>() {}
+    shared::<PreparedFile>();
+    movable::<EngineState>();
+    movable::<Evaluation>();
+};

@@ -1,0 +1,200 @@
+//! Scope functions (`service`, `instance`, `endpoint`, `process`, `serviceRelation`,
+//! `serviceInstanceRelation`, `processRelation`): their argument overloads, and grouping a family
+//! into meter entities the way `SampleFamily.createMeterSamples` does.
+
+use hotrule_rule_compiler::ScopeType;
+
+use crate::output::{DetectPoint, Entity};
+use crate::sample::{Labels, Sample};
+
+/// The parsed arguments of one scope call.
+#[derive(Debug, Clone)]
+pub(crate) struct ScopeSpec {
+    pub scope: ScopeType,
+    /// Label-list arguments in order.
+    pub lists: Vec<Vec<String>>,
+    /// String arguments in order (delimiters and label names, by overload).
+    pub strings: Vec<String>,
+    pub layer: Option<String>,
+    pub detect_point: Option<DetectPoint>,
+    /// The call has a properties closure (`instance(..., { tags -> [...] })`).
+    pub has_properties: bool,
+}
+
+const MAX_SERVICE: usize = 70;
+const MAX_INSTANCE: usize = 70;
+const MAX_ENDPOINT: usize = 150;
+
+impl ScopeSpec {
+    fn list(&self, i: usize) -> &[String] {
+        self.lists.get(i).map_or(&[], Vec::as_slice)
+    }
+    fn string(&self, i: usize) -> Option<&str> {
+        self.strings.get(i).map(String::as_str)
+    }
+
+    /// Every label the scope consumes (removed from the samples it keeps per entity).
+    pub(crate) fn label_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.lists.iter().flatten().cloned().collect();
+        match self.scope {
+            ScopeType::Process => keys.extend(self.strings.first().cloned()),
+            ScopeType::ServiceRelation | ScopeType::ServiceInstanceRelation => {
+                // Strings are (delimiter, componentIdKey) in the long overload.
+                if let Some(component) = self.string(1).filter(|k| !k.is_empty()) {
+                    keys.push(component.to_owned());
+                }
+            }
+            ScopeType::ProcessRelation => {
+                // (detectPointKey, svc, ins, srcPid, dstPid, component): all strings are labels.
+                keys.extend(self.strings.iter().cloned());
+            }
+            _ => {}
+        }
+        keys
+    }
+
+    /// The delimiter for a name part; empty means `.`.
+    fn delimiter(&self, i: usize) -> &str {
+        match self.string(i) {
+            Some(d) if !d.is_empty() => d,
+            _ => ".",
+        }
+    }
+
+    /// Builds the entity of one group from its first sample.
+    pub(crate) fn entity(&self, first: &Sample) -> Entity {
+        let layer = self.layer.clone().unwrap_or_else(|| "UNDEFINED".to_owned());
+        let mut entity = Entity::new(self.scope);
+        entity.layer = layer;
+        match self.scope {
+            ScopeType::Service => {
+                entity.service_name = cut(dim(first, self.list(0), self.delimiter(0)), MAX_SERVICE);
+            }
+            ScopeType::ServiceInstance => {
+                let (svc_delim, ins_delim) = match self.strings.len() {
+                    0 => (".", "."),
+                    _ => (self.delimiter(0), self.delimiter(1)),
+                };
+                entity.service_name = cut(dim(first, self.list(0), svc_delim), MAX_SERVICE);
+                entity.instance_name = cut(dim(first, self.list(1), ins_delim), MAX_INSTANCE);
+            }
+            ScopeType::Endpoint => {
+                let delim = self.delimiter(0);
+                entity.service_name = cut(dim(first, self.list(0), delim), MAX_SERVICE);
+                entity.endpoint_name = cut(dim(first, self.list(1), delim), MAX_ENDPOINT);
+            }
+            ScopeType::Process => {
+                entity.service_name = cut(dim(first, self.list(0), "."), MAX_SERVICE);
+                entity.instance_name = cut(dim(first, self.list(1), "."), MAX_INSTANCE);
+                entity.process_name = dim(first, self.list(2), ".");
+                let layer_key = self.string(0).unwrap_or_default();
+                let layer = first.label(layer_key);
+                entity.layer = if layer.is_empty() {
+                    "UNDEFINED".to_owned()
+                } else {
+                    layer.to_owned()
+                };
+            }
+            ScopeType::ServiceRelation => {
+                let delim = self.delimiter(0);
+                entity.source_service_name = cut(dim(first, self.list(0), delim), MAX_SERVICE);
+                entity.dest_service_name = cut(dim(first, self.list(1), delim), MAX_SERVICE);
+                entity.detect_point = self.detect_point;
+                entity.component_id = component(first, self.string(1));
+                entity.service_name = match self.detect_point {
+                    Some(DetectPoint::Server) => entity.dest_service_name.clone(),
+                    _ => entity.source_service_name.clone(),
+                };
+            }
+            ScopeType::ServiceInstanceRelation => {
+                let delim = self.delimiter(0);
+                entity.source_service_name = cut(dim(first, self.list(0), delim), MAX_SERVICE);
+                entity.source_instance_name = cut(dim(first, self.list(1), delim), MAX_INSTANCE);
+                entity.dest_service_name = cut(dim(first, self.list(2), delim), MAX_SERVICE);
+                entity.dest_instance_name = cut(dim(first, self.list(3), delim), MAX_INSTANCE);
+                entity.detect_point = self.detect_point;
+                entity.component_id = component(first, self.string(1));
+                entity.service_name = match self.detect_point {
+                    Some(DetectPoint::Server) => entity.dest_service_name.clone(),
+                    _ => entity.source_service_name.clone(),
+                };
+            }
+            ScopeType::ProcessRelation => {
+                // strings: detectPointKey, sourceProcessIdKey, destProcessIdKey, componentKey.
+                let detect = first.label(self.string(0).unwrap_or_default());
+                entity.detect_point = Some(if detect.eq_ignore_ascii_case("server") {
+                    DetectPoint::Server
+                } else {
+                    DetectPoint::Client
+                });
+                entity.service_name = cut(dim(first, self.list(0), "."), MAX_SERVICE);
+                entity.instance_name = cut(dim(first, self.list(1), "."), MAX_INSTANCE);
+                entity.source_process_id =
+                    first.label(self.string(1).unwrap_or_default()).to_owned();
+                entity.dest_process_id = first.label(self.string(2).unwrap_or_default()).to_owned();
+                entity.component_id = component(first, self.string(3));
+            }
+        }
+        entity
+    }
+}
+
+/// A name part: the keys' values in order, empty ones skipped, joined by the delimiter.
+fn dim(sample: &Sample, keys: &[String], delimiter: &str) -> String {
+    let mut out = String::new();
+    for value in keys
+        .iter()
+        .map(|k| sample.label(k))
+        .filter(|v| !v.is_empty())
+    {
+        if !out.is_empty() {
+            out.push_str(delimiter);
+        }
+        out.push_str(value);
+    }
+    out
+}
+
+/// Upstream `Integer.parseInt` of the component label; a non-integer fails the rule there. Here a
+/// non-integer reads as 0 (documented).
+fn component(sample: &Sample, key: Option<&str>) -> i32 {
+    match key {
+        Some(key) if !key.is_empty() => sample.label(key).trim().parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn cut(mut name: String, max: usize) -> String {
+    if name.chars().count() > max {
+        name = name.chars().take(max).collect();
+    }
+    name
+}
+
+/// Groups samples by the scope's label values; each group keeps its samples with the scope
+/// labels removed, and the full labels of its first sample. Groups are in first-seen order.
+pub(crate) fn group(spec: &ScopeSpec, samples: &[Sample]) -> Vec<(Entity, Vec<Sample>, Labels)> {
+    let keys = spec.label_keys();
+    let mut groups: Vec<(Labels, Entity, Vec<Sample>, Labels)> = Vec::new();
+    let mut index: std::collections::HashMap<Labels, usize> = std::collections::HashMap::new();
+    for sample in samples {
+        let key: Labels = std::sync::Arc::new(
+            keys.iter()
+                .map(|k| (k.clone(), sample.label(k).to_owned()))
+                .collect(),
+        );
+        let mut left = sample.clone();
+        std::sync::Arc::make_mut(&mut left.labels).retain(|k, _| !keys.contains(k));
+        match index.get(&key) {
+            Some(&i) => groups[i].2.push(left),
+            None => {
+                index.insert(key.clone(), groups.len());
+                groups.push((key, spec.entity(sample), vec![left], sample.labels.clone()));
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, e, s, first)| (e, s, first))
+        .collect()
+}
