@@ -168,6 +168,8 @@ where
 struct Activity {
     in_flight: AtomicUsize,
     last: std::sync::Mutex<Instant>,
+    /// Signalled when a request ends, so the idle clock restarts then, not a period later.
+    ended: tokio::sync::Notify,
 }
 
 impl Activity {
@@ -175,13 +177,14 @@ impl Activity {
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
 
-    /// How long until the connection counts as idle; zero when it already is.
-    fn idle_in(&self, idle_timeout: Duration) -> Duration {
+    /// How long until the connection counts as idle (zero when it already is); `None` while a
+    /// request is in flight.
+    fn idle_in(&self, idle_timeout: Duration) -> Option<Duration> {
         if self.in_flight.load(Ordering::SeqCst) > 0 {
-            return idle_timeout;
+            return None;
         }
         let last = *self.last.lock().unwrap_or_else(|p| p.into_inner());
-        idle_timeout.saturating_sub(last.elapsed())
+        Some(idle_timeout.saturating_sub(last.elapsed()))
     }
 }
 
@@ -200,6 +203,7 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.touch();
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.0.ended.notify_one();
     }
 }
 
@@ -207,7 +211,11 @@ async fn serve_connection<I>(io: I, peer: SocketAddr, app: Router, limits: Limit
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = Arc::new(Activity { in_flight: AtomicUsize::new(0), last: std::sync::Mutex::new(Instant::now()) });
+    let activity = Arc::new(Activity {
+        in_flight: AtomicUsize::new(0),
+        last: std::sync::Mutex::new(Instant::now()),
+        ended: tokio::sync::Notify::new(),
+    });
     let service_activity = activity.clone();
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let in_flight = InFlight::start(&service_activity);
@@ -232,8 +240,10 @@ where
                 }
                 return;
             }
-            () = tokio::time::sleep(idle_in), if !closing => {
-                if activity.idle_in(limits.idle_timeout).is_zero() {
+            // A request ended (or had ended before this wait): recompute the idle deadline.
+            () = activity.ended.notified(), if idle_in.is_none() && !closing => {}
+            () = tokio::time::sleep(idle_in.unwrap_or_default()), if idle_in.is_some() && !closing => {
+                if activity.idle_in(limits.idle_timeout).is_some_and(|left| left.is_zero()) {
                     closing = true;
                     connection.as_mut().graceful_shutdown();
                 }

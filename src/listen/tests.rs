@@ -19,7 +19,13 @@ fn limits(max_connections: usize) -> Limits {
 }
 
 fn app() -> Router {
-    Router::new().route("/", get(|| async { "ok" })).route(
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route("/slow", get(|| async {
+            tokio::time::sleep(Duration::from_millis(900)).await;
+            "slow"
+        }))
+        .route(
         "/echo",
         post(|body: Body| async move {
             match axum::body::to_bytes(body, 1024).await {
@@ -97,6 +103,22 @@ async fn an_idle_keep_alive_connection_is_closed() {
     let answer = read_until_close(&mut stream, Duration::from_secs(5)).await.expect("closed when idle");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(started.elapsed() < Duration::from_secs(5));
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_request_longer_than_the_idle_timeout_is_not_cut_and_the_connection_is_reused() {
+    let (addr, stop, _task) = start(limits(8)).await;
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n").await.expect("write");
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await.expect("answered").expect("read");
+    let answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("slow"), "{answer}");
+    // Still open right after: a second request on it is served.
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await.expect("write");
+    let answer = read_until_close(&mut stream, Duration::from_secs(5)).await.expect("answered");
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("ok"), "{answer}");
     stop.cancel();
 }
 
