@@ -90,27 +90,47 @@ impl fmt::Display for Catalog {
     }
 }
 
+/// The longest rule name, in bytes. The longest SkyWalking bundled name is under 60 bytes; the
+/// bound keeps every dump path (`runtime-rule-dump/inactive/<catalog>/<name>.yaml`) well under
+/// the 255-byte name limit of tar's ustar prefix and of common filesystems.
+pub const MAX_RULE_NAME_BYTES: usize = 200;
+
 /// Why a rule name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuleNameError {
     #[error("name is empty")]
     Empty,
-    #[error("name {0:?} must match ^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$ and must not contain '..'")]
+    #[error("name is {len} bytes long; at most {MAX_RULE_NAME_BYTES} are allowed")]
+    TooLong { len: usize },
+    #[error(
+        "name {0:?} must match ^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$: no empty segment ('//', or a leading or \
+         trailing '/'), no '.' or '..' segment and no '..' anywhere"
+    )]
     Invalid(String),
 }
 
 /// A rule name: the path relative to the catalog root, without the extension.
+///
+/// Every way in validates: [`RuleName::parse`], and `Deserialize` (bus messages, stored entries)
+/// goes through it too, so a name that arrives over the bus is held to the same rules as one an
+/// operator types.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct RuleName(String);
 
 impl RuleName {
-    /// Validates `^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$` and rejects any `..` segment or substring.
+    /// Validates `^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$` (so no empty segment and no leading or
+    /// trailing `/`), rejects `.` and `..` segments and any `..` substring, and bounds the length.
     pub fn parse(text: &str) -> Result<RuleName, RuleNameError> {
         if text.is_empty() {
             return Err(RuleNameError::Empty);
         }
+        if text.len() > MAX_RULE_NAME_BYTES {
+            return Err(RuleNameError::TooLong { len: text.len() });
+        }
         let segment_ok = |segment: &str| {
             !segment.is_empty()
+                && segment != "."
                 && segment
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
@@ -123,6 +143,27 @@ impl RuleName {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The name as a case-insensitive filesystem sees it. Two names of one catalog with the same
+    /// folded form would extract from a dump onto one file, so only one of them may exist (names
+    /// are ASCII, so ASCII lowercase is the whole folding).
+    pub fn folded(&self) -> String {
+        self.0.to_ascii_lowercase()
+    }
+}
+
+impl TryFrom<String> for RuleName {
+    type Error = RuleNameError;
+
+    fn try_from(text: String) -> Result<RuleName, RuleNameError> {
+        RuleName::parse(&text)
+    }
+}
+
+impl From<RuleName> for String {
+    fn from(name: RuleName) -> String {
+        name.0
     }
 }
 
@@ -151,9 +192,52 @@ impl fmt::Display for RuleKey {
     }
 }
 
+/// The longest node id, in bytes.
+pub const MAX_NODE_ID_BYTES: usize = 255;
+
 /// A node's identity; by default its advertised admin address `host:port`.
+///
+/// Decoding (bus messages, stored revisions) checks the length and refuses control characters;
+/// the empty id is the zero revision's and stays decodable.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct NodeId(pub String);
+
+/// Why a decoded node id was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeIdError {
+    #[error("node id is {len} bytes long; at most {MAX_NODE_ID_BYTES} are allowed")]
+    TooLong { len: usize },
+    #[error("node id {0:?} holds a control character")]
+    Control(String),
+}
+
+impl NodeId {
+    /// Checks a node id from the wire or from storage.
+    pub fn parse(text: &str) -> Result<NodeId, NodeIdError> {
+        if text.len() > MAX_NODE_ID_BYTES {
+            return Err(NodeIdError::TooLong { len: text.len() });
+        }
+        if text.chars().any(char::is_control) {
+            return Err(NodeIdError::Control(text.to_string()));
+        }
+        Ok(NodeId(text.to_string()))
+    }
+}
+
+impl TryFrom<String> for NodeId {
+    type Error = NodeIdError;
+
+    fn try_from(text: String) -> Result<NodeId, NodeIdError> {
+        NodeId::parse(&text)
+    }
+}
+
+impl From<NodeId> for String {
+    fn from(id: NodeId) -> String {
+        id.0
+    }
+}
 
 impl fmt::Display for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -223,9 +307,73 @@ mod tests {
         for ok in ["vm", "aws-gateway/gateway-service", "k8s/node", "a.b_c-d", "x/y/z"] {
             assert!(RuleName::parse(ok).is_ok(), "{ok} should be valid");
         }
-        for bad in ["", "/vm", "vm/", "a//b", "..", "a/../b", "a..b", "a\\b", "a b", "a\0b", "é"] {
+        for bad in ["", "/vm", "vm/", "a//b", "..", "a/../b", "a..b", "a\\b", "a b", "a\0b", "é", ".", "a/./b", "a/.", "./a"] {
             assert!(RuleName::parse(bad).is_err(), "{bad:?} should be invalid");
         }
+        assert!(RuleName::parse(&"a".repeat(MAX_RULE_NAME_BYTES)).is_ok());
+        assert_eq!(
+            RuleName::parse(&"a".repeat(MAX_RULE_NAME_BYTES + 1)),
+            Err(RuleNameError::TooLong { len: MAX_RULE_NAME_BYTES + 1 })
+        );
+    }
+
+    #[test]
+    fn every_skywalking_corpus_name_is_valid() {
+        let root = std::path::Path::new("/work/shared/corpus/skywalking-rules");
+        if !root.is_dir() {
+            return;
+        }
+        let mut seen = 0;
+        let mut pending = vec![root.to_path_buf()];
+        while let Some(dir) = pending.pop() {
+            for entry in std::fs::read_dir(&dir).expect("read corpus dir") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                    let relative = path.strip_prefix(root).expect("under root").with_extension("");
+                    let mut segments = relative.iter().map(|s| s.to_string_lossy().into_owned());
+                    let _catalog = segments.next();
+                    let name = segments.collect::<Vec<_>>().join("/");
+                    assert!(RuleName::parse(&name).is_ok(), "{name} should be valid");
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen >= 90, "read {seen} corpus files");
+    }
+
+    #[test]
+    fn decoding_validates_like_parse() {
+        let good: RuleName = serde_json::from_str("\"k8s/k8s-cluster\"").expect("valid");
+        assert_eq!(good.as_str(), "k8s/k8s-cluster");
+        for bad in ["\"\"", "\"../../etc/evil\"", "\"a//b\"", "\"/a\""] {
+            assert!(serde_json::from_str::<RuleName>(bad).is_err(), "{bad} should not decode");
+        }
+        let bytes = bincode::serde::encode_to_vec("../../etc/evil", bincode::config::standard()).expect("encode");
+        let decoded: Result<(RuleName, usize), _> = bincode::serde::decode_from_slice(&bytes, bincode::config::standard());
+        assert!(decoded.is_err(), "bincode goes through the same check");
+        let key = RuleKey::new(Catalog::Lal, RuleName::parse("a/b").expect("valid"));
+        let bytes = bincode::serde::encode_to_vec(&key, bincode::config::standard()).expect("encode");
+        let (back, _): (RuleKey, usize) = bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).expect("decode");
+        assert_eq!(back, key);
+    }
+
+    #[test]
+    fn node_ids_are_checked_on_decode() {
+        let ok: NodeId = serde_json::from_str("\"127.0.0.1:17128\"").expect("valid");
+        assert_eq!(ok.0, "127.0.0.1:17128");
+        let zero: Revision = serde_json::from_str("{\"millis\":0,\"counter\":0,\"node\":\"\"}").expect("zero");
+        assert_eq!(zero, Revision::zero());
+        assert!(serde_json::from_str::<NodeId>("\"a\\nb\"").is_err());
+        let long = format!("\"{}\"", "n".repeat(MAX_NODE_ID_BYTES + 1));
+        assert!(serde_json::from_str::<NodeId>(&long).is_err());
+    }
+
+    #[test]
+    fn names_fold_to_lowercase() {
+        let name = RuleName::parse("flink/flink-jobManager").expect("valid");
+        assert_eq!(name.folded(), "flink/flink-jobmanager");
     }
 
     #[test]

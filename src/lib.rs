@@ -14,6 +14,7 @@ pub mod client;
 pub mod config;
 pub mod http;
 pub mod ids;
+pub mod listen;
 pub mod node;
 pub mod replication;
 pub mod rules;

@@ -108,9 +108,14 @@ struct ServeArgs {
     /// (rules.self_heal_threshold; default 60).
     #[arg(long)]
     self_heal_threshold: Option<u64>,
-    /// Bearer token required on every admin route except /healthz (admin.token).
+    /// Bearer token required on every admin route except /healthz (admin.token). Prefer
+    /// --admin-token-file or HOTRULE_ADMIN_TOKEN: a command line is readable in /proc.
     #[arg(long, env = "HOTRULE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+    /// File holding the bearer token (admin.token_file); keeps the token out of the command
+    /// line, which any local user can read in /proc.
+    #[arg(long, env = "HOTRULE_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<PathBuf>,
     /// Allow a non-loopback admin listener without a token (admin.insecure).
     #[arg(long)]
     insecure_admin: bool,
@@ -165,6 +170,7 @@ impl ServeArgs {
         put("rules.scan_interval", self.scan_interval.map(|s| format!("{s}s")));
         put("rules.self_heal_threshold", self.self_heal_threshold.map(|s| format!("{s}s")));
         put("admin.token", self.admin_token.clone().filter(|t| !t.is_empty()));
+        put("admin.token_file", self.admin_token_file.as_ref().map(|p| p.display().to_string()));
         put("admin.insecure", self.insecure_admin.then(|| "true".to_string()));
         put("node.id", self.node_id.clone());
         put("log.level", self.log_level.clone());
@@ -436,10 +442,21 @@ fn main() -> ExitCode {
     })
 }
 
-/// A client of the node `server` names, with the token from `HOTRULE_ADMIN_TOKEN`; a bad
-/// address is a usage error (exit 2).
+/// A client of the node `server` names, with the token from `HOTRULE_ADMIN_TOKEN` or the file
+/// `HOTRULE_ADMIN_TOKEN_FILE` names; a bad address or an unreadable token file is a usage error
+/// (exit 2).
 fn admin_client(server: &ServerArgs) -> Result<AdminClient, ExitCode> {
-    let token = std::env::var("HOTRULE_ADMIN_TOKEN").ok();
+    let token = match (std::env::var("HOTRULE_ADMIN_TOKEN").ok(), std::env::var_os("HOTRULE_ADMIN_TOKEN_FILE")) {
+        (Some(token), _) => Some(token),
+        (None, Some(path)) => match std::fs::read_to_string(&path) {
+            Ok(text) => Some(text.trim().to_string()),
+            Err(e) => {
+                eprintln!("hotrule: HOTRULE_ADMIN_TOKEN_FILE {}: {e}", std::path::Path::new(&path).display());
+                return Err(ExitCode::from(2));
+            }
+        },
+        (None, None) => None,
+    };
     AdminClient::new(&server.server, token).map_err(|e| {
         eprintln!("hotrule: {e}");
         ExitCode::from(2)

@@ -26,6 +26,7 @@ use crate::config::{ConfigSources, ConfigState, NodeConfig};
 use crate::clock::RevisionClock;
 use crate::http::{self, AdminState};
 use crate::ids::NodeId;
+use crate::listen::{Limits, ListenLimits};
 use crate::runtime::Runtime;
 use crate::runtime::locks::FileLocks;
 use crate::scan::{ScanReport, ScanSettings, Scanner, boot};
@@ -62,6 +63,8 @@ pub struct NodeSettings {
     pub agent_flush_interval: std::time::Duration,
     /// TLS on the data listener: certificate and key files (re-read when they change).
     pub agent_tls: Option<crate::tls::TlsFiles>,
+    /// Timeouts and connection caps of the admin, bus and data listeners.
+    pub limits: ListenLimits,
 }
 
 impl NodeSettings {
@@ -81,6 +84,7 @@ impl NodeSettings {
             agents: crate::agent::AgentServiceSettings::default(),
             agent_flush_interval: std::time::Duration::from_millis(500),
             agent_tls: None,
+            limits: ListenLimits::default(),
         }
     }
 
@@ -106,6 +110,7 @@ impl NodeSettings {
             agents: config.agents.service.clone(),
             agent_flush_interval: crate::agent::maintenance::default_flush_interval(),
             agent_tls: config.agents.tls.clone(),
+            limits: config.limits.clone(),
         }
     }
 }
@@ -157,18 +162,12 @@ enum DataListener {
     Tls(crate::tls::TlsListener),
 }
 
-/// Serves `app` on `listener` until `stop` is cancelled.
-fn spawn_server<L>(listener: L, app: axum::Router, stop: CancellationToken, what: &'static str) -> JoinHandle<()>
+/// Serves `app` on `listener` with `limits` until `stop` is cancelled.
+fn spawn_server<L>(listener: L, app: axum::Router, limits: Limits, stop: CancellationToken, what: &'static str) -> JoinHandle<()>
 where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
+    L: axum::serve::Listener<Addr = SocketAddr>,
 {
-    tokio::spawn(async move {
-        let serving = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned());
-        if let Err(e) = serving.await {
-            tracing::error!(error = %e, server = what, "server stopped");
-        }
-    })
+    tokio::spawn(crate::listen::serve(listener, app, limits, stop, what))
 }
 
 /// How a clustered node reaches its peers.
@@ -416,12 +415,10 @@ impl RunningNode {
             match (bus_server.take(), &memory_network) {
                 (Some((listener, gate)), _) => {
                     let router = crate::bus::router_with_gate(handler, gate);
-                    let stop = shutdown.clone();
-                    cluster_tasks.push(tokio::spawn(async move {
-                        if let Err(e) = crate::bus::serve(listener, router, stop.cancelled_owned()).await {
-                            tracing::error!(error = %e, "cluster bus stopped");
-                        }
-                    }));
+                    // The bus gate checks the declared length itself (after the MAC headers, and
+                    // counted with its other refusals); the listener leaves that answer to it.
+                    let limits = settings.limits.listener(settings.limits.bus_connections, u64::MAX);
+                    cluster_tasks.push(spawn_server(listener, router, limits, shutdown.clone(), "cluster bus"));
                 }
                 (None, Some(network)) => network.register_with_gate(node_id.clone(), handler, cluster.bus_gate.clone()),
                 (None, None) => {}
@@ -449,12 +446,16 @@ impl RunningNode {
             let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
             tokio::spawn(reloader.run(shutdown.clone()))
         });
-        let server = spawn_server(listener, http::router(state.clone()), shutdown.clone(), "admin");
+        let admin_limits = settings.limits.listener(settings.limits.admin_connections, http::MAX_BODY_BYTES);
+        let server = spawn_server(listener, http::router(state.clone()), admin_limits, shutdown.clone(), "admin");
         let data_server = data_listener.map(|listener| {
             let app = crate::agent::router(agents.clone());
+            // The agent routes refuse an oversized declared length themselves, before reading,
+            // with the protocol's error body; the listener leaves that answer to them.
+            let limits = settings.limits.listener(settings.limits.data_connections, u64::MAX);
             match listener {
-                DataListener::Plain(tcp) => spawn_server(tcp, app, shutdown.clone(), "agent data"),
-                DataListener::Tls(tls) => spawn_server(tls, app, shutdown.clone(), "agent data"),
+                DataListener::Plain(tcp) => spawn_server(tcp, app, limits, shutdown.clone(), "agent data"),
+                DataListener::Tls(tls) => spawn_server(tls, app, limits, shutdown.clone(), "agent data"),
             }
         });
         tracing::info!(node = %node_id, admin = %admin_addr, data = ?data_addr, data_tls = settings.agent_tls.is_some(), "serving");

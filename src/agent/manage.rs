@@ -382,11 +382,23 @@ pub fn decode_objects(
     configs: &[Vec<u8>],
     commands: &[Vec<u8>],
 ) -> (Vec<AgentGroup>, Vec<ConfigEntry>, Vec<OnetimeCommand>) {
-    fn all<T: serde::de::DeserializeOwned>(what: &str, items: &[Vec<u8>]) -> Vec<T> {
+    // Replicated objects are validated here as well as where they were written: a name from a
+    // peer becomes a file name on the agent, so an invalid one is never served.
+    fn all<T: serde::de::DeserializeOwned>(
+        what: &str,
+        items: &[Vec<u8>],
+        validate: impl Fn(&T) -> Result<(), super::model::ModelError>,
+    ) -> Vec<T> {
         items
             .iter()
             .filter_map(|bytes| match serde_json::from_slice(bytes) {
-                Ok(value) => Some(value),
+                Ok(value) => match validate(&value) {
+                    Ok(()) => Some(value),
+                    Err(e) => {
+                        tracing::warn!(what, error = %e, "stored agent object is invalid; left out");
+                        None
+                    }
+                },
                 Err(e) => {
                     tracing::warn!(what, error = %e, "stored agent object is unreadable; left out");
                     None
@@ -395,9 +407,9 @@ pub fn decode_objects(
             .collect()
     }
     (
-        all("group", groups),
-        all("config", configs),
-        all("onetime command", commands),
+        all("group", groups, AgentGroup::validate),
+        all("config", configs, ConfigEntry::validate),
+        all("onetime command", commands, OnetimeCommand::validate),
     )
 }
 
@@ -414,6 +426,19 @@ mod tests {
             content: content.into(),
             format: ContentFormat::Yaml,
         }
+    }
+
+    #[test]
+    fn decoded_objects_with_invalid_names_are_left_out() {
+        let config = |name: &str| {
+            serde_json::to_vec(&serde_json::json!({
+                "kind": "pipeline", "name": name, "content": "{}", "format": "json", "version": 3, "groups": []
+            }))
+            .expect("json")
+        };
+        let (_, configs, _) = decode_objects(&[], &[config("nginx"), config("../../etc/evil"), config("")], &[]);
+        let names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, vec!["nginx"]);
     }
 
     fn put_bytes(edit: Edit) -> Vec<u8> {

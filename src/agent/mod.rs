@@ -19,6 +19,7 @@
 //!
 //! The behaviour rules, and why each is as it is, are in `protocol`'s docs.
 
+pub mod bounds;
 pub mod detail;
 pub mod error;
 pub mod http;

@@ -81,9 +81,25 @@ pub fn validate_name(what: &'static str, name: &str) -> Result<(), ModelError> {
 
 /// An agent process, as it names itself. The 3.x agent uses `<uuid>_<ip>_<starttime>`, new on
 /// every restart, so a restarted agent is a new instance.
+///
+/// Decoding (stored agent state) goes through the same checks as the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
+#[serde(try_from = "String", into = "String")]
 pub struct InstanceId(String);
+
+impl TryFrom<String> for InstanceId {
+    type Error = ModelError;
+
+    fn try_from(text: String) -> Result<InstanceId, ModelError> {
+        InstanceId::from_wire(text.as_bytes())
+    }
+}
+
+impl From<InstanceId> for String {
+    fn from(id: InstanceId) -> String {
+        id.0
+    }
+}
 
 impl InstanceId {
     /// Validates the `instance_id` bytes of a request.

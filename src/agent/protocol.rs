@@ -185,6 +185,7 @@ pub fn merge_heartbeat(
     }
     record.sequence_num = request.sequence_num;
     record.last_heartbeat_ms = now_ms;
+    super::bounds::bound(&mut record);
     Ok(MergedHeartbeat {
         record,
         report_full_state,
@@ -483,5 +484,6 @@ pub fn merge_report(request: &proto::ReportStatusRequest, record: &AgentRecord) 
     }
     merged.onetime_commands =
         union_onetime(&record.onetime_commands, &request.onetime_pipeline_configs);
+    super::bounds::bound(&mut merged);
     merged
 }

@@ -122,6 +122,10 @@ pub struct AgentRecord {
     pub pipeline_configs: Vec<ConfigStatusRecord>,
     pub instance_configs: Vec<ConfigStatusRecord>,
     pub onetime_commands: Vec<ConfigStatusRecord>,
+    /// The fields the server cut or dropped entries of to keep the record within its bounds
+    /// (see `agent::bounds`); empty when it holds everything the agent sent.
+    #[serde(default)]
+    pub truncated: Vec<String>,
 }
 
 impl AgentRecord {
@@ -141,6 +145,7 @@ impl AgentRecord {
             pipeline_configs: Vec::new(),
             instance_configs: Vec::new(),
             onetime_commands: Vec::new(),
+            truncated: Vec::new(),
         }
     }
 

@@ -142,7 +142,9 @@ impl HttpBusClient {
         let mut connector = HttpConnector::new();
         // Bus messages are small request/answer pairs: do not let Nagle hold them back.
         connector.set_nodelay(true);
-        let http = Client::builder(TokioExecutor::new()).build(connector);
+        let http = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(crate::listen::CLIENT_POOL_IDLE_TIMEOUT)
+            .build(connector);
         HttpBusClient {
             http,
             auth,

@@ -62,7 +62,10 @@ impl AdminClient {
         };
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(64).build(connector);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(64)
+            .pool_idle_timeout(crate::listen::CLIENT_POOL_IDLE_TIMEOUT)
+            .build(connector);
         Ok(AdminClient { base, token: token.filter(|t| !t.is_empty()), timeout: Duration::from_secs(60), client })
     }
 

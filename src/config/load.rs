@@ -12,7 +12,7 @@ use std::sync::Arc;
 use hotrule_confmap::{Env, RenameKeys, Resolved, Resolver, Value, from_value, set_to_yaml_uri};
 use serde::de::DeserializeOwned;
 
-use super::model::{NodeConfig, RawAdmin, RawAgents, RawCluster, RawConfig, RawConfigSection, RawLog, RawNode, RawRules};
+use super::model::{NodeConfig, RawAdmin, RawAgents, RawCluster, RawConfig, RawConfigSection, RawLimits, RawLog, RawNode, RawRules};
 use super::validate::{ConfigIssue, validate};
 
 /// Where a node's configuration comes from.
@@ -175,6 +175,7 @@ fn decode_sections(value: &Value, issues: &mut Vec<ConfigIssue>) -> RawConfig {
         config: section::<RawConfigSection>(value, "config", issues),
         cluster: section::<RawCluster>(value, "cluster", issues),
         agents: section::<RawAgents>(value, "agents", issues),
+        limits: section::<RawLimits>(value, "limits", issues),
     }
 }
 

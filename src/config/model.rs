@@ -135,13 +135,16 @@ pub struct RawAdmin {
     pub listen: String,
     #[serde(default)]
     pub token: Option<String>,
+    /// A file holding the bearer token (kept out of the command line and `/proc`).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
     #[serde(default)]
     pub insecure: bool,
 }
 
 impl Default for RawAdmin {
     fn default() -> Self {
-        RawAdmin { listen: default_admin_listen(), token: None, insecure: false }
+        RawAdmin { listen: default_admin_listen(), token: None, token_file: None, insecure: false }
     }
 }
 
@@ -333,6 +336,52 @@ pub struct AgentsConfig {
     pub service: crate::agent::AgentServiceSettings,
 }
 
+fn default_header_read_timeout() -> DurationSetting {
+    DurationSetting(crate::listen::default_header_read_timeout())
+}
+fn default_body_read_timeout() -> DurationSetting {
+    DurationSetting(crate::listen::default_body_read_timeout())
+}
+fn default_idle_timeout() -> DurationSetting {
+    DurationSetting(crate::listen::default_idle_timeout())
+}
+
+/// Timeouts and connection caps of the admin, bus and data listeners (see `docs/security.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    /// A request head must arrive within this time (also the longest wait between keep-alive
+    /// requests).
+    #[serde(default = "default_header_read_timeout")]
+    pub header_read_timeout: DurationSetting,
+    /// A request body must arrive within this time of its head.
+    #[serde(default = "default_body_read_timeout")]
+    pub body_read_timeout: DurationSetting,
+    /// A keep-alive connection with no request in flight is closed after this time (at least
+    /// `listen::MIN_IDLE_TIMEOUT`, at most `header_read_timeout`).
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout: DurationSetting,
+    #[serde(default = "crate::listen::default_admin_connections")]
+    pub admin_connections: usize,
+    #[serde(default = "crate::listen::default_bus_connections")]
+    pub bus_connections: usize,
+    #[serde(default = "crate::listen::default_data_connections")]
+    pub data_connections: usize,
+}
+
+impl Default for RawLimits {
+    fn default() -> Self {
+        RawLimits {
+            header_read_timeout: default_header_read_timeout(),
+            body_read_timeout: default_body_read_timeout(),
+            idle_timeout: default_idle_timeout(),
+            admin_connections: crate::listen::default_admin_connections(),
+            bus_connections: crate::listen::default_bus_connections(),
+            data_connections: crate::listen::default_data_connections(),
+        }
+    }
+}
+
 /// The configuration tree as read, before validation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -351,6 +400,8 @@ pub struct RawConfig {
     pub cluster: RawCluster,
     #[serde(default)]
     pub agents: RawAgents,
+    #[serde(default)]
+    pub limits: RawLimits,
 }
 
 /// The validated configuration of a node.
@@ -371,6 +422,8 @@ pub struct NodeConfig {
     /// Present when this node is part of a cluster.
     pub cluster: Option<ClusterConfig>,
     pub agents: AgentsConfig,
+    /// Timeouts and connection caps of the listeners.
+    pub limits: crate::listen::ListenLimits,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
 }

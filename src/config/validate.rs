@@ -30,7 +30,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             None
         }
     };
-    let token = raw.admin.token.clone().filter(|t| !t.is_empty());
+    let token = admin_token(&raw, &mut issue);
     if let Some(addr) = admin_listen
         && !addr.ip().is_loopback()
         && token.is_none()
@@ -39,8 +39,9 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
         issue(
             "admin.token",
             format!(
-                "required when admin.listen ({addr}) is not a loopback address; set admin.token (--admin-token or \
-                 HOTRULE_ADMIN_TOKEN), or admin.insecure: true (--insecure-admin) if a gateway protects the port"
+                "required when admin.listen ({addr}) is not a loopback address; set admin.token_file \
+                 (--admin-token-file) or admin.token (HOTRULE_ADMIN_TOKEN or --admin-token), or admin.insecure: true \
+                 (--insecure-admin) if a gateway protects the port"
             ),
         );
     }
@@ -60,6 +61,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             issue(key, "must be greater than zero".into());
         }
     }
+    let limits = limits_config(&raw, &mut issue);
     let cluster = admin_listen.and_then(|admin| cluster_config(&raw, admin, &mut issue));
     let agents = admin_listen.and_then(|admin| agents_config(&raw, admin, &mut issue));
     if let Err(e) = tracing_subscriber::EnvFilter::try_new(&raw.log.level) {
@@ -81,9 +83,84 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             watch: raw.config.watch,
             cluster,
             agents,
+            limits,
             raw,
         }),
         _ => Err(issues),
+    }
+}
+
+/// The admin token: `admin.token`, or the trimmed content of `admin.token_file`; not both.
+fn admin_token(raw: &RawConfig, issue: &mut impl FnMut(&str, String)) -> Option<String> {
+    let inline = raw.admin.token.clone().filter(|t| !t.is_empty());
+    let Some(path) = &raw.admin.token_file else { return inline };
+    if inline.is_some() {
+        issue("admin.token_file", "set admin.token or admin.token_file, not both".into());
+        return inline;
+    }
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => Some(text.trim().to_string()),
+        Ok(_) => {
+            issue("admin.token_file", format!("{} is empty", path.display()));
+            None
+        }
+        Err(e) => {
+            issue("admin.token_file", format!("{}: {e}", path.display()));
+            None
+        }
+    }
+}
+
+/// Connection caps above this are refused: each connection is a file descriptor.
+const MAX_CONNECTIONS_SETTING: usize = 65_536;
+
+/// Validates the `limits` section.
+fn limits_config(raw: &RawConfig, issue: &mut impl FnMut(&str, String)) -> crate::listen::ListenLimits {
+    let l = &raw.limits;
+    for (key, value) in [
+        ("limits.header_read_timeout", l.header_read_timeout),
+        ("limits.body_read_timeout", l.body_read_timeout),
+        ("limits.idle_timeout", l.idle_timeout),
+    ] {
+        if value.0.is_zero() {
+            issue(key, "must be greater than zero".into());
+        }
+    }
+    if !l.idle_timeout.0.is_zero() && l.idle_timeout.0 < crate::listen::MIN_IDLE_TIMEOUT {
+        issue(
+            "limits.idle_timeout",
+            format!(
+                "must be at least {:?}: the node's own clients drop idle connections after {:?}",
+                crate::listen::MIN_IDLE_TIMEOUT,
+                crate::listen::CLIENT_POOL_IDLE_TIMEOUT
+            ),
+        );
+    }
+    if l.idle_timeout.0 > l.header_read_timeout.0 {
+        issue(
+            "limits.idle_timeout",
+            format!(
+                "must not exceed limits.header_read_timeout ({}): the wait for the next request head is bounded by it",
+                l.header_read_timeout
+            ),
+        );
+    }
+    for (key, value) in [
+        ("limits.admin_connections", l.admin_connections),
+        ("limits.bus_connections", l.bus_connections),
+        ("limits.data_connections", l.data_connections),
+    ] {
+        if value == 0 || value > MAX_CONNECTIONS_SETTING {
+            issue(key, format!("{value} is not between 1 and {MAX_CONNECTIONS_SETTING}"));
+        }
+    }
+    crate::listen::ListenLimits {
+        header_read_timeout: l.header_read_timeout.0,
+        body_read_timeout: l.body_read_timeout.0,
+        idle_timeout: l.idle_timeout.0,
+        admin_connections: l.admin_connections,
+        bus_connections: l.bus_connections,
+        data_connections: l.data_connections,
     }
 }
 

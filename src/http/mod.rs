@@ -33,6 +33,11 @@ use crate::status::{ApplyStatus, Outcome};
 use crate::store::Store;
 use crate::workflow::Workflow;
 
+/// The largest body any admin route reads: axum's default limit for the JSON agent routes
+/// (rule contents are held to the smaller `bundled::MAX_CONTENT_BYTES` by their route). A larger
+/// declared `Content-Length` is answered 413 by the listener before anything is read.
+pub const MAX_BODY_BYTES: u64 = 2 * 1024 * 1024;
+
 /// Everything the handlers read or call.
 pub struct AdminState {
     pub node_id: NodeId,
@@ -164,7 +169,10 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/agent/agents/{instance_id}", get(agents::show_agent));
     #[cfg(feature = "failpoints")]
     let rules = rules.route("/debug/failpoints", post(writes::set_failpoint)).route("/debug/drop", post(writes::set_drop));
-    let protected = rules.route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    // The token is checked first (the last layer added runs first), then repeated parameters.
+    let protected = rules
+        .route_layer(middleware::from_fn(refuse_repeated_parameters))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
         .merge(protected)
@@ -198,16 +206,24 @@ async fn unknown_route(request: Request) -> Response {
     (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
 }
 
+/// A query parameter given twice is `400 invalid_parameter` on every route, including those that
+/// read no parameter (handlers that do read them check again, through `Params::from`).
+async fn refuse_repeated_parameters(request: Request, next: Next) -> Response {
+    let pairs = axum::extract::Query::<Vec<(String, String)>>::try_from_uri(request.uri()).map(|q| q.0);
+    if let Ok(pairs) = pairs
+        && let Err(outcome) = params::Params::from_pairs(pairs)
+    {
+        return outcome_response(&outcome, "", "");
+    }
+    next.run(request).await
+}
+
 /// Bearer-token check for every route but `/healthz`.
 async fn require_token(State(state): State<Arc<AdminState>>, headers: HeaderMap, request: Request, next: Next) -> Response {
     let Some(expected) = state.token() else { return next.run(request).await };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+    let presented = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token);
     match presented {
-        Some(token) if constant_time_eq(token.as_bytes(), expected.as_bytes()) => next.run(request).await,
+        Some(token) if tokens_match(token, &expected) => next.run(request).await,
         Some(_) => {
             tracing::warn!(path = %request.uri().path(), "admin request with a wrong token");
             outcome_response(&Outcome::new(ApplyStatus::Unauthorized, "wrong bearer token"), "", "")
@@ -220,9 +236,43 @@ async fn require_token(State(state): State<Arc<AdminState>>, headers: HeaderMap,
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 7235), and any run of spaces may separate it from the token.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Compares SHA-256 digests in constant time, so neither the position of the first differing
+/// byte nor the expected token's length shows in the time taken.
+fn tokens_match(presented: &str, expected: &str) -> bool {
+    use sha2::{Digest, Sha256};
+    let (a, b) = (Sha256::digest(presented.as_bytes()), Sha256::digest(expected.as_bytes()));
+    let difference = a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(difference) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("BEARER   abc "), Some("abc"));
+        assert_eq!(bearer_token("Basic abc"), None);
+        assert_eq!(bearer_token("Bearer"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+        assert_eq!(bearer_token("Bearerabc"), None);
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+
+    #[test]
+    fn tokens_match_only_when_equal() {
+        assert!(tokens_match("s3cret", "s3cret"));
+        assert!(!tokens_match("s3cre", "s3cret"));
+        assert!(!tokens_match("s3cret!", "s3cret"));
+        assert!(!tokens_match("", "s3cret"));
+    }
 }

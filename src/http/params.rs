@@ -1,5 +1,9 @@
 //! Query-parameter validation for the rule routes, in the reference's order:
 //! `missing_catalog`, `invalid_catalog`, `missing_name`, `invalid_name`, then the flags.
+//!
+//! Every admin route that reads a query string reads it through [`Params::from`], which refuses
+//! a parameter given more than once (`catalog=lal&catalog=otel-rules` is `invalid_parameter`,
+//! naming it, never "last wins").
 
 use std::collections::HashMap;
 
@@ -9,7 +13,7 @@ use axum::extract::rejection::QueryRejection;
 use crate::ids::{Catalog, RuleKey, RuleName};
 use crate::status::{ApplyStatus, Outcome};
 
-pub type RawQuery = Result<Query<HashMap<String, String>>, QueryRejection>;
+pub type RawQuery = Result<Query<Vec<(String, String)>>, QueryRejection>;
 
 /// Parsed query parameters, with what the response echoes back even on failure.
 pub struct Params {
@@ -19,9 +23,24 @@ pub struct Params {
 impl Params {
     pub fn from(raw: RawQuery) -> Result<Params, Outcome> {
         match raw {
-            Ok(Query(map)) => Ok(Params { map }),
+            Ok(Query(pairs)) => Params::from_pairs(pairs),
             Err(e) => Err(Outcome::new(ApplyStatus::InvalidParameter, format!("query string: {e}"))),
         }
+    }
+
+    /// The parameters, each at most once.
+    pub fn from_pairs(pairs: Vec<(String, String)>) -> Result<Params, Outcome> {
+        let mut map = HashMap::with_capacity(pairs.len());
+        for (name, value) in pairs {
+            if map.contains_key(&name) {
+                return Err(Outcome::new(
+                    ApplyStatus::InvalidParameter,
+                    format!("query parameter {name} is given more than once; give it once"),
+                ));
+            }
+            map.insert(name, value);
+        }
+        Ok(Params { map })
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
@@ -77,6 +96,18 @@ mod tests {
         assert_eq!(status(params(&[("catalog", "lal")])), Some(ApplyStatus::MissingName));
         assert_eq!(status(params(&[("catalog", "lal"), ("name", "../x")])), Some(ApplyStatus::InvalidName));
         assert_eq!(status(params(&[("catalog", "lal"), ("name", "a/b")])), None);
+    }
+
+    #[test]
+    fn a_repeated_parameter_is_refused_and_named() {
+        let pairs = |list: &[(&str, &str)]| list.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let refused = Params::from_pairs(pairs(&[("catalog", "lal"), ("name", "a"), ("catalog", "otel-rules")]))
+            .err()
+            .expect("refused");
+        assert_eq!(refused.status, ApplyStatus::InvalidParameter);
+        assert!(refused.message.contains("catalog"), "{}", refused.message);
+        let params = Params::from_pairs(pairs(&[("catalog", "lal"), ("name", "a")])).expect("accepted");
+        assert_eq!(params.get("catalog"), Some("lal"));
     }
 
     #[test]

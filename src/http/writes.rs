@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
 use super::params::{Params, RawQuery};
@@ -26,7 +27,13 @@ fn parse(raw: RawQuery, fixed: Option<Catalog>) -> Result<(Params, String, Strin
     Ok((params, catalog_echo, name_echo))
 }
 
-async fn add_or_update_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>, body: Body) -> Response {
+async fn add_or_update_in(
+    state: Arc<AdminState>,
+    raw: RawQuery,
+    fixed: Option<Catalog>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let (params, catalog_echo, name_echo) = match parse(raw, fixed) {
         Ok(parsed) => parsed,
         Err(response) => return response,
@@ -35,6 +42,12 @@ async fn add_or_update_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<C
         Ok(key) => key,
         Err(outcome) => return outcome_response(&outcome, &catalog_echo, &name_echo),
     };
+    // A declared length over the limit is refused before a byte of the body is read.
+    if crate::listen::declares_more_than(&headers, MAX_CONTENT_BYTES as u64) {
+        let outcome =
+            Outcome::new(ApplyStatus::PayloadTooLarge, format!("content is larger than {MAX_CONTENT_BYTES} bytes"));
+        return outcome_response(&outcome, &catalog_echo, &name_echo);
+    }
     let content = match axum::body::to_bytes(body, MAX_CONTENT_BYTES).await {
         Ok(bytes) => bytes.to_vec(),
         Err(e) => {
@@ -144,8 +157,8 @@ pub(super) async fn forward_if_not_main(state: &AdminState, op: impl FnOnce() ->
 
 macro_rules! write_routes {
     ($add:ident, $inactivate:ident, $delete:ident, $catalog:expr) => {
-        pub async fn $add(State(state): State<Arc<AdminState>>, raw: RawQuery, body: Body) -> Response {
-            add_or_update_in(state, raw, $catalog, body).await
+        pub async fn $add(State(state): State<Arc<AdminState>>, raw: RawQuery, headers: HeaderMap, body: Body) -> Response {
+            add_or_update_in(state, raw, $catalog, headers, body).await
         }
         pub async fn $inactivate(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Response {
             inactivate_in(state, raw, $catalog).await

@@ -36,6 +36,13 @@ pub fn rule_key(key: &RuleKey) -> Vec<u8> {
     out
 }
 
+/// True when a `rule/<catalog>/<name>` key's name is a valid [`crate::ids::RuleName`].
+pub fn has_valid_rule_name(raw_key: &[u8]) -> bool {
+    let Some(rest) = raw_key.strip_prefix(RULE_PREFIX) else { return false };
+    let Ok(rest) = std::str::from_utf8(rest) else { return false };
+    rest.split_once('/').is_some_and(|(_catalog, name)| crate::ids::RuleName::parse(name).is_ok())
+}
+
 pub fn measure_key(metric: &str) -> Vec<u8> {
     let mut out = MEASURE_PREFIX.to_vec();
     out.extend_from_slice(metric.as_bytes());

@@ -121,6 +121,7 @@ pub struct Store {
 impl Store {
     /// Opens the store on `kv` and loads the entry index and the registry.
     pub fn open(kv: Arc<dyn KvEngine>) -> Result<Store, StoreError> {
+        purge_invalid_names(kv.as_ref())?;
         let entries = read_entries(kv.as_ref())?;
         let measures = read_measures(kv.as_ref())?;
         Ok(Store {
@@ -238,6 +239,7 @@ impl Store {
         self.kv
             .scan_prefix(&keys::catalog_prefix(catalog))?
             .into_iter()
+            .filter(|(key, _)| keys::has_valid_rule_name(key))
             .map(|(key, value)| decode_entry(&key, &value))
             .collect()
     }
@@ -279,11 +281,32 @@ impl Store {
     }
 }
 
+/// Entries are read only under keys whose name is valid: a record written under a name today's
+/// rules refuse (by an older build, or replicated before names were checked on decode) would not
+/// decode, and must neither fail every read nor stay where no API can reach it.
 fn read_entries(kv: &dyn KvEngine) -> Result<Vec<RuleEntry>, StoreError> {
     kv.scan_prefix(keys::RULE_PREFIX)?
         .into_iter()
+        .filter(|(key, _)| keys::has_valid_rule_name(key))
         .map(|(key, value)| decode_entry(&key, &value))
         .collect()
+}
+
+/// Deletes records stored under an invalid rule name (see [`read_entries`]), each logged.
+fn purge_invalid_names(kv: &dyn KvEngine) -> Result<(), StoreError> {
+    let doomed: Vec<KvOp> = kv
+        .scan_prefix(keys::RULE_PREFIX)?
+        .into_iter()
+        .filter(|(key, _)| !keys::has_valid_rule_name(key))
+        .map(|(key, _)| {
+            tracing::warn!(key = %String::from_utf8_lossy(&key), "purging a stored entry whose name is not valid");
+            KvOp::Delete { key }
+        })
+        .collect();
+    if !doomed.is_empty() {
+        kv.write(&doomed, true)?;
+    }
+    Ok(())
 }
 
 fn read_measures(kv: &dyn KvEngine) -> Result<Vec<Measure>, StoreError> {

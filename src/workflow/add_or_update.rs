@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{AddOrUpdate, Phase, Workflow, compile_for, compile_new_for, faults, loaded_rule};
+use super::{AddOrUpdate, Phase, Workflow, compile_new_off_thread, compile_off_thread, faults, loaded_rule};
 use crate::compiler::Compiled;
 use crate::rules::classify::{self, ChangeKind, Claims, Classification};
 use crate::rules::lifecycle::{self, Decision, Operation, Row, Situation};
@@ -15,7 +15,7 @@ impl Workflow {
     /// The prior content compiled: the loaded artefact when it is exactly that content,
     /// otherwise a fresh compile (None when the prior no longer compiles).
     /// `hash` is the prior's stored hash (entry or bundled file), so it is not computed again.
-    fn compiled_prior(
+    async fn compiled_prior(
         &self,
         key: &crate::ids::RuleKey,
         bytes: &[u8],
@@ -24,7 +24,21 @@ impl Workflow {
         if let Some(loaded) = self.runtime.get(key).and_then(|s| s.loaded).filter(|l| l.content_hash == *hash) {
             return Some(loaded.compiled);
         }
-        compile_for(key, bytes).ok().map(std::sync::Arc::new)
+        compile_off_thread(key, bytes).await.ok().map(std::sync::Arc::new)
+    }
+
+    /// Another live stored entry or bundled file of the key's catalog whose name differs from the
+    /// key's only in case (see `RuleName::folded`). Checked under the key's lock; two first
+    /// writes of twin names racing on the main could still both pass.
+    fn case_twin(&self, key: &crate::ids::RuleKey) -> Option<crate::ids::RuleName> {
+        let folded = key.name.folded();
+        let twin = |other: &crate::ids::RuleKey| {
+            other.catalog == key.catalog && other.name != key.name && other.name.folded() == folded
+        };
+        let stored = self.store.with_entry_index(|index| {
+            index.values().find(|meta| meta.status != EntryStatus::Deleted && twin(&meta.key)).map(|meta| meta.key.name.clone())
+        });
+        stored.or_else(|| self.bundled.iter().find(|rule| twin(&rule.key)).map(|rule| rule.key.name.clone()))
     }
 
     pub async fn add_or_update(&self, request: AddOrUpdate) -> Outcome {
@@ -33,6 +47,16 @@ impl Workflow {
             Ok(started) => started,
             Err(outcome) => return outcome,
         };
+        if let Some(twin) = self.case_twin(&key) {
+            return Outcome::new(
+                ApplyStatus::InvalidName,
+                format!(
+                    "{} differs from the existing {}/{twin} only in case; both would be one file when a dump is \
+                     extracted on a case-insensitive filesystem",
+                    key.name, key.catalog
+                ),
+            );
+        }
         let bundled = self.bundled.get(&key);
         let row = prior.row();
         let active_content: Option<&[u8]> = match (row, &prior.entry) {
@@ -58,7 +82,7 @@ impl Workflow {
         };
 
         // Compile fully before any pause or persist: every invalid input is an honest 400.
-        let compiled = match compile_new_for(&key, &request.content) {
+        let compiled = match compile_new_off_thread(&key, &request.content).await {
             Ok(compiled) => compiled,
             Err(e) => return Outcome::new(ApplyStatus::CompileFailed, e.to_string()),
         };
@@ -70,7 +94,10 @@ impl Workflow {
             Some(entry) => Some((entry.content.as_slice(), &entry.content_hash)),
             None => bundled.map(|b| (b.content.as_slice(), &b.hash)),
         };
-        let prior_compiled = prior_content.map(|(bytes, hash)| (bytes, self.compiled_prior(&key, bytes, hash)));
+        let prior_compiled = match prior_content {
+            Some((bytes, hash)) => Some((bytes, self.compiled_prior(&key, bytes, hash).await)),
+            None => None,
+        };
         let prior_view = match &prior_compiled {
             None => classify::Prior::None,
             Some((bytes, None)) => classify::Prior::Unparseable { bytes },

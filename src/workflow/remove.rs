@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::add_or_update::all_names;
-use super::{Phase, Workflow, compile_for, faults, loaded_rule};
+use super::{Phase, Workflow, compile_off_thread, faults, loaded_rule};
 use crate::ids::RuleKey;
 use crate::rules::classify::Claims;
 use crate::rules::lifecycle::{self, Decision, Operation, Situation};
@@ -32,7 +32,7 @@ impl Workflow {
             (None, Some(b)) => b.content.to_vec(),
             (None, None) => Vec::new(),
         };
-        let compiled = compile_for(key, &content).ok();
+        let compiled = compile_off_thread(key, &content).await.ok();
         if let Err(outcome) = self.suspend_cluster(key).await {
             return outcome;
         }
@@ -99,7 +99,7 @@ impl Workflow {
         let Some(bundled) = self.bundled.get(key) else {
             return Outcome::new(ApplyStatus::NoBundledTwin, format!("{key} has no bundled file"));
         };
-        let compiled = match compile_for(key, &bundled.content) {
+        let compiled = match compile_off_thread(key, &bundled.content).await {
             Ok(compiled) => compiled,
             Err(e) => {
                 return Outcome::new(
@@ -129,7 +129,9 @@ impl Workflow {
         }
         self.apply_phase(&apply_id, Phase::RollingOut);
         let mut reset: BTreeSet<String> = all_names(&compiled);
-        if let Some(old) = prior.entry.as_ref().and_then(|e| compile_for(key, &e.content).ok()) {
+        if let Some(entry) = prior.entry.as_ref()
+            && let Ok(old) = compile_off_thread(key, &entry.content).await
+        {
             reset.extend(all_names(&old));
         }
         self.runtime.claims.set(key, FileClaims::of(&compiled, false, true));

@@ -1,0 +1,168 @@
+//! The listener limits over real sockets on 127.0.0.1: every wait is bounded.
+
+use std::time::{Duration, Instant};
+
+use axum::routing::{get, post};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::*;
+
+fn limits(max_connections: usize) -> Limits {
+    Limits {
+        header_read_timeout: Duration::from_millis(600),
+        body_read_timeout: Duration::from_millis(300),
+        idle_timeout: Duration::from_millis(300),
+        max_connections,
+        max_body_bytes: 1024,
+    }
+}
+
+fn app() -> Router {
+    Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route("/slow", get(|| async {
+            tokio::time::sleep(Duration::from_millis(900)).await;
+            "slow"
+        }))
+        .route(
+        "/echo",
+        post(|body: Body| async move {
+            match axum::body::to_bytes(body, 1024).await {
+                Ok(bytes) => (StatusCode::OK, format!("{}", bytes.len())),
+                Err(e) => (StatusCode::BAD_REQUEST, format!("unreadable body: {e}")),
+            }
+        }),
+    )
+}
+
+async fn start(limits: Limits) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(serve(listener, app(), limits, stop.clone(), "test"));
+    (addr, stop, task)
+}
+
+/// Everything the server sends until it closes the connection or `within` passes.
+async fn read_until_close(stream: &mut TcpStream, within: Duration) -> Option<String> {
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(within, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    read.ok().map(|()| String::from_utf8_lossy(&out).into_owned())
+}
+
+async fn get_root(addr: SocketAddr) -> Option<String> {
+    let mut stream = TcpStream::connect(addr).await.ok()?;
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await.ok()?;
+    read_until_close(&mut stream, Duration::from_secs(5)).await
+}
+
+#[tokio::test]
+async fn an_idle_flood_is_refused_then_closed_and_service_resumes() {
+    let (addr, stop, task) = start(limits(4)).await;
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        idle.push(TcpStream::connect(addr).await.expect("connect"));
+    }
+    // Over the limit: closed at once, not left hanging.
+    let mut extra = TcpStream::connect(addr).await.expect("connect");
+    let _ = extra.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").await;
+    let started = Instant::now();
+    let answer = read_until_close(&mut extra, Duration::from_secs(3)).await.expect("closed within 3 s");
+    assert!(!answer.contains("200 OK"), "refused, not served: {answer}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // The idle ones are closed by the header timeout; then a request is served.
+    for stream in &mut idle {
+        assert!(read_until_close(stream, Duration::from_secs(5)).await.is_some(), "idle connection closed");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut served = false;
+    while Instant::now() < deadline && !served {
+        served = get_root(addr).await.is_some_and(|answer| answer.starts_with("HTTP/1.1 200"));
+    }
+    assert!(served, "a new request is served once the idle connections are gone");
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), task).await.expect("stops").expect("joins");
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed() {
+    let (addr, stop, _task) = start(limits(8)).await;
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").await.expect("write");
+    let started = Instant::now();
+    let answer = read_until_close(&mut stream, Duration::from_secs(5)).await.expect("closed when idle");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_request_longer_than_the_idle_timeout_is_not_cut_and_the_connection_is_reused() {
+    let (addr, stop, _task) = start(limits(8)).await;
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n").await.expect("write");
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await.expect("answered").expect("read");
+    let answer = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("slow"), "{answer}");
+    // Still open right after: a second request on it is served.
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await.expect("write");
+    let answer = read_until_close(&mut stream, Duration::from_secs(5)).await.expect("answered");
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("ok"), "{answer}");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_huge_declared_length_is_413_at_once() {
+    let (addr, stop, _task) = start(limits(8)).await;
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 99999999999\r\n\r\n")
+        .await
+        .expect("write");
+    let started = Instant::now();
+    let answer = read_until_close(&mut stream, Duration::from_secs(2)).await.expect("answered within 2 s");
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("99999999999"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_body_that_stalls_fails_after_the_body_timeout() {
+    let (addr, stop, _task) = start(limits(8)).await;
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream.write_all(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc").await.expect("write");
+    let answer = read_until_close(&mut stream, Duration::from_secs(3)).await.expect("answered within 3 s");
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("not received within"), "{answer}");
+    // A whole body is read as usual.
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(b"POST /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc")
+        .await
+        .expect("write");
+    let answer = read_until_close(&mut stream, Duration::from_secs(3)).await.expect("answered");
+    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("3"), "{answer}");
+    stop.cancel();
+}
+
+#[test]
+fn declared_lengths_are_read_leniently() {
+    let mut headers = HeaderMap::new();
+    assert_eq!(declared_length(&headers), None);
+    headers.insert(header::CONTENT_LENGTH, header::HeaderValue::from_static("99999999999"));
+    assert!(declares_more_than(&headers, 1024));
+    headers.insert(header::CONTENT_LENGTH, header::HeaderValue::from_static("12"));
+    assert!(!declares_more_than(&headers, 1024));
+}
