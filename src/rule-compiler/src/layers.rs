@@ -303,7 +303,7 @@ mod tests {
 
     #[test]
     fn files_without_layer_uses_refer_to_nothing() {
-        assert!(refs(DslKind::Mal, "").is_empty());
+        assert!(refs(DslKind::Mal, "metricsRules: []\n").is_empty());
         assert!(refs(DslKind::Mal, "metricPrefix: p\nmetricsRules:\n  - name: a\n    exp: m.sum(['s']).service(['s'], 'x')\n").is_empty());
     }
 }
