@@ -272,10 +272,14 @@ async fn handle(app: Router, request: Request<Incoming>, peer: SocketAddr, limit
     }
 }
 
+/// The early 413, in the admin API's error shape (`applyStatus` + `message`): the admin listener
+/// is the only one whose routes all share one error format; the bus and the data listener
+/// declare no limit here and answer oversized bodies from their own handlers.
 fn too_large(message: String) -> Response<Body> {
-    let mut response = Response::new(Body::from(message));
+    let body = serde_json::json!({ "applyStatus": "payload_too_large", "message": message.trim_end() });
+    let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
-    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain; charset=utf-8"));
+    response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
     // The body is not read: the connection cannot be reused.
     response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
     response

@@ -446,7 +446,7 @@ impl RunningNode {
             let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
             tokio::spawn(reloader.run(shutdown.clone()))
         });
-        let admin_limits = settings.limits.listener(settings.limits.admin_connections, http::MAX_BODY_BYTES);
+        let admin_limits = settings.limits.listener(settings.limits.admin_connections, http::LARGEST_BODY_BYTES);
         let server = spawn_server(listener, http::router(state.clone()), admin_limits, shutdown.clone(), "admin");
         let data_server = data_listener.map(|listener| {
             let app = crate::agent::router(agents.clone());

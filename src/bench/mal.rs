@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use hotrule_mal_engine::{EngineState, LabelMap, Labels, PreparedFile, Sample, exposition, synth};
 
 use super::alloc::{AllocSnapshot, counting};
-use crate::compiler::{Compiled, DslKind, compile};
+use crate::compiler::{Compiled, DslKind, compile_bundled};
 
 const SCRAPE_1: &str = include_str!("../mal-engine/tests/data/node-exporter/scrape1.prom");
 const SCRAPE_2: &str = include_str!("../mal-engine/tests/data/node-exporter/scrape2.prom");
@@ -63,7 +63,7 @@ fn recorded() -> Result<Vec<(Sample, f64)>, String> {
 
 fn prepare(path: &Path) -> Result<PreparedFile, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    match compile(DslKind::Mal, &bytes) {
+    match compile_bundled(DslKind::Mal, &bytes) {
         Ok(Compiled::Mal(file)) => Ok(PreparedFile::new(file)),
         Ok(Compiled::Lal(_)) => Err(format!("{} is not a MAL file", path.display())),
         Err(e) => Err(format!("{}: {e}", path.display())),
@@ -178,7 +178,7 @@ pub fn corpus(rules_dir: &Path, rounds: usize) -> Result<CorpusReport, String> {
         if rule.key.catalog.dsl() != Some(DslKind::Mal) {
             continue;
         }
-        let file = match compile(DslKind::Mal, &rule.content) {
+        let file = match compile_bundled(DslKind::Mal, &rule.content) {
             Ok(Compiled::Mal(file)) => PreparedFile::new(file),
             _ => return Err(format!("{} does not compile", rule.key)),
         };

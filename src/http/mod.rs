@@ -33,10 +33,11 @@ use crate::status::{ApplyStatus, Outcome};
 use crate::store::Store;
 use crate::workflow::Workflow;
 
-/// The largest body any admin route reads: axum's default limit for the JSON agent routes
-/// (rule contents are held to the smaller `bundled::MAX_CONTENT_BYTES` by their route). A larger
-/// declared `Content-Length` is answered 413 by the listener before anything is read.
-pub const MAX_BODY_BYTES: u64 = 2 * 1024 * 1024;
+/// The largest body any admin route reads: `rule_test::MAX_TEST_BODY_BYTES` (a candidate file
+/// plus its sample batches). Rule contents are held to the smaller `bundled::MAX_CONTENT_BYTES`
+/// and the JSON agent routes to axum's 2 MiB default by their routes. A larger declared
+/// `Content-Length` is answered 413 by the listener before anything is read.
+pub const LARGEST_BODY_BYTES: u64 = rule_test::MAX_TEST_BODY_BYTES as u64;
 
 /// Everything the handlers read or call.
 pub struct AdminState {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use hotrule_mal_engine::synth::synthesize;
 use hotrule_mal_engine::{EngineState, PreparedFile};
-use hotrule_rule_compiler::{Compiled, DslKind, compile};
+use hotrule_rule_compiler::{Compiled, DslKind, compile_bundled};
 
 /// The repository's bundled copy of the SkyWalking rules (`config/rules`, identical to the corpus).
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/rules");
@@ -60,7 +60,7 @@ fn every_corpus_rule_yields_a_value() {
             .display()
             .to_string();
         let bytes = std::fs::read(path).unwrap_or_default();
-        let file = match compile(DslKind::Mal, &bytes) {
+        let file = match compile_bundled(DslKind::Mal, &bytes) {
             Ok(Compiled::Mal(file)) => PreparedFile::new(file),
             other => {
                 failures.insert((relative, "*".to_owned(), format!("compile: {other:?}")));
@@ -152,7 +152,7 @@ fn hostile_samples_never_panic() {
     let mut runs = 0;
     for path in &files {
         let bytes = std::fs::read(path).unwrap_or_default();
-        let Ok(Compiled::Mal(file)) = compile(DslKind::Mal, &bytes) else {
+        let Ok(Compiled::Mal(file)) = compile_bundled(DslKind::Mal, &bytes) else {
             continue;
         };
         let file = PreparedFile::new(file);
