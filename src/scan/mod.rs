@@ -25,9 +25,9 @@ use crate::clock::now_ms;
 use crate::ids::RuleKey;
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::FileLocks;
-use crate::runtime::{LoaderKind, Origin, Runtime};
+use crate::rules::compile::compile_for;
+use crate::runtime::{LoaderKind, Origin, Runtime, loaded_rule};
 use crate::store::{Change, EntryStatus, RuleEntry, Store};
-use crate::workflow::{compile_for, loaded_rule};
 use plan::{Action, LocalView, PlanInput};
 
 #[derive(Debug, Clone)]

@@ -24,16 +24,19 @@ use std::time::Duration;
 
 use crate::bundled::Bundled;
 use crate::clock::{RevisionClock, now_ms};
-use crate::compiler::{Compiled, CompileError};
+use crate::compiler::Compiled;
 use crate::ids::{ContentHash, Revision, RuleKey};
 use crate::rules::classify::{Holder, Registered};
 use crate::rules::lifecycle::Row;
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::{FileGuard, FileLocks};
-use crate::runtime::{LoadedRule, LoaderKind, Origin, Runtime};
+use crate::runtime::{Origin, Runtime};
 use crate::status::{ApplyStatus, Outcome};
 use crate::store::{Change, EntryStatus, Measure, RuleEntry, Store};
 pub use apply_status::{Phase, StatusAnswer, StatusQuery};
+// The submodules compile through these (`super::compile_for`); the helpers live below the workflow.
+use crate::rules::compile::{compile_for, compile_new_for};
+use crate::runtime::loaded_rule;
 pub use peers::{NoPeers, Peers, SuspendVote};
 
 use apply_status::{ApplyLog, Durable};
@@ -316,29 +319,6 @@ pub fn replicas_note(required: usize, confirmed: usize) -> String {
         return String::new();
     }
     format!("; held by {confirmed} peer(s), {required} required")
-}
-
-/// Compiles content already accepted (a stored entry, a bundled file, a prior version). Such content
-/// may declare nothing (SkyWalking bundles a comment-only file). Agent catalogs never compile.
-pub fn compile_for(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
-    let Some(dsl) = key.catalog.dsl() else {
-        return Err(CompileError { line: 0, column: 0, message: format!("{} is not a rule catalog", key.catalog) });
-    };
-    crate::compiler::compile_bundled(dsl, content)
-}
-
-/// Compiles an operator's new content: as [`compile_for`], except that a file that declares
-/// nothing (empty, comments only, a null document) is an error.
-pub fn compile_new_for(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
-    let Some(dsl) = key.catalog.dsl() else {
-        return Err(CompileError { line: 0, column: 0, message: format!("{} is not a rule catalog", key.catalog) });
-    };
-    crate::compiler::compile(dsl, content)
-}
-
-/// A runtime record for compiled content.
-pub fn loaded_rule(compiled: Compiled, hash: ContentHash, revision: Option<Revision>, kind: LoaderKind) -> LoadedRule {
-    LoadedRule { compiled: Arc::new(compiled), content_hash: hash, revision, kind, loaded_at_ms: now_ms() }
 }
 
 #[cfg(test)]
