@@ -18,6 +18,8 @@ use crate::agent::{AgentRegistry, AgentService, StoreAgentState, StoreConfigSour
 use crate::bundled::Bundled;
 use crate::cluster::{Fact, Membership};
 use crate::replication::handler::NodeBusHandler;
+use crate::replication::notices::NoticeReceiver;
+use crate::replication::pulls::PullQueue;
 use crate::replication::peers::ClusterPeers;
 use crate::replication::sync::Syncer;
 use crate::replication::Cluster;
@@ -394,13 +396,20 @@ impl RunningNode {
         let shutdown = CancellationToken::new();
         let mut cluster_tasks = Vec::new();
         if let (Some(cluster), Some(catch_up)) = (&cluster, catch_up) {
+            let (pulls, pull_requests_rx) = PullQueue::new();
             let handler: Arc<dyn crate::bus::BusHandler> = Arc::new(NodeBusHandler {
                 cluster: cluster.clone(),
                 workflow: state.workflow.clone(),
                 store: store.clone(),
                 runtime: state.runtime.clone(),
                 locks: locks.clone(),
-                scanner: scanner.clone(),
+                notices: NoticeReceiver {
+                    workflow: state.workflow.clone(),
+                    store: store.clone(),
+                    scanner: scanner.clone(),
+                    pulls,
+                    pull_wait: cluster.settings.sync_timeout,
+                },
                 render: Arc::new(|outcome, catalog, name| {
                     (http::status_code(outcome.status).as_u16(), http::outcome_body(outcome, catalog.as_str(), name))
                 }),
@@ -432,6 +441,7 @@ impl RunningNode {
                 workflow: state.workflow.clone(),
                 scanner: scanner.clone(),
                 catch_up,
+                pull_requests_rx: tokio::sync::Mutex::new(pull_requests_rx),
             });
             cluster_tasks.push(tokio::spawn(syncer.run(shutdown.clone())));
             if let Err(e) = cluster.membership.set_ready(true).await {

@@ -1,5 +1,5 @@
 //! Answers peers over the bus: Forward (only the main runs writes; a non-main answers 421),
-//! Suspend/Resume through the origin lattice, commit notices (pull now), storage sync, and the
+//! Suspend/Resume through the origin lattice, commit notices (see `notices`), storage sync, and the
 //! read-only views behind cluster-wide admin reads (so those never carry an operator's token).
 
 use std::sync::Arc;
@@ -7,19 +7,18 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::bus::messages::{BusRequest, BusResponse, EntrySummary, ForwardOp, NodeView, ResumeState, SuspendState};
+use crate::bus::messages::{BusRequest, BusResponse, ForwardOp, NodeView, ResumeState, SuspendState};
 use crate::bus::server::BusHandler;
 use crate::ids::{Catalog, RuleKey};
 use crate::runtime::locks::FileLocks;
 use crate::runtime::{Origin, ResumeResult, Runtime, SuspendResult};
-use crate::scan::Scanner;
 use crate::status::{ApplyStatus, Outcome};
 use crate::store::Store;
 use crate::workflow::peers::BoxFuture;
 use crate::workflow::{AddOrUpdate, StatusQuery, Workflow};
 
-use super::Cluster;
-use super::sync::pull_keys;
+use super::notices::{Notice, NoticeReceiver};
+use super::{Cluster, summaries};
 
 /// Renders a workflow outcome as the admin API would: (HTTP status, JSON body).
 pub type Renderer = Arc<dyn Fn(&Outcome, Catalog, &str) -> (u16, Value) + Send + Sync>;
@@ -36,7 +35,7 @@ pub struct NodeBusHandler {
     pub store: Arc<Store>,
     pub runtime: Arc<Runtime>,
     pub locks: Arc<FileLocks>,
-    pub scanner: Arc<Scanner>,
+    pub notices: NoticeReceiver,
     pub render: Renderer,
     pub views: ViewSource,
 }
@@ -113,19 +112,6 @@ impl NodeBusHandler {
         }
         BusResponse::SuspendAck { node, state }
     }
-
-    async fn notify_committed(&self, key: RuleKey, revision: crate::ids::Revision, sender: crate::ids::NodeId) -> BusResponse {
-        let view = self.cluster.view();
-        let Some(from) = view.member(&sender).cloned() else {
-            return BusResponse::Error { message: format!("unknown sender {sender}") };
-        };
-        if let Err(e) = pull_keys(&self.cluster, &self.workflow, &from, vec![key.clone()]).await {
-            return BusResponse::Error { message: e };
-        }
-        self.scanner.poke();
-        let held = self.store.entry_meta(&key).is_some_and(|m| m.revision >= revision);
-        if held { BusResponse::Ack } else { BusResponse::Error { message: format!("{key} at {revision} not held") } }
-    }
 }
 
 impl BusHandler for NodeBusHandler {
@@ -149,7 +135,9 @@ impl BusHandler for NodeBusHandler {
                     };
                     BusResponse::ResumeAck { node: me, state }
                 }
-                BusRequest::NotifyCommitted { key, revision, sender } => self.notify_committed(key, revision, sender).await,
+                BusRequest::NotifyCommitted { key, revision, previous, entry, sender } => {
+                    self.notices.receive(Notice { key, revision, previous, entry, sender }).await
+                }
                 BusRequest::Digest { .. } => BusResponse::DigestReply { entries: summaries(&self.store) },
                 BusRequest::FetchEntries { keys } => {
                     let mut entries = Vec::with_capacity(keys.len());
@@ -169,14 +157,4 @@ impl BusHandler for NodeBusHandler {
             }
         })
     }
-}
-
-/// Every stored entry's summary (tombstones included), from the store's index.
-pub fn summaries(store: &Store) -> Vec<EntrySummary> {
-    store.with_entry_index(|index| {
-        index
-            .values()
-            .map(|m| EntrySummary { key: m.key.clone(), revision: m.revision.clone(), content_hash: m.content_hash.clone(), status: m.status })
-            .collect()
-    })
 }

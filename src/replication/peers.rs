@@ -1,10 +1,12 @@
 //! The workflow's `Peers` over the cluster bus: Suspend/Resume broadcasts (best effort, a
-//! deadline per peer, unreachable peers logged and skipped) and commit notices.
+//! deadline per peer, unreachable peers logged and skipped) and commit notices that carry the
+//! committed entry (up to `notice_entry_limit` bytes of content).
 
 use std::sync::Arc;
 
 use crate::bus::messages::{BusRequest, BusResponse, SuspendState};
 use crate::ids::{NodeId, Revision, RuleKey};
+use crate::store::RuleEntry;
 use crate::workflow::peers::BoxFuture;
 use crate::workflow::{Peers, SuspendVote};
 
@@ -73,15 +75,16 @@ impl Peers for ClusterPeers {
         })
     }
 
-    fn notify_committed<'a>(&'a self, key: &'a RuleKey, revision: &'a Revision) -> BoxFuture<'a, usize> {
+    fn notify_committed<'a>(&'a self, entry: &'a RuleEntry, previous: Option<&'a Revision>) -> BoxFuture<'a, usize> {
         Box::pin(async move {
             let view = self.cluster.view();
             let required = self.cluster.settings.commit_replicas;
             let timeout = if required > 0 { self.cluster.settings.replica_deadline } else { self.cluster.settings.sync_timeout };
             let peers: Vec<_> = view.live_peers().cloned().collect();
+            let request = notice(entry, previous, self.cluster.settings.notice_entry_limit, self.cluster.self_id());
             let notices = peers.into_iter().map(|peer| {
                 let cluster = self.cluster.clone();
-                let request = BusRequest::NotifyCommitted { key: key.clone(), revision: revision.clone(), sender: cluster.self_id().clone() };
+                let request = request.clone();
                 async move { matches!(cluster.call(&peer, request, timeout).await, Ok(BusResponse::Ack)) }
             });
             if required == 0 {
@@ -98,6 +101,18 @@ impl Peers for ClusterPeers {
 
     fn replicas_required(&self) -> usize {
         self.cluster.settings.commit_replicas
+    }
+}
+
+/// The commit notice for `entry`: it carries the entry when its content fits in `limit` bytes,
+/// so a healthy peer applies it from this one message; otherwise the peer pulls it.
+pub fn notice(entry: &RuleEntry, previous: Option<&Revision>, limit: usize, sender: &NodeId) -> BusRequest {
+    BusRequest::NotifyCommitted {
+        key: entry.key.clone(),
+        revision: entry.revision.clone(),
+        previous: previous.cloned(),
+        entry: (entry.content.len() <= limit).then(|| entry.clone()),
+        sender: sender.clone(),
     }
 }
 

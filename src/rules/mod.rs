@@ -7,4 +7,5 @@ pub mod classify;
 pub mod compile;
 pub mod layers;
 pub mod lifecycle;
+pub mod merge;
 pub mod ownership;

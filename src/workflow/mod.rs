@@ -1,5 +1,6 @@
 //! The on-demand workflow: addOrUpdate, inactivate and delete. It is the only writer of rule
-//! entries; replicated entries from peers will go through the same write path.
+//! entries; replicated entries from peers go through the same write path (`apply_replicated`),
+//! and so does the purge of old tombstones the scan asks for (`purge_tombstone`).
 //!
 //! Every operation runs on the main under the file's lock, decides with the pure functions in
 //! `rules` (lifecycle, layers, classification, guardrail, ownership), and treats the synced store write
@@ -28,6 +29,7 @@ use crate::compiler::Compiled;
 use crate::ids::{ContentHash, Revision, RuleKey};
 use crate::rules::classify::{Holder, Registered};
 use crate::rules::lifecycle::Row;
+use crate::rules::merge;
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::{FileGuard, FileLocks};
 use crate::runtime::{Origin, Runtime};
@@ -269,15 +271,16 @@ impl Workflow {
 
     /// After the commit: tell peers and let them resume. Returns a note for the answer when
     /// `--commit-replicas` asks for confirmations.
-    async fn announce(&self, key: &RuleKey, revision: &Revision) -> String {
-        let confirmed = self.peers.notify_committed(key, revision).await;
-        self.peers.resume_all(key).await;
+    async fn announce(&self, entry: &RuleEntry, prior: &Prior) -> String {
+        let confirmed = self.peers.notify_committed(entry, prior.last_revision.as_ref()).await;
+        self.peers.resume_all(&entry.key).await;
         replicas_note(self.peers.replicas_required(), confirmed)
     }
 
-    /// Applies entries replicated from another node: the same single write path as operator
-    /// requests, by last-write-wins on the revision. Returns how many entries moved storage.
-    /// Runtime state follows on the next scan (callers poke it).
+    /// Applies entries replicated from another node (pulled, or carried by a commit notice):
+    /// the same single write path as operator requests, merged by [`merge::merge`]
+    /// (last-write-wins on the revision). Returns how many entries moved storage. Runtime state
+    /// follows on the next scan (callers poke it).
     pub async fn apply_replicated(&self, entries: Vec<RuleEntry>) -> Result<usize, String> {
         let mut applied = 0;
         for entry in entries {
@@ -287,7 +290,7 @@ impl Workflow {
             };
             let local = self.store.get_entry(&key).await.map_err(|e| format!("{key}: {e}"))?;
             self.clock.observe(&entry.revision);
-            if local.as_ref().is_some_and(|l| l.revision >= entry.revision) {
+            if !merge::merge(local.as_ref().map(version).as_ref(), &version(&entry)).writes() {
                 continue;
             }
             let compiled =
@@ -310,6 +313,15 @@ impl Workflow {
 
     fn set_claims(&self, key: &RuleKey, compiled: &Compiled, inactive: bool) {
         self.runtime.claims.set(key, FileClaims::of(compiled, inactive, self.bundled.contains(key)));
+    }
+}
+
+/// What the last-write-wins merge compares of an entry.
+pub fn version(entry: &RuleEntry) -> merge::Version {
+    merge::Version {
+        revision: entry.revision.clone(),
+        tombstone: entry.status == EntryStatus::Deleted,
+        content_hash: entry.content_hash.clone(),
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::ids::{Catalog, RuleName};
-use crate::runtime::SuspendOrigin;
+use crate::runtime::{LoaderKind, SuspendOrigin};
 use crate::store::kv::MemKv;
 
 const RULE: &str = "\
@@ -44,9 +44,9 @@ impl Peers for RecordingPeers {
     fn resume_all<'a>(&'a self, key: &'a RuleKey) -> peers::BoxFuture<'a, ()> {
         Box::pin(async move { self.calls.lock().expect("calls").push(format!("resume {key}")) })
     }
-    fn notify_committed<'a>(&'a self, key: &'a RuleKey, _r: &'a Revision) -> peers::BoxFuture<'a, usize> {
+    fn notify_committed<'a>(&'a self, entry: &'a RuleEntry, _previous: Option<&'a Revision>) -> peers::BoxFuture<'a, usize> {
         Box::pin(async move {
-            self.calls.lock().expect("calls").push(format!("notify {key}"));
+            self.calls.lock().expect("calls").push(format!("notify {}", entry.key));
             0
         })
     }
