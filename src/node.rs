@@ -329,7 +329,6 @@ impl RunningNode {
         let runtime = Arc::new(Runtime::new());
         let locks = Arc::new(FileLocks::default());
         let clock = Arc::new(RevisionClock::new(node_id.clone()));
-        let scanner = Arc::new(Scanner::new(store.clone(), runtime.clone(), bundled.clone(), locks.clone(), settings.scan.clone()));
         let workflow = Arc::new(Workflow::new(
             store.clone(),
             runtime.clone(),
@@ -339,6 +338,15 @@ impl RunningNode {
             locks.clone(),
         )
         .with_lock_timeout(settings.lock_timeout));
+        // The scan purges old tombstones through the one writer of entries.
+        let scanner = Arc::new(Scanner::new(
+            store.clone(),
+            runtime.clone(),
+            bundled.clone(),
+            locks.clone(),
+            settings.scan.clone(),
+            workflow.clone(),
+        ));
         if let Some(cluster) = &cluster {
             let membership = cluster.membership.clone();
             scanner.set_main_check(Arc::new(move || membership.is_main()));

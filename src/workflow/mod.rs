@@ -17,6 +17,7 @@ pub mod apply_status;
 pub mod faults;
 mod layers;
 pub mod peers;
+mod purge;
 mod remove;
 
 use std::collections::BTreeMap;

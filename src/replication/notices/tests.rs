@@ -31,9 +31,10 @@ fn peer() -> Peer {
     let runtime = Arc::new(Runtime::new());
     let bundled = Arc::new(Bundled::empty());
     let locks = Arc::new(FileLocks::default());
-    let scanner = Arc::new(Scanner::new(store.clone(), runtime.clone(), bundled.clone(), locks.clone(), ScanSettings::default()));
     let clock = Arc::new(RevisionClock::new(NodeId("peer".into())));
-    let workflow = Arc::new(Workflow::new(store.clone(), runtime, bundled, clock, Arc::new(NoPeers), locks));
+    let workflow =
+        Arc::new(Workflow::new(store.clone(), runtime.clone(), bundled.clone(), clock, Arc::new(NoPeers), locks.clone()));
+    let scanner = Arc::new(Scanner::new(store.clone(), runtime, bundled, locks, ScanSettings::default(), workflow.clone()));
     let (pulls, pull_requests_rx) = PullQueue::new();
     let receiver = NoticeReceiver { workflow, store, scanner, pulls, pull_wait: Duration::from_secs(5) };
     Peer { receiver, pull_requests_rx }
