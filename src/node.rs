@@ -407,7 +407,6 @@ impl RunningNode {
             let (pulls, pull_requests_rx) = PullQueue::new();
             let handler: Arc<dyn crate::bus::BusHandler> = Arc::new(NodeBusHandler {
                 cluster: cluster.clone(),
-                workflow: state.workflow.clone(),
                 store: store.clone(),
                 runtime: state.runtime.clone(),
                 locks: locks.clone(),
@@ -418,9 +417,7 @@ impl RunningNode {
                     pulls,
                     pull_wait: cluster.settings.sync_timeout,
                 },
-                render: Arc::new(|outcome, catalog, name| {
-                    (http::status_code(outcome.status).as_u16(), http::outcome_body(outcome, catalog.as_str(), name))
-                }),
+                forwarded: Arc::new(http::ForwardedRequests::new(&state)),
                 // Weak: the bus (and the in-memory network) must not keep the node's state alive.
                 views: {
                     let state = Arc::downgrade(&state);

@@ -8,6 +8,7 @@
 mod agents;
 mod apply_status;
 mod dump;
+mod forwarded;
 mod layers;
 mod params;
 mod reads;
@@ -31,6 +32,7 @@ use crate::scan::Scanner;
 use crate::status::{ApplyStatus, Outcome};
 use crate::store::Store;
 use crate::workflow::Workflow;
+pub use forwarded::ForwardedRequests;
 
 /// Everything the handlers read or call.
 pub struct AdminState {
