@@ -218,7 +218,8 @@ mod tests {
     fn notice_table() {
         let (r1, r2, r3) = (rev(10, 0, "m"), rev(20, 0, "m"), rev(30, 0, "m"));
         // (what, stored here, previous per the notice, committed, carried, plan)
-        let cases: Vec<(&str, Option<&Revision>, Option<&Revision>, &Revision, bool, NoticePlan)> = vec![
+        type Case<'a> = (&'a str, Option<&'a Revision>, Option<&'a Revision>, &'a Revision, bool, NoticePlan);
+        let cases: Vec<Case> = vec![
             ("first write, nothing held, carried", None, None, &r1, true, NoticePlan::Apply),
             ("next write after the one held, carried", Some(&r1), Some(&r1), &r2, true, NoticePlan::Apply),
             ("a write was missed before this one", Some(&r1), Some(&r2), &r3, true, NoticePlan::ApplyThenSync),
