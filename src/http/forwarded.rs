@@ -11,8 +11,8 @@ use super::{AdminState, outcome_body, status_code};
 use crate::bus::messages::ForwardOp;
 use crate::ids::Catalog;
 use crate::replication::handler::ForwardTarget;
+use crate::BoxFuture;
 use crate::status::{ApplyStatus, Outcome};
-use crate::workflow::peers::BoxFuture;
 use crate::workflow::{AddOrUpdate, StatusQuery};
 
 /// The admin API as a [`ForwardTarget`]. Weak: the bus (and the in-memory network) must not keep

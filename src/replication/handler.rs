@@ -11,7 +11,7 @@ use crate::ids::RuleKey;
 use crate::runtime::locks::FileLocks;
 use crate::runtime::{Origin, ResumeResult, Runtime, SuspendResult};
 use crate::store::Store;
-use crate::workflow::peers::BoxFuture;
+use crate::BoxFuture;
 
 use super::notices::{Notice, NoticeReceiver};
 use super::{Cluster, summaries};

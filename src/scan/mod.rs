@@ -15,8 +15,6 @@ pub mod plan;
 pub mod registry;
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -44,7 +42,7 @@ pub enum Purged {
     Busy,
 }
 
-pub type PurgeFuture<'a> = Pin<Box<dyn Future<Output = Result<Purged, String>> + Send + 'a>>;
+pub type PurgeFuture<'a> = crate::BoxFuture<'a, Result<Purged, String>>;
 
 /// The one writer of rule entries (the workflow), as the scan sees it. The scan decides that a
 /// tombstone has outlived its retention; the writer purges it under the file's lock, and only if

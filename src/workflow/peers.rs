@@ -3,13 +3,10 @@
 //! A single node uses [`NoPeers`]: "this node is the main and has no peers" is the degenerate
 //! case of the cluster, and the workflow runs the same steps either way.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use crate::ids::{NodeId, Revision, RuleKey};
 use crate::store::RuleEntry;
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::BoxFuture;
 
 /// The collective answer to a Suspend broadcast.
 #[derive(Debug, Clone, PartialEq, Eq)]
