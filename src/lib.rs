@@ -24,6 +24,9 @@ pub mod tls;
 pub mod store;
 pub mod workflow;
 
+#[cfg(test)]
+mod import_direction;
+
 pub use hotrule_rule_compiler as compiler;
 
 /// A boxed, sendable future: what the object-safe async traits between modules return (the
