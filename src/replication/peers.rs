@@ -132,3 +132,36 @@ where
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{Catalog, ContentHash, RuleName};
+    use crate::store::EntryStatus;
+
+    #[test]
+    fn a_notice_carries_its_entry_up_to_the_limit_and_names_what_preceded_it() {
+        let content = b"0123456789".to_vec();
+        let revision = Revision { millis: 2, counter: 0, node: NodeId("main".into()) };
+        let previous = Revision { millis: 1, counter: 0, node: NodeId("main".into()) };
+        let entry = RuleEntry {
+            key: RuleKey::new(Catalog::OtelRules, RuleName::parse("n").expect("name")),
+            content_hash: ContentHash::of(&content),
+            content,
+            status: EntryStatus::Active,
+            update_time_ms: 2,
+            revision: revision.clone(),
+        };
+        let sender = NodeId("main".into());
+        match notice(&entry, Some(&previous), 10, &sender) {
+            BusRequest::NotifyCommitted { key, revision: r, previous: p, entry: carried, sender: s } => {
+                assert_eq!((key, r, p, carried, s), (entry.key.clone(), revision.clone(), Some(previous), Some(entry.clone()), sender.clone()));
+            }
+            other => panic!("not a notice: {other:?}"),
+        }
+        match notice(&entry, None, 9, &sender) {
+            BusRequest::NotifyCommitted { previous: None, entry: None, .. } => {}
+            other => panic!("an entry over the limit is not carried: {other:?}"),
+        }
+    }
+}

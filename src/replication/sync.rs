@@ -2,9 +2,9 @@
 //!
 //! A peer pulls from the main every entry whose revision is newer than its own: when a commit
 //! notice shows a gap or comes without its entry (asked through `pulls`), when gossip shows its
-//! digest differs from the main's, and every scan interval. Which keys to pull is
-//! `rules::merge::keys_to_pull`. The main pulls from every live peer any entry newer than its own: entries an
-//! interim main wrote during a partition. After a partition heals, the cluster converges on the
+//! digest differs from the main's, and every scan interval. The main pulls from every live peer
+//! any entry newer than its own: entries an interim main wrote during a partition. Which keys to
+//! pull is `rules::merge::keys_to_pull`. After a partition heals, the cluster converges on the
 //! last write. The sync worker also publishes this node's digest as a gossip fact.
 //!
 //! [`CatchUp`] records when this node's state was first confirmed against the cluster: a pull

@@ -211,7 +211,7 @@ impl Scanner {
         let actions = std::mem::take(&mut report.actions);
         for action in &actions {
             let key = action_key(action);
-            if let Action::PurgeTombstone(key) = action {
+            if let Action::PurgeTombstone(_) = action {
                 // The writer takes the file's lock itself.
                 if let Some(entry) = by_key.get(key) {
                     self.purge(&entry.key, &entry.revision, &mut report).await;
@@ -336,7 +336,6 @@ fn action_key(action: &Action) -> &RuleKey {
         Action::LoadEntry(k) | Action::LoadBundled(k) | Action::Unload(k) | Action::SelfHeal(k) | Action::PurgeTombstone(k) => k,
     }
 }
-
 
 #[cfg(test)]
 mod tests;
