@@ -68,3 +68,14 @@ fn imports_run_one_way() {
     }
     assert!(violations.is_empty(), "imports against the direction:\n{}", violations.join("\n"));
 }
+
+#[test]
+fn the_bus_handler_never_calls_the_sync_worker_back() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/replication");
+    for file in ["handler.rs", "notices.rs", "pulls.rs"] {
+        let text = std::fs::read_to_string(root.join(file)).expect("readable source");
+        for forbidden in ["super::sync", "replication::sync"] {
+            assert!(!non_test_part(&text).contains(forbidden), "{file} names {forbidden}: pulls are queued through `pulls`");
+        }
+    }
+}
