@@ -213,7 +213,7 @@ impl Peers for RejectingPeers {
     fn resume_all<'a>(&'a self, _key: &'a RuleKey) -> BoxFuture<'a, ()> {
         Box::pin(async {})
     }
-    fn notify_committed<'a>(&'a self, _key: &'a RuleKey, _revision: &'a Revision) -> BoxFuture<'a, usize> {
+    fn notify_committed<'a>(&'a self, _entry: &'a hotrule::store::RuleEntry, _previous: Option<&'a Revision>) -> BoxFuture<'a, usize> {
         Box::pin(async { 0 })
     }
 }

@@ -45,6 +45,8 @@ struct TestCluster {
     nodes: Vec<Option<TestNode>>,
     size: usize,
     commit_replicas: usize,
+    /// The largest entry a commit notice carries (`ReplicationSettings::notice_entry_limit`).
+    notice_entry_limit: usize,
 }
 
 impl TestCluster {
@@ -54,6 +56,11 @@ impl TestCluster {
 
     /// A cluster whose main waits for `commit_replicas` peer confirmations on every commit.
     async fn start_with(size: usize, commit_replicas: usize) -> TestCluster {
+        TestCluster::start_with_notice_limit(size, commit_replicas, hotrule::replication::DEFAULT_NOTICE_ENTRY_LIMIT).await
+    }
+
+    /// As [`TestCluster::start_with`], with notices carrying entries up to `notice_entry_limit`.
+    async fn start_with_notice_limit(size: usize, commit_replicas: usize, notice_entry_limit: usize) -> TestCluster {
         let mut cluster = TestCluster {
             gossip: GossipNetwork::new(),
             bus: MemNetwork::new(),
@@ -61,6 +68,7 @@ impl TestCluster {
             nodes: (0..size).map(|_| None).collect(),
             size,
             commit_replicas,
+            notice_entry_limit,
         };
         for i in 1..=size {
             cluster.start_node(i).await;
@@ -81,6 +89,7 @@ impl TestCluster {
             replication: ReplicationSettings {
                 sync_timeout: Duration::from_secs(2),
                 commit_replicas: self.commit_replicas,
+                notice_entry_limit: self.notice_entry_limit,
                 ..ReplicationSettings::default()
             },
             admin_advertise: admin.clone(),
@@ -553,6 +562,102 @@ async fn commit_replicas_make_the_main_wait_for_peers_to_hold_the_entry() {
     assert!(json["message"].as_str().is_some_and(|m| m.ends_with("held by 1 peer(s), 2 required")), "{json}");
     cluster.bus.heal(&node_id(1), &node_id(3));
     cluster.wait_rule(3, "r", &rule("rr", 2)).await;
+    cluster.shutdown().await;
+}
+
+/// Bus requests named `name` delivered from node `from` to node `to` so far.
+fn delivered(cluster: &TestCluster, from: usize, to: usize, name: &'static str) -> u64 {
+    cluster.bus.delivered(&node_id(from), &node_id(to), name)
+}
+
+/// What the main sent each peer, and each peer asked the main, per request name, for the peers
+/// 2 and 3: `[(peer, name, main → peer, peer → main)]`.
+fn bus_counts(cluster: &TestCluster) -> Vec<(usize, &'static str, u64, u64)> {
+    let mut counts = Vec::new();
+    for peer in 2..=3 {
+        for name in ["suspend", "resume", "notify_committed", "fetch_entries", "confirm_held"] {
+            counts.push((peer, name, delivered(cluster, 1, peer, name), delivered(cluster, peer, 1, name)));
+        }
+    }
+    counts
+}
+
+/// The change of every count between two [`bus_counts`].
+fn bus_delta(
+    before: &[(usize, &'static str, u64, u64)],
+    after: &[(usize, &'static str, u64, u64)],
+) -> Vec<(usize, &'static str, u64, u64)> {
+    before.iter().zip(after).map(|(b, a)| (a.0, a.1, a.2 - b.2, a.3 - b.3)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_commit_reaches_each_peer_in_one_bus_message() {
+    let s = "one message";
+    // Two confirmations required: the answer comes only once both peers hold the commit, so the
+    // counts read after the answer are complete.
+    let cluster = TestCluster::start_with(3, 2).await;
+    for i in 1..=3 {
+        wait_until(WAIT, &format!("n{i} caught up"), || async { cluster.status(i).await["agentConfigsServed"] == true }).await;
+    }
+    phase(s, "a new file: suspend, one notice carrying the entry, resume; no fetch in either direction");
+    let before = bus_counts(&cluster);
+    let (code, json) = cluster.node(1).push("otel-rules", "one", &rule("one", 1), &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("structural_applied")), "{json}");
+    assert!(json["message"].as_str().is_some_and(|m| m.ends_with("held by 2 peer(s), 2 required")), "{json}");
+    let delta = bus_delta(&before, &bus_counts(&cluster));
+    for peer in 2..=3 {
+        let expected = [
+            (peer, "suspend", 1, 0),
+            (peer, "resume", 1, 0),
+            (peer, "notify_committed", 1, 0),
+            (peer, "fetch_entries", 0, 0),
+            (peer, "confirm_held", 0, 0),
+        ];
+        let got: Vec<_> = delta.iter().filter(|d| d.0 == peer).copied().collect();
+        assert_eq!(got, expected, "structural commit, n{peer}");
+    }
+
+    phase(s, "a filter-only change: exactly one bus message to each peer, the notice");
+    let before = bus_counts(&cluster);
+    let (code, json) = cluster.node(1).push("otel-rules", "one", &rule("one", 2), &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("filter_only_applied")), "{json}");
+    assert!(json["message"].as_str().is_some_and(|m| m.ends_with("held by 2 peer(s), 2 required")), "{json}");
+    let delta = bus_delta(&before, &bus_counts(&cluster));
+    for peer in 2..=3 {
+        let sent: u64 = delta.iter().filter(|d| d.0 == peer).map(|d| d.2).sum();
+        let asked: u64 = delta.iter().filter(|d| d.0 == peer).map(|d| d.3).sum();
+        assert_eq!((sent, asked), (1, 0), "filter-only commit, n{peer}: {delta:?}");
+    }
+    for i in 2..=3 {
+        let reply = cluster.node(i).client.get("/runtime/rule?catalog=otel-rules&name=one").await.expect("get");
+        let hash = hotrule::ids::ContentHash::of(rule("one", 2).as_bytes()).0;
+        assert_eq!(reply.headers["x-sw-content-hash"].to_str().ok(), Some(hash.as_str()), "n{i} holds it");
+    }
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_too_large_for_a_notice_is_pulled_by_each_peer() {
+    let s = "notice-only";
+    // Every entry is over a 16-byte limit: notices go without the entry and peers fetch it.
+    let cluster = TestCluster::start_with_notice_limit(3, 2, 16).await;
+    for i in 1..=3 {
+        wait_until(WAIT, &format!("n{i} caught up"), || async { cluster.status(i).await["agentConfigsServed"] == true }).await;
+    }
+    phase(s, "one notice without the entry to each peer, then each peer fetches it from the main");
+    let before = bus_counts(&cluster);
+    let (code, json) = cluster.node(1).push("otel-rules", "big", &rule("big", 1), &[]).await;
+    assert_eq!(code, 200, "{json}");
+    assert!(json["message"].as_str().is_some_and(|m| m.ends_with("held by 2 peer(s), 2 required")), "{json}");
+    let delta = bus_delta(&before, &bus_counts(&cluster));
+    for peer in 2..=3 {
+        let notices = delta.iter().find(|d| d.0 == peer && d.1 == "notify_committed").map(|d| d.2);
+        let fetches = delta.iter().find(|d| d.0 == peer && d.1 == "fetch_entries").map(|d| d.3);
+        assert_eq!((notices, fetches.is_some_and(|n| n >= 1)), (Some(1), true), "n{peer}: {delta:?}");
+    }
+    for i in 2..=3 {
+        cluster.wait_rule(i, "big", &rule("big", 1)).await;
+    }
     cluster.shutdown().await;
 }
 

@@ -25,4 +25,11 @@ pub mod tls;
 pub mod store;
 pub mod workflow;
 
+#[cfg(test)]
+mod import_direction;
+
 pub use hotrule_rule_compiler as compiler;
+
+/// A boxed, sendable future: what the object-safe async traits between modules return (the
+/// bus handler, the workflow's peers, the scan's tombstone purger).
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;

@@ -18,6 +18,8 @@ use crate::agent::{AgentRegistry, AgentService, StoreAgentState, StoreConfigSour
 use crate::bundled::Bundled;
 use crate::cluster::{Fact, Membership};
 use crate::replication::handler::NodeBusHandler;
+use crate::replication::notices::NoticeReceiver;
+use crate::replication::pulls::PullQueue;
 use crate::replication::peers::ClusterPeers;
 use crate::replication::sync::Syncer;
 use crate::replication::Cluster;
@@ -326,7 +328,6 @@ impl RunningNode {
         let runtime = Arc::new(Runtime::new());
         let locks = Arc::new(FileLocks::default());
         let clock = Arc::new(RevisionClock::new(node_id.clone()));
-        let scanner = Arc::new(Scanner::new(store.clone(), runtime.clone(), bundled.clone(), locks.clone(), settings.scan.clone()));
         let workflow = Arc::new(Workflow::new(
             store.clone(),
             runtime.clone(),
@@ -336,6 +337,15 @@ impl RunningNode {
             locks.clone(),
         )
         .with_lock_timeout(settings.lock_timeout));
+        // The scan purges old tombstones through the one writer of entries.
+        let scanner = Arc::new(Scanner::new(
+            store.clone(),
+            runtime.clone(),
+            bundled.clone(),
+            locks.clone(),
+            settings.scan.clone(),
+            workflow.clone(),
+        ));
         if let Some(cluster) = &cluster {
             let membership = cluster.membership.clone();
             scanner.set_main_check(Arc::new(move || membership.is_main()));
@@ -393,16 +403,20 @@ impl RunningNode {
         let shutdown = CancellationToken::new();
         let mut cluster_tasks = Vec::new();
         if let (Some(cluster), Some(catch_up)) = (&cluster, catch_up) {
+            let (pulls, pull_requests_rx) = PullQueue::new();
             let handler: Arc<dyn crate::bus::BusHandler> = Arc::new(NodeBusHandler {
                 cluster: cluster.clone(),
-                workflow: state.workflow.clone(),
                 store: store.clone(),
                 runtime: state.runtime.clone(),
                 locks: locks.clone(),
-                scanner: scanner.clone(),
-                render: Arc::new(|outcome, catalog, name| {
-                    (http::status_code(outcome.status).as_u16(), http::outcome_body(outcome, catalog.as_str(), name))
-                }),
+                notices: NoticeReceiver {
+                    workflow: state.workflow.clone(),
+                    store: store.clone(),
+                    scanner: scanner.clone(),
+                    pulls,
+                    pull_wait: cluster.settings.sync_timeout,
+                },
+                forwarded: Arc::new(http::ForwardedRequests::new(&state)),
                 // Weak: the bus (and the in-memory network) must not keep the node's state alive.
                 views: {
                     let state = Arc::downgrade(&state);
@@ -429,6 +443,7 @@ impl RunningNode {
                 workflow: state.workflow.clone(),
                 scanner: scanner.clone(),
                 catch_up,
+                pull_requests_rx: tokio::sync::Mutex::new(pull_requests_rx),
             });
             cluster_tasks.push(tokio::spawn(syncer.run(shutdown.clone())));
             if let Err(e) = cluster.membership.set_ready(true).await {

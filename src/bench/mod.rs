@@ -209,7 +209,7 @@ fn compile(dir: &std::path::Path, rounds: u32) -> ExitCode {
         let start = std::time::Instant::now();
         let mut failures = 0;
         for rule in &files {
-            if crate::workflow::compile_for(&rule.key, &rule.content).is_err() {
+            if crate::rules::compile::compile_for(&rule.key, &rule.content).is_err() {
                 failures += 1;
             }
         }

@@ -28,7 +28,7 @@ use super::messages::{
 use super::server::BUS_PATH;
 use crate::clock::now_ms;
 use crate::ids::NodeId;
-use crate::workflow::peers::BoxFuture;
+use crate::BoxFuture;
 
 /// How much of a non-200 answer is kept as the error's reason.
 const MAX_REASON_BYTES: usize = 4 * 1024;

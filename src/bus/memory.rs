@@ -40,7 +40,7 @@ use super::messages::{
 };
 use super::server::BusHandler;
 use crate::ids::NodeId;
-use crate::workflow::peers::BoxFuture;
+use crate::BoxFuture;
 
 /// A simulated network of bus handlers. Clones share the network.
 #[derive(Clone)]

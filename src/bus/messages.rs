@@ -14,7 +14,9 @@ use crate::ids::{ContentHash, NodeId, Revision, RuleKey};
 use crate::store::{EntryStatus, RuleEntry};
 
 /// The version byte in front of every bus message. Bump it when a message changes shape.
-/// Version 2: `View` added, and calls carry a nonce and signed answers (see `auth`).
+/// Version 2: `View` added, and calls carry a nonce and signed answers (see `auth`), and
+/// `NotifyCommitted` carries the committed entry and the revision it follows. Version 2 has not
+/// been released with the shorter `NotifyCommitted`, so both changes share one version.
 pub const BUS_FORMAT_VERSION: u8 = 2;
 
 /// The largest encoded message accepted in either direction (64 MiB): a full `Entries` answer
@@ -145,10 +147,15 @@ pub enum BusRequest {
         sender: NodeId,
         issued_at_ms: u64,
     },
-    /// A new revision of `key` is committed; pull it now rather than at the next scan. → `Ack`
+    /// A new revision of `key` is committed. `entry` is the committed entry itself unless it is
+    /// too large for a notice (then the peer pulls it); `previous` is the revision the key had
+    /// on the sender before this commit (None: it had none), so a peer that holds something
+    /// else knows it missed a write and syncs. → `Ack` once the peer holds `revision`.
     NotifyCommitted {
         key: RuleKey,
         revision: Revision,
+        previous: Option<Revision>,
+        entry: Option<RuleEntry>,
         sender: NodeId,
     },
     /// The summaries of every entry the peer holds, tombstones included. → `DigestReply`
@@ -371,6 +378,15 @@ pub(crate) mod tests {
             BusRequest::NotifyCommitted {
                 key: key("vm"),
                 revision: revision(),
+                previous: None,
+                entry: Some(entry()),
+                sender: sender.clone(),
+            },
+            BusRequest::NotifyCommitted {
+                key: key("vm"),
+                revision: revision(),
+                previous: Some(Revision::zero()),
+                entry: None,
                 sender: sender.clone(),
             },
             BusRequest::Digest { sender },

@@ -26,7 +26,7 @@ use super::messages::{
     BusRequest, BusResponse, MAX_MESSAGE_BYTES, decode_request, encode_response,
 };
 use crate::clock::now_ms;
-use crate::workflow::peers::BoxFuture;
+use crate::BoxFuture;
 
 /// The one bus route.
 pub const BUS_PATH: &str = "/bus/v1";

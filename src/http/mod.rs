@@ -8,6 +8,7 @@
 mod agents;
 mod apply_status;
 mod dump;
+mod forwarded;
 mod layers;
 mod params;
 mod reads;
@@ -32,6 +33,7 @@ use crate::scan::Scanner;
 use crate::status::{ApplyStatus, Outcome};
 use crate::store::Store;
 use crate::workflow::Workflow;
+pub use forwarded::ForwardedRequests;
 
 /// The largest body any admin route reads: `rule_test::MAX_TEST_BODY_BYTES` (a candidate file
 /// plus its sample batches). Rule contents are held to the smaller `bundled::MAX_CONTENT_BYTES`

@@ -170,7 +170,7 @@ fn dry_run(key: &RuleKey, body: &[u8]) -> Result<Value, Refusal> {
             format!("{} batches, more than the limit of {MAX_TEST_BATCHES}", request.batches.len()),
         ));
     }
-    let file = match crate::workflow::compile_for(key, request.content.as_bytes()) {
+    let file = match crate::rules::compile::compile_new_for(key, request.content.as_bytes()) {
         Ok(Compiled::Mal(file)) => PreparedFile::new(file),
         Ok(Compiled::Lal(_)) => {
             return Err(Refusal::new(ApplyStatus::InvalidCatalog, format!("{} is not a MAL catalog", key.catalog)));

@@ -1,26 +1,32 @@
 //! Replication: how a node works with its peers. It holds the workflow's `Peers` over the cluster
-//! bus (best-effort Suspend/Resume, commit notices), the bus handler that answers peers, storage
-//! sync (peers pull from the main; the main pulls newer entries from peers), and forwarding of
-//! writes to the main.
+//! bus (best-effort Suspend/Resume, commit notices that carry the committed entry), the bus
+//! handler that answers peers, the taking of commit notices (`notices`), storage sync (peers
+//! pull from the main; the main pulls newer entries from peers), and forwarding of writes to the
+//! main.
 //!
 //! Every node keeps a full replica of the rule entries. The main alone accepts operator writes
 //! and its synced write is the commit point. Replicated entries go through the workflow's single
-//! write path (`apply_replicated`), merging by last-write-wins on the revision.
+//! write path (`apply_replicated`), merging by last-write-wins on the revision
+//! (`rules::merge`). Imports run one way: `handler` → `notices` → `pulls` ← `sync`; the handler
+//! never calls the sync worker's pulls itself, it queues a request (`pulls`).
 
 pub mod handler;
+pub mod notices;
 pub mod peers;
+pub mod pulls;
 pub mod sync;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::bus::client::{BusClient, DropSwitch};
-use crate::bus::messages::{BusRequest, BusResponse, ForwardOp};
+use crate::bus::messages::{BusRequest, BusResponse, EntrySummary, ForwardOp};
 use crate::bus::BusError;
 use crate::cluster::membership::Membership;
 use crate::cluster::view::{ClusterView, Member};
 use crate::ids::NodeId;
 use crate::status::{ApplyStatus, Outcome};
+use crate::store::Store;
 
 #[derive(Debug, Clone)]
 pub struct ReplicationSettings {
@@ -37,7 +43,14 @@ pub struct ReplicationSettings {
     /// A node that has seen no live peer for this long after starting counts itself alone and
     /// caught up (see `sync::CatchUp`).
     pub alone_after: Duration,
+    /// The largest entry content a commit notice carries; a larger entry is announced without
+    /// it and the peer pulls it.
+    pub notice_entry_limit: usize,
 }
+
+/// The default of [`ReplicationSettings::notice_entry_limit`]: 256 KiB, above every rule file of
+/// the SkyWalking corpus, well under the bus message limit.
+pub const DEFAULT_NOTICE_ENTRY_LIMIT: usize = 256 * 1024;
 
 impl Default for ReplicationSettings {
     fn default() -> Self {
@@ -48,6 +61,7 @@ impl Default for ReplicationSettings {
             commit_replicas: 0,
             replica_deadline: Duration::from_secs(5),
             alone_after: Duration::from_secs(5),
+            notice_entry_limit: DEFAULT_NOTICE_ENTRY_LIMIT,
         }
     }
 }
@@ -128,5 +142,24 @@ impl Cluster {
             )),
             Err(e) => Err((Outcome::new(ApplyStatus::ForwardFailed, format!("forwarding to main {main_id}: {e}")), main_id.0)),
         }
+    }
+}
+
+/// Every stored entry's summary (tombstones included), from the store's index: what a `Digest`
+/// answers and what the gossiped digest is computed from.
+pub fn summaries(store: &Store) -> Vec<EntrySummary> {
+    store.with_entry_index(|index| index.values().map(summary_of).collect())
+}
+
+fn summary_of(meta: &crate::store::EntryMeta) -> EntrySummary {
+    EntrySummary { key: meta.key.clone(), revision: meta.revision.clone(), content_hash: meta.content_hash.clone(), status: meta.status }
+}
+
+/// What the last-write-wins merge compares of an entry summary.
+pub fn version_of(summary: &EntrySummary) -> crate::rules::merge::Version {
+    crate::rules::merge::Version {
+        revision: summary.revision.clone(),
+        tombstone: summary.status == crate::store::EntryStatus::Deleted,
+        content_hash: summary.content_hash.clone(),
     }
 }

@@ -1,10 +1,12 @@
 //! The workflow's `Peers` over the cluster bus: Suspend/Resume broadcasts (best effort, a
-//! deadline per peer, unreachable peers logged and skipped) and commit notices.
+//! deadline per peer, unreachable peers logged and skipped) and commit notices that carry the
+//! committed entry (up to `notice_entry_limit` bytes of content).
 
 use std::sync::Arc;
 
 use crate::bus::messages::{BusRequest, BusResponse, SuspendState};
 use crate::ids::{NodeId, Revision, RuleKey};
+use crate::store::RuleEntry;
 use crate::workflow::peers::BoxFuture;
 use crate::workflow::{Peers, SuspendVote};
 
@@ -73,15 +75,16 @@ impl Peers for ClusterPeers {
         })
     }
 
-    fn notify_committed<'a>(&'a self, key: &'a RuleKey, revision: &'a Revision) -> BoxFuture<'a, usize> {
+    fn notify_committed<'a>(&'a self, entry: &'a RuleEntry, previous: Option<&'a Revision>) -> BoxFuture<'a, usize> {
         Box::pin(async move {
             let view = self.cluster.view();
             let required = self.cluster.settings.commit_replicas;
             let timeout = if required > 0 { self.cluster.settings.replica_deadline } else { self.cluster.settings.sync_timeout };
             let peers: Vec<_> = view.live_peers().cloned().collect();
+            let request = notice(entry, previous, self.cluster.settings.notice_entry_limit, self.cluster.self_id());
             let notices = peers.into_iter().map(|peer| {
                 let cluster = self.cluster.clone();
-                let request = BusRequest::NotifyCommitted { key: key.clone(), revision: revision.clone(), sender: cluster.self_id().clone() };
+                let request = request.clone();
                 async move { matches!(cluster.call(&peer, request, timeout).await, Ok(BusResponse::Ack)) }
             });
             if required == 0 {
@@ -101,6 +104,18 @@ impl Peers for ClusterPeers {
     }
 }
 
+/// The commit notice for `entry`: it carries the entry when its content fits in `limit` bytes,
+/// so a healthy peer applies it from this one message; otherwise the peer pulls it.
+pub fn notice(entry: &RuleEntry, previous: Option<&Revision>, limit: usize, sender: &NodeId) -> BusRequest {
+    BusRequest::NotifyCommitted {
+        key: entry.key.clone(),
+        revision: entry.revision.clone(),
+        previous: previous.cloned(),
+        entry: (entry.content.len() <= limit).then(|| entry.clone()),
+        sender: sender.clone(),
+    }
+}
+
 /// Runs futures concurrently and collects their outputs in order.
 pub(crate) async fn futures_join<F: std::future::Future + Send + 'static>(
     futures: impl Iterator<Item = F>,
@@ -116,4 +131,37 @@ where
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{Catalog, ContentHash, RuleName};
+    use crate::store::EntryStatus;
+
+    #[test]
+    fn a_notice_carries_its_entry_up_to_the_limit_and_names_what_preceded_it() {
+        let content = b"0123456789".to_vec();
+        let revision = Revision { millis: 2, counter: 0, node: NodeId("main".into()) };
+        let previous = Revision { millis: 1, counter: 0, node: NodeId("main".into()) };
+        let entry = RuleEntry {
+            key: RuleKey::new(Catalog::OtelRules, RuleName::parse("n").expect("name")),
+            content_hash: ContentHash::of(&content),
+            content,
+            status: EntryStatus::Active,
+            update_time_ms: 2,
+            revision: revision.clone(),
+        };
+        let sender = NodeId("main".into());
+        match notice(&entry, Some(&previous), 10, &sender) {
+            BusRequest::NotifyCommitted { key, revision: r, previous: p, entry: carried, sender: s } => {
+                assert_eq!((key, r, p, carried, s), (entry.key.clone(), revision.clone(), Some(previous), Some(entry.clone()), sender.clone()));
+            }
+            other => panic!("not a notice: {other:?}"),
+        }
+        match notice(&entry, None, 9, &sender) {
+            BusRequest::NotifyCommitted { previous: None, entry: None, .. } => {}
+            other => panic!("an entry over the limit is not carried: {other:?}"),
+        }
+    }
 }

@@ -1,9 +1,10 @@
 //! Storage sync between replicas, by last-write-wins on the revision.
 //!
-//! A peer pulls from the main every entry whose revision is newer than its own: on the main's
-//! commit notice, when gossip shows its digest differs from the main's, and every scan
-//! interval. The main pulls from every live peer any entry newer than its own: entries an
-//! interim main wrote during a partition. After a partition heals, the cluster converges on the
+//! A peer pulls from the main every entry whose revision is newer than its own: when a commit
+//! notice shows a gap or comes without its entry (asked through `pulls`), when gossip shows its
+//! digest differs from the main's, and every scan interval. The main pulls from every live peer
+//! any entry newer than its own: entries an interim main wrote during a partition. Which keys to
+//! pull is `rules::merge::keys_to_pull`. After a partition heals, the cluster converges on the
 //! last write. The sync worker also publishes this node's digest as a gossip fact.
 //!
 //! [`CatchUp`] records when this node's state was first confirmed against the cluster: a pull
@@ -20,12 +21,13 @@ use crate::bus::messages::{BusRequest, BusResponse};
 use crate::cluster::keys::{Fact, digest_of};
 use crate::cluster::view::Member;
 use crate::ids::RuleKey;
+use crate::rules::merge::{Version, keys_to_pull};
 use crate::scan::Scanner;
 use crate::store::Store;
 use crate::workflow::Workflow;
 
-use super::Cluster;
-use super::handler::summaries;
+use super::pulls::PullRequest;
+use super::{Cluster, summaries, version_of};
 
 const FETCH_CHUNK: usize = 64;
 
@@ -43,7 +45,7 @@ pub async fn pull_keys(cluster: &Cluster, workflow: &Workflow, from: &Member, ke
     Ok(applied)
 }
 
-/// Pulls from `from` every entry it holds at a newer revision than this node.
+/// Pulls from `from` every entry whose version there replaces this node's (`merge::keys_to_pull`).
 pub async fn pull_newer(cluster: &Cluster, store: &Store, workflow: &Workflow, from: &Member) -> Result<usize, String> {
     let request = BusRequest::Digest { sender: cluster.self_id().clone() };
     let remote = match cluster.call(from, request, cluster.settings.sync_timeout).await {
@@ -51,13 +53,10 @@ pub async fn pull_newer(cluster: &Cluster, store: &Store, workflow: &Workflow, f
         Ok(other) => return Err(format!("{} answered {} to a digest", from.node_id, other.name())),
         Err(e) => return Err(format!("digest from {}: {e}", from.node_id)),
     };
-    let local: BTreeMap<RuleKey, crate::ids::Revision> =
-        store.with_entry_index(|index| index.iter().map(|(k, m)| (k.clone(), m.revision.clone())).collect());
-    let newer: Vec<RuleKey> = remote
-        .into_iter()
-        .filter(|s| local.get(&s.key).is_none_or(|mine| s.revision > *mine))
-        .map(|s| s.key)
-        .collect();
+    let local: BTreeMap<RuleKey, Version> =
+        summaries(store).iter().map(|s| (s.key.clone(), version_of(s))).collect();
+    let remote: Vec<(RuleKey, Version)> = remote.iter().map(|s| (s.key.clone(), version_of(s))).collect();
+    let newer = keys_to_pull(&local, remote.iter().map(|(k, v)| (k, v)));
     if newer.is_empty() {
         return Ok(0);
     }
@@ -96,6 +95,8 @@ pub struct Syncer {
     pub workflow: Arc<Workflow>,
     pub scanner: Arc<Scanner>,
     pub catch_up: CatchUp,
+    /// Pulls asked for by commit notices (see `pulls`).
+    pub pull_requests_rx: tokio::sync::Mutex<tokio::sync::mpsc::Receiver<PullRequest>>,
 }
 
 impl Syncer {
@@ -134,6 +135,29 @@ impl Syncer {
         applied
     }
 
+    /// Carries out one pull a commit notice asked for.
+    async fn pull_for_notice(&self, request: PullRequest) {
+        let from = match &request {
+            PullRequest::Newer { from } | PullRequest::Keys { from, .. } => from.clone(),
+        };
+        let member = self.cluster.view().member(&from).cloned();
+        let result = match (&member, &request) {
+            (None, _) => Err(format!("{from} is not a member")),
+            (Some(member), PullRequest::Newer { .. }) => pull_newer(&self.cluster, &self.store, &self.workflow, member).await,
+            (Some(member), PullRequest::Keys { keys, .. }) => pull_keys(&self.cluster, &self.workflow, member, keys.clone()).await,
+        };
+        match (&result, request) {
+            (_, PullRequest::Keys { done, .. }) => {
+                let _ = done.send(result.clone());
+            }
+            (Err(e), PullRequest::Newer { .. }) => tracing::debug!(%from, error = %e, "sync after a notice's gap skipped"),
+            (Ok(_), PullRequest::Newer { .. }) => {}
+        }
+        if result.is_ok_and(|applied| applied > 0) {
+            self.scanner.poke();
+        }
+    }
+
     fn digest(&self) -> String {
         digest_of(&summaries(&self.store))
     }
@@ -145,6 +169,7 @@ impl Syncer {
         let mut view_changes = self.cluster.membership.view();
         let mut published = String::new();
         let mut published_scan = 0;
+        let mut pull_requests_rx = self.pull_requests_rx.lock().await;
         loop {
             let digest = self.digest();
             if digest != published {
@@ -166,6 +191,7 @@ impl Syncer {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(interval) => { self.sync_once(None).await; }
+                Some(request) = pull_requests_rx.recv() => self.pull_for_notice(request).await,
                 Ok(()) = store_changes.changed() => {}
                 Ok(()) = view_changes.changed() => {
                     view_changes.borrow_and_update();

@@ -91,6 +91,11 @@ pub struct LoadedRule {
     pub loaded_at_ms: u64,
 }
 
+/// A runtime record for compiled content, loaded now.
+pub fn loaded_rule(compiled: Compiled, hash: ContentHash, revision: Option<Revision>, kind: LoaderKind) -> LoadedRule {
+    LoadedRule { compiled: Arc::new(compiled), content_hash: hash, revision, kind, loaded_at_ms: crate::clock::now_ms() }
+}
+
 /// Everything this node knows about one file at run time.
 #[derive(Debug, Clone)]
 pub struct RuleRuntime {

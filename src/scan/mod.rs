@@ -6,7 +6,9 @@
 //! state untouched; the scan simply runs again later. This is the loop the consistency
 //! contract rests on: broadcasts only make convergence faster.
 //!
-//! The main may create measures (create-if-absent); peers never change schema.
+//! The main may create measures (create-if-absent); peers never change schema. The scan writes no
+//! rule entry: a tombstone past its retention is purged by the one writer ([`TombstonePurger`],
+//! the workflow).
 
 pub mod boot;
 pub mod plan;
@@ -22,13 +24,33 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bundled::Bundled;
 use crate::clock::now_ms;
-use crate::ids::RuleKey;
+use crate::ids::{Revision, RuleKey};
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::FileLocks;
-use crate::runtime::{LoaderKind, Origin, Runtime};
+use crate::rules::compile::compile_for;
+use crate::runtime::{LoaderKind, Origin, Runtime, loaded_rule};
 use crate::store::{Change, EntryStatus, RuleEntry, Store};
-use crate::workflow::{compile_for, loaded_rule};
 use plan::{Action, LocalView, PlanInput};
+
+/// What became of a tombstone the scan asked to purge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purged {
+    Purged,
+    /// The entry is no longer that tombstone (a newer write arrived): kept.
+    Moved,
+    /// The file is locked by a write in progress: the next scan asks again.
+    Busy,
+}
+
+pub type PurgeFuture<'a> = crate::BoxFuture<'a, Result<Purged, String>>;
+
+/// The one writer of rule entries (the workflow), as the scan sees it. The scan decides that a
+/// tombstone has outlived its retention; the writer purges it under the file's lock, and only if
+/// the stored entry is still that tombstone, so a purge never removes a write that arrived
+/// after the scan read storage.
+pub trait TombstonePurger: Send + Sync {
+    fn purge_tombstone<'a>(&'a self, key: &'a RuleKey, revision: &'a Revision) -> PurgeFuture<'a>;
+}
 
 #[derive(Debug, Clone)]
 pub struct ScanSettings {
@@ -61,6 +83,7 @@ pub struct Scanner {
     runtime: Arc<Runtime>,
     bundled: Arc<Bundled>,
     locks: Arc<FileLocks>,
+    purger: Arc<dyn TombstonePurger>,
     settings: std::sync::RwLock<ScanSettings>,
     poke: Notify,
     /// Whether this node is the main (only the main creates measures).
@@ -77,12 +100,14 @@ impl Scanner {
         bundled: Arc<Bundled>,
         locks: Arc<FileLocks>,
         settings: ScanSettings,
+        purger: Arc<dyn TombstonePurger>,
     ) -> Scanner {
         Scanner {
             store,
             runtime,
             bundled,
             locks,
+            purger,
             settings: std::sync::RwLock::new(settings),
             poke: Notify::new(),
             main_check: std::sync::RwLock::new(Arc::new(|| true)),
@@ -183,8 +208,16 @@ impl Scanner {
             tombstone_retention: settings.tombstone_retention,
         });
         let mut new_measures = Vec::new();
-        for action in &report.actions {
+        let actions = std::mem::take(&mut report.actions);
+        for action in &actions {
             let key = action_key(action);
+            if let Action::PurgeTombstone(_) = action {
+                // The writer takes the file's lock itself.
+                if let Some(entry) = by_key.get(key) {
+                    self.purge(&entry.key, &entry.revision, &mut report).await;
+                }
+                continue;
+            }
             let Some(_guard) = self.locks.try_lock(key) else {
                 report.skipped_busy.push(key.clone());
                 continue;
@@ -205,13 +238,14 @@ impl Scanner {
                     self.runtime.resume(key, Origin::Peer);
                     Ok(())
                 }
-                Action::PurgeTombstone(key) => self.purge(key).await,
+                Action::PurgeTombstone(_) => Ok(()),
             };
             if let Err(message) = result {
                 self.runtime.set_error(key, message.clone());
                 report.failed.push((key.clone(), message));
             }
         }
+        report.actions = actions;
         self.refresh_claims(&entries);
         if is_main && !new_measures.is_empty() {
             let change = Change { measures: new_measures, ..Change::default() };
@@ -268,9 +302,17 @@ impl Scanner {
         Ok(())
     }
 
-    async fn purge(&self, key: &RuleKey) -> Result<(), String> {
-        let change = Change { purge_entries: vec![key.clone()], ..Change::default() };
-        self.store.commit(change).await.map_err(|e| format!("purging tombstone: {e}"))
+    async fn purge(&self, key: &RuleKey, revision: &Revision, report: &mut ScanReport) {
+        match self.purger.purge_tombstone(key, revision).await {
+            Ok(Purged::Purged) => {}
+            Ok(Purged::Moved) => tracing::debug!(rule = %key, "tombstone replaced before its purge; kept"),
+            Ok(Purged::Busy) => report.skipped_busy.push(key.clone()),
+            Err(e) => {
+                let message = format!("purging tombstone: {e}");
+                self.runtime.set_error(key, message.clone());
+                report.failed.push((key.clone(), message));
+            }
+        }
     }
 
     /// Makes sure every stored live entry has claims in the index (INACTIVE ones included).
@@ -295,3 +337,5 @@ fn action_key(action: &Action) -> &RuleKey {
     }
 }
 
+#[cfg(test)]
+mod tests;

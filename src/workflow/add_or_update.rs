@@ -143,7 +143,7 @@ impl Workflow {
                 return Outcome::new(ApplyStatus::PersistFailed, format!("{key} not persisted: {e}"));
             }
             self.set_claims(&key, &compiled, false);
-            let confirmed = self.peers.notify_committed(&key, &entry.revision).await;
+            let confirmed = self.peers.notify_committed(&entry, prior.last_revision.as_ref()).await;
             let note = super::replicas_note(self.peers.replicas_required(), confirmed);
             if let Some(argument) = faults::injected(faults::AFTER_PERSIST) {
                 self.runtime.set_error(&key, format!("local apply deferred ({argument}); the scan retries"));
@@ -180,7 +180,7 @@ impl Workflow {
         if let Some(argument) = faults::injected(faults::AFTER_PERSIST) {
             self.runtime.set_error(&key, format!("commit deferred ({argument}); the scan retries"));
             self.resume_cluster(&key).await;
-            self.peers.notify_committed(&key, &entry.revision).await;
+            self.peers.notify_committed(&entry, prior.last_revision.as_ref()).await;
             let outcome = Outcome::new(
                 ApplyStatus::CommitDeferred,
                 format!("{key} persisted; the local finishing step failed and the next scan retries"),
@@ -195,7 +195,7 @@ impl Workflow {
             BTreeSet::new(),
         );
         self.runtime.resume(&key, crate::runtime::Origin::SelfOrigin);
-        let note = self.announce(&key, &entry.revision).await;
+        let note = self.announce(&entry, &prior).await;
         self.runtime.reset_alarm_windows(&key, classification.alarm_reset());
         self.apply_phase(&apply_id, Phase::Applied);
         let layers = layer_step.changes.note();

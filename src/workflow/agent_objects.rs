@@ -3,7 +3,7 @@
 //!
 //! Under the object's lock: read the prior entry (a read failure is `storage_unavailable`),
 //! take the next revision from the clock, let [`AgentOp::edit`] decide, persist one synced
-//! [`Change`], then tell peers so they pull it now. A config's version is derived from that
+//! [`Change`], then tell peers (the notice carries the entry). A config's version is derived from that
 //! revision (`millis * 1000 + counter`, raised above the current version if need be): it grows
 //! with every content change, also across a delete and re-create of the same name, because the
 //! clock orders after the tombstone.
@@ -100,7 +100,7 @@ impl Workflow {
         };
         if let Err(e) = self
             .persist(Change {
-                entries: vec![entry],
+                entries: vec![entry.clone()],
                 ..Change::default()
             })
             .await
@@ -110,7 +110,7 @@ impl Workflow {
                 format!("{key} not persisted, nothing changed: {e}"),
             );
         }
-        let confirmed = self.peers.notify_committed(&key, &revision).await;
+        let confirmed = self.peers.notify_committed(&entry, prior.last_revision.as_ref()).await;
         let note = super::replicas_note(self.peers.replicas_required(), confirmed);
         Outcome::new(outcome_status, format!("{message}{note}"))
             .at(&revision)

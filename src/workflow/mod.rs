@@ -1,5 +1,6 @@
 //! The on-demand workflow: addOrUpdate, inactivate and delete. It is the only writer of rule
-//! entries; replicated entries from peers will go through the same write path.
+//! entries; replicated entries from peers go through the same write path (`apply_replicated`),
+//! and so does the purge of old tombstones the scan asks for (`purge_tombstone`).
 //!
 //! Every operation runs on the main under the file's lock, decides with the pure functions in
 //! `rules` (lifecycle, layers, classification, guardrail, ownership), and treats the synced store write
@@ -16,6 +17,7 @@ pub mod apply_status;
 pub mod faults;
 mod layers;
 pub mod peers;
+mod purge;
 mod remove;
 
 use std::collections::BTreeMap;
@@ -24,16 +26,20 @@ use std::time::Duration;
 
 use crate::bundled::Bundled;
 use crate::clock::{RevisionClock, now_ms};
-use crate::compiler::{Compiled, CompileError};
+use crate::compiler::{CompileError, Compiled};
 use crate::ids::{ContentHash, Revision, RuleKey};
 use crate::rules::classify::{Holder, Registered};
 use crate::rules::lifecycle::Row;
+use crate::rules::merge;
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::{FileGuard, FileLocks};
-use crate::runtime::{LoadedRule, LoaderKind, Origin, Runtime};
+use crate::runtime::{Origin, Runtime};
 use crate::status::{ApplyStatus, Outcome};
 use crate::store::{Change, EntryStatus, Measure, RuleEntry, Store};
 pub use apply_status::{Phase, StatusAnswer, StatusQuery};
+// The submodules compile through these (`super::compile_for`); the helpers live below the workflow.
+use crate::rules::compile::{compile_for, compile_new_for};
+use crate::runtime::loaded_rule;
 pub use peers::{NoPeers, Peers, SuspendVote};
 
 use apply_status::{ApplyLog, Durable};
@@ -266,15 +272,16 @@ impl Workflow {
 
     /// After the commit: tell peers and let them resume. Returns a note for the answer when
     /// `--commit-replicas` asks for confirmations.
-    async fn announce(&self, key: &RuleKey, revision: &Revision) -> String {
-        let confirmed = self.peers.notify_committed(key, revision).await;
-        self.peers.resume_all(key).await;
+    async fn announce(&self, entry: &RuleEntry, prior: &Prior) -> String {
+        let confirmed = self.peers.notify_committed(entry, prior.last_revision.as_ref()).await;
+        self.peers.resume_all(&entry.key).await;
         replicas_note(self.peers.replicas_required(), confirmed)
     }
 
-    /// Applies entries replicated from another node: the same single write path as operator
-    /// requests, by last-write-wins on the revision. Returns how many entries moved storage.
-    /// Runtime state follows on the next scan (callers poke it).
+    /// Applies entries replicated from another node (pulled, or carried by a commit notice):
+    /// the same single write path as operator requests, merged by [`merge::merge`]
+    /// (last-write-wins on the revision). Returns how many entries moved storage. Runtime state
+    /// follows on the next scan (callers poke it).
     pub async fn apply_replicated(&self, entries: Vec<RuleEntry>) -> Result<usize, String> {
         let mut applied = 0;
         for entry in entries {
@@ -284,7 +291,7 @@ impl Workflow {
             };
             let local = self.store.get_entry(&key).await.map_err(|e| format!("{key}: {e}"))?;
             self.clock.observe(&entry.revision);
-            if local.as_ref().is_some_and(|l| l.revision >= entry.revision) {
+            if !merge::merge(local.as_ref().map(version).as_ref(), &version(&entry)).writes() {
                 continue;
             }
             let compiled = if entry.is_live() && key.catalog.is_rule() {
@@ -313,30 +320,21 @@ impl Workflow {
     }
 }
 
+/// What the last-write-wins merge compares of an entry.
+pub fn version(entry: &RuleEntry) -> merge::Version {
+    merge::Version {
+        revision: entry.revision.clone(),
+        tombstone: entry.status == EntryStatus::Deleted,
+        content_hash: entry.content_hash.clone(),
+    }
+}
+
 /// The answer's note on peer confirmations (empty unless confirmations are required).
 pub fn replicas_note(required: usize, confirmed: usize) -> String {
     if required == 0 {
         return String::new();
     }
     format!("; held by {confirmed} peer(s), {required} required")
-}
-
-/// Compiles content already accepted (a stored entry, a bundled file, a prior version). Such content
-/// may declare nothing (SkyWalking bundles a comment-only file). Agent catalogs never compile.
-pub fn compile_for(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
-    let Some(dsl) = key.catalog.dsl() else {
-        return Err(CompileError { line: 0, column: 0, message: format!("{} is not a rule catalog", key.catalog) });
-    };
-    crate::compiler::compile_bundled(dsl, content)
-}
-
-/// Compiles an operator's new content: as [`compile_for`], except that a file that declares
-/// nothing (empty, comments only, a null document) is an error.
-pub fn compile_new_for(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
-    let Some(dsl) = key.catalog.dsl() else {
-        return Err(CompileError { line: 0, column: 0, message: format!("{} is not a rule catalog", key.catalog) });
-    };
-    crate::compiler::compile(dsl, content)
 }
 
 /// Compiles at most this many files at once off the async threads (at least 1; the number of
@@ -370,11 +368,6 @@ async fn on_blocking_pool(key: &RuleKey, content: &[u8], compile: CompileFn) -> 
         Ok(result) => result,
         Err(join_error) => Err(failed(format!("the compiler failed: {join_error}"))),
     }
-}
-
-/// A runtime record for compiled content.
-pub fn loaded_rule(compiled: Compiled, hash: ContentHash, revision: Option<Revision>, kind: LoaderKind) -> LoadedRule {
-    LoadedRule { compiled: Arc::new(compiled), content_hash: hash, revision, kind, loaded_at_ms: now_ms() }
 }
 
 #[cfg(test)]

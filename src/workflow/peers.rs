@@ -3,12 +3,10 @@
 //! A single node uses [`NoPeers`]: "this node is the main and has no peers" is the degenerate
 //! case of the cluster, and the workflow runs the same steps either way.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use crate::ids::{NodeId, Revision, RuleKey};
+use crate::store::RuleEntry;
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::BoxFuture;
 
 /// The collective answer to a Suspend broadcast.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,9 +21,10 @@ pub enum SuspendVote {
 pub trait Peers: Send + Sync + 'static {
     fn suspend_all<'a>(&'a self, key: &'a RuleKey) -> BoxFuture<'a, SuspendVote>;
     fn resume_all<'a>(&'a self, key: &'a RuleKey) -> BoxFuture<'a, ()>;
-    /// Tells peers a new entry revision is committed, so they pull it now instead of at the
-    /// next scan. Returns how many peers confirmed they hold it (see `replicas_required`).
-    fn notify_committed<'a>(&'a self, key: &'a RuleKey, revision: &'a Revision) -> BoxFuture<'a, usize>;
+    /// Tells peers `entry` is committed (carrying it, so they need not fetch it); `previous` is
+    /// the revision the key had before (tombstones included), so a peer can tell whether it
+    /// missed a write. Returns how many peers confirmed they hold it (see `replicas_required`).
+    fn notify_committed<'a>(&'a self, entry: &'a RuleEntry, previous: Option<&'a Revision>) -> BoxFuture<'a, usize>;
     /// How many peers must confirm a commit before the write is answered (`--commit-replicas`).
     fn replicas_required(&self) -> usize {
         0
@@ -44,7 +43,7 @@ impl Peers for NoPeers {
         Box::pin(async {})
     }
 
-    fn notify_committed<'a>(&'a self, _key: &'a RuleKey, _revision: &'a Revision) -> BoxFuture<'a, usize> {
+    fn notify_committed<'a>(&'a self, _entry: &'a RuleEntry, _previous: Option<&'a Revision>) -> BoxFuture<'a, usize> {
         Box::pin(async { 0 })
     }
 }

@@ -49,7 +49,7 @@ impl Workflow {
         if let Some(argument) = faults::injected(faults::TEARDOWN) {
             self.runtime.set_error(key, format!("teardown deferred ({argument}); the scan retries"));
             self.resume_cluster(key).await;
-            self.peers.notify_committed(key, &entry.revision).await;
+            self.peers.notify_committed(&entry, prior.last_revision.as_ref()).await;
             return Outcome::new(
                 ApplyStatus::TeardownDeferred,
                 format!("{key} is INACTIVE in storage; the local teardown failed and the next scan retries"),
@@ -58,7 +58,7 @@ impl Workflow {
         }
         self.runtime.unload(key);
         self.runtime.resume(key, Origin::SelfOrigin);
-        let note = self.announce(key, &entry.revision).await;
+        let note = self.announce(&entry, &prior).await;
         self.runtime.reset_alarm_windows(key, compiled.as_ref().map(all_names).unwrap_or_default());
         if static_tombstone {
             Outcome::new(ApplyStatus::StaticTombstoned, format!("bundled rule {key} tombstoned; its measures are kept{note}"))
@@ -85,7 +85,7 @@ impl Workflow {
                 }
                 self.runtime.claims.remove(key);
                 self.runtime.unload(key);
-                let confirmed = self.peers.notify_committed(key, &tombstone.revision).await;
+                let confirmed = self.peers.notify_committed(&tombstone, prior.last_revision.as_ref()).await;
                 let note = super::replicas_note(self.peers.replicas_required(), confirmed);
                 Outcome::new(ApplyStatus::Deleted, format!("{key} deleted; its backend measures are left in place{note}"))
                     .at(&tombstone.revision)
@@ -137,7 +137,7 @@ impl Workflow {
         self.runtime.claims.set(key, FileClaims::of(&compiled, false, true));
         self.runtime.install(key, loaded_rule(compiled, bundled.hash.clone(), None, LoaderKind::Bundled), BTreeSet::new());
         self.runtime.resume(key, Origin::SelfOrigin);
-        let note = self.announce(key, &tombstone.revision).await;
+        let note = self.announce(&tombstone, prior).await;
         self.runtime.reset_alarm_windows(key, reset);
         self.apply_phase(&apply_id, Phase::Applied);
         Outcome::new(ApplyStatus::RevertedToBundled, format!("{key} now runs its bundled file{note}"))

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::ids::{Catalog, RuleName};
-use crate::runtime::SuspendOrigin;
+use crate::runtime::{LoaderKind, SuspendOrigin};
 use crate::store::kv::MemKv;
 
 const RULE: &str = "\
@@ -44,9 +44,9 @@ impl Peers for RecordingPeers {
     fn resume_all<'a>(&'a self, key: &'a RuleKey) -> peers::BoxFuture<'a, ()> {
         Box::pin(async move { self.calls.lock().expect("calls").push(format!("resume {key}")) })
     }
-    fn notify_committed<'a>(&'a self, key: &'a RuleKey, _r: &'a Revision) -> peers::BoxFuture<'a, usize> {
+    fn notify_committed<'a>(&'a self, entry: &'a RuleEntry, _previous: Option<&'a Revision>) -> peers::BoxFuture<'a, usize> {
         Box::pin(async move {
-            self.calls.lock().expect("calls").push(format!("notify {key}"));
+            self.calls.lock().expect("calls").push(format!("notify {}", entry.key));
             0
         })
     }
@@ -313,4 +313,69 @@ async fn revisions_order_every_write_to_a_key() {
         last = Some(rev);
     }
     assert_eq!(seen.len(), 5);
+}
+
+#[tokio::test]
+async fn tombstones_are_purged_by_the_writer_only_while_they_are_the_stored_entry() {
+    use crate::scan::{Purged, TombstonePurger};
+    let f = fixture(&[]);
+    let k = otel("gone");
+    assert_eq!(status(f.workflow.add_or_update(push(&k, RULE)).await), ApplyStatus::StructuralApplied);
+    assert_eq!(status(f.workflow.inactivate(&k).await), ApplyStatus::Inactivated);
+    assert_eq!(status(f.workflow.delete(&k, false).await), ApplyStatus::Deleted);
+    let tombstone = f.store.get_entry(&k).await.expect("read").expect("tombstone");
+    assert_eq!(tombstone.status, EntryStatus::Deleted);
+
+    // A file being written is not waited for.
+    let guard = f.locks.try_lock(&k).expect("free");
+    assert_eq!(f.workflow.purge_tombstone(&k, &tombstone.revision).await, Ok(Purged::Busy));
+    drop(guard);
+
+    // A later write replaced the tombstone the scan saw: kept.
+    let replaced = RuleEntry {
+        content: RULE.as_bytes().to_vec(),
+        content_hash: ContentHash::of(RULE.as_bytes()),
+        status: EntryStatus::Active,
+        revision: Revision { millis: tombstone.revision.millis + 1, ..tombstone.revision.clone() },
+        ..tombstone.clone()
+    };
+    assert_eq!(f.workflow.apply_replicated(vec![replaced.clone()]).await, Ok(1));
+    assert_eq!(f.workflow.purge_tombstone(&k, &tombstone.revision).await, Ok(Purged::Moved));
+    assert_eq!(f.store.get_entry(&k).await.expect("read"), Some(replaced.clone()));
+
+    // The stored tombstone itself: purged.
+    let newer_tombstone = RuleEntry {
+        content: Vec::new(),
+        content_hash: ContentHash::of(b""),
+        status: EntryStatus::Deleted,
+        revision: Revision { millis: replaced.revision.millis + 1, ..replaced.revision.clone() },
+        ..replaced
+    };
+    assert_eq!(f.workflow.apply_replicated(vec![newer_tombstone.clone()]).await, Ok(1));
+    assert_eq!(f.workflow.purge_tombstone(&k, &newer_tombstone.revision).await, Ok(Purged::Purged));
+    assert_eq!(f.store.get_entry(&k).await.expect("read"), None);
+}
+
+#[tokio::test]
+async fn replicated_entries_merge_by_last_write_wins_tombstones_included() {
+    let f = fixture(&[]);
+    let k = otel("lww");
+    let at = |millis: u64, status: EntryStatus| {
+        let content = if status == EntryStatus::Deleted { Vec::new() } else { format!("{RULE}# {millis}\n").into_bytes() };
+        RuleEntry {
+            key: k.clone(),
+            content_hash: ContentHash::of(&content),
+            content,
+            status,
+            update_time_ms: millis,
+            revision: Revision { millis, counter: 0, node: crate::ids::NodeId("peer".into()) },
+        }
+    };
+    assert_eq!(f.workflow.apply_replicated(vec![at(20, EntryStatus::Active)]).await, Ok(1));
+    assert_eq!(f.workflow.apply_replicated(vec![at(10, EntryStatus::Deleted)]).await, Ok(0), "an older tombstone loses");
+    assert_eq!(f.workflow.apply_replicated(vec![at(20, EntryStatus::Active)]).await, Ok(0), "the same write is kept");
+    assert_eq!(f.workflow.apply_replicated(vec![at(30, EntryStatus::Deleted)]).await, Ok(1), "a newer tombstone wins");
+    assert_eq!(f.workflow.apply_replicated(vec![at(25, EntryStatus::Active)]).await, Ok(0), "an older live entry loses");
+    assert_eq!(f.store.get_entry(&k).await.expect("read"), Some(at(30, EntryStatus::Deleted)));
+    assert!(f.runtime.claims.get(&k).is_none(), "a tombstone claims nothing");
 }

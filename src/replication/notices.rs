@@ -1,0 +1,86 @@
+//! Taking a commit notice: the peer's side of "a healthy commit reaches a peer in one message".
+//!
+//! The decision is [`merge::on_notice`]; this module carries it out. A carried entry is applied
+//! through the workflow's single write path ([`Workflow::apply_replicated`]) and the scan is
+//! poked to load it. A notice that shows a gap (this node's revision for the key is not the one
+//! the notice says preceded the commit) also asks the sync worker to pull everything newer from
+//! the sender; a notice without its entry asks the sync worker to fetch that key and waits for
+//! it, bounded. The answer is `Ack` once this node holds the committed revision.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use crate::bus::messages::BusResponse;
+use crate::ids::{NodeId, Revision, RuleKey};
+use crate::rules::merge::{self, NoticePlan};
+use crate::scan::Scanner;
+use crate::store::{RuleEntry, Store};
+use crate::workflow::Workflow;
+
+use super::pulls::{PullQueue, PullRequest};
+
+/// One commit notice, as received.
+#[derive(Debug, Clone)]
+pub struct Notice {
+    pub key: RuleKey,
+    pub revision: Revision,
+    pub previous: Option<Revision>,
+    pub entry: Option<RuleEntry>,
+    pub sender: NodeId,
+}
+
+pub struct NoticeReceiver {
+    pub workflow: Arc<Workflow>,
+    pub store: Arc<Store>,
+    pub scanner: Arc<Scanner>,
+    pub pulls: PullQueue,
+    /// How long a notice without its entry waits for the pull.
+    pub pull_wait: Duration,
+}
+
+impl NoticeReceiver {
+    pub async fn receive(&self, notice: Notice) -> BusResponse {
+        let Notice { key, revision, previous, entry, sender } = notice;
+        if let Some(entry) = &entry
+            && (entry.key != key || entry.revision != revision)
+        {
+            return BusResponse::Error {
+                message: format!("notice for {key} at {revision} carries {} at {}", entry.key, entry.revision),
+            };
+        }
+        let stored = self.store.entry_meta(&key).map(|m| m.revision);
+        let plan = merge::on_notice(stored.as_ref(), previous.as_ref(), &revision, entry.is_some());
+        match (plan, entry) {
+            (NoticePlan::AlreadyHeld, _) => return BusResponse::Ack,
+            (NoticePlan::Apply | NoticePlan::ApplyThenSync, Some(entry)) => {
+                if let Err(message) = self.workflow.apply_replicated(vec![entry]).await {
+                    return BusResponse::Error { message };
+                }
+                self.scanner.poke();
+                if plan == NoticePlan::ApplyThenSync {
+                    tracing::info!(rule = %key, from = %sender, held = ?stored, follows = ?previous, "commit notice shows missed writes; syncing");
+                    self.pulls.request(PullRequest::Newer { from: sender });
+                }
+            }
+            (_, _) => {
+                let (done_tx, done_rx) = oneshot::channel();
+                if !self.pulls.request(PullRequest::Keys { from: sender, keys: vec![key.clone()], done: done_tx }) {
+                    return BusResponse::Error { message: format!("{key}: pull queue full; the periodic sync covers it") };
+                }
+                match tokio::time::timeout(self.pull_wait, done_rx).await {
+                    Ok(Ok(Ok(_))) => self.scanner.poke(),
+                    Ok(Ok(Err(message))) => return BusResponse::Error { message },
+                    Ok(Err(_)) => return BusResponse::Error { message: format!("{key}: the sync worker stopped") },
+                    Err(_) => return BusResponse::Error { message: format!("{key}: pull not done within {:?}", self.pull_wait) },
+                }
+            }
+        }
+        let held = self.store.entry_meta(&key).is_some_and(|m| m.revision >= revision);
+        if held { BusResponse::Ack } else { BusResponse::Error { message: format!("{key} at {revision} not held") } }
+    }
+}
+
+#[cfg(test)]
+mod tests;

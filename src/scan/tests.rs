@@ -1,0 +1,51 @@
+//! The scan on the in-memory store with the real writer: old tombstones are purged through the
+//! workflow, and only while they are still the stored entry.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::clock::RevisionClock;
+use crate::ids::{Catalog, ContentHash, NodeId, RuleName};
+use crate::store::kv::MemKv;
+use crate::workflow::{NoPeers, Workflow};
+
+fn tombstone(key: &RuleKey, millis: u64) -> RuleEntry {
+    RuleEntry {
+        key: key.clone(),
+        content: Vec::new(),
+        status: EntryStatus::Deleted,
+        update_time_ms: millis,
+        content_hash: ContentHash::of(b""),
+        revision: Revision { millis, counter: 0, node: NodeId("n1".into()) },
+    }
+}
+
+#[tokio::test]
+async fn tombstones_past_retention_are_purged_through_the_writer() {
+    let store = Arc::new(Store::open(Arc::new(MemKv::new())).expect("store"));
+    let runtime = Arc::new(Runtime::new());
+    let bundled = Arc::new(Bundled::empty());
+    let locks = Arc::new(FileLocks::default());
+    let clock = Arc::new(RevisionClock::new(NodeId("n1".into())));
+    let workflow = Arc::new(Workflow::new(store.clone(), runtime.clone(), bundled.clone(), clock, Arc::new(NoPeers), locks.clone()));
+    let settings = ScanSettings { tombstone_retention: Duration::from_secs(60), ..ScanSettings::default() };
+    let scanner = Scanner::new(store.clone(), runtime, bundled, locks.clone(), settings, workflow);
+    let old = RuleKey::new(Catalog::OtelRules, RuleName::parse("old").expect("name"));
+    let busy = RuleKey::new(Catalog::AgentGroups, RuleName::parse("busy").expect("name"));
+    let fresh = RuleKey::new(Catalog::OtelRules, RuleName::parse("fresh").expect("name"));
+    let entries = vec![tombstone(&old, 1), tombstone(&busy, 1), tombstone(&fresh, now_ms())];
+    store.commit(Change { entries, ..Change::default() }).await.expect("commit");
+
+    let guard = locks.try_lock(&busy).expect("free");
+    let report = scanner.run_once(true).await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert_eq!(report.skipped_busy, vec![busy.clone()], "a locked file waits for the next scan");
+    assert_eq!(store.get_entry(&old).await.expect("read"), None, "past retention: purged");
+    assert!(store.get_entry(&busy).await.expect("read").is_some());
+    assert!(store.get_entry(&fresh).await.expect("read").is_some(), "within retention: kept");
+
+    drop(guard);
+    scanner.run_once(true).await;
+    assert_eq!(store.get_entry(&busy).await.expect("read"), None, "purged once the file is free");
+}
