@@ -23,5 +23,6 @@ pub mod status;
 pub mod tls;
 pub mod store;
 pub mod workflow;
+pub mod worker;
 
 pub use hotrule_rule_compiler as compiler;

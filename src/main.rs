@@ -639,7 +639,7 @@ async fn cluster_wiring(cluster: &config::model::ClusterConfig, node: &config::N
             hotrule::bus::BusAuth::Insecure
         }
     };
-    let node_id = hotrule::ids::NodeId(node.node_id.clone().unwrap_or_else(|| cluster.admin_advertise.clone()));
+    let node_id = hotrule::node::resolve_node_id(node.node_id.as_deref(), &cluster.admin_advertise);
     let mut membership = hotrule::cluster::MembershipSettings::new(node_id, cluster.gossip_advertise);
     membership.gossip_listen_addr = cluster.gossip_listen;
     membership.seeds = cluster.seeds.clone();

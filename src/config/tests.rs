@@ -158,7 +158,7 @@ struct Recorder {
 }
 
 impl LiveSettings for Recorder {
-    fn apply(&self, config: &NodeConfig) -> Result<(), String> {
+    fn apply(&self, config: &NodeConfig) -> Result<(), reload::LiveError> {
         self.applied.lock().expect("applied").push(config.scan_interval);
         Ok(())
     }

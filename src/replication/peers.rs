@@ -7,16 +7,19 @@ use crate::bus::messages::{BusRequest, BusResponse, SuspendState};
 use crate::ids::{NodeId, Revision, RuleKey};
 use crate::workflow::peers::BoxFuture;
 use crate::workflow::{Peers, SuspendVote};
+use crate::worker::JobQueue;
 
 use super::Cluster;
 
 pub struct ClusterPeers {
     cluster: Arc<Cluster>,
+    /// Best-effort commit notices go out on the node's commit-notice worker.
+    notices: JobQueue,
 }
 
 impl ClusterPeers {
-    pub fn new(cluster: Arc<Cluster>) -> ClusterPeers {
-        ClusterPeers { cluster }
+    pub fn new(cluster: Arc<Cluster>, notices: JobQueue) -> ClusterPeers {
+        ClusterPeers { cluster, notices }
     }
 }
 
@@ -87,9 +90,9 @@ impl Peers for ClusterPeers {
             if required == 0 {
                 // Best effort and off the answer's path: peers also converge by gossip and scan.
                 let notices: Vec<_> = notices.collect();
-                tokio::spawn(async move {
+                self.notices.push(Box::pin(async move {
                     futures_join(notices.into_iter()).await;
-                });
+                }));
                 return 0;
             }
             futures_join(notices).await.into_iter().filter(|held| *held).count()

@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio_util::sync::CancellationToken;
 
 use crate::bus::messages::{BusRequest, BusResponse};
 use crate::cluster::keys::{Fact, digest_of};
@@ -23,6 +22,7 @@ use crate::ids::RuleKey;
 use crate::scan::Scanner;
 use crate::store::Store;
 use crate::workflow::Workflow;
+use crate::worker::{Worker, WorkerState};
 
 use super::Cluster;
 use super::handler::summaries;
@@ -137,41 +137,89 @@ impl Syncer {
     fn digest(&self) -> String {
         digest_of(&summaries(&self.store))
     }
+}
 
-    /// The worker: sync on every scan interval, on membership changes (a digest that differs
-    /// from the main's, a new main), and publish this node's digest after every commit.
-    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut store_changes = self.store.subscribe();
-        let mut view_changes = self.cluster.membership.view();
-        let mut published = String::new();
-        let mut published_scan = 0;
-        loop {
-            let digest = self.digest();
-            if digest != published {
-                if let Err(e) = self.cluster.membership.set_fact(Fact::Digest, digest.clone()).await {
-                    tracing::warn!(error = %e, "cannot publish the digest");
-                }
-                published = digest;
-            }
-            let last_scan = self.scanner.last_scan_ms();
-            if last_scan != published_scan {
-                let _ = self.cluster.membership.set_last_scan_ms(last_scan).await;
-                published_scan = last_scan;
-            }
-            // Until caught up, retry every second rather than every scan interval.
-            let interval = match self.catch_up.is_confirmed() {
-                true => self.scanner.settings().interval,
-                false => self.scanner.settings().interval.min(Duration::from_secs(1)),
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(interval) => { self.sync_once(None).await; }
-                Ok(()) = store_changes.changed() => {}
-                Ok(()) = view_changes.changed() => {
-                    view_changes.borrow_and_update();
-                    self.sync_once(Some(&published)).await;
-                }
-            }
+/// What woke the sync worker.
+enum SyncReason {
+    /// The interval passed: pull from every source.
+    Interval,
+    /// The membership changed: pull from the sources whose digest differs from ours.
+    ViewChanged,
+    /// A local commit: only the digest needs publishing.
+    StoreChanged,
+}
+
+/// The sync worker: syncs on every scan interval and on membership changes (a digest that
+/// differs from the main's, a new main), and publishes this node's digest after every commit.
+pub struct SyncWorker {
+    syncer: Arc<Syncer>,
+    store_changes: tokio::sync::watch::Receiver<u64>,
+    view_changes: tokio::sync::watch::Receiver<crate::cluster::ClusterView>,
+    published: String,
+    published_scan: u64,
+    pending: Option<SyncReason>,
+}
+
+impl SyncWorker {
+    pub fn new(syncer: Arc<Syncer>) -> SyncWorker {
+        SyncWorker {
+            store_changes: syncer.store.subscribe(),
+            view_changes: syncer.cluster.membership.view(),
+            syncer,
+            published: String::new(),
+            published_scan: 0,
+            pending: None,
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl Worker for SyncWorker {
+    fn name(&self) -> &'static str {
+        "sync"
+    }
+
+    async fn work(&mut self) -> WorkerState {
+        match self.pending.take() {
+            Some(SyncReason::Interval) => {
+                self.syncer.sync_once(None).await;
+            }
+            Some(SyncReason::ViewChanged) => {
+                self.syncer.sync_once(Some(&self.published)).await;
+            }
+            Some(SyncReason::StoreChanged) | None => {}
+        }
+        let digest = self.syncer.digest();
+        if digest != self.published {
+            if let Err(e) = self.syncer.cluster.membership.set_fact(Fact::Digest, digest.clone()).await {
+                tracing::warn!(error = %e, "cannot publish the digest");
+            }
+            self.published = digest;
+        }
+        let last_scan = self.syncer.scanner.last_scan_ms();
+        if last_scan != self.published_scan {
+            if let Err(e) = self.syncer.cluster.membership.set_last_scan_ms(last_scan).await {
+                tracing::debug!(error = %e, "cannot publish the last scan time");
+            }
+            self.published_scan = last_scan;
+        }
+        WorkerState::Idle
+    }
+
+    async fn wait_for_work(&mut self) -> WorkerState {
+        // Until caught up, retry every second rather than every scan interval.
+        let interval = match self.syncer.catch_up.is_confirmed() {
+            true => self.syncer.scanner.settings().interval,
+            false => self.syncer.scanner.settings().interval.min(Duration::from_secs(1)),
+        };
+        self.pending = Some(tokio::select! {
+            _ = tokio::time::sleep(interval) => SyncReason::Interval,
+            Ok(()) = self.store_changes.changed() => SyncReason::StoreChanged,
+            Ok(()) = self.view_changes.changed() => {
+                self.view_changes.borrow_and_update();
+                SyncReason::ViewChanged
+            }
+        });
+        WorkerState::Busy
     }
 }

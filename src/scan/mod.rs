@@ -17,17 +17,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
+use tokio::sync::{Notify, watch};
 
 use crate::bundled::Bundled;
 use crate::clock::now_ms;
+use crate::cluster::ClusterView;
 use crate::ids::RuleKey;
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::FileLocks;
 use crate::runtime::{LoaderKind, Origin, Runtime};
 use crate::store::{Change, EntryStatus, RuleEntry, Store};
 use crate::workflow::{compile_for, loaded_rule};
+use crate::worker::{Worker, WorkerState};
 use plan::{Action, LocalView, PlanInput};
 
 #[derive(Debug, Clone)]
@@ -63,8 +64,6 @@ pub struct Scanner {
     locks: Arc<FileLocks>,
     settings: std::sync::RwLock<ScanSettings>,
     poke: Notify,
-    /// Whether this node is the main (only the main creates measures).
-    main_check: std::sync::RwLock<Arc<dyn Fn() -> bool + Send + Sync>>,
     scans: AtomicU64,
     last_scan_ms: AtomicU64,
     storage_errors: AtomicU64,
@@ -85,7 +84,6 @@ impl Scanner {
             locks,
             settings: std::sync::RwLock::new(settings),
             poke: Notify::new(),
-            main_check: std::sync::RwLock::new(Arc::new(|| true)),
             scans: AtomicU64::new(0),
             last_scan_ms: AtomicU64::new(0),
             storage_errors: AtomicU64::new(0),
@@ -100,16 +98,6 @@ impl Scanner {
     pub fn update_settings(&self, settings: ScanSettings) {
         *self.settings.write().unwrap_or_else(|p| p.into_inner()) = settings;
         self.poke.notify_one();
-    }
-
-    /// Sets how the scan learns whether this node is the main (a lone node always is).
-    pub fn set_main_check(&self, check: Arc<dyn Fn() -> bool + Send + Sync>) {
-        *self.main_check.write().unwrap_or_else(|p| p.into_inner()) = check;
-    }
-
-    fn is_main(&self) -> bool {
-        let check = self.main_check.read().unwrap_or_else(|p| p.into_inner()).clone();
-        check()
     }
 
     /// Asks the worker to scan now instead of at the next tick.
@@ -127,22 +115,6 @@ impl Scanner {
 
     pub fn storage_error_count(&self) -> u64 {
         self.storage_errors.load(Ordering::SeqCst)
-    }
-
-    /// The worker: one scan per interval or poke, until `shutdown`.
-    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        loop {
-            let interval = self.settings().interval;
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(interval) => {}
-                _ = self.poke.notified() => {}
-            }
-            let report = self.run_once(self.is_main()).await;
-            if !report.actions.is_empty() || !report.failed.is_empty() {
-                tracing::info!(actions = ?report.actions, failed = ?report.failed, "scan applied changes");
-            }
-        }
     }
 
     /// One scan. `is_main` allows measure creation (create-if-absent).
@@ -292,6 +264,52 @@ impl Scanner {
 fn action_key(action: &Action) -> &RuleKey {
     match action {
         Action::LoadEntry(k) | Action::LoadBundled(k) | Action::Unload(k) | Action::SelfHeal(k) | Action::PurgeTombstone(k) => k,
+    }
+}
+
+/// The scan worker: one scan per interval or poke. It learns whether this node is the main
+/// (only the main creates measures) from the cluster view; a lone node always is.
+pub struct ScanWorker {
+    scanner: Arc<Scanner>,
+    view_rx: Option<watch::Receiver<ClusterView>>,
+}
+
+impl ScanWorker {
+    pub fn new(scanner: Arc<Scanner>, view_rx: Option<watch::Receiver<ClusterView>>) -> ScanWorker {
+        ScanWorker { scanner, view_rx }
+    }
+
+    fn is_main(&self) -> bool {
+        self.view_rx.as_ref().is_none_or(|view| view.borrow().is_main())
+    }
+}
+
+#[async_trait::async_trait]
+impl Worker for ScanWorker {
+    fn name(&self) -> &'static str {
+        "scan"
+    }
+
+    /// Boot has just scanned: the first scan waits for the interval or a poke.
+    fn initial_state(&self) -> WorkerState {
+        WorkerState::Idle
+    }
+
+    async fn work(&mut self) -> WorkerState {
+        let report = self.scanner.run_once(self.is_main()).await;
+        if !report.actions.is_empty() || !report.failed.is_empty() {
+            tracing::info!(actions = ?report.actions, failed = ?report.failed, "scan applied changes");
+        }
+        WorkerState::Idle
+    }
+
+    async fn wait_for_work(&mut self) -> WorkerState {
+        let interval = self.scanner.settings().interval;
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = self.scanner.poke.notified() => {}
+        }
+        WorkerState::Busy
     }
 }
 
