@@ -5,7 +5,8 @@
 //! The snapshot is cached and rebuilt only after the store reports a commit (`Store::subscribe`),
 //! so a heartbeat costs a version check, not a storage read. The version is read before the
 //! catalogs, so a commit racing the rebuild only causes one more rebuild later, never a stale
-//! snapshot kept for good.
+//! snapshot kept for good. The rebuild reads storage: async callers check
+//! [`AgentConfigSource::is_current`] and run a stale snapshot's rebuild on the blocking pool.
 
 use std::sync::{Arc, Mutex};
 
@@ -67,6 +68,15 @@ impl AgentConfigSource for StoreConfigSource {
         let snapshot = Arc::new(self.build()?);
         *cached = Some((version, Arc::clone(&snapshot)));
         Ok(snapshot)
+    }
+
+    fn is_current(&self) -> bool {
+        let version = *self.changes_rx.borrow();
+        // A rebuild in progress holds the lock: not current, the caller must not wait on it.
+        match self.cached.try_lock() {
+            Ok(cached) => cached.as_ref().is_some_and(|(at, _)| *at == version),
+            Err(_) => false,
+        }
     }
 }
 
