@@ -33,7 +33,7 @@ use crate::scan::{ScanReport, ScanSettings, ScanWorker, Scanner, boot};
 use crate::store::Store;
 use crate::store::kv::KvEngine;
 use crate::workflow::{NoPeers, Peers, Workflow};
-use crate::worker::{JobWorker, WorkerRunner};
+use crate::worker::{JobWorker, Worker, WorkerRunner};
 
 /// Sets the log filter of the running process (live log-level changes).
 pub type LogControl = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
@@ -398,6 +398,12 @@ impl RunningNode {
         }
         tracing::info!(node = %node_id, admin = %admin_addr, data = ?data_addr, data_tls = settings.agent_tls.is_some(), "serving");
         Ok(RunningNode { admin_addr, data_addr, state, boot_report, shutdown, servers, workers })
+    }
+
+    /// Starts one more worker on the node's runner: it stops with the node, and a panic in it
+    /// makes `/readyz` fail like one in the node's own workers.
+    pub fn spawn_worker(&mut self, worker: impl Worker) {
+        self.workers.spawn(worker);
     }
 
     /// Cancelling this token stops the node (servers and workers); [`RunningNode::shutdown`]
