@@ -111,25 +111,34 @@ impl Reloader {
 /// blocking pool.
 pub struct ReloadWorker {
     reloader: Arc<Reloader>,
-    changes_rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+    changes_rx: tokio::sync::mpsc::UnboundedReceiver<Trigger>,
     _watcher: Option<Watcher>,
     #[cfg(unix)]
     hangup: Option<tokio::signal::unix::Signal>,
-    pending: Option<String>,
+    pending: Option<Trigger>,
+}
+
+/// What woke the reload worker.
+enum Trigger {
+    /// Reload, for this reason.
+    Reload(String),
+    /// The file watch reported an error: logged, nothing reloaded.
+    WatchFailed(String),
 }
 
 impl ReloadWorker {
     /// Starts watching the configuration files (when `config.watch`) and listening for SIGHUP.
     pub fn new(reloader: Arc<Reloader>) -> ReloadWorker {
-        let (changes_tx, changes_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let (changes_tx, changes_rx) = tokio::sync::mpsc::unbounded_channel::<Trigger>();
         let loaded = reloader.state.current();
         let watcher = if loaded.config.watch && !loaded.watched_files.is_empty() {
             match Watcher::start(&loaded.watched_files, WatchOptions::default(), move |event| {
-                let reason = match event {
-                    WatchEvent::Changed { paths } => format!("file changed: {paths:?}"),
-                    WatchEvent::Failed(e) => format!("watch failed: {e}"),
+                let trigger = match event {
+                    WatchEvent::Changed { paths } => Trigger::Reload(format!("file changed: {paths:?}")),
+                    WatchEvent::Failed(e) => Trigger::WatchFailed(e.to_string()),
                 };
-                let _ = changes_tx.send(reason);
+                // Closed only when the worker is gone: nothing left to reload.
+                let _ = changes_tx.send(trigger);
             }) {
                 Ok(watcher) => Some(watcher),
                 Err(e) => {
@@ -158,11 +167,14 @@ impl Worker for ReloadWorker {
     }
 
     async fn work(&mut self) -> WorkerState {
-        let Some(reason) = self.pending.take() else { return WorkerState::Idle };
-        if reason.starts_with("watch failed") {
-            tracing::warn!(%reason, "configuration watch");
-            return WorkerState::Idle;
-        }
+        let reason = match self.pending.take() {
+            None => return WorkerState::Idle,
+            Some(Trigger::WatchFailed(error)) => {
+                tracing::warn!(%error, "configuration watch failed");
+                return WorkerState::Idle;
+            }
+            Some(Trigger::Reload(reason)) => reason,
+        };
         let reloader = self.reloader.clone();
         // The outcome is logged and recorded in the config state by `reload` itself.
         if let Err(e) = tokio::task::spawn_blocking(move || reloader.reload(&reason).map(|_| ())).await {
@@ -182,8 +194,8 @@ impl Worker for ReloadWorker {
         #[cfg(not(unix))]
         let sighup = std::future::pending::<Option<()>>();
         self.pending = tokio::select! {
-            _ = sighup => Some("SIGHUP".to_string()),
-            Some(reason) = self.changes_rx.recv() => Some(reason),
+            _ = sighup => Some(Trigger::Reload("SIGHUP".to_string())),
+            Some(trigger) = self.changes_rx.recv() => Some(trigger),
         };
         WorkerState::Busy
     }
