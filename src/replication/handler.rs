@@ -120,7 +120,7 @@ impl NodeBusHandler {
             return BusResponse::Error { message: format!("unknown sender {sender}") };
         };
         if let Err(e) = pull_keys(&self.cluster, &self.workflow, &from, vec![key.clone()]).await {
-            return BusResponse::Error { message: e };
+            return BusResponse::Error { message: e.to_string() };
         }
         self.scanner.poke();
         let held = self.store.entry_meta(&key).is_some_and(|m| m.revision >= revision);

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 use crate::bus::messages::{BusRequest, BusResponse};
 use crate::cluster::keys::{Fact, digest_of};
 use crate::cluster::view::Member;
-use crate::ids::RuleKey;
+use crate::bus::BusError;
+use crate::ids::{NodeId, RuleKey};
+use crate::workflow::error::ReplicatedError;
 use crate::scan::Scanner;
 use crate::store::Store;
 use crate::workflow::Workflow;
@@ -29,27 +31,42 @@ use super::handler::summaries;
 
 const FETCH_CHUNK: usize = 64;
 
+/// Why a pull from a peer stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("{peer} answered {answer} to a {request}")]
+    UnexpectedAnswer { peer: NodeId, request: &'static str, answer: &'static str },
+    #[error("{request} from {peer}: {source}")]
+    Bus { peer: NodeId, request: &'static str, source: BusError },
+    #[error("{0}")]
+    Apply(#[from] ReplicatedError),
+}
+
 /// Fetches `keys` from `from` and applies them through the workflow's replicated-write path.
-pub async fn pull_keys(cluster: &Cluster, workflow: &Workflow, from: &Member, keys: Vec<RuleKey>) -> Result<usize, String> {
+pub async fn pull_keys(cluster: &Cluster, workflow: &Workflow, from: &Member, keys: Vec<RuleKey>) -> Result<usize, SyncError> {
     let mut applied = 0;
     for chunk in keys.chunks(FETCH_CHUNK) {
         let request = BusRequest::FetchEntries { keys: chunk.to_vec() };
         match cluster.call(from, request, cluster.settings.sync_timeout).await {
             Ok(BusResponse::Entries { entries }) => applied += workflow.apply_replicated(entries).await?,
-            Ok(other) => return Err(format!("{} answered {} to a fetch", from.node_id, other.name())),
-            Err(e) => return Err(format!("fetching from {}: {e}", from.node_id)),
+            Ok(other) => {
+                return Err(SyncError::UnexpectedAnswer { peer: from.node_id.clone(), request: "fetch", answer: other.name() });
+            }
+            Err(source) => return Err(SyncError::Bus { peer: from.node_id.clone(), request: "fetch", source }),
         }
     }
     Ok(applied)
 }
 
 /// Pulls from `from` every entry it holds at a newer revision than this node.
-pub async fn pull_newer(cluster: &Cluster, store: &Store, workflow: &Workflow, from: &Member) -> Result<usize, String> {
+pub async fn pull_newer(cluster: &Cluster, store: &Store, workflow: &Workflow, from: &Member) -> Result<usize, SyncError> {
     let request = BusRequest::Digest { sender: cluster.self_id().clone() };
     let remote = match cluster.call(from, request, cluster.settings.sync_timeout).await {
         Ok(BusResponse::DigestReply { entries }) => entries,
-        Ok(other) => return Err(format!("{} answered {} to a digest", from.node_id, other.name())),
-        Err(e) => return Err(format!("digest from {}: {e}", from.node_id)),
+        Ok(other) => {
+            return Err(SyncError::UnexpectedAnswer { peer: from.node_id.clone(), request: "digest", answer: other.name() });
+        }
+        Err(source) => return Err(SyncError::Bus { peer: from.node_id.clone(), request: "digest", source }),
     };
     let local: BTreeMap<RuleKey, crate::ids::Revision> =
         store.with_entry_index(|index| index.iter().map(|(k, m)| (k.clone(), m.revision.clone())).collect());

@@ -48,6 +48,15 @@ impl Default for ScanSettings {
     }
 }
 
+/// Why one scan action failed (the scan goes on with the others and retries next time).
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("compile_failed: {0}")]
+    Compile(crate::compiler::CompileError),
+    #[error("purging tombstone: {0}")]
+    Purge(crate::store::StoreError),
+}
+
 /// What one scan did.
 #[derive(Debug, Default, Clone)]
 pub struct ScanReport {
@@ -179,7 +188,8 @@ impl Scanner {
                 }
                 Action::PurgeTombstone(key) => self.purge(key).await,
             };
-            if let Err(message) = result {
+            if let Err(error) = result {
+                let message = error.to_string();
                 self.runtime.set_error(key, message.clone());
                 report.failed.push((key.clone(), message));
             }
@@ -201,8 +211,8 @@ impl Scanner {
         entry: &RuleEntry,
         is_main: bool,
         new_measures: &mut Vec<crate::store::Measure>,
-    ) -> Result<(), String> {
-        let compiled = compile_for(&entry.key, &entry.content).map_err(|e| format!("compile_failed: {e}"))?;
+    ) -> Result<(), ScanError> {
+        let compiled = compile_for(&entry.key, &entry.content).map_err(ScanError::Compile)?;
         let reconciled = registry::reconcile(&self.store, &entry.key, &compiled, &entry.revision);
         if is_main {
             new_measures.extend(reconciled.to_create);
@@ -224,9 +234,9 @@ impl Scanner {
         key: &RuleKey,
         is_main: bool,
         new_measures: &mut Vec<crate::store::Measure>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ScanError> {
         let Some(bundled) = self.bundled.get(key) else { return Ok(()) };
-        let compiled = compile_for(key, &bundled.content).map_err(|e| format!("compile_failed: {e}"))?;
+        let compiled = compile_for(key, &bundled.content).map_err(ScanError::Compile)?;
         let reconciled = registry::reconcile(&self.store, key, &compiled, &crate::ids::Revision::zero());
         if is_main {
             new_measures.extend(reconciled.to_create);
@@ -240,9 +250,9 @@ impl Scanner {
         Ok(())
     }
 
-    async fn purge(&self, key: &RuleKey) -> Result<(), String> {
+    async fn purge(&self, key: &RuleKey) -> Result<(), ScanError> {
         let change = Change { purge_entries: vec![key.clone()], ..Change::default() };
-        self.store.commit(change).await.map_err(|e| format!("purging tombstone: {e}"))
+        self.store.commit(change).await.map_err(ScanError::Purge)
     }
 
     /// Makes sure every stored live entry has claims in the index (INACTIVE ones included).
