@@ -31,8 +31,8 @@ pub enum ManageError {
     GroupNotFound { name: String },
     #[error("{kind} {name:?} does not exist", kind = kind.label())]
     ConfigNotFound { kind: ConfigKind, name: String },
-    #[error("{what} {name:?} does not exist")]
-    NotFound { what: &'static str, name: String },
+    #[error("onetime command {name:?} does not exist")]
+    CommandNotFound { name: String },
     #[error("stored {what} {name:?} is unreadable: {reason}")]
     Corrupt {
         what: &'static str,
@@ -363,10 +363,7 @@ impl AgentOp {
                 )
             }
             AgentOp::DeleteCommand { name } => match prior {
-                None => Err(ManageError::NotFound {
-                    what: "onetime command",
-                    name: name.clone(),
-                }),
+                None => Err(ManageError::CommandNotFound { name: name.clone() }),
                 Some(_) => Ok(Edit::Remove {
                     message: format!("onetime command {name:?} deleted"),
                 }),

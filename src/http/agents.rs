@@ -253,7 +253,7 @@ pub async fn get_config(
         Ok(configs) => match configs.into_iter().find(|c| c.name == name) {
             Some(config) => axum::Json(json!(config)).into_response(),
             None => refuse(
-                ApplyStatus::RuleNotFound,
+                ApplyStatus::ConfigNotFound,
                 format!("{} {name:?} does not exist", kind.label()),
                 config_catalog(kind).as_str(),
                 &name,
@@ -287,7 +287,7 @@ pub async fn config_status(
     };
     let Some(config) = snapshot.config(kind, &name) else {
         return refuse(
-            ApplyStatus::RuleNotFound,
+            ApplyStatus::ConfigNotFound,
             format!("{} {name:?} does not exist", kind.label()),
             catalog,
             &name,
@@ -532,7 +532,7 @@ pub async fn show_agent(
         let message = format!(
             "no live node holds agent {instance_id:?} (unreachable nodes: {unreachable:?})"
         );
-        return refuse(ApplyStatus::RuleNotFound, message, "", &instance_id);
+        return refuse(ApplyStatus::AgentNotFound, message, "", &instance_id);
     };
     let Some(record) = record_of(&view) else {
         return refuse(

@@ -79,7 +79,7 @@ pub fn status_code(status: ApplyStatus) -> StatusCode {
         | InvalidSource | InvalidParameter | NoBundledTwin | LayerOrdinalOutOfRange | LayerNameInvalid
         | LayerNameConflict | LayerOrdinalCollision | LayerOverrideForbidden => StatusCode::BAD_REQUEST,
         Unauthorized => StatusCode::UNAUTHORIZED,
-        RuleNotFound => StatusCode::NOT_FOUND,
+        RuleNotFound | GroupNotFound | ConfigNotFound | CommandNotFound | AgentNotFound => StatusCode::NOT_FOUND,
         StorageChangeRequiresExplicitApproval | UpdateInProgress | RequiresInactivateFirst
         | RequiresRevertToBundled | DeleteRefused | OriginConflict | SplitBrainDetected | OwnershipConflict => {
             StatusCode::CONFLICT

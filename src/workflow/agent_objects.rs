@@ -31,9 +31,9 @@ pub fn manage_outcome(error: &ManageError) -> Outcome {
         ManageError::BadKey { .. } => ApplyStatus::InvalidName,
         ManageError::Content { .. } => ApplyStatus::CompileFailed,
         ManageError::DefaultGroupFixed => ApplyStatus::DeleteRefused,
-        ManageError::GroupNotFound { .. }
-        | ManageError::ConfigNotFound { .. }
-        | ManageError::NotFound { .. } => ApplyStatus::RuleNotFound,
+        ManageError::GroupNotFound { .. } => ApplyStatus::GroupNotFound,
+        ManageError::ConfigNotFound { .. } => ApplyStatus::ConfigNotFound,
+        ManageError::CommandNotFound { .. } => ApplyStatus::CommandNotFound,
         ManageError::Corrupt { .. } => ApplyStatus::ApplyFailed,
     };
     Outcome::new(status, error.to_string())
