@@ -146,7 +146,7 @@ mod tests {
             other => panic!("{other:?}"),
         };
         RuleEntry {
-            key: op.key().expect("key"),
+            key: op.key().expect("key").entry_key(),
             content_hash: ContentHash::of(&content),
             content,
             status: EntryStatus::Active,

@@ -47,9 +47,9 @@ async fn run_op(state: &Arc<AdminState>, op: AgentOp) -> Response {
         Ok(key) => key,
         Err(e) => return outcome_response(&manage_outcome(&e), "", ""),
     };
-    let (catalog, name) = (key.catalog.as_str(), key.name.as_str().to_string());
+    let (catalog, name) = (key.catalog().as_str(), key.name().to_string());
     let forwarded = forward_if_not_main(state, || ForwardOp::Agent {
-        key: key.clone(),
+        key: key.entry_key(),
         op: serde_json::to_vec(&op).unwrap_or_default(),
     })
     .await;
