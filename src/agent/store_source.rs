@@ -163,6 +163,7 @@ mod tests {
     async fn the_snapshot_follows_commits_and_agent_state_round_trips() {
         let store = Arc::new(Store::open(Arc::new(MemKv::new())).expect("open"));
         let source = StoreConfigSource::new(store.clone());
+        assert!(!source.is_current(), "nothing built yet: a caller must rebuild off the async threads");
         assert!(
             source
                 .snapshot()
@@ -170,6 +171,7 @@ mod tests {
                 .config(ConfigKind::Pipeline, "a")
                 .is_none()
         );
+        assert!(source.is_current(), "built and unchanged");
         let push = AgentOp::PushConfig {
             kind: ConfigKind::Pipeline,
             name: "a".into(),
@@ -184,7 +186,9 @@ mod tests {
             })
             .await
             .expect("commit");
+        assert!(!source.is_current(), "a commit makes the cached snapshot stale");
         let snapshot = source.snapshot().expect("snapshot");
+        assert!(source.is_current());
         assert_eq!(
             snapshot
                 .config(ConfigKind::Pipeline, "a")
