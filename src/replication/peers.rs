@@ -114,8 +114,10 @@ where
     let handles: Vec<_> = futures.map(tokio::spawn).collect();
     let mut out = Vec::with_capacity(handles.len());
     for handle in handles {
-        if let Ok(value) = handle.await {
-            out.push(value);
+        match handle.await {
+            Ok(value) => out.push(value),
+            // A panicked call counts as no answer; the panic itself is not swallowed.
+            Err(e) => tracing::error!(error = %e, "peer call task failed"),
         }
     }
     out
