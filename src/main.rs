@@ -516,8 +516,9 @@ fn init_tracing(filter: &str) -> LogControl {
     let fmt = tracing_subscriber::fmt::layer().with_target(false).with_ansi(ansi).with_writer(std::io::stderr);
     let _ = tracing_subscriber::registry().with(layer).with(fmt).try_init();
     Arc::new(move |level: &str| {
-        let filter = EnvFilter::try_new(level).map_err(|e| format!("log.level {level:?}: {e}"))?;
-        handle.reload(filter).map_err(|e| e.to_string())
+        let refused = |reason: String| hotrule::config::reload::LiveError::LogLevel { level: level.to_string(), reason };
+        let filter = EnvFilter::try_new(level).map_err(|e| refused(e.to_string()))?;
+        handle.reload(filter).map_err(|e| refused(e.to_string()))
     })
 }
 

@@ -36,7 +36,7 @@ use crate::workflow::{NoPeers, Peers, Workflow};
 use crate::worker::{JobWorker, Worker, WorkerRunner};
 
 /// Sets the log filter of the running process (live log-level changes).
-pub type LogControl = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+pub type LogControl = Arc<dyn Fn(&str) -> Result<(), LiveError> + Send + Sync>;
 
 /// A node's configuration machinery: where it was loaded from, and its state for `GET /config`.
 #[derive(Clone)]
@@ -122,8 +122,7 @@ struct NodeLive {
 impl LiveSettings for NodeLive {
     fn apply(&self, config: &NodeConfig) -> Result<(), LiveError> {
         if let Some(control) = &self.log_control {
-            control(&config.log_level)
-                .map_err(|reason| LiveError::LogLevel { level: config.log_level.clone(), reason })?;
+            control(&config.log_level)?;
         }
         self.scanner.update_settings(ScanSettings {
             interval: config.scan_interval,

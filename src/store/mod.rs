@@ -107,7 +107,7 @@ pub enum StoreError {
     #[error("value for {key} does not encode: {source}")]
     Encode { key: String, source: codec::CodecError },
     #[error("storage task failed: {0}")]
-    Task(String),
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// The typed management store.
@@ -312,7 +312,7 @@ async fn blocking<T: Send + 'static>(
     if Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread) {
         return tokio::task::block_in_place(work);
     }
-    tokio::task::spawn_blocking(work).await.map_err(|e| StoreError::Task(e.to_string()))?
+    tokio::task::spawn_blocking(work).await?
 }
 
 fn read_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
