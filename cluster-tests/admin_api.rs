@@ -426,3 +426,41 @@ async fn entries_survive_a_restart_on_rocksdb() {
     let body = node.client.get("/runtime/rule?catalog=otel-rules&name=vm").await.expect("get").body;
     assert_eq!(body.as_ref(), override_vm.as_bytes());
 }
+
+/// A worker whose first unit of work panics.
+struct PanicsAtOnce;
+
+#[async_trait::async_trait]
+impl hotrule::worker::Worker for PanicsAtOnce {
+    fn name(&self) -> &'static str {
+        "test-panicker"
+    }
+    async fn work(&mut self) -> hotrule::worker::WorkerState {
+        panic!("test worker broke on purpose")
+    }
+    async fn wait_for_work(&mut self) -> hotrule::worker::WorkerState {
+        hotrule::worker::WorkerState::Busy
+    }
+}
+
+#[tokio::test]
+async fn a_worker_that_panics_makes_readyz_fail_and_names_it() {
+    let (mut node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    let ready = node.client.get("/readyz").await.expect("readyz");
+    assert_eq!(ready.status.as_u16(), 200);
+    node.node.spawn_worker(PanicsAtOnce);
+    let client = &node.client;
+    wait_until(Duration::from_secs(5), "readyz to report the dead worker", || async {
+        client.get("/readyz").await.expect("readyz").status.as_u16() == 503
+    })
+    .await;
+    let body = node.client.get("/readyz").await.expect("readyz").json().expect("json");
+    assert_eq!(body["applyStatus"], "not_ready");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("test-panicker")), "{body}");
+    assert!(body["deadWorkers"]["test-panicker"].as_str().is_some_and(|m| m.contains("broke on purpose")), "{body}");
+    assert!(body["deadWorkers"].get("scan").is_none(), "only the dead worker is named: {body}");
+    // The other workers still run, and the node still stops within the bound.
+    let TestNode { node: running, client, kv } = node;
+    drop((client, kv));
+    tokio::time::timeout(Duration::from_secs(5), running.shutdown()).await.expect("shutdown within 5 s");
+}

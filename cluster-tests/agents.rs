@@ -337,8 +337,13 @@ async fn malformed_management_requests_are_refused_with_4xx() {
         409,
         "the default group cannot be deleted"
     );
+    // A missing agent object has its own status, not a rule's `not_found` (issue 11).
     let reply = admin.delete("/agent/groups/nope").await.expect("delete");
     assert_eq!(reply.status.as_u16(), 404);
+    assert_eq!(reply.json().expect("json")["applyStatus"], "group_not_found");
+    let reply = admin.delete("/agent/commands/nope").await.expect("delete");
+    assert_eq!(reply.status.as_u16(), 404);
+    assert_eq!(reply.json().expect("json")["applyStatus"], "command_not_found");
     let (code, body) = post(
         &admin,
         &with_query(
@@ -349,7 +354,7 @@ async fn malformed_management_requests_are_refused_with_4xx() {
     .await;
     assert_eq!(
         (code, body["applyStatus"].as_str()),
-        (404, Some("not_found")),
+        (404, Some("config_not_found")),
         "{body}"
     );
     let (code, _) = push(&admin, "ok", "a: 1\n").await;
@@ -361,7 +366,7 @@ async fn malformed_management_requests_are_refused_with_4xx() {
     .await;
     assert_eq!(
         (code, body["applyStatus"].as_str()),
-        (404, Some("not_found")),
+        (404, Some("group_not_found")),
         "{body}"
     );
     let (code, body) = post(&admin, "/agent/configs/pipeline/ok/apply").await;
@@ -684,7 +689,7 @@ async fn the_agent_cli_manages_groups_configs_and_shows_agents() {
     assert!(out.starts_with("stored agent-pipeline-configs/nginx"), "{out}");
     let (code, _, err) = run(&["agent-config", "apply", "--name", "nginx", "--group", "nope"]).await;
     assert_eq!(code, 1);
-    assert!(err.contains("404 not_found"), "{err}");
+    assert!(err.contains("404 group_not_found"), "{err}");
 
     phase(s, "an agent of web applies it; outsiders (IP outside the range, or no tag) do not get it");
     let mut agent = web_agent();

@@ -223,7 +223,17 @@ async fn a_healthy_commit_reaches_every_node_and_writes_anywhere_are_forwarded()
     let rows: Vec<_> = list["rules"].as_array().expect("rows").iter().filter(|r| r["name"] == "a").cloned().collect();
     assert_eq!(rows.len(), 3, "{list}");
     assert!(rows.iter().all(|r| r["converged"] == true), "{rows:?}");
-    cluster.shutdown().await;
+
+    phase(s, "every node is ready (no dead worker) and the cluster stops within a bound");
+    for i in 1..=3 {
+        let ready = cluster.node(i).client.get("/readyz").await.expect("readyz");
+        assert_eq!(ready.status.as_u16(), 200, "n{i}");
+        let workers = cluster.node(i).node.state.workers.all();
+        for name in ["scan", "agent-maintenance", "sync", "commit-notices"] {
+            assert_eq!(workers.get(name), Some(&hotrule::worker::WorkerStatus::Running), "n{i} {name}: {workers:?}");
+        }
+    }
+    tokio::time::timeout(Duration::from_secs(30), cluster.shutdown()).await.expect("3 nodes stop within 30 s");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,6 +24,7 @@ pub mod status;
 pub mod tls;
 pub mod store;
 pub mod workflow;
+pub mod worker;
 
 #[cfg(test)]
 mod import_direction;

@@ -607,8 +607,9 @@ fn init_tracing(filter: &str) -> LogControl {
     let fmt = tracing_subscriber::fmt::layer().with_target(false).with_ansi(ansi).with_writer(std::io::stderr);
     let _ = tracing_subscriber::registry().with(layer).with(fmt).try_init();
     Arc::new(move |level: &str| {
-        let filter = EnvFilter::try_new(level).map_err(|e| format!("log.level {level:?}: {e}"))?;
-        handle.reload(filter).map_err(|e| e.to_string())
+        let refused = |reason: String| hotrule::config::reload::LiveError::LogLevel { level: level.to_string(), reason };
+        let filter = EnvFilter::try_new(level).map_err(|e| refused(e.to_string()))?;
+        handle.reload(filter).map_err(|e| refused(e.to_string()))
     })
 }
 
@@ -730,7 +731,7 @@ async fn cluster_wiring(cluster: &config::model::ClusterConfig, node: &config::N
             hotrule::bus::BusAuth::Insecure
         }
     };
-    let node_id = hotrule::ids::NodeId(node.node_id.clone().unwrap_or_else(|| cluster.admin_advertise.clone()));
+    let node_id = hotrule::node::resolve_node_id(node.node_id.as_deref(), &cluster.admin_advertise);
     let mut membership = hotrule::cluster::MembershipSettings::new(node_id, cluster.gossip_advertise);
     membership.gossip_listen_addr = cluster.gossip_listen;
     membership.seeds = cluster.seeds.clone();

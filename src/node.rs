@@ -21,9 +21,10 @@ use crate::replication::handler::NodeBusHandler;
 use crate::replication::notices::NoticeReceiver;
 use crate::replication::pulls::PullQueue;
 use crate::replication::peers::ClusterPeers;
-use crate::replication::sync::Syncer;
+use crate::replication::sync::{SyncWorker, Syncer};
 use crate::replication::Cluster;
-use crate::config::reload::{LiveSettings, Reloader};
+use crate::agent::maintenance::MaintenanceWorker;
+use crate::config::reload::{LiveError, LiveSettings, ReloadWorker, Reloader};
 use crate::config::{ConfigSources, ConfigState, NodeConfig};
 use crate::clock::RevisionClock;
 use crate::http::{self, AdminState};
@@ -31,13 +32,14 @@ use crate::ids::NodeId;
 use crate::listen::{Limits, ListenLimits};
 use crate::runtime::Runtime;
 use crate::runtime::locks::FileLocks;
-use crate::scan::{ScanReport, ScanSettings, Scanner, boot};
+use crate::scan::{ScanReport, ScanSettings, ScanWorker, Scanner, boot};
 use crate::store::Store;
 use crate::store::kv::KvEngine;
 use crate::workflow::{NoPeers, Peers, Workflow};
+use crate::worker::{JobWorker, Worker, WorkerRunner};
 
 /// Sets the log filter of the running process (live log-level changes).
-pub type LogControl = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+pub type LogControl = Arc<dyn Fn(&str) -> Result<(), LiveError> + Send + Sync>;
 
 /// A node's configuration machinery: where it was loaded from, and its state for `GET /config`.
 #[derive(Clone)]
@@ -125,7 +127,7 @@ struct NodeLive {
 }
 
 impl LiveSettings for NodeLive {
-    fn apply(&self, config: &NodeConfig) -> Result<(), String> {
+    fn apply(&self, config: &NodeConfig) -> Result<(), LiveError> {
         if let Some(control) = &self.log_control {
             control(&config.log_level)?;
         }
@@ -195,6 +197,15 @@ pub struct Listeners {
     pub data: Option<TcpListener>,
 }
 
+/// How long [`RunningNode::shutdown`] waits for the workers before aborting them.
+pub const WORKER_SHUTDOWN_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The node's id: the configured one, else the address peers and operators reach it at (the
+/// advertised admin address in a cluster, the bound admin address alone).
+pub fn resolve_node_id(configured: Option<&str>, admin_advertise: &str) -> NodeId {
+    NodeId(configured.map(str::to_string).unwrap_or_else(|| admin_advertise.to_string()))
+}
+
 /// A running node. Drop order does not matter; call [`RunningNode::shutdown`] to stop cleanly.
 pub struct RunningNode {
     pub admin_addr: SocketAddr,
@@ -203,12 +214,16 @@ pub struct RunningNode {
     pub state: Arc<AdminState>,
     pub boot_report: ScanReport,
     shutdown: CancellationToken,
-    server: JoinHandle<()>,
-    data_server: Option<JoinHandle<()>>,
-    agent_task: JoinHandle<()>,
-    scanner_task: JoinHandle<()>,
-    reloader_task: Option<JoinHandle<()>>,
-    cluster_tasks: Vec<JoinHandle<()>>,
+    /// Admin, agent data and bus servers, in start order.
+    servers: Vec<(&'static str, JoinHandle<()>)>,
+    workers: WorkerRunner,
+}
+
+/// The cluster side of a node: membership, the bus client, and what still has to be served.
+struct ClusterParts {
+    cluster: Arc<Cluster>,
+    bus_server: Option<(TcpListener, crate::bus::BusGate)>,
+    memory_network: Option<crate::bus::MemNetwork>,
 }
 
 impl RunningNode {
@@ -249,6 +264,7 @@ impl RunningNode {
         RunningNode::start_full(settings, kv, listeners, None, Some(wiring)).await
     }
 
+    /// The script: listeners and identity, cluster, components, boot, workers, servers.
     async fn start_full(
         settings: NodeSettings,
         kv: Arc<dyn KvEngine>,
@@ -256,87 +272,39 @@ impl RunningNode {
         peers_override: Option<Arc<dyn Peers>>,
         wiring: Option<ClusterWiring>,
     ) -> Result<RunningNode, NodeError> {
-        let Listeners { admin: listener, data: data_listener } = listeners;
-        let admin_addr = listener.local_addr().map_err(NodeError::Listener)?;
+        // 1. Listeners and identity. The data listener is made TLS here, before anything is
+        //    spawned that an error would leave running.
+        let Listeners { admin: admin_listener, data: data_listener } = listeners;
+        let admin_addr = admin_listener.local_addr().map_err(NodeError::Listener)?;
         let data_addr = data_listener.as_ref().map(|l| l.local_addr()).transpose().map_err(NodeError::Listener)?;
-        // The data listener, made TLS here, before anything is spawned that an error would leave
-        // running.
-        let data_listener = match (data_listener, &settings.agent_tls) {
-            (None, _) => None,
-            (Some(tcp), None) => Some(DataListener::Plain(tcp)),
-            (Some(tcp), Some(files)) => {
-                let config = crate::tls::server_config(files, crate::tls::DEFAULT_RECHECK)?;
-                Some(DataListener::Tls(crate::tls::TlsListener::new(tcp, config).map_err(NodeError::Listener)?))
-            }
-        };
-        let node_id = NodeId(settings.node_id.clone().unwrap_or_else(|| match &wiring {
-            Some(w) => w.admin_advertise.clone(),
-            None => admin_addr.to_string(),
-        }));
+        let data_listener = data_listener_for(data_listener, &settings)?;
+        let advertise = wiring.as_ref().map_or_else(|| admin_addr.to_string(), |w| w.admin_advertise.clone());
+        let node_id = resolve_node_id(settings.node_id.as_deref(), &advertise);
+        let shutdown = CancellationToken::new();
+        let mut workers = WorkerRunner::new(shutdown.child_token());
 
-        // Membership and the bus first: the workflow's peers need them.
-        let mut bus_server = None;
-        let mut memory_network: Option<crate::bus::MemNetwork> = None;
+        // 2. Membership and the bus: the workflow's peers need them.
         let cluster = match wiring {
+            Some(wiring) => Some(connect_cluster(wiring, &node_id).await?),
             None => None,
-            Some(wiring) => {
-                let (bus, drop_switch, bus_advertise, bus_gate): (Arc<dyn crate::bus::BusClient>, _, String, _) = match wiring.bus {
-                    BusWiring::Http { listener, advertise, auth } => {
-                        let switch = crate::bus::DropSwitch::new();
-                        let gate = crate::bus::BusGate::new(auth.clone());
-                        let client = crate::bus::HttpBusClient::with_drop_switch(auth, switch.clone())
-                            .with_counters(gate.counters().clone());
-                        bus_server = Some((listener, gate.clone()));
-                        (Arc::new(client), Some(switch), advertise, gate)
-                    }
-                    BusWiring::Memory { network } => {
-                        let client = network.client(node_id.clone());
-                        let switch = client.drop_switch().clone();
-                        let gate = crate::bus::BusGate::new(network.auth().clone());
-                        bus_server = None;
-                        memory_network = Some(network);
-                        (Arc::new(client), Some(switch), node_id.0.clone(), gate)
-                    }
-                };
-                let mut membership_settings = wiring.membership;
-                membership_settings.node_id = node_id.clone();
-                membership_settings.initial_facts.push((Fact::AdminAddr, wiring.admin_advertise.clone()));
-                membership_settings.initial_facts.push((Fact::BusAddr, bus_advertise));
-                let membership = Membership::start(membership_settings, &wiring.gossip).await.map_err(NodeError::Cluster)?;
-                Some(Arc::new(Cluster { membership: Arc::new(membership), bus, drop_switch, bus_gate, settings: wiring.replication }))
-            }
         };
+        let (notice_worker, notices) = JobWorker::new("commit-notices");
         let peers: Arc<dyn Peers> = match (peers_override, &cluster) {
             (Some(peers), _) => peers,
-            (None, Some(cluster)) => Arc::new(ClusterPeers::new(cluster.clone())),
+            (None, Some(parts)) => Arc::new(ClusterPeers::new(parts.cluster.clone(), notices)),
             (None, None) => Arc::new(NoPeers),
         };
 
-        // Build.
+        // 3. Components, each from its own constructor.
         let store = Arc::new(Store::open(kv)?);
-        let bundled = Arc::new(match &settings.rules_dir {
-            Some(dir) => {
-                let (bundled, warnings) = Bundled::load(dir)?;
-                for warning in warnings {
-                    tracing::warn!(%warning, "bundled rule skipped");
-                }
-                tracing::info!(dir = %dir.display(), files = bundled.len(), "bundled rules read");
-                bundled
-            }
-            None => Bundled::empty(),
-        });
+        let bundled = Arc::new(load_bundled(&settings)?);
         let runtime = Arc::new(Runtime::new());
         let locks = Arc::new(FileLocks::default());
         let clock = Arc::new(RevisionClock::new(node_id.clone()));
-        let workflow = Arc::new(Workflow::new(
-            store.clone(),
-            runtime.clone(),
-            bundled.clone(),
-            clock.clone(),
-            peers,
-            locks.clone(),
-        )
-        .with_lock_timeout(settings.lock_timeout));
+        let workflow = Arc::new(
+            Workflow::new(store.clone(), runtime.clone(), bundled.clone(), clock.clone(), peers, locks.clone())
+                .with_lock_timeout(settings.lock_timeout),
+        );
         // The scan purges old tombstones through the one writer of entries.
         let scanner = Arc::new(Scanner::new(
             store.clone(),
@@ -346,10 +314,6 @@ impl RunningNode {
             settings.scan.clone(),
             workflow.clone(),
         ));
-        if let Some(cluster) = &cluster {
-            let membership = cluster.membership.clone();
-            scanner.set_main_check(Arc::new(move || membership.is_main()));
-        }
         let config_state = match &settings.config {
             Some(runtime) => runtime.state.clone(),
             None => Arc::new(ConfigState::new(crate::config::load(
@@ -364,8 +328,8 @@ impl RunningNode {
         // A clustered node serves agents configs only once its state is confirmed against the
         // cluster; a lone node is its own source of truth.
         let (catch_up, caught_up) = match &cluster {
-            Some(cluster) => {
-                let (catch_up, caught_up) = crate::replication::sync::CatchUp::new(cluster.settings.alone_after);
+            Some(parts) => {
+                let (catch_up, caught_up) = crate::replication::sync::CatchUp::new(parts.cluster.settings.alone_after);
                 (Some(catch_up), caught_up)
             }
             None => (None, tokio::sync::watch::channel(true).1),
@@ -376,139 +340,101 @@ impl RunningNode {
         );
         let state = Arc::new(AdminState {
             node_id: node_id.clone(),
-            workflow,
+            workflow: workflow.clone(),
             store: store.clone(),
-            runtime,
+            runtime: runtime.clone(),
             bundled,
             scanner: scanner.clone(),
             admin_token: std::sync::RwLock::new(settings.admin_token.clone()),
             ready: AtomicBool::new(false),
+            workers: workers.health(),
             config: config_state,
-            cluster: cluster.clone(),
+            cluster: cluster.as_ref().map(|parts| parts.cluster.clone()),
             list_cache: std::sync::Mutex::new(None),
             agents: agents.clone(),
         });
 
-        // Boot: one synchronous scan before the admin port serves anything.
+        // 4. Boot: one synchronous scan before the admin port serves anything.
         let boot_report = boot::boot(&scanner, &store, &clock).await;
-        tracing::info!(
-            node = %node_id,
-            actions = boot_report.actions.len(),
-            failed = boot_report.failed.len(),
-            "boot finished"
-        );
+        tracing::info!(node = %node_id, actions = boot_report.actions.len(), failed = boot_report.failed.len(), "boot finished");
         state.set_ready(true);
 
-        // Spawn workers, then the servers.
-        let shutdown = CancellationToken::new();
-        let mut cluster_tasks = Vec::new();
-        if let (Some(cluster), Some(catch_up)) = (&cluster, catch_up) {
+        // 5. Workers.
+        let mut servers = Vec::new();
+        workers.spawn(ScanWorker::new(scanner.clone(), cluster.as_ref().map(|parts| parts.cluster.membership.view())));
+        workers.spawn(MaintenanceWorker::new(agents.clone(), settings.agent_flush_interval));
+        if let Some(runtime) = &settings.config {
+            let live = Arc::new(NodeLive { scanner: scanner.clone(), state: state.clone(), log_control: runtime.log_control.clone() });
+            let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
+            workers.spawn(ReloadWorker::new(reloader));
+        }
+        if let (Some(parts), Some(catch_up)) = (cluster, catch_up) {
+            let ClusterParts { cluster, bus_server, memory_network } = parts;
+            workers.spawn(notice_worker);
             let (pulls, pull_requests_rx) = PullQueue::new();
-            let handler: Arc<dyn crate::bus::BusHandler> = Arc::new(NodeBusHandler {
-                cluster: cluster.clone(),
-                store: store.clone(),
-                runtime: state.runtime.clone(),
-                locks: locks.clone(),
-                notices: NoticeReceiver {
-                    workflow: state.workflow.clone(),
-                    store: store.clone(),
-                    scanner: scanner.clone(),
-                    pulls,
-                    pull_wait: cluster.settings.sync_timeout,
-                },
-                forwarded: Arc::new(http::ForwardedRequests::new(&state)),
-                // Weak: the bus (and the in-memory network) must not keep the node's state alive.
-                views: {
-                    let state = Arc::downgrade(&state);
-                    Arc::new(move |what| match state.upgrade() {
-                        Some(state) => http::node_view(&state, what),
-                        None => b"null".to_vec(),
-                    })
-                },
-            });
-            match (bus_server.take(), &memory_network) {
+            let syncer = Arc::new(Syncer { cluster: cluster.clone(), store: store.clone(), workflow, scanner: scanner.clone(), catch_up });
+            workers.spawn(SyncWorker::new(syncer, pull_requests_rx));
+
+            // 6a. The bus, then readiness in gossip.
+            let handler = bus_handler(&cluster, &state, &locks, pulls);
+            match (bus_server, &memory_network) {
                 (Some((listener, gate)), _) => {
                     let router = crate::bus::router_with_gate(handler, gate);
                     // The bus gate checks the declared length itself (after the MAC headers, and
                     // counted with its other refusals); the listener leaves that answer to it.
                     let limits = settings.limits.listener(settings.limits.bus_connections, u64::MAX);
-                    cluster_tasks.push(spawn_server(listener, router, limits, shutdown.clone(), "cluster bus"));
+                    servers.push(("cluster bus", spawn_server(listener, router, limits, shutdown.clone(), "cluster bus")));
                 }
                 (None, Some(network)) => network.register_with_gate(node_id.clone(), handler, cluster.bus_gate.clone()),
                 (None, None) => {}
             }
-            let syncer = Arc::new(Syncer {
-                cluster: cluster.clone(),
-                store: store.clone(),
-                workflow: state.workflow.clone(),
-                scanner: scanner.clone(),
-                catch_up,
-                pull_requests_rx: tokio::sync::Mutex::new(pull_requests_rx),
-            });
-            cluster_tasks.push(tokio::spawn(syncer.run(shutdown.clone())));
             if let Err(e) = cluster.membership.set_ready(true).await {
                 tracing::warn!(error = %e, "cannot publish readiness");
             }
         }
-        let scanner_task = tokio::spawn(scanner.clone().run(shutdown.clone()));
-        let agent_task = tokio::spawn(crate::agent::maintenance::run(
-            agents.clone(),
-            settings.agent_flush_interval,
-            shutdown.clone(),
-        ));
-        let reloader_task = settings.config.as_ref().map(|runtime| {
-            let live = Arc::new(NodeLive { scanner: scanner.clone(), state: state.clone(), log_control: runtime.log_control.clone() });
-            let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
-            tokio::spawn(reloader.run(shutdown.clone()))
-        });
+
+        // 6b. The admin and agent data servers.
         let admin_limits = settings.limits.listener(settings.limits.admin_connections, http::LARGEST_BODY_BYTES);
-        let server = spawn_server(listener, http::router(state.clone()), admin_limits, shutdown.clone(), "admin");
-        let data_server = data_listener.map(|listener| {
+        servers.push(("admin", spawn_server(admin_listener, http::router(state.clone()), admin_limits, shutdown.clone(), "admin")));
+        if let Some(listener) = data_listener {
             let app = crate::agent::router(agents.clone());
             // The agent routes refuse an oversized declared length themselves, before reading,
             // with the protocol's error body; the listener leaves that answer to them.
             let limits = settings.limits.listener(settings.limits.data_connections, u64::MAX);
-            match listener {
+            let server = match listener {
                 DataListener::Plain(tcp) => spawn_server(tcp, app, limits, shutdown.clone(), "agent data"),
                 DataListener::Tls(tls) => spawn_server(tls, app, limits, shutdown.clone(), "agent data"),
-            }
-        });
+            };
+            servers.push(("agent data", server));
+        }
         tracing::info!(node = %node_id, admin = %admin_addr, data = ?data_addr, data_tls = settings.agent_tls.is_some(), "serving");
-        Ok(RunningNode {
-            admin_addr,
-            data_addr,
-            state,
-            boot_report,
-            shutdown,
-            server,
-            data_server,
-            agent_task,
-            scanner_task,
-            reloader_task,
-            cluster_tasks,
-        })
+        Ok(RunningNode { admin_addr, data_addr, state, boot_report, shutdown, servers, workers })
     }
 
-    /// Waits until the node stops (it only stops through `shutdown`).
+    /// Starts one more worker on the node's runner: it stops with the node, and a panic in it
+    /// makes `/readyz` fail like one in the node's own workers.
+    pub fn spawn_worker(&mut self, worker: impl Worker) {
+        self.workers.spawn(worker);
+    }
+
+    /// Cancelling this token stops the node (servers and workers); [`RunningNode::shutdown`]
+    /// then waits for them.
     pub fn shutdown_token(&self) -> CancellationToken {
         self.shutdown.clone()
     }
 
-    /// Stops the server, then the workers (reverse of start).
+    /// Tears down in reverse: the servers, then the workers (bounded), then gossip.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
-        let _ = self.server.await;
-        if let Some(data_server) = self.data_server {
-            let _ = data_server.await;
+        for (name, server) in self.servers.into_iter().rev() {
+            if let Err(e) = server.await {
+                tracing::error!(server = name, error = %e, "server task failed");
+            }
         }
-        for task in self.cluster_tasks {
-            let _ = task.await;
+        let report = self.workers.shutdown(WORKER_SHUTDOWN_BOUND).await;
+        if !report.aborted.is_empty() {
+            tracing::error!(workers = ?report.aborted, "workers aborted at shutdown");
         }
-        if let Some(task) = self.reloader_task {
-            let _ = task.await;
-        }
-        let _ = self.scanner_task.await;
-        let _ = self.agent_task.await;
         // Gossip stops here whoever still holds the membership, so the node's gossip address
         // is free for a restart in the same process.
         if let Some(cluster) = &self.state.cluster
@@ -517,4 +443,87 @@ impl RunningNode {
             tracing::warn!(error = %e, "stopping gossip");
         }
     }
+}
+
+/// The agent data listener as configured: plain, TLS, or none.
+fn data_listener_for(listener: Option<TcpListener>, settings: &NodeSettings) -> Result<Option<DataListener>, NodeError> {
+    Ok(match (listener, &settings.agent_tls) {
+        (None, _) => None,
+        (Some(tcp), None) => Some(DataListener::Plain(tcp)),
+        (Some(tcp), Some(files)) => {
+            let config = crate::tls::server_config(files, crate::tls::DEFAULT_RECHECK)?;
+            Some(DataListener::Tls(crate::tls::TlsListener::new(tcp, config).map_err(NodeError::Listener)?))
+        }
+    })
+}
+
+/// The bundled rules of the rules dir, or none.
+fn load_bundled(settings: &NodeSettings) -> Result<Bundled, NodeError> {
+    let Some(dir) = &settings.rules_dir else { return Ok(Bundled::empty()) };
+    let (bundled, warnings) = Bundled::load(dir)?;
+    for warning in warnings {
+        tracing::warn!(%warning, "bundled rule skipped");
+    }
+    tracing::info!(dir = %dir.display(), files = bundled.len(), "bundled rules read");
+    Ok(bundled)
+}
+
+/// Joins the cluster: the bus client (HTTP or the in-memory twin) and gossip membership.
+async fn connect_cluster(wiring: ClusterWiring, node_id: &NodeId) -> Result<ClusterParts, NodeError> {
+    let mut bus_server = None;
+    let mut memory_network = None;
+    let (bus, drop_switch, bus_advertise, bus_gate): (Arc<dyn crate::bus::BusClient>, _, String, _) = match wiring.bus {
+        BusWiring::Http { listener, advertise, auth } => {
+            let switch = crate::bus::DropSwitch::new();
+            let gate = crate::bus::BusGate::new(auth.clone());
+            let client = crate::bus::HttpBusClient::with_drop_switch(auth, switch.clone()).with_counters(gate.counters().clone());
+            bus_server = Some((listener, gate.clone()));
+            (Arc::new(client), Some(switch), advertise, gate)
+        }
+        BusWiring::Memory { network } => {
+            let client = network.client(node_id.clone());
+            let switch = client.drop_switch().clone();
+            let gate = crate::bus::BusGate::new(network.auth().clone());
+            memory_network = Some(network);
+            (Arc::new(client), Some(switch), node_id.0.clone(), gate)
+        }
+    };
+    let mut membership_settings = wiring.membership;
+    membership_settings.node_id = node_id.clone();
+    membership_settings.initial_facts.push((Fact::AdminAddr, wiring.admin_advertise.clone()));
+    membership_settings.initial_facts.push((Fact::BusAddr, bus_advertise));
+    let membership = Membership::start(membership_settings, &wiring.gossip).await.map_err(NodeError::Cluster)?;
+    let cluster = Arc::new(Cluster { membership: Arc::new(membership), bus, drop_switch, bus_gate, settings: wiring.replication });
+    Ok(ClusterParts { cluster, bus_server, memory_network })
+}
+
+/// What this node answers on the bus.
+fn bus_handler(
+    cluster: &Arc<Cluster>,
+    state: &Arc<AdminState>,
+    locks: &Arc<FileLocks>,
+    pulls: PullQueue,
+) -> Arc<dyn crate::bus::BusHandler> {
+    Arc::new(NodeBusHandler {
+        cluster: cluster.clone(),
+        store: state.store.clone(),
+        runtime: state.runtime.clone(),
+        locks: locks.clone(),
+        notices: NoticeReceiver {
+            workflow: state.workflow.clone(),
+            store: state.store.clone(),
+            scanner: state.scanner.clone(),
+            pulls,
+            pull_wait: cluster.settings.sync_timeout,
+        },
+        forwarded: Arc::new(http::ForwardedRequests::new(state)),
+        // Weak: the bus (and the in-memory network) must not keep the node's state alive.
+        views: {
+            let state = Arc::downgrade(state);
+            Arc::new(move |what| match state.upgrade() {
+                Some(state) => http::node_view(&state, what),
+                None => b"null".to_vec(),
+            })
+        },
+    })
 }

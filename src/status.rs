@@ -39,6 +39,11 @@ pub enum ApplyStatus {
     Unauthorized,
     // 404 for single-rule reads
     RuleNotFound,
+    // 404 for agent objects (groups, configs, onetime commands) and agents
+    GroupNotFound,
+    ConfigNotFound,
+    CommandNotFound,
+    AgentNotFound,
     // 409
     StorageChangeRequiresExplicitApproval,
     UpdateInProgress,
@@ -82,6 +87,10 @@ impl ApplyStatus {
             Deleted => "deleted",
             RevertedToBundled => "reverted_to_bundled",
             NotFound | RuleNotFound => "not_found",
+            GroupNotFound => "group_not_found",
+            ConfigNotFound => "config_not_found",
+            CommandNotFound => "command_not_found",
+            AgentNotFound => "agent_not_found",
             CompileFailed => "compile_failed",
             EmptyBody => "empty_body",
             MissingCatalog => "missing_catalog",

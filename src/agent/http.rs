@@ -84,17 +84,23 @@ async fn serve(service: Arc<AgentService>, route: Route, request: Request) -> Re
     };
     match route {
         Route::Heartbeat => match proto::HeartbeatRequest::decode(bytes) {
-            Ok(request) => match service.heartbeat(&request) {
-                Ok(response) => protobuf(StatusCode::OK, &response),
-                Err(e) => error_response(route, request.request_id, &e),
-            },
+            Ok(request) => {
+                let request_id = request.request_id.clone();
+                match service.off_async(move |service| service.heartbeat(&request)).await.unwrap_or_else(shutting_down) {
+                    Ok(response) => protobuf(StatusCode::OK, &response),
+                    Err(e) => error_response(route, request_id, &e),
+                }
+            }
             Err(e) => error_response(route, Vec::new(), &malformed("HeartbeatRequest", e)),
         },
         Route::Fetch => match proto::FetchConfigRequest::decode(bytes) {
-            Ok(request) => match service.fetch_config(&request) {
-                Ok(response) => protobuf(StatusCode::OK, &response),
-                Err(e) => error_response(route, request.request_id, &e),
-            },
+            Ok(request) => {
+                let request_id = request.request_id.clone();
+                match service.off_async(move |service| service.fetch_config(&request)).await.unwrap_or_else(shutting_down) {
+                    Ok(response) => protobuf(StatusCode::OK, &response),
+                    Err(e) => error_response(route, request_id, &e),
+                }
+            }
             Err(e) => error_response(route, Vec::new(), &malformed("FetchConfigRequest", e)),
         },
         Route::ReportStatus => match proto::ReportStatusRequest::decode(bytes) {
@@ -105,6 +111,11 @@ async fn serve(service: Arc<AgentService>, route: Route, request: Request) -> Re
             Err(e) => error_response(route, Vec::new(), &malformed("ReportStatusRequest", e)),
         },
     }
+}
+
+/// The answer when a call could not run because the node is shutting down.
+fn shutting_down<T>() -> Result<T, ProtocolError> {
+    Err(ProtocolError::ServerBusy { reason: "the node is shutting down".to_string() })
 }
 
 fn malformed(message: &'static str, error: prost::DecodeError) -> ProtocolError {

@@ -5,9 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
 use super::service::AgentService;
+use crate::worker::{Worker, WorkerState};
 
 /// How often agent state is flushed by default.
 pub fn default_flush_interval() -> Duration {
@@ -31,13 +30,39 @@ async fn maintain_once(service: &Arc<AgentService>) {
     }
 }
 
-pub async fn run(service: Arc<AgentService>, interval: Duration, shutdown: CancellationToken) {
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(interval) => {}
-        }
-        maintain_once(&service).await;
+/// The agent maintenance worker: maintains every interval, and once more on shutdown.
+pub struct MaintenanceWorker {
+    service: Arc<AgentService>,
+    interval: Duration,
+}
+
+impl MaintenanceWorker {
+    pub fn new(service: Arc<AgentService>, interval: Duration) -> MaintenanceWorker {
+        MaintenanceWorker { service, interval }
     }
-    maintain_once(&service).await;
+}
+
+#[async_trait::async_trait]
+impl Worker for MaintenanceWorker {
+    fn name(&self) -> &'static str {
+        "agent-maintenance"
+    }
+
+    fn initial_state(&self) -> WorkerState {
+        WorkerState::Idle
+    }
+
+    async fn work(&mut self) -> WorkerState {
+        maintain_once(&self.service).await;
+        WorkerState::Idle
+    }
+
+    async fn wait_for_work(&mut self) -> WorkerState {
+        tokio::time::sleep(self.interval).await;
+        WorkerState::Busy
+    }
+
+    async fn finish(&mut self) {
+        maintain_once(&self.service).await;
+    }
 }

@@ -31,8 +31,8 @@ pub enum ManageError {
     GroupNotFound { name: String },
     #[error("{kind} {name:?} does not exist", kind = kind.label())]
     ConfigNotFound { kind: ConfigKind, name: String },
-    #[error("{what} {name:?} does not exist")]
-    NotFound { what: &'static str, name: String },
+    #[error("onetime command {name:?} does not exist")]
+    CommandNotFound { name: String },
     #[error("stored {what} {name:?} is unreadable: {reason}")]
     Corrupt {
         what: &'static str,
@@ -105,13 +105,66 @@ pub fn config_catalog(kind: ConfigKind) -> Catalog {
     }
 }
 
-/// The storage key of an agent object.
-pub fn object_key(catalog: Catalog, name: &str) -> Result<RuleKey, ManageError> {
-    let name = RuleName::parse(name).map_err(|e| ManageError::BadKey {
-        name: name.to_string(),
-        reason: e.to_string(),
-    })?;
-    Ok(RuleKey::new(catalog, name))
+/// What kind of agent object a key names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AgentObjectKind {
+    Group,
+    Config(ConfigKind),
+    Command,
+}
+
+impl AgentObjectKind {
+    /// The agent catalog objects of this kind are stored in.
+    pub fn catalog(self) -> Catalog {
+        match self {
+            AgentObjectKind::Group => Catalog::AgentGroups,
+            AgentObjectKind::Config(kind) => config_catalog(kind),
+            AgentObjectKind::Command => Catalog::AgentCommands,
+        }
+    }
+}
+
+/// The key of an agent object (group, config, onetime command): only ever one of the agent
+/// catalogs, so it cannot be mistaken for a rule file's key. Storage and the per-file locks are
+/// keyed by [`AgentObjectKey::entry_key`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AgentObjectKey {
+    kind: AgentObjectKind,
+    name: RuleName,
+}
+
+impl AgentObjectKey {
+    /// The key of the object `name` of `kind`; the name must be a valid entry name.
+    pub fn new(kind: AgentObjectKind, name: &str) -> Result<AgentObjectKey, ManageError> {
+        let name = RuleName::parse(name).map_err(|e| ManageError::BadKey {
+            name: name.to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(AgentObjectKey { kind, name })
+    }
+
+    pub fn kind(&self) -> AgentObjectKind {
+        self.kind
+    }
+
+    pub fn catalog(&self) -> Catalog {
+        self.kind.catalog()
+    }
+
+    pub fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// The entry key the object is stored (and locked) under.
+    pub fn entry_key(&self) -> RuleKey {
+        RuleKey::new(self.catalog(), self.name.clone())
+    }
+}
+
+impl std::fmt::Display for AgentObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.catalog(), self.name.as_str())
+    }
 }
 
 /// Parses a config kind as the API spells it.
@@ -175,16 +228,16 @@ fn check_content(name: &str, content: &str, format: ContentFormat) -> Result<(),
 
 impl AgentOp {
     /// The object this operation writes.
-    pub fn key(&self) -> Result<RuleKey, ManageError> {
+    pub fn key(&self) -> Result<AgentObjectKey, ManageError> {
         match self {
-            AgentOp::PutGroup { group } => object_key(Catalog::AgentGroups, &group.name),
-            AgentOp::DeleteGroup { name } => object_key(Catalog::AgentGroups, name),
+            AgentOp::PutGroup { group } => AgentObjectKey::new(AgentObjectKind::Group, &group.name),
+            AgentOp::DeleteGroup { name } => AgentObjectKey::new(AgentObjectKind::Group, name),
             AgentOp::PushConfig { kind, name, .. }
             | AgentOp::DeleteConfig { kind, name }
             | AgentOp::ApplyConfig { kind, name, .. }
-            | AgentOp::RemoveConfig { kind, name, .. } => object_key(config_catalog(*kind), name),
-            AgentOp::PutCommand { command } => object_key(Catalog::AgentCommands, &command.name),
-            AgentOp::DeleteCommand { name } => object_key(Catalog::AgentCommands, name),
+            | AgentOp::RemoveConfig { kind, name, .. } => AgentObjectKey::new(AgentObjectKind::Config(*kind), name),
+            AgentOp::PutCommand { command } => AgentObjectKey::new(AgentObjectKind::Command, &command.name),
+            AgentOp::DeleteCommand { name } => AgentObjectKey::new(AgentObjectKind::Command, name),
         }
     }
 
@@ -363,10 +416,7 @@ impl AgentOp {
                 )
             }
             AgentOp::DeleteCommand { name } => match prior {
-                None => Err(ManageError::NotFound {
-                    what: "onetime command",
-                    name: name.clone(),
-                }),
+                None => Err(ManageError::CommandNotFound { name: name.clone() }),
                 Some(_) => Ok(Edit::Remove {
                     message: format!("onetime command {name:?} deleted"),
                 }),
@@ -549,6 +599,9 @@ mod tests {
         let back: AgentOp =
             serde_json::from_slice(&serde_json::to_vec(&op).expect("json")).expect("back");
         assert_eq!(back, op);
-        assert_eq!(op.key().expect("key").to_string(), "agent-groups/web");
+        let key = op.key().expect("key");
+        assert_eq!(key.to_string(), "agent-groups/web");
+        assert_eq!(key.kind(), AgentObjectKind::Group);
+        assert_eq!(key.entry_key().to_string(), "agent-groups/web");
     }
 }

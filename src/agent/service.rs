@@ -161,6 +161,24 @@ impl AgentService {
         self.source.snapshot()
     }
 
+    /// Runs `call` (a heartbeat, a fetch, a management view) from an async thread: inline when
+    /// the snapshot is cached, on the blocking pool when it must be rebuilt from storage. None:
+    /// the runtime is shutting down and the call never ran.
+    pub async fn off_async<T: Send + 'static>(
+        self: &Arc<Self>,
+        call: impl FnOnce(&AgentService) -> T + Send + 'static,
+    ) -> Option<T> {
+        if self.source.is_current() {
+            return Some(call(self));
+        }
+        let service = Arc::clone(self);
+        match tokio::task::spawn_blocking(move || call(&service)).await {
+            Ok(value) => Some(value),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => None,
+        }
+    }
+
     fn snapshot(&self) -> Result<Arc<ConfigSnapshot>, ProtocolError> {
         self.source
             .snapshot()

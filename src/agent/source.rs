@@ -38,6 +38,12 @@ pub trait AgentConfigSource: Send + Sync {
     /// The current desired state. Called on every heartbeat and fetch, so implementations keep the
     /// last snapshot and rebuild it only after a change.
     fn snapshot(&self) -> Result<Arc<ConfigSnapshot>, SourceError>;
+
+    /// Whether [`AgentConfigSource::snapshot`] would answer from its cache, without reading
+    /// storage. Callers on async threads run a rebuild on the blocking pool.
+    fn is_current(&self) -> bool {
+        true
+    }
 }
 
 /// The desired state in memory: for tests, the simulated fleet, and as the model of what a

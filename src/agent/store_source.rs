@@ -5,7 +5,8 @@
 //! The snapshot is cached and rebuilt only after the store reports a commit (`Store::subscribe`),
 //! so a heartbeat costs a version check, not a storage read. The version is read before the
 //! catalogs, so a commit racing the rebuild only causes one more rebuild later, never a stale
-//! snapshot kept for good.
+//! snapshot kept for good. The rebuild reads storage: async callers check
+//! [`AgentConfigSource::is_current`] and run a stale snapshot's rebuild on the blocking pool.
 
 use std::sync::{Arc, Mutex};
 
@@ -67,6 +68,15 @@ impl AgentConfigSource for StoreConfigSource {
         let snapshot = Arc::new(self.build()?);
         *cached = Some((version, Arc::clone(&snapshot)));
         Ok(snapshot)
+    }
+
+    fn is_current(&self) -> bool {
+        let version = *self.changes_rx.borrow();
+        // A rebuild in progress holds the lock: not current, the caller must not wait on it.
+        match self.cached.try_lock() {
+            Ok(cached) => cached.as_ref().is_some_and(|(at, _)| *at == version),
+            Err(_) => false,
+        }
     }
 }
 
@@ -136,7 +146,7 @@ mod tests {
             other => panic!("{other:?}"),
         };
         RuleEntry {
-            key: op.key().expect("key"),
+            key: op.key().expect("key").entry_key(),
             content_hash: ContentHash::of(&content),
             content,
             status: EntryStatus::Active,
@@ -153,6 +163,7 @@ mod tests {
     async fn the_snapshot_follows_commits_and_agent_state_round_trips() {
         let store = Arc::new(Store::open(Arc::new(MemKv::new())).expect("open"));
         let source = StoreConfigSource::new(store.clone());
+        assert!(!source.is_current(), "nothing built yet: a caller must rebuild off the async threads");
         assert!(
             source
                 .snapshot()
@@ -160,6 +171,7 @@ mod tests {
                 .config(ConfigKind::Pipeline, "a")
                 .is_none()
         );
+        assert!(source.is_current(), "built and unchanged");
         let push = AgentOp::PushConfig {
             kind: ConfigKind::Pipeline,
             name: "a".into(),
@@ -174,7 +186,9 @@ mod tests {
             })
             .await
             .expect("commit");
+        assert!(!source.is_current(), "a commit makes the cached snapshot stale");
         let snapshot = source.snapshot().expect("snapshot");
+        assert!(source.is_current());
         assert_eq!(
             snapshot
                 .config(ConfigKind::Pipeline, "a")

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use hotrule_confmap::{Env, WatchEvent, WatchOptions, Watcher};
-use tokio_util::sync::CancellationToken;
 
 use super::model::{AgentsConfig, NodeConfig};
 use crate::agent::AgentServiceSettings;
 use super::{ConfigSources, ConfigState, load};
+use crate::worker::{Worker, WorkerState};
 
 /// What changed between two configs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -47,9 +47,25 @@ pub fn diff(old: &NodeConfig, new: &NodeConfig) -> Delta {
     delta
 }
 
+/// Why the live settings of a reloaded configuration could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("log.level {level:?}: {reason}")]
+    LogLevel { level: String, reason: String },
+}
+
+/// Why a reload was rejected (the node keeps its previous configuration).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("{0}")]
+    Load(#[from] super::ConfigErrors),
+    #[error("{0}")]
+    Apply(#[from] LiveError),
+}
+
 /// The node-side effect of a reload: applies the live settings of a new config.
 pub trait LiveSettings: Send + Sync + 'static {
-    fn apply(&self, config: &NodeConfig) -> Result<(), String>;
+    fn apply(&self, config: &NodeConfig) -> Result<(), LiveError>;
 }
 
 pub struct Reloader {
@@ -65,20 +81,21 @@ impl Reloader {
     }
 
     /// One reload. On success the live settings are applied; on failure nothing changes.
-    pub fn reload(&self, reason: &str) -> Result<Delta, String> {
+    /// It may block (an `http` source): the worker runs it off the async threads.
+    pub fn reload(&self, reason: &str) -> Result<Delta, ReloadError> {
         let loaded = match load(&self.sources, self.env.clone()) {
             Ok(loaded) => loaded,
             Err(e) => {
                 tracing::error!(%reason, error = %e, "configuration reload rejected; still running on the previous configuration");
                 self.state.reject(e.to_string());
-                return Err(e.to_string());
+                return Err(e.into());
             }
         };
         let delta = diff(&self.state.current().config, &loaded.config);
         if let Err(e) = self.live.apply(&loaded.config) {
             tracing::error!(%reason, error = %e, "applying the reloaded configuration failed; still running on the previous configuration");
-            self.state.reject(e.clone());
-            return Err(e);
+            self.state.reject(e.to_string());
+            return Err(e.into());
         }
         for key in &delta.restart {
             tracing::warn!(key, "configuration change needs a restart to take effect");
@@ -88,18 +105,41 @@ impl Reloader {
         Ok(delta)
     }
 
-    /// The worker: reloads on SIGHUP, and on a change of a watched file when `config.watch`.
-    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        let (changes_tx, mut changes_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let loaded = self.state.current();
-        let _watcher = if loaded.config.watch && !loaded.watched_files.is_empty() {
-            let tx = changes_tx.clone();
+}
+
+/// The reload worker: reloads on SIGHUP, and on a change of a watched file when `config.watch`.
+/// A reload reads every source again, which blocks for an `http` source: it runs on the
+/// blocking pool.
+pub struct ReloadWorker {
+    reloader: Arc<Reloader>,
+    changes_rx: tokio::sync::mpsc::UnboundedReceiver<Trigger>,
+    _watcher: Option<Watcher>,
+    #[cfg(unix)]
+    hangup: Option<tokio::signal::unix::Signal>,
+    pending: Option<Trigger>,
+}
+
+/// What woke the reload worker.
+enum Trigger {
+    /// Reload, for this reason.
+    Reload(String),
+    /// The file watch reported an error: logged, nothing reloaded.
+    WatchFailed(String),
+}
+
+impl ReloadWorker {
+    /// Starts watching the configuration files (when `config.watch`) and listening for SIGHUP.
+    pub fn new(reloader: Arc<Reloader>) -> ReloadWorker {
+        let (changes_tx, changes_rx) = tokio::sync::mpsc::unbounded_channel::<Trigger>();
+        let loaded = reloader.state.current();
+        let watcher = if loaded.config.watch && !loaded.watched_files.is_empty() {
             match Watcher::start(&loaded.watched_files, WatchOptions::default(), move |event| {
-                let reason = match event {
-                    WatchEvent::Changed { paths } => format!("file changed: {paths:?}"),
-                    WatchEvent::Failed(e) => format!("watch failed: {e}"),
+                let trigger = match event {
+                    WatchEvent::Changed { paths } => Trigger::Reload(format!("file changed: {paths:?}")),
+                    WatchEvent::Failed(e) => Trigger::WatchFailed(e.to_string()),
                 };
-                let _ = tx.send(reason);
+                // Closed only when the worker is gone: nothing left to reload.
+                let _ = changes_tx.send(trigger);
             }) {
                 Ok(watcher) => Some(watcher),
                 Err(e) => {
@@ -110,28 +150,54 @@ impl Reloader {
         } else {
             None
         };
-        #[cfg(unix)]
-        let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-        loop {
+        ReloadWorker {
+            reloader,
+            changes_rx,
+            _watcher: watcher,
             #[cfg(unix)]
-            let sighup = async {
-                match hangup.as_mut() {
-                    Some(signal) => signal.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            #[cfg(not(unix))]
-            let sighup = std::future::pending::<Option<()>>();
-            let reason = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = sighup => "SIGHUP".to_string(),
-                Some(reason) = changes_rx.recv() => reason,
-            };
-            if reason.starts_with("watch failed") {
-                tracing::warn!(%reason, "configuration watch");
-                continue;
-            }
-            let _ = self.reload(&reason);
+            hangup: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok(),
+            pending: None,
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl Worker for ReloadWorker {
+    fn name(&self) -> &'static str {
+        "config-reload"
+    }
+
+    async fn work(&mut self) -> WorkerState {
+        let reason = match self.pending.take() {
+            None => return WorkerState::Idle,
+            Some(Trigger::WatchFailed(error)) => {
+                tracing::warn!(%error, "configuration watch failed");
+                return WorkerState::Idle;
+            }
+            Some(Trigger::Reload(reason)) => reason,
+        };
+        let reloader = self.reloader.clone();
+        // The outcome is logged and recorded in the config state by `reload` itself.
+        if let Err(e) = tokio::task::spawn_blocking(move || reloader.reload(&reason).map(|_| ())).await {
+            tracing::error!(error = %e, "configuration reload task failed");
+        }
+        WorkerState::Idle
+    }
+
+    async fn wait_for_work(&mut self) -> WorkerState {
+        #[cfg(unix)]
+        let sighup = async {
+            match self.hangup.as_mut() {
+                Some(signal) => signal.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let sighup = std::future::pending::<Option<()>>();
+        self.pending = tokio::select! {
+            _ = sighup => Some(Trigger::Reload("SIGHUP".to_string())),
+            Some(trigger) = self.changes_rx.recv() => Some(trigger),
+        };
+        WorkerState::Busy
     }
 }

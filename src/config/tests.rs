@@ -158,7 +158,7 @@ struct Recorder {
 }
 
 impl LiveSettings for Recorder {
-    fn apply(&self, config: &NodeConfig) -> Result<(), String> {
+    fn apply(&self, config: &NodeConfig) -> Result<(), reload::LiveError> {
         self.applied.lock().expect("applied").push(config.scan_interval);
         Ok(())
     }
@@ -340,4 +340,27 @@ fn every_agent_setting_problem_is_reported_together() {
         ["agents.heartbeat_interval", "agents.retention"],
         "a zero interval does not hide the retention problem"
     );
+}
+
+#[tokio::test]
+async fn the_reload_worker_applies_a_watched_file_edit_off_the_async_threads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let uri = file(&dir, "live.yaml", "rules:\n  scan_interval: 30s\n");
+    let s = sources(vec![uri]);
+    let state = Arc::new(ConfigState::new(load(&s, env(&[])).expect("valid")));
+    let recorder = Arc::new(Recorder::default());
+    let reloader = Arc::new(Reloader::new(s, env(&[]), state.clone(), recorder.clone()));
+    let mut runner = crate::worker::WorkerRunner::new(tokio_util::sync::CancellationToken::new());
+    runner.spawn(reload::ReloadWorker::new(reloader));
+    file(&dir, "live.yaml", "rules:\n  scan_interval: 2s\n");
+    let applied = tokio::time::timeout(Duration::from_secs(15), async {
+        while !recorder.applied.lock().expect("applied").contains(&Duration::from_secs(2)) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(applied.is_ok(), "the edit was applied: {:?}", recorder.applied.lock().expect("applied"));
+    assert_eq!(state.current().config.scan_interval, Duration::from_secs(2));
+    let report = runner.shutdown(Duration::from_secs(5)).await;
+    assert!(report.aborted.is_empty());
 }

@@ -30,6 +30,13 @@ use crate::ids::Catalog;
 use crate::status::{ApplyStatus, Outcome};
 use crate::workflow::agent_objects::manage_outcome;
 
+/// The desired state the agent service serves, rebuilt off the async threads when stale.
+async fn desired(state: &AdminState) -> Result<Arc<ConfigSnapshot>, crate::agent::source::SourceError> {
+    state.agents.off_async(|service| service.desired()).await.unwrap_or_else(|| {
+        Err(crate::agent::source::SourceError::Unavailable { reason: "the node is shutting down".to_string() })
+    })
+}
+
 fn refuse(status: ApplyStatus, message: impl Into<String>, catalog: &str, name: &str) -> Response {
     outcome_response(&Outcome::new(status, message), catalog, name)
 }
@@ -40,9 +47,9 @@ async fn run_op(state: &Arc<AdminState>, op: AgentOp) -> Response {
         Ok(key) => key,
         Err(e) => return outcome_response(&manage_outcome(&e), "", ""),
     };
-    let (catalog, name) = (key.catalog.as_str(), key.name.as_str().to_string());
+    let (catalog, name) = (key.catalog().as_str(), key.name().to_string());
     let forwarded = forward_if_not_main(state, || ForwardOp::Agent {
-        key: key.clone(),
+        key: key.entry_key(),
         op: serde_json::to_vec(&op).unwrap_or_default(),
     })
     .await;
@@ -95,7 +102,7 @@ pub async fn delete_group(
 }
 
 pub async fn list_groups(State(state): State<Arc<AdminState>>) -> Response {
-    match state.agents.desired() {
+    match desired(&state).await {
         Ok(snapshot) => {
             axum::Json(json!({ "groups": snapshot.groups().collect::<Vec<_>>() })).into_response()
         }
@@ -194,9 +201,14 @@ async fn group_op(
     run_op(state, op(kind, name, group)).await
 }
 
-/// The live objects of one agent catalog (this node's replica), decoded from their JSON.
-fn stored_objects<T: serde::de::DeserializeOwned>(state: &AdminState, catalog: Catalog) -> Result<Vec<T>, Response> {
-    let entries = state.store.read_catalog_now(catalog).map_err(|e| {
+/// The live objects of one agent catalog (this node's replica), decoded from their JSON. The
+/// storage read runs on the blocking pool.
+async fn stored_objects<T: serde::de::DeserializeOwned>(state: &AdminState, catalog: Catalog) -> Result<Vec<T>, Response> {
+    let store = state.store.clone();
+    let read = tokio::task::spawn_blocking(move || store.read_catalog_now(catalog))
+        .await
+        .map_err(|e| refuse(ApplyStatus::StorageUnavailable, format!("reading {catalog}: {e}"), catalog.as_str(), ""))?;
+    let entries = read.map_err(|e| {
         refuse(
             ApplyStatus::StorageUnavailable,
             e.to_string(),
@@ -212,14 +224,14 @@ fn stored_objects<T: serde::de::DeserializeOwned>(state: &AdminState, catalog: C
 }
 
 /// The stored configs of one kind (this node's replica).
-fn stored_configs(state: &AdminState, kind: ConfigKind) -> Result<Vec<ConfigEntry>, Response> {
-    stored_objects(state, config_catalog(kind))
+async fn stored_configs(state: &AdminState, kind: ConfigKind) -> Result<Vec<ConfigEntry>, Response> {
+    stored_objects(state, config_catalog(kind)).await
 }
 
 pub async fn list_configs(State(state): State<Arc<AdminState>>) -> Response {
     let mut rows = Vec::new();
     for kind in [ConfigKind::Pipeline, ConfigKind::Instance] {
-        match stored_configs(&state, kind) {
+        match stored_configs(&state, kind).await {
             Ok(configs) => rows.extend(configs.into_iter().map(|c| {
                 json!({"kind": c.kind, "name": c.name, "version": c.version, "format": c.format, "groups": c.groups})
             })),
@@ -237,11 +249,11 @@ pub async fn get_config(
         Ok(kind) => kind,
         Err(response) => return response,
     };
-    match stored_configs(&state, kind) {
+    match stored_configs(&state, kind).await {
         Ok(configs) => match configs.into_iter().find(|c| c.name == name) {
             Some(config) => axum::Json(json!(config)).into_response(),
             None => refuse(
-                ApplyStatus::RuleNotFound,
+                ApplyStatus::ConfigNotFound,
                 format!("{} {name:?} does not exist", kind.label()),
                 config_catalog(kind).as_str(),
                 &name,
@@ -262,7 +274,7 @@ pub async fn config_status(
         Err(response) => return response,
     };
     let catalog = config_catalog(kind).as_str();
-    let snapshot = match state.agents.desired() {
+    let snapshot = match desired(&state).await {
         Ok(snapshot) => snapshot,
         Err(e) => {
             return refuse(
@@ -275,7 +287,7 @@ pub async fn config_status(
     };
     let Some(config) = snapshot.config(kind, &name) else {
         return refuse(
-            ApplyStatus::RuleNotFound,
+            ApplyStatus::ConfigNotFound,
             format!("{} {name:?} does not exist", kind.label()),
             catalog,
             &name,
@@ -374,7 +386,7 @@ pub async fn delete_command(
 }
 
 pub async fn list_commands(State(state): State<Arc<AdminState>>) -> Response {
-    match stored_objects::<OnetimeCommand>(&state, Catalog::AgentCommands) {
+    match stored_objects::<OnetimeCommand>(&state, Catalog::AgentCommands).await {
         Ok(commands) => axum::Json(json!({ "commands": commands })).into_response(),
         Err(response) => response,
     }
@@ -469,7 +481,7 @@ pub async fn list_agents(State(state): State<Arc<AdminState>>, raw: RawQuery) ->
             );
         }
     };
-    let snapshot = match state.agents.desired() {
+    let snapshot = match desired(&state).await {
         Ok(snapshot) => snapshot,
         Err(e) => return refuse(ApplyStatus::StorageUnavailable, e.to_string(), "", ""),
     };
@@ -501,7 +513,7 @@ pub async fn show_agent(
     State(state): State<Arc<AdminState>>,
     Path(instance_id): Path<String>,
 ) -> Response {
-    let snapshot = match state.agents.desired() {
+    let snapshot = match desired(&state).await {
         Ok(snapshot) => snapshot,
         Err(e) => {
             return refuse(
@@ -520,7 +532,7 @@ pub async fn show_agent(
         let message = format!(
             "no live node holds agent {instance_id:?} (unreachable nodes: {unreachable:?})"
         );
-        return refuse(ApplyStatus::RuleNotFound, message, "", &instance_id);
+        return refuse(ApplyStatus::AgentNotFound, message, "", &instance_id);
     };
     let Some(record) = record_of(&view) else {
         return refuse(

@@ -52,6 +52,8 @@ pub struct AdminState {
     /// The bearer token, if any; replaceable at run time (config reload).
     pub admin_token: std::sync::RwLock<Option<String>>,
     pub ready: AtomicBool,
+    /// The node's background workers; a dead one makes the node not ready.
+    pub workers: Arc<crate::worker::WorkerHealth>,
     pub config: Arc<crate::config::ConfigState>,
     /// Present when the node runs in a cluster.
     pub cluster: Option<Arc<crate::replication::Cluster>>,
@@ -86,7 +88,7 @@ pub fn status_code(status: ApplyStatus) -> StatusCode {
         | InvalidSource | InvalidParameter | NoBundledTwin | LayerOrdinalOutOfRange | LayerNameInvalid
         | LayerNameConflict | LayerOrdinalCollision | LayerOverrideForbidden => StatusCode::BAD_REQUEST,
         Unauthorized => StatusCode::UNAUTHORIZED,
-        RuleNotFound => StatusCode::NOT_FOUND,
+        RuleNotFound | GroupNotFound | ConfigNotFound | CommandNotFound | AgentNotFound => StatusCode::NOT_FOUND,
         StorageChangeRequiresExplicitApproval | UpdateInProgress | RequiresInactivateFirst
         | RequiresRevertToBundled | DeleteRefused | OriginConflict | SplitBrainDetected | OwnershipConflict => {
             StatusCode::CONFLICT
@@ -187,12 +189,20 @@ async fn healthz() -> Response {
     axum::Json(json!({"status": "ok"})).into_response()
 }
 
+/// Ready once boot has finished, and as long as no worker has died.
 async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
-    if state.ready.load(Ordering::SeqCst) {
-        axum::Json(json!({"status": "ready", "node": state.node_id.0})).into_response()
-    } else {
-        outcome_response(&Outcome::new(ApplyStatus::NotReady, "boot has not finished"), "", "")
+    if !state.ready.load(Ordering::SeqCst) {
+        return outcome_response(&Outcome::new(ApplyStatus::NotReady, "boot has not finished"), "", "");
     }
+    let dead = state.workers.dead();
+    if dead.is_empty() {
+        return axum::Json(json!({"status": "ready", "node": state.node_id.0})).into_response();
+    }
+    let names: Vec<&str> = dead.iter().map(|(name, _)| *name).collect();
+    let outcome = Outcome::new(ApplyStatus::NotReady, format!("worker died: {}", names.join(", ")));
+    let mut body = outcome_body(&outcome, "", "");
+    body["deadWorkers"] = dead.iter().map(|(name, panic)| (name.to_string(), json!(panic))).collect();
+    (status_code(outcome.status), axum::Json(body)).into_response()
 }
 
 async fn config(State(state): State<Arc<AdminState>>) -> Response {

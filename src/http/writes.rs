@@ -51,9 +51,8 @@ async fn add_or_update_in(
     let content = match axum::body::to_bytes(body, MAX_CONTENT_BYTES).await {
         Ok(bytes) => bytes.to_vec(),
         Err(e) => {
-            let too_large = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-                || e.to_string().contains("length limit");
+            let too_large = std::iter::successors(std::error::Error::source(&e), |s| s.source())
+                .any(|s| s.is::<http_body_util::LengthLimitError>());
             let outcome = if too_large {
                 Outcome::new(ApplyStatus::PayloadTooLarge, format!("content is larger than {MAX_CONTENT_BYTES} bytes"))
             } else {

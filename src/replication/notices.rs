@@ -56,7 +56,7 @@ impl NoticeReceiver {
             (NoticePlan::AlreadyHeld, _) => return BusResponse::Ack,
             (NoticePlan::Apply | NoticePlan::ApplyThenSync, Some(entry)) => {
                 if let Err(message) = self.workflow.apply_replicated(vec![entry]).await {
-                    return BusResponse::Error { message };
+                    return BusResponse::Error { message: message.to_string() };
                 }
                 self.scanner.poke();
                 if plan == NoticePlan::ApplyThenSync {

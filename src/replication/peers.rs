@@ -9,16 +9,19 @@ use crate::ids::{NodeId, Revision, RuleKey};
 use crate::store::RuleEntry;
 use crate::workflow::peers::BoxFuture;
 use crate::workflow::{Peers, SuspendVote};
+use crate::worker::JobQueue;
 
 use super::Cluster;
 
 pub struct ClusterPeers {
     cluster: Arc<Cluster>,
+    /// Best-effort commit notices go out on the node's commit-notice worker.
+    notices: JobQueue,
 }
 
 impl ClusterPeers {
-    pub fn new(cluster: Arc<Cluster>) -> ClusterPeers {
-        ClusterPeers { cluster }
+    pub fn new(cluster: Arc<Cluster>, notices: JobQueue) -> ClusterPeers {
+        ClusterPeers { cluster, notices }
     }
 }
 
@@ -90,9 +93,9 @@ impl Peers for ClusterPeers {
             if required == 0 {
                 // Best effort and off the answer's path: peers also converge by gossip and scan.
                 let notices: Vec<_> = notices.collect();
-                tokio::spawn(async move {
+                self.notices.push(Box::pin(async move {
                     futures_join(notices.into_iter()).await;
-                });
+                }));
                 return 0;
             }
             futures_join(notices).await.into_iter().filter(|held| *held).count()
@@ -126,8 +129,10 @@ where
     let handles: Vec<_> = futures.map(tokio::spawn).collect();
     let mut out = Vec::with_capacity(handles.len());
     for handle in handles {
-        if let Ok(value) = handle.await {
-            out.push(value);
+        match handle.await {
+            Ok(value) => out.push(value),
+            // A panicked call counts as no answer; the panic itself is not swallowed.
+            Err(e) => tracing::error!(error = %e, "peer call task failed"),
         }
     }
     out

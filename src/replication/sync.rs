@@ -15,43 +15,63 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio_util::sync::CancellationToken;
+use tokio::sync::mpsc;
 
+use crate::bus::BusError;
 use crate::bus::messages::{BusRequest, BusResponse};
 use crate::cluster::keys::{Fact, digest_of};
 use crate::cluster::view::Member;
-use crate::ids::RuleKey;
+use crate::ids::{NodeId, RuleKey};
 use crate::rules::merge::{Version, keys_to_pull};
 use crate::scan::Scanner;
 use crate::store::Store;
+use crate::worker::{Worker, WorkerState};
 use crate::workflow::Workflow;
+use crate::workflow::error::ReplicatedError;
 
 use super::pulls::PullRequest;
 use super::{Cluster, summaries, version_of};
 
 const FETCH_CHUNK: usize = 64;
 
+/// Why a pull from a peer stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("{peer} answered {answer} to a {request}")]
+    UnexpectedAnswer { peer: NodeId, request: &'static str, answer: &'static str },
+    #[error("{request} from {peer}: {source}")]
+    Bus { peer: NodeId, request: &'static str, source: BusError },
+    #[error("{peer} is not a member")]
+    NotMember { peer: NodeId },
+    #[error("{0}")]
+    Apply(#[from] ReplicatedError),
+}
+
 /// Fetches `keys` from `from` and applies them through the workflow's replicated-write path.
-pub async fn pull_keys(cluster: &Cluster, workflow: &Workflow, from: &Member, keys: Vec<RuleKey>) -> Result<usize, String> {
+pub async fn pull_keys(cluster: &Cluster, workflow: &Workflow, from: &Member, keys: Vec<RuleKey>) -> Result<usize, SyncError> {
     let mut applied = 0;
     for chunk in keys.chunks(FETCH_CHUNK) {
         let request = BusRequest::FetchEntries { keys: chunk.to_vec() };
         match cluster.call(from, request, cluster.settings.sync_timeout).await {
             Ok(BusResponse::Entries { entries }) => applied += workflow.apply_replicated(entries).await?,
-            Ok(other) => return Err(format!("{} answered {} to a fetch", from.node_id, other.name())),
-            Err(e) => return Err(format!("fetching from {}: {e}", from.node_id)),
+            Ok(other) => {
+                return Err(SyncError::UnexpectedAnswer { peer: from.node_id.clone(), request: "fetch", answer: other.name() });
+            }
+            Err(source) => return Err(SyncError::Bus { peer: from.node_id.clone(), request: "fetch", source }),
         }
     }
     Ok(applied)
 }
 
 /// Pulls from `from` every entry whose version there replaces this node's (`merge::keys_to_pull`).
-pub async fn pull_newer(cluster: &Cluster, store: &Store, workflow: &Workflow, from: &Member) -> Result<usize, String> {
+pub async fn pull_newer(cluster: &Cluster, store: &Store, workflow: &Workflow, from: &Member) -> Result<usize, SyncError> {
     let request = BusRequest::Digest { sender: cluster.self_id().clone() };
     let remote = match cluster.call(from, request, cluster.settings.sync_timeout).await {
         Ok(BusResponse::DigestReply { entries }) => entries,
-        Ok(other) => return Err(format!("{} answered {} to a digest", from.node_id, other.name())),
-        Err(e) => return Err(format!("digest from {}: {e}", from.node_id)),
+        Ok(other) => {
+            return Err(SyncError::UnexpectedAnswer { peer: from.node_id.clone(), request: "digest", answer: other.name() });
+        }
+        Err(source) => return Err(SyncError::Bus { peer: from.node_id.clone(), request: "digest", source }),
     };
     let local: BTreeMap<RuleKey, Version> =
         summaries(store).iter().map(|s| (s.key.clone(), version_of(s))).collect();
@@ -95,8 +115,6 @@ pub struct Syncer {
     pub workflow: Arc<Workflow>,
     pub scanner: Arc<Scanner>,
     pub catch_up: CatchUp,
-    /// Pulls asked for by commit notices (see `pulls`).
-    pub pull_requests_rx: tokio::sync::Mutex<tokio::sync::mpsc::Receiver<PullRequest>>,
 }
 
 impl Syncer {
@@ -142,13 +160,13 @@ impl Syncer {
         };
         let member = self.cluster.view().member(&from).cloned();
         let result = match (&member, &request) {
-            (None, _) => Err(format!("{from} is not a member")),
+            (None, _) => Err(SyncError::NotMember { peer: from.clone() }),
             (Some(member), PullRequest::Newer { .. }) => pull_newer(&self.cluster, &self.store, &self.workflow, member).await,
             (Some(member), PullRequest::Keys { keys, .. }) => pull_keys(&self.cluster, &self.workflow, member, keys.clone()).await,
         };
         match (&result, request) {
             (_, PullRequest::Keys { done, .. }) => {
-                let _ = done.send(result.clone());
+                let _ = done.send(result.as_ref().map(|n| *n).map_err(|e| e.to_string()));
             }
             (Err(e), PullRequest::Newer { .. }) => tracing::debug!(%from, error = %e, "sync after a notice's gap skipped"),
             (Ok(_), PullRequest::Newer { .. }) => {}
@@ -161,43 +179,96 @@ impl Syncer {
     fn digest(&self) -> String {
         digest_of(&summaries(&self.store))
     }
+}
 
-    /// The worker: sync on every scan interval, on membership changes (a digest that differs
-    /// from the main's, a new main), and publish this node's digest after every commit.
-    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut store_changes = self.store.subscribe();
-        let mut view_changes = self.cluster.membership.view();
-        let mut published = String::new();
-        let mut published_scan = 0;
-        let mut pull_requests_rx = self.pull_requests_rx.lock().await;
-        loop {
-            let digest = self.digest();
-            if digest != published {
-                if let Err(e) = self.cluster.membership.set_fact(Fact::Digest, digest.clone()).await {
-                    tracing::warn!(error = %e, "cannot publish the digest");
-                }
-                published = digest;
-            }
-            let last_scan = self.scanner.last_scan_ms();
-            if last_scan != published_scan {
-                let _ = self.cluster.membership.set_last_scan_ms(last_scan).await;
-                published_scan = last_scan;
-            }
-            // Until caught up, retry every second rather than every scan interval.
-            let interval = match self.catch_up.is_confirmed() {
-                true => self.scanner.settings().interval,
-                false => self.scanner.settings().interval.min(Duration::from_secs(1)),
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(interval) => { self.sync_once(None).await; }
-                Some(request) = pull_requests_rx.recv() => self.pull_for_notice(request).await,
-                Ok(()) = store_changes.changed() => {}
-                Ok(()) = view_changes.changed() => {
-                    view_changes.borrow_and_update();
-                    self.sync_once(Some(&published)).await;
-                }
-            }
+/// What woke the sync worker.
+enum SyncReason {
+    /// The interval passed: pull from every source.
+    Interval,
+    /// The membership changed: pull from the sources whose digest differs from ours.
+    ViewChanged,
+    /// A local commit: only the digest needs publishing.
+    StoreChanged,
+    /// A commit notice asked for a pull (see `pulls`).
+    Pull(PullRequest),
+}
+
+/// The sync worker: syncs on every scan interval and on membership changes (a digest that
+/// differs from the main's, a new main), carries out the pulls commit notices ask for, and
+/// publishes this node's digest after every commit.
+pub struct SyncWorker {
+    syncer: Arc<Syncer>,
+    pull_requests_rx: mpsc::Receiver<PullRequest>,
+    store_changes: tokio::sync::watch::Receiver<u64>,
+    view_changes: tokio::sync::watch::Receiver<crate::cluster::ClusterView>,
+    published: String,
+    published_scan: u64,
+    pending: Option<SyncReason>,
+}
+
+impl SyncWorker {
+    pub fn new(syncer: Arc<Syncer>, pull_requests_rx: mpsc::Receiver<PullRequest>) -> SyncWorker {
+        SyncWorker {
+            store_changes: syncer.store.subscribe(),
+            view_changes: syncer.cluster.membership.view(),
+            syncer,
+            pull_requests_rx,
+            published: String::new(),
+            published_scan: 0,
+            pending: None,
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl Worker for SyncWorker {
+    fn name(&self) -> &'static str {
+        "sync"
+    }
+
+    async fn work(&mut self) -> WorkerState {
+        match self.pending.take() {
+            Some(SyncReason::Interval) => {
+                self.syncer.sync_once(None).await;
+            }
+            Some(SyncReason::ViewChanged) => {
+                self.syncer.sync_once(Some(&self.published)).await;
+            }
+            Some(SyncReason::Pull(request)) => self.syncer.pull_for_notice(request).await,
+            Some(SyncReason::StoreChanged) | None => {}
+        }
+        let digest = self.syncer.digest();
+        if digest != self.published {
+            if let Err(e) = self.syncer.cluster.membership.set_fact(Fact::Digest, digest.clone()).await {
+                tracing::warn!(error = %e, "cannot publish the digest");
+            }
+            self.published = digest;
+        }
+        let last_scan = self.syncer.scanner.last_scan_ms();
+        if last_scan != self.published_scan {
+            if let Err(e) = self.syncer.cluster.membership.set_last_scan_ms(last_scan).await {
+                tracing::debug!(error = %e, "cannot publish the last scan time");
+            }
+            self.published_scan = last_scan;
+        }
+        WorkerState::Idle
+    }
+
+    async fn wait_for_work(&mut self) -> WorkerState {
+        // Until caught up, retry every second rather than every scan interval.
+        let interval = match self.syncer.catch_up.is_confirmed() {
+            true => self.syncer.scanner.settings().interval,
+            false => self.syncer.scanner.settings().interval.min(Duration::from_secs(1)),
+        };
+        self.pending = Some(tokio::select! {
+            _ = tokio::time::sleep(interval) => SyncReason::Interval,
+            Some(request) = self.pull_requests_rx.recv() => SyncReason::Pull(request),
+            Ok(()) = self.store_changes.changed() => SyncReason::StoreChanged,
+            Ok(()) = self.view_changes.changed() => {
+                self.view_changes.borrow_and_update();
+                SyncReason::ViewChanged
+            }
+        });
+        WorkerState::Busy
     }
 }

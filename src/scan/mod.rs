@@ -19,17 +19,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
+use tokio::sync::{Notify, watch};
 
 use crate::bundled::Bundled;
 use crate::clock::now_ms;
+use crate::cluster::ClusterView;
 use crate::ids::{Revision, RuleKey};
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::FileLocks;
 use crate::rules::compile::compile_for;
 use crate::runtime::{LoaderKind, Origin, Runtime, loaded_rule};
 use crate::store::{Change, EntryStatus, RuleEntry, Store};
+use crate::worker::{Worker, WorkerState};
 use plan::{Action, LocalView, PlanInput};
 
 /// What became of a tombstone the scan asked to purge.
@@ -69,6 +70,15 @@ impl Default for ScanSettings {
     }
 }
 
+/// Why one scan action failed (the scan goes on with the others and retries next time).
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error("compile_failed: {0}")]
+    Compile(crate::compiler::CompileError),
+    #[error("purging tombstone: {0}")]
+    Purge(crate::store::StoreError),
+}
+
 /// What one scan did.
 #[derive(Debug, Default, Clone)]
 pub struct ScanReport {
@@ -86,8 +96,6 @@ pub struct Scanner {
     purger: Arc<dyn TombstonePurger>,
     settings: std::sync::RwLock<ScanSettings>,
     poke: Notify,
-    /// Whether this node is the main (only the main creates measures).
-    main_check: std::sync::RwLock<Arc<dyn Fn() -> bool + Send + Sync>>,
     scans: AtomicU64,
     last_scan_ms: AtomicU64,
     storage_errors: AtomicU64,
@@ -110,7 +118,6 @@ impl Scanner {
             purger,
             settings: std::sync::RwLock::new(settings),
             poke: Notify::new(),
-            main_check: std::sync::RwLock::new(Arc::new(|| true)),
             scans: AtomicU64::new(0),
             last_scan_ms: AtomicU64::new(0),
             storage_errors: AtomicU64::new(0),
@@ -125,16 +132,6 @@ impl Scanner {
     pub fn update_settings(&self, settings: ScanSettings) {
         *self.settings.write().unwrap_or_else(|p| p.into_inner()) = settings;
         self.poke.notify_one();
-    }
-
-    /// Sets how the scan learns whether this node is the main (a lone node always is).
-    pub fn set_main_check(&self, check: Arc<dyn Fn() -> bool + Send + Sync>) {
-        *self.main_check.write().unwrap_or_else(|p| p.into_inner()) = check;
-    }
-
-    fn is_main(&self) -> bool {
-        let check = self.main_check.read().unwrap_or_else(|p| p.into_inner()).clone();
-        check()
     }
 
     /// Asks the worker to scan now instead of at the next tick.
@@ -152,22 +149,6 @@ impl Scanner {
 
     pub fn storage_error_count(&self) -> u64 {
         self.storage_errors.load(Ordering::SeqCst)
-    }
-
-    /// The worker: one scan per interval or poke, until `shutdown`.
-    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        loop {
-            let interval = self.settings().interval;
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(interval) => {}
-                _ = self.poke.notified() => {}
-            }
-            let report = self.run_once(self.is_main()).await;
-            if !report.actions.is_empty() || !report.failed.is_empty() {
-                tracing::info!(actions = ?report.actions, failed = ?report.failed, "scan applied changes");
-            }
-        }
     }
 
     /// One scan. `is_main` allows measure creation (create-if-absent).
@@ -240,7 +221,8 @@ impl Scanner {
                 }
                 Action::PurgeTombstone(_) => Ok(()),
             };
-            if let Err(message) = result {
+            if let Err(error) = result {
+                let message = error.to_string();
                 self.runtime.set_error(key, message.clone());
                 report.failed.push((key.clone(), message));
             }
@@ -263,8 +245,8 @@ impl Scanner {
         entry: &RuleEntry,
         is_main: bool,
         new_measures: &mut Vec<crate::store::Measure>,
-    ) -> Result<(), String> {
-        let compiled = compile_for(&entry.key, &entry.content).map_err(|e| format!("compile_failed: {e}"))?;
+    ) -> Result<(), ScanError> {
+        let compiled = compile_for(&entry.key, &entry.content).map_err(ScanError::Compile)?;
         let reconciled = registry::reconcile(&self.store, &entry.key, &compiled, &entry.revision);
         if is_main {
             new_measures.extend(reconciled.to_create);
@@ -286,9 +268,9 @@ impl Scanner {
         key: &RuleKey,
         is_main: bool,
         new_measures: &mut Vec<crate::store::Measure>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ScanError> {
         let Some(bundled) = self.bundled.get(key) else { return Ok(()) };
-        let compiled = compile_for(key, &bundled.content).map_err(|e| format!("compile_failed: {e}"))?;
+        let compiled = compile_for(key, &bundled.content).map_err(ScanError::Compile)?;
         let reconciled = registry::reconcile(&self.store, key, &compiled, &crate::ids::Revision::zero());
         if is_main {
             new_measures.extend(reconciled.to_create);
@@ -334,6 +316,52 @@ impl Scanner {
 fn action_key(action: &Action) -> &RuleKey {
     match action {
         Action::LoadEntry(k) | Action::LoadBundled(k) | Action::Unload(k) | Action::SelfHeal(k) | Action::PurgeTombstone(k) => k,
+    }
+}
+
+/// The scan worker: one scan per interval or poke. It learns whether this node is the main
+/// (only the main creates measures) from the cluster view; a lone node always is.
+pub struct ScanWorker {
+    scanner: Arc<Scanner>,
+    view_rx: Option<watch::Receiver<ClusterView>>,
+}
+
+impl ScanWorker {
+    pub fn new(scanner: Arc<Scanner>, view_rx: Option<watch::Receiver<ClusterView>>) -> ScanWorker {
+        ScanWorker { scanner, view_rx }
+    }
+
+    fn is_main(&self) -> bool {
+        self.view_rx.as_ref().is_none_or(|view| view.borrow().is_main())
+    }
+}
+
+#[async_trait::async_trait]
+impl Worker for ScanWorker {
+    fn name(&self) -> &'static str {
+        "scan"
+    }
+
+    /// Boot has just scanned: the first scan waits for the interval or a poke.
+    fn initial_state(&self) -> WorkerState {
+        WorkerState::Idle
+    }
+
+    async fn work(&mut self) -> WorkerState {
+        let report = self.scanner.run_once(self.is_main()).await;
+        if !report.actions.is_empty() || !report.failed.is_empty() {
+            tracing::info!(actions = ?report.actions, failed = ?report.failed, "scan applied changes");
+        }
+        WorkerState::Idle
+    }
+
+    async fn wait_for_work(&mut self) -> WorkerState {
+        let interval = self.scanner.settings().interval;
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = self.scanner.poke.notified() => {}
+        }
+        WorkerState::Busy
     }
 }
 

@@ -16,14 +16,52 @@ pub enum KvOp {
     Delete { key: Vec<u8> },
 }
 
+/// What kind of failure the engine reported: RocksDB's own classification, kept so callers
+/// can tell a busy or timed-out engine from a corrupt one without reading the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvErrorKind {
+    NotFound,
+    Corruption,
+    NotSupported,
+    InvalidArgument,
+    Io,
+    MergeInProgress,
+    Incomplete,
+    ShutdownInProgress,
+    TimedOut,
+    Aborted,
+    Busy,
+    Expired,
+    TryAgain,
+    CompactionTooLarge,
+    ColumnFamilyDropped,
+    Unknown,
+    /// A failure injected by a test (the in-memory twin, a failpoint).
+    Injected,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum KvError {
-    #[error("storage read failed: {0}")]
-    Read(String),
-    #[error("storage write failed: {0}")]
-    Write(String),
-    #[error("storage open failed: {0}")]
-    Open(String),
+    #[error("storage read failed: {detail}")]
+    Read { kind: KvErrorKind, detail: String },
+    #[error("storage write failed: {detail}")]
+    Write { kind: KvErrorKind, detail: String },
+    #[error("storage open failed: {detail}")]
+    Open { kind: KvErrorKind, detail: String },
+}
+
+impl KvError {
+    /// The engine's classification of the failure.
+    pub fn kind(&self) -> KvErrorKind {
+        match self {
+            KvError::Read { kind, .. } | KvError::Write { kind, .. } | KvError::Open { kind, .. } => *kind,
+        }
+    }
+
+    /// A read failure injected by a test.
+    pub fn injected_read(detail: &str) -> KvError {
+        KvError::Read { kind: KvErrorKind::Injected, detail: detail.to_string() }
+    }
 }
 
 /// Key-value pairs in key order, as a prefix scan returns them.
@@ -68,7 +106,7 @@ impl MemKv {
 
     fn check_read(&self) -> Result<(), KvError> {
         if self.fail_reads.load(Ordering::SeqCst) {
-            return Err(KvError::Read("injected read failure (MemKv)".into()));
+            return Err(KvError::injected_read("injected read failure (MemKv)"));
         }
         Ok(())
     }
@@ -92,7 +130,7 @@ impl KvEngine for MemKv {
 
     fn write(&self, ops: &[KvOp], _sync: bool) -> Result<(), KvError> {
         if self.fail_writes.load(Ordering::SeqCst) {
-            return Err(KvError::Write("injected write failure (MemKv)".into()));
+            return Err(KvError::Write { kind: KvErrorKind::Injected, detail: "injected write failure (MemKv)".into() });
         }
         let mut data = self.data();
         for op in ops {
@@ -118,7 +156,8 @@ pub struct RocksEngine {
 #[cfg(feature = "rocksdb")]
 impl RocksEngine {
     pub fn open(path: &std::path::Path) -> Result<RocksEngine, KvError> {
-        let db = hotrule_kv_rocksdb::RocksKv::open(path).map_err(|e| KvError::Open(e.to_string()))?;
+        let db = hotrule_kv_rocksdb::RocksKv::open(path)
+            .map_err(|e| KvError::Open { kind: rocks_kind(&e), detail: e.to_string() })?;
         Ok(RocksEngine { db })
     }
 }
@@ -126,11 +165,11 @@ impl RocksEngine {
 #[cfg(feature = "rocksdb")]
 impl KvEngine for RocksEngine {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, KvError> {
-        self.db.get(key).map_err(|e| KvError::Read(e.to_string()))
+        self.db.get(key).map_err(|e| KvError::Read { kind: rocks_kind(&e), detail: e.to_string() })
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> Result<KvPairs, KvError> {
-        self.db.scan_prefix(prefix).map_err(|e| KvError::Read(e.to_string()))
+        self.db.scan_prefix(prefix).map_err(|e| KvError::Read { kind: rocks_kind(&e), detail: e.to_string() })
     }
 
     fn write(&self, ops: &[KvOp], sync: bool) -> Result<(), KvError> {
@@ -142,6 +181,30 @@ impl KvEngine for RocksEngine {
                 KvOp::Delete { key } => BatchOp::Delete { key: key.clone() },
             })
             .collect();
-        self.db.write(&ops, sync).map_err(|e| KvError::Write(e.to_string()))
+        self.db.write(&ops, sync).map_err(|e| KvError::Write { kind: rocks_kind(&e), detail: e.to_string() })
+    }
+}
+
+/// RocksDB's error kind as the engine-neutral [`KvErrorKind`].
+#[cfg(feature = "rocksdb")]
+fn rocks_kind(error: &hotrule_kv_rocksdb::RocksKvError) -> KvErrorKind {
+    use hotrule_kv_rocksdb::ErrorKind;
+    match error.kind() {
+        ErrorKind::NotFound => KvErrorKind::NotFound,
+        ErrorKind::Corruption => KvErrorKind::Corruption,
+        ErrorKind::NotSupported => KvErrorKind::NotSupported,
+        ErrorKind::InvalidArgument => KvErrorKind::InvalidArgument,
+        ErrorKind::IOError => KvErrorKind::Io,
+        ErrorKind::MergeInProgress => KvErrorKind::MergeInProgress,
+        ErrorKind::Incomplete => KvErrorKind::Incomplete,
+        ErrorKind::ShutdownInProgress => KvErrorKind::ShutdownInProgress,
+        ErrorKind::TimedOut => KvErrorKind::TimedOut,
+        ErrorKind::Aborted => KvErrorKind::Aborted,
+        ErrorKind::Busy => KvErrorKind::Busy,
+        ErrorKind::Expired => KvErrorKind::Expired,
+        ErrorKind::TryAgain => KvErrorKind::TryAgain,
+        ErrorKind::CompactionTooLarge => KvErrorKind::CompactionTooLarge,
+        ErrorKind::ColumnFamilyDropped => KvErrorKind::ColumnFamilyDropped,
+        ErrorKind::Unknown => KvErrorKind::Unknown,
     }
 }

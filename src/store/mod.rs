@@ -107,7 +107,7 @@ pub enum StoreError {
     #[error("value for {key} does not encode: {source}")]
     Encode { key: String, source: codec::CodecError },
     #[error("storage task failed: {0}")]
-    Task(String),
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// The typed management store.
@@ -134,9 +134,7 @@ impl Store {
 
     /// Reads one entry (tombstones included) from the engine.
     pub async fn get_entry(&self, key: &RuleKey) -> Result<Option<RuleEntry>, StoreError> {
-        fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::Read(
-            "failpoint store::read".into()
-        ))));
+        fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::injected_read("failpoint store::read"))));
         // A point read is a memtable or block-cache lookup: no thread hop for it.
         let raw_key = keys::rule_key(key);
         let raw = self.kv.get(&raw_key)?;
@@ -145,9 +143,7 @@ impl Store {
 
     /// Reads every entry (tombstones included) from the engine, not the cache.
     pub async fn read_all_entries(&self) -> Result<Vec<RuleEntry>, StoreError> {
-        fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::Read(
-            "failpoint store::read".into()
-        ))));
+        fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::injected_read("failpoint store::read"))));
         let kv = self.kv.clone();
         blocking(move || read_entries(kv.as_ref())).await
     }
@@ -233,9 +229,7 @@ impl Store {
     /// a prefix scan of one small catalog, for callers that are not async (the agent config
     /// source rebuilding its snapshot after a change).
     pub fn read_catalog_now(&self, catalog: crate::ids::Catalog) -> Result<Vec<RuleEntry>, StoreError> {
-        fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::Read(
-            "failpoint store::read".into()
-        ))));
+        fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::injected_read("failpoint store::read"))));
         self.kv
             .scan_prefix(&keys::catalog_prefix(catalog))?
             .into_iter()
@@ -341,7 +335,7 @@ async fn blocking<T: Send + 'static>(
     if Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread) {
         return tokio::task::block_in_place(work);
     }
-    tokio::task::spawn_blocking(work).await.map_err(|e| StoreError::Task(e.to_string()))?
+    tokio::task::spawn_blocking(work).await?
 }
 
 fn read_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

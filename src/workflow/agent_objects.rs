@@ -9,10 +9,10 @@
 //! clock orders after the tombstone.
 
 use super::Workflow;
-use crate::agent::manage::{AgentOp, Edit, ManageError, object_key};
+use crate::agent::manage::{AgentObjectKey, AgentObjectKind, AgentOp, Edit, ManageError};
 use crate::agent::model::DEFAULT_GROUP;
 use crate::clock::now_ms;
-use crate::ids::{Catalog, ContentHash, Revision};
+use crate::ids::{ContentHash, Revision};
 use crate::status::{ApplyStatus, Outcome};
 use crate::store::{Change, EntryStatus, RuleEntry};
 
@@ -31,9 +31,9 @@ pub fn manage_outcome(error: &ManageError) -> Outcome {
         ManageError::BadKey { .. } => ApplyStatus::InvalidName,
         ManageError::Content { .. } => ApplyStatus::CompileFailed,
         ManageError::DefaultGroupFixed => ApplyStatus::DeleteRefused,
-        ManageError::GroupNotFound { .. }
-        | ManageError::ConfigNotFound { .. }
-        | ManageError::NotFound { .. } => ApplyStatus::RuleNotFound,
+        ManageError::GroupNotFound { .. } => ApplyStatus::GroupNotFound,
+        ManageError::ConfigNotFound { .. } => ApplyStatus::ConfigNotFound,
+        ManageError::CommandNotFound { .. } => ApplyStatus::CommandNotFound,
         ManageError::Corrupt { .. } => ApplyStatus::ApplyFailed,
     };
     Outcome::new(status, error.to_string())
@@ -43,7 +43,7 @@ impl Workflow {
     /// Runs one management operation on the agents' desired state (on the main).
     pub async fn agent_op(&self, op: &AgentOp) -> Outcome {
         let key = match op.validate().and_then(|()| op.key()) {
-            Ok(key) => key,
+            Ok(key) => key.entry_key(),
             Err(e) => return manage_outcome(&e),
         };
         let (_guard, prior) = match self.begin(&key).await {
@@ -54,9 +54,9 @@ impl Workflow {
         let revision = self.clock.next(now, prior.last_revision.as_ref());
         let group_exists = |name: &str| {
             name == DEFAULT_GROUP
-                || object_key(Catalog::AgentGroups, name)
+                || AgentObjectKey::new(AgentObjectKind::Group, name)
                     .ok()
-                    .and_then(|k| self.store.entry_meta(&k))
+                    .and_then(|k| self.store.entry_meta(&k.entry_key()))
                     .is_some_and(|m| m.status != EntryStatus::Deleted)
         };
         let edit = match op.edit(

@@ -14,6 +14,7 @@
 mod add_or_update;
 pub mod agent_objects;
 pub mod apply_status;
+pub mod error;
 pub mod faults;
 mod layers;
 pub mod peers;
@@ -43,6 +44,7 @@ use crate::runtime::loaded_rule;
 pub use peers::{NoPeers, Peers, SuspendVote};
 
 use apply_status::{ApplyLog, Durable};
+use error::{PersistError, ReplicatedError};
 
 /// How long a write waits for the file's lock before answering `update_in_progress`.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(35);
@@ -235,14 +237,13 @@ impl Workflow {
     }
 
     /// Persists `change`, honouring the persist failpoints.
-    async fn persist(&self, change: Change) -> Result<(), String> {
-        if let Some(argument) = faults::injected(faults::BEFORE_PERSIST) {
-            return Err(format!("failpoint {} ({argument})", faults::BEFORE_PERSIST));
+    async fn persist(&self, change: Change) -> Result<(), PersistError> {
+        for point in [faults::BEFORE_PERSIST, faults::PERSIST] {
+            if let Some(argument) = faults::injected(point) {
+                return Err(PersistError::Injected { point, argument });
+            }
         }
-        if let Some(argument) = faults::injected(faults::PERSIST) {
-            return Err(format!("failpoint {} ({argument})", faults::PERSIST));
-        }
-        self.store.commit(change).await.map_err(|e| e.to_string())
+        Ok(self.store.commit(change).await?)
     }
 
     /// Suspends locally (SELF) and then every peer. On refusal everything is resumed and the
@@ -282,14 +283,17 @@ impl Workflow {
     /// the same single write path as operator requests, merged by [`merge::merge`]
     /// (last-write-wins on the revision). Returns how many entries moved storage. Runtime state
     /// follows on the next scan (callers poke it).
-    pub async fn apply_replicated(&self, entries: Vec<RuleEntry>) -> Result<usize, String> {
+    pub async fn apply_replicated(&self, entries: Vec<RuleEntry>) -> Result<usize, ReplicatedError> {
         let mut applied = 0;
         for entry in entries {
             let key = entry.key.clone();
             let Ok(_guard) = self.lock(&key).await else {
-                return Err(format!("{key}: file lock busy"));
+                return Err(ReplicatedError::LockBusy { key });
             };
-            let local = self.store.get_entry(&key).await.map_err(|e| format!("{key}: {e}"))?;
+            let local = match self.store.get_entry(&key).await {
+                Ok(local) => local,
+                Err(source) => return Err(ReplicatedError::Store { key, source }),
+            };
             self.clock.observe(&entry.revision);
             if !merge::merge(local.as_ref().map(version).as_ref(), &version(&entry)).writes() {
                 continue;
@@ -301,10 +305,9 @@ impl Workflow {
             };
             let inactive = entry.status == EntryStatus::Inactive;
             let live = entry.is_live();
-            self.store
-                .commit(Change { entries: vec![entry], ..Change::default() })
-                .await
-                .map_err(|e| format!("{key}: {e}"))?;
+            if let Err(source) = self.store.commit(Change { entries: vec![entry], ..Change::default() }).await {
+                return Err(ReplicatedError::Store { key, source });
+            }
             match (&compiled, live) {
                 (Some(compiled), true) => self.set_claims(&key, compiled, inactive),
                 _ if !key.catalog.is_rule() => {}

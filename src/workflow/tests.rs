@@ -339,7 +339,7 @@ async fn tombstones_are_purged_by_the_writer_only_while_they_are_the_stored_entr
         revision: Revision { millis: tombstone.revision.millis + 1, ..tombstone.revision.clone() },
         ..tombstone.clone()
     };
-    assert_eq!(f.workflow.apply_replicated(vec![replaced.clone()]).await, Ok(1));
+    assert_eq!(f.workflow.apply_replicated(vec![replaced.clone()]).await.ok(), Some(1));
     assert_eq!(f.workflow.purge_tombstone(&k, &tombstone.revision).await, Ok(Purged::Moved));
     assert_eq!(f.store.get_entry(&k).await.expect("read"), Some(replaced.clone()));
 
@@ -351,7 +351,7 @@ async fn tombstones_are_purged_by_the_writer_only_while_they_are_the_stored_entr
         revision: Revision { millis: replaced.revision.millis + 1, ..replaced.revision.clone() },
         ..replaced
     };
-    assert_eq!(f.workflow.apply_replicated(vec![newer_tombstone.clone()]).await, Ok(1));
+    assert_eq!(f.workflow.apply_replicated(vec![newer_tombstone.clone()]).await.ok(), Some(1));
     assert_eq!(f.workflow.purge_tombstone(&k, &newer_tombstone.revision).await, Ok(Purged::Purged));
     assert_eq!(f.store.get_entry(&k).await.expect("read"), None);
 }
@@ -371,11 +371,11 @@ async fn replicated_entries_merge_by_last_write_wins_tombstones_included() {
             revision: Revision { millis, counter: 0, node: crate::ids::NodeId("peer".into()) },
         }
     };
-    assert_eq!(f.workflow.apply_replicated(vec![at(20, EntryStatus::Active)]).await, Ok(1));
-    assert_eq!(f.workflow.apply_replicated(vec![at(10, EntryStatus::Deleted)]).await, Ok(0), "an older tombstone loses");
-    assert_eq!(f.workflow.apply_replicated(vec![at(20, EntryStatus::Active)]).await, Ok(0), "the same write is kept");
-    assert_eq!(f.workflow.apply_replicated(vec![at(30, EntryStatus::Deleted)]).await, Ok(1), "a newer tombstone wins");
-    assert_eq!(f.workflow.apply_replicated(vec![at(25, EntryStatus::Active)]).await, Ok(0), "an older live entry loses");
+    assert_eq!(f.workflow.apply_replicated(vec![at(20, EntryStatus::Active)]).await.ok(), Some(1));
+    assert_eq!(f.workflow.apply_replicated(vec![at(10, EntryStatus::Deleted)]).await.ok(), Some(0), "an older tombstone loses");
+    assert_eq!(f.workflow.apply_replicated(vec![at(20, EntryStatus::Active)]).await.ok(), Some(0), "the same write is kept");
+    assert_eq!(f.workflow.apply_replicated(vec![at(30, EntryStatus::Deleted)]).await.ok(), Some(1), "a newer tombstone wins");
+    assert_eq!(f.workflow.apply_replicated(vec![at(25, EntryStatus::Active)]).await.ok(), Some(0), "an older live entry loses");
     assert_eq!(f.store.get_entry(&k).await.expect("read"), Some(at(30, EntryStatus::Deleted)));
     assert!(f.runtime.claims.get(&k).is_none(), "a tombstone claims nothing");
 }

@@ -13,6 +13,9 @@ use std::path::Path;
 
 use rocksdb::{DB, IteratorMode, Options, WriteBatch, WriteOptions};
 
+/// RocksDB's classification of an error, carried up to the store's `KvError`.
+pub use rocksdb::ErrorKind;
+
 /// One change inside an atomic batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BatchOp {
@@ -28,6 +31,15 @@ pub enum RocksKvError {
     Read(rocksdb::Error),
     #[error("rocksdb write: {0}")]
     Write(rocksdb::Error),
+}
+
+impl RocksKvError {
+    /// RocksDB's classification of the failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RocksKvError::Open { source, .. } | RocksKvError::Read(source) | RocksKvError::Write(source) => source.kind(),
+        }
+    }
 }
 
 /// A RocksDB database opened on one directory.

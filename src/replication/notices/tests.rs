@@ -149,7 +149,7 @@ async fn a_notice_without_its_entry_waits_for_the_pull() {
         Some(PullRequest::Keys { from, keys, done }) => {
             assert_eq!((from, keys), (main_id(), vec![key()]));
             let applied = receiver.workflow.apply_replicated(vec![big.clone()]).await;
-            done.send(applied).expect("the notice waits");
+            done.send(applied.map_err(|e| e.to_string())).expect("the notice waits");
         }
         other => panic!("expected a pull of the key, got {other:?}"),
     }
