@@ -32,7 +32,7 @@ use crate::ids::NodeId;
 use crate::listen::{Limits, ListenLimits};
 use crate::runtime::Runtime;
 use crate::runtime::locks::FileLocks;
-use crate::scan::{ScanReport, ScanSettings, ScanWorker, Scanner, boot};
+use crate::scan::{MainView, ScanReport, ScanSettings, ScanWorker, Scanner, boot};
 use crate::store::Store;
 use crate::store::kv::KvEngine;
 use crate::workflow::{NoPeers, Peers, Workflow};
@@ -361,7 +361,10 @@ impl RunningNode {
 
         // 5. Workers.
         let mut servers = Vec::new();
-        workers.spawn(ScanWorker::new(scanner.clone(), cluster.as_ref().map(|parts| parts.cluster.membership.view())));
+        workers.spawn(ScanWorker::new(
+            scanner.clone(),
+            cluster.as_ref().map(|parts| Box::new(ViewIsMain(parts.cluster.membership.view())) as Box<dyn MainView>),
+        ));
         workers.spawn(MaintenanceWorker::new(agents.clone(), settings.agent_flush_interval));
         if let Some(runtime) = &settings.config {
             let live = Arc::new(NodeLive { scanner: scanner.clone(), state: state.clone(), log_control: runtime.log_control.clone() });
@@ -495,6 +498,15 @@ async fn connect_cluster(wiring: ClusterWiring, node_id: &NodeId) -> Result<Clus
     let membership = Membership::start(membership_settings, &wiring.gossip).await.map_err(NodeError::Cluster)?;
     let cluster = Arc::new(Cluster { membership: Arc::new(membership), bus, drop_switch, bus_gate, settings: wiring.replication });
     Ok(ClusterParts { cluster, bus_server, memory_network })
+}
+
+/// The scan's view of main-ship: the cluster view's watch channel, read at every scan.
+struct ViewIsMain(tokio::sync::watch::Receiver<crate::cluster::ClusterView>);
+
+impl MainView for ViewIsMain {
+    fn is_main(&self) -> bool {
+        self.0.borrow().is_main()
+    }
 }
 
 /// What this node answers on the bus.

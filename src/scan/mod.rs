@@ -19,11 +19,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 
 use crate::bundled::Bundled;
 use crate::clock::now_ms;
-use crate::cluster::ClusterView;
 use crate::ids::{Revision, RuleKey};
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::FileLocks;
@@ -323,16 +322,23 @@ fn action_key(action: &Action) -> &RuleKey {
 /// (only the main creates measures) from the cluster view; a lone node always is.
 pub struct ScanWorker {
     scanner: Arc<Scanner>,
-    view_rx: Option<watch::Receiver<ClusterView>>,
+    main_view: Option<Box<dyn MainView>>,
+}
+
+/// Whether this node is the main right now, read at every scan. The node gives the scan the
+/// cluster view's watch channel through this (the scan itself never imports the cluster).
+pub trait MainView: Send + Sync {
+    fn is_main(&self) -> bool;
 }
 
 impl ScanWorker {
-    pub fn new(scanner: Arc<Scanner>, view_rx: Option<watch::Receiver<ClusterView>>) -> ScanWorker {
-        ScanWorker { scanner, view_rx }
+    /// `main_view` is `None` for a lone node, which is always the main.
+    pub fn new(scanner: Arc<Scanner>, main_view: Option<Box<dyn MainView>>) -> ScanWorker {
+        ScanWorker { scanner, main_view }
     }
 
     fn is_main(&self) -> bool {
-        self.view_rx.as_ref().is_none_or(|view| view.borrow().is_main())
+        self.main_view.as_ref().is_none_or(|view| view.is_main())
     }
 }
 
