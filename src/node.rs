@@ -434,6 +434,7 @@ impl RunningNode {
                 catch_up,
             });
             cluster_tasks.push(tokio::spawn(syncer.run(shutdown.clone())));
+            cluster_tasks.push(tokio::spawn(crate::replication::forward::run_probe(cluster.clone(), shutdown.clone())));
             if let Err(e) = cluster.membership.set_ready(true).await {
                 tracing::warn!(error = %e, "cannot publish readiness");
             }
