@@ -32,10 +32,6 @@ fn rule(step: usize) -> Vec<u8> {
     .into_bytes()
 }
 
-pub(super) fn spawn(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path) -> Result<Node, String> {
-    spawn_with(bin, dir, net, i, secret, &[])
-}
-
 pub(super) fn spawn_with(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path, extra: &[&str]) -> Result<Node, String> {
     let (mut command, host) = node_command(bin, dir, net, i, secret)?;
     let child = command.args(extra).spawn().map_err(|e| format!("spawning {}: {e}", bin.display()))?;
@@ -89,7 +85,9 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
 }
 
-pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8, failover_rounds: usize) -> Result<(), String> {
+pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8, failover_rounds: usize, sets: &[String]) -> Result<(), String> {
+    let extra: Vec<String> = sets.iter().flat_map(|set| ["--set".to_string(), set.clone()]).collect();
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     if !(2..=9).contains(&nodes) {
         return Err("--nodes must be 2..9".into());
     }
@@ -100,7 +98,7 @@ pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8, failover_roun
     std::fs::write(&secret, "bench-cluster-secret").map_err(|e| e.to_string())?;
     let mut cluster = Vec::new();
     for i in 1..=nodes {
-        cluster.push(spawn(&bin, dir, net, i, &secret)?);
+        cluster.push(spawn_with(&bin, dir, net, i, &secret, &extra)?);
     }
     let main_id = cluster[0].id.clone();
     for node in &cluster {
@@ -162,7 +160,7 @@ pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8, failover_roun
     eprintln!("failover: {failover_rounds} rounds of kill -9 of the main, one write every 50 ms through {}", through.id);
     let mut rounds = Vec::with_capacity(failover_rounds);
     for round in 1..=failover_rounds {
-        let result = failover_round(&bin, dir, net, &secret, main, rest, &path).await?;
+        let result = failover_round(&bin, dir, net, &secret, &extra, main, rest, &path).await?;
         eprintln!(
             "  round {round}: first write accepted {:?} after kill -9; {} of {} writes sent during the failover failed",
             result.first_accepted, result.errors, result.sent
@@ -263,11 +261,13 @@ async fn wait_agreement(nodes: &[&Node], main_id: &str, live: usize) -> Result<(
 /// Kills the main (node 1) with SIGKILL while a writer sends one write every 50 ms through the
 /// last node, until 1 s after the first write the new main accepts; then restarts node 1 and
 /// waits for it to be the main again.
+#[allow(clippy::too_many_arguments)]
 async fn failover_round(
     bin: &Path,
     dir: &Path,
     net: u8,
     secret: &Path,
+    extra: &[&str],
     main: &mut Node,
     rest: &[Node],
     path: &str,
@@ -333,7 +333,7 @@ async fn failover_round(
     // Node 1 returns on its data dir and is the main again (smallest id).
     let host = main.id.trim_end_matches(":17128").to_string();
     let i = host.rsplit('.').next().and_then(|last| last.parse::<usize>().ok()).map(|last| last - 1).ok_or("node id")?;
-    *main = spawn(bin, dir, net, i, secret)?;
+    *main = spawn_with(bin, dir, net, i, secret, extra)?;
     let mut everyone: Vec<&Node> = vec![&*main];
     everyone.extend(rest.iter());
     let main_id = main.id.clone();
