@@ -2,15 +2,13 @@
 //! view as it is now, and the time spent, so a write sent during a failover waits for the next
 //! main instead of failing.
 //!
-//! The write is retried only when the main cannot have run it, or can only have run it and died:
-//! the connection was refused or reset, there was no route to the main yet, or the target
-//! answered `421 cluster_view_split` (it is not the main in its own view; it ran nothing). Each
-//! retry goes to the main of the view at that moment, or runs here when this node has become the
-//! main. A timeout is never retried: the main may still be running the write. Once `bound`
-//! (`cluster.forward_wait`) has passed, the last attempt's error is the answer, as before.
-//!
-//! A write re-sent after a reset may run twice; writes carry their whole content, so the second
-//! run stores the same content again (or answers `no_change`).
+//! The write is retried only when the main cannot have run it: the connection was refused (the
+//! request never left), there was no route to the main yet, or the target answered
+//! `421 cluster_view_split` (it is not the main in its own view; it ran nothing). Each retry goes
+//! to the main of the view at that moment, or runs here when this node has become the main. A
+//! timeout or a connection broken mid-call is never retried: the main may have run the write, or
+//! still be running it, and its outcome is unknown. Once `bound` (`cluster.forward_wait`) has
+//! passed, the last attempt's error is the answer, as before.
 
 use std::time::Duration;
 
@@ -27,8 +25,10 @@ pub enum Attempt {
     Answered,
     /// The target answered `421 cluster_view_split`: its view names another main.
     ViewSplit,
-    /// The connection was refused or reset: the target may be dead.
+    /// The connection was refused: the target may be dead, and did not get the write.
     Unreachable,
+    /// The connection broke mid-call: the target may have run the write before it died.
+    Interrupted,
     /// No call was made: the main is not in the member list or has no bus address yet.
     NoRoute,
     /// No answer in time: the write may be running there, so it is not sent anywhere else.
@@ -73,7 +73,7 @@ pub fn next_step(
 ) -> NextStep {
     match attempt {
         Attempt::Answered => return NextStep::Relay,
-        Attempt::TimedOut | Attempt::Failed => return NextStep::GiveUp,
+        Attempt::TimedOut | Attempt::Interrupted | Attempt::Failed => return NextStep::GiveUp,
         Attempt::ViewSplit | Attempt::Unreachable | Attempt::NoRoute => {}
     }
     if elapsed >= bound {
@@ -104,9 +104,11 @@ mod tests {
             // an answer is relayed, even a late one, whatever the view says now
             (Answered, Some(&a), ms(0), NextStep::Relay),
             (Answered, Some(&b), ms(9000), NextStep::Relay),
-            // a timeout or another failure is answered at once: never re-sent
+            // a timeout, a broken call or another failure is answered at once: never re-sent
             (TimedOut, Some(&b), ms(10), NextStep::GiveUp),
             (TimedOut, Some(&me), ms(10), NextStep::GiveUp),
+            (Interrupted, Some(&a), ms(10), NextStep::GiveUp),
+            (Interrupted, Some(&b), ms(10), NextStep::GiveUp),
             (Failed, Some(&b), ms(10), NextStep::GiveUp),
             // refused, no route or a split view, and the view has not moved: wait
             (Unreachable, Some(&a), ms(0), NextStep::Wait(RETRY_PAUSE)),

@@ -2,7 +2,8 @@
 //!
 //! [`Cluster::forward`] is one attempt: the main's answer relayed, or `forward_failed`. A write
 //! goes through [`Cluster::forward_write`], which carries out `cluster::forward_wait`'s decisions:
-//! a write whose main refuses it, cannot be routed to, or answers `421 cluster_view_split` waits
+//! a write whose main refuses the connection, cannot be routed to, or answers
+//! `421 cluster_view_split` waits
 //! (at most `forward_wait`, 5 s by default) for the view to name a main that takes it, and is sent
 //! there, or run here when this node has become the main. Only when the bound passes does the
 //! client get the last error.
@@ -122,7 +123,8 @@ impl Cluster {
             Ok(other) => failed(Attempt::Failed, format!("main {main_id} answered {}", other.name())),
             Err(e) => {
                 let attempt = match e {
-                    BusError::Unreachable { .. } | BusError::Transport { .. } => Attempt::Unreachable,
+                    BusError::Unreachable { .. } => Attempt::Unreachable,
+                    BusError::Transport { .. } => Attempt::Interrupted,
                     BusError::Timeout { .. } => Attempt::TimedOut,
                     _ => Attempt::Failed,
                 };
