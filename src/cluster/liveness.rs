@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use chitchat::{ChitchatId, Heartbeat};
 
-use super::main_select::{BusFailure, LivenessEvidence};
+use super::main_select::{BusFailure, Liveness, LivenessEvidence, judge_liveness};
 use crate::ids::NodeId;
 
 /// Bus calls that failed, per node: the latest failure and when. A success clears it. Clones
@@ -52,6 +52,43 @@ impl BusReports {
 pub fn phi_of(since_heartbeat: Duration, detection_timeout: Option<Duration>, phi_threshold: f64) -> Option<f64> {
     let timeout = detection_timeout?.as_secs_f64();
     (timeout > 0.0).then(|| since_heartbeat.as_secs_f64() * phi_threshold / timeout)
+}
+
+/// The evidence rule with what it needs across views: the thresholds, the heartbeat book and
+/// the bus reports.
+#[derive(Debug)]
+pub struct LivenessJudge {
+    phi_threshold: f64,
+    suspect_phi_threshold: f64,
+    book: LivenessBook,
+    reports: BusReports,
+}
+
+impl LivenessJudge {
+    pub fn new(phi_threshold: f64, suspect_phi_threshold: f64, reports: BusReports) -> LivenessJudge {
+        LivenessJudge { phi_threshold, suspect_phi_threshold, book: LivenessBook::default(), reports }
+    }
+
+    /// `id`'s liveness now, given its current heartbeat, gossip's verdict and chitchat's
+    /// detection timeout for it.
+    pub fn liveness(
+        &mut self,
+        id: &ChitchatId,
+        heartbeat: Heartbeat,
+        gossip_live: bool,
+        detection_timeout: Option<Duration>,
+        now: Instant,
+    ) -> Liveness {
+        let evidence =
+            self.book
+                .evidence(id, heartbeat, gossip_live, detection_timeout, self.phi_threshold, &self.reports, now);
+        judge_liveness(evidence, self.suspect_phi_threshold)
+    }
+
+    /// Forgets members gossip no longer lists.
+    pub fn retain(&mut self, known: impl Fn(&ChitchatId) -> bool) {
+        self.book.retain(known);
+    }
 }
 
 /// When each member's heartbeat was last seen to move.
@@ -150,5 +187,27 @@ mod tests {
         assert_eq!(look(&mut book, moved, later + Duration::from_millis(7)).bus_failure, None);
         book.retain(|_| false);
         assert!(book.heartbeats.is_empty());
+    }
+
+    #[test]
+    fn the_judge_deposes_a_silent_refusing_member_and_not_a_slow_one() {
+        let reports = BusReports::default();
+        let mut judge = LivenessJudge::new(8.0, 3.0, reports.clone());
+        let (a, start) = (id("a"), Instant::now());
+        // Mean heartbeat interval 0.25 s (timeout 2 s at phi 8).
+        let timeout = Some(Duration::from_secs(2));
+        let beat = Heartbeat::default();
+        assert_eq!(judge.liveness(&a, beat, true, timeout, start), Liveness::Live);
+        reports.record_failure(&NodeId("a".into()), BusFailure::TimedOut, start + Duration::from_millis(100));
+        // 1 s of silence (phi 4) and only a timeout: suspect, still live.
+        assert_eq!(judge.liveness(&a, beat, true, timeout, start + Duration::from_secs(1)), Liveness::Suspect);
+        reports.record_failure(&NodeId("a".into()), BusFailure::Refused, start + Duration::from_millis(900));
+        assert_eq!(judge.liveness(&a, beat, true, timeout, start + Duration::from_secs(1)), Liveness::Dead);
+        // A refusal with heartbeats arriving (phi 0.4 after a new beat): suspect only.
+        let moved: Heartbeat = serde_json::from_str("3").expect("heartbeat");
+        let later = start + Duration::from_millis(1100);
+        assert_eq!(judge.liveness(&a, moved, true, timeout, later), Liveness::Live, "the new beat makes the refusal stale");
+        reports.record_failure(&NodeId("a".into()), BusFailure::Refused, later + Duration::from_millis(1));
+        assert_eq!(judge.liveness(&a, moved, true, timeout, later + Duration::from_millis(100)), Liveness::Suspect);
     }
 }

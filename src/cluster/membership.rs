@@ -33,8 +33,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::ClusterError;
 use super::keys::{Fact, NodeFacts, check_fact_value, ready_value};
-use super::liveness::{BusReports, LivenessBook};
-use super::main_select::{BusFailure, Liveness, judge_liveness};
+use super::liveness::{BusReports, LivenessJudge};
+use super::main_select::{BusFailure, Liveness};
 use super::view::{ClusterView, Member};
 use crate::ids::NodeId;
 
@@ -303,12 +303,11 @@ impl Membership {
         // Capacity 1: pokes coalesce, and a full channel already means "refresh pending".
         let (refresh_tx, refresh_rx) = mpsc::channel(1);
         let bus_reports = BusReports::default();
-        let mut judge = Judge {
-            phi_threshold: settings.phi_threshold,
-            suspect_phi_threshold: settings.suspect_phi_threshold,
-            book: LivenessBook::default(),
-            reports: bus_reports.clone(),
-        };
+        let mut judge = LivenessJudge::new(
+            settings.phi_threshold,
+            settings.suspect_phi_threshold,
+            bus_reports.clone(),
+        );
         let (key_listener, live_rx, first_view) = {
             let guard = chitchat.lock().await;
             let poke = refresh_tx.clone();
@@ -448,15 +447,7 @@ struct ViewWorker {
     live_rx: watch::Receiver<std::collections::BTreeMap<ChitchatId, chitchat::NodeState>>,
     refresh_rx: mpsc::Receiver<()>,
     tick: tokio::time::Interval,
-    judge: Judge,
-}
-
-/// The evidence rule's inputs that outlive one view.
-struct Judge {
-    phi_threshold: f64,
-    suspect_phi_threshold: f64,
-    book: LivenessBook,
-    reports: BusReports,
+    judge: LivenessJudge,
 }
 
 impl ViewWorker {
@@ -504,7 +495,7 @@ impl ViewWorker {
 /// The view of `chitchat`'s current state. Older incarnations of this node are skipped: this
 /// process is the node. Each other member's liveness is `judge_liveness` over gossip's verdict,
 /// its phi and this node's bus failures.
-fn view_of(self_id: &NodeId, chitchat: &Chitchat, judge: &mut Judge) -> ClusterView {
+fn view_of(self_id: &NodeId, chitchat: &Chitchat, judge: &mut LivenessJudge) -> ClusterView {
     let live: std::collections::HashSet<&ChitchatId> = chitchat.live_nodes().collect();
     let self_chitchat_id = chitchat.self_chitchat_id();
     let self_generation = self_chitchat_id.generation_id;
@@ -517,16 +508,8 @@ fn view_of(self_id: &NodeId, chitchat: &Chitchat, judge: &mut Judge) -> ClusterV
             let liveness = if id == self_chitchat_id {
                 Liveness::Live
             } else {
-                let evidence = judge.book.evidence(
-                    id,
-                    state.heartbeat(),
-                    live.contains(id),
-                    chitchat.failure_detection_timeout(id),
-                    judge.phi_threshold,
-                    &judge.reports,
-                    now,
-                );
-                judge_liveness(evidence, judge.suspect_phi_threshold)
+                let timeout = chitchat.failure_detection_timeout(id);
+                judge.liveness(id, state.heartbeat(), live.contains(id), timeout, now)
             };
             let mut member = Member::new(
                 NodeId(id.node_id.to_string()),
@@ -538,6 +521,6 @@ fn view_of(self_id: &NodeId, chitchat: &Chitchat, judge: &mut Judge) -> ClusterV
             member
         })
         .collect();
-    judge.book.retain(|id| chitchat.node_states().contains_key(id));
+    judge.retain(|id| chitchat.node_states().contains_key(id));
     ClusterView::new(self_id.clone(), members)
 }
