@@ -101,15 +101,7 @@ pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8, failover_roun
         cluster.push(spawn_with(&bin, dir, net, i, &secret, &extra)?);
     }
     let main_id = cluster[0].id.clone();
-    for node in &cluster {
-        wait_for(&format!("{} to agree on the main", node.id), Duration::from_secs(60), async || {
-            let status = node.client.get("/cluster/status").await.ok().and_then(|r| r.json());
-            status.is_some_and(|s| {
-                s["main"] == main_id.as_str() && s["members"].as_array().is_some_and(|m| m.iter().filter(|m| m["live"] == true).count() == nodes)
-            })
-        })
-        .await?;
-    }
+    wait_agreement(&cluster.iter().collect::<Vec<_>>(), &main_id, nodes).await?;
     eprintln!("{nodes} nodes agree on main {main_id}; {writes} commits...");
     let path = with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "bench")]);
     let mut visible = Vec::with_capacity(writes);
@@ -156,8 +148,8 @@ pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8, failover_roun
     );
 
     let (main, rest) = cluster.split_first_mut().ok_or("no nodes")?;
-    let through = rest.last().ok_or("no surviving node")?;
-    eprintln!("failover: {failover_rounds} rounds of kill -9 of the main, one write every 50 ms through {}", through.id);
+    let through_id = rest.last().ok_or("no surviving node")?.id.clone();
+    eprintln!("failover: {failover_rounds} rounds of kill -9 of the main, one write every 50 ms through {through_id}");
     let mut rounds = Vec::with_capacity(failover_rounds);
     for round in 1..=failover_rounds {
         let result = failover_round(&bin, dir, net, &secret, &extra, main, rest, &path).await?;
@@ -169,8 +161,9 @@ pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8, failover_roun
     }
     let summary = FailoverSummary::of(&rounds);
     println!(
-        "failover ({} rounds, writes every 50 ms through a surviving non-main node): kill -9 to first accepted write median {:?} (min {:?}, max {:?}); client-visible errors {} of {} writes ({} rounds with errors)",
+        "failover ({} rounds, one write every 50 ms through {}): kill -9 to first accepted write median {:?} (min {:?}, max {:?}); client-visible errors {} of {} writes sent after the kill ({} rounds with errors)",
         rounds.len(),
+        through_id,
         summary.median,
         summary.min,
         summary.max,
