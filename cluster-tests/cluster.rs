@@ -661,8 +661,8 @@ async fn writes_through_a_peer_during_a_failover_all_succeed_within_the_bound() 
     cluster.stop_node(1).await;
     cluster.wait_agreement(&[2, 3], 2).await;
     phase(s, &format!("n2 is the main on n2 and n3 {:?} after n1 stopped", stopped.elapsed()));
-    wait_until(WAIT, "writes accepted by the new main", || async {
-        log.lock().expect("log").iter().filter(|(sent, code, ..)| *sent > stopped && *code == 200).count() >= 5
+    wait_until(WAIT, "20 writes sent after the stop accepted", || async {
+        log.lock().expect("log").iter().filter(|(sent, code, ..)| *sent > stopped && *code == 200).count() >= 20
     })
     .await;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -670,19 +670,22 @@ async fn writes_through_a_peer_during_a_failover_all_succeed_within_the_bound() 
 
     let log = log.lock().expect("log").clone();
     let during: Vec<_> = log.iter().filter(|(sent, ..)| *sent > stopped).collect();
-    let errors: Vec<_> = log.iter().filter(|(_, code, ..)| *code != 200).collect();
+    // A write in flight on the main when it stops may have run there: it is answered, as before,
+    // with the error it met. Writes sent after the stop must all succeed.
+    let errors: Vec<_> = during.iter().filter(|(_, code, ..)| *code != 200).collect();
+    let in_flight_errors = log.iter().filter(|(sent, code, ..)| *sent <= stopped && *code != 200).count();
     let first_accepted = during.iter().filter(|(_, code, ..)| *code == 200).map(|(sent, _, _, took)| (*sent + *took) - stopped).min();
     let slowest = log.iter().map(|(.., took)| *took).max().unwrap_or_default();
     phase(
         s,
         &format!(
-            "{} writes, {} sent after the stop, {} errors; first accepted {first_accepted:?} after the stop; slowest write {slowest:?}",
+            "{} writes, {} sent after the stop, {} errors among them ({in_flight_errors} among writes sent before); first accepted {first_accepted:?} after the stop; slowest write {slowest:?}",
             log.len(),
             during.len(),
             errors.len()
         ),
     );
-    assert!(during.len() >= 5, "writes were sent during the failover: {log:?}");
+    assert!(during.len() >= 20, "writes were sent during the failover: {log:?}");
     assert!(errors.is_empty(), "client-visible errors during the failover: {errors:?}");
     assert!(slowest < bound + Duration::from_secs(1), "a write waited {slowest:?}, over the {bound:?} bound");
     cluster.shutdown().await;
