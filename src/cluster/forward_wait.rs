@@ -16,7 +16,7 @@ use crate::ids::NodeId;
 
 /// How long to wait before trying again when the view has not moved: long enough for a gossip
 /// look or a probe to land, short enough to be no real delay once the new main is known.
-pub const RETRY_PAUSE: Duration = Duration::from_millis(100);
+pub const RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// How one attempt to forward a write ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,7 +116,7 @@ mod tests {
             (ViewSplit, Some(&a), ms(1000), NextStep::Wait(RETRY_PAUSE)),
             (Unreachable, None, ms(0), NextStep::Wait(RETRY_PAUSE)),
             // ... but never past the bound
-            (Unreachable, Some(&a), ms(4950), NextStep::Wait(ms(50))),
+            (Unreachable, Some(&a), ms(4980), NextStep::Wait(ms(20))),
             (Unreachable, Some(&a), ms(5000), NextStep::GiveUp),
             (ViewSplit, Some(&a), ms(6000), NextStep::GiveUp),
             (ViewSplit, Some(&b), ms(5000), NextStep::GiveUp),

@@ -8,7 +8,7 @@
 //! phi is chitchat's: the time since the last heartbeat over the mean heartbeat interval.
 //! chitchat does not expose it, but it exposes the time at which phi reaches the threshold
 //! (`failure_detection_timeout` = mean × threshold), so phi = elapsed × threshold / timeout. The
-//! heartbeat is observed when the view worker looks (several times a gossip interval), so the
+//! heartbeat is observed when the view worker looks (8 times a gossip interval), so the
 //! elapsed time, and phi with it, is under-estimated by at most one look: a late call, never an
 //! early one.
 

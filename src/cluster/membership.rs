@@ -8,7 +8,7 @@
 //!
 //! The worker also judges liveness beyond chitchat's verdict (see `main_select::judge_liveness`):
 //! it tracks when each member's heartbeat last moved and combines that with the bus failures the
-//! node reported ([`Membership::report_bus_call`]). It looks several times per gossip interval, so
+//! node reported ([`Membership::report_bus_call`]). It looks 8 times per gossip interval, so
 //! a member that is refused and silent is dropped from the view within a fraction of an interval.
 //!
 //! chitchat runs key listeners while it holds its own mutex, so the listener only pokes a
@@ -330,7 +330,7 @@ impl Membership {
             live_rx,
             refresh_rx,
             // Several looks per interval: heartbeat silence is measured at this resolution.
-            tick: tokio::time::interval((settings.gossip_interval / 4).max(Duration::from_millis(10))),
+            tick: tokio::time::interval((settings.gossip_interval / 8).max(Duration::from_millis(10))),
             judge,
         };
         tokio::spawn(worker.run(stop.clone()));

@@ -26,7 +26,7 @@ use crate::ids::{Catalog, NodeId, Revision, RuleKey, RuleName};
 use crate::status::{ApplyStatus, Outcome};
 
 /// How often a suspect main is probed.
-pub const PROBE_PAUSE: Duration = Duration::from_millis(100);
+pub const PROBE_PAUSE: Duration = Duration::from_millis(50);
 /// How long a probe waits for an answer (a timeout proves nothing either way).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
