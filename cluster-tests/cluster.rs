@@ -44,9 +44,7 @@ struct TestCluster {
     stores: Vec<Arc<MemKv>>,
     nodes: Vec<Option<TestNode>>,
     size: usize,
-    commit_replicas: usize,
-    /// The largest entry a commit notice carries (`ReplicationSettings::notice_entry_limit`).
-    notice_entry_limit: usize,
+    replication: ReplicationSettings,
 }
 
 impl TestCluster {
@@ -56,19 +54,29 @@ impl TestCluster {
 
     /// A cluster whose main waits for `commit_replicas` peer confirmations on every commit.
     async fn start_with(size: usize, commit_replicas: usize) -> TestCluster {
-        TestCluster::start_with_notice_limit(size, commit_replicas, hotrule::replication::DEFAULT_NOTICE_ENTRY_LIMIT).await
+        let replication = ReplicationSettings { commit_replicas, ..TestCluster::replication() };
+        TestCluster::start_tuned(size, replication).await
     }
 
     /// As [`TestCluster::start_with`], with notices carrying entries up to `notice_entry_limit`.
     async fn start_with_notice_limit(size: usize, commit_replicas: usize, notice_entry_limit: usize) -> TestCluster {
+        let replication = ReplicationSettings { commit_replicas, notice_entry_limit, ..TestCluster::replication() };
+        TestCluster::start_tuned(size, replication).await
+    }
+
+    fn replication() -> ReplicationSettings {
+        ReplicationSettings { sync_timeout: Duration::from_secs(2), ..ReplicationSettings::default() }
+    }
+
+    /// A cluster whose nodes replicate and forward with `replication`.
+    async fn start_tuned(size: usize, replication: ReplicationSettings) -> TestCluster {
         let mut cluster = TestCluster {
             gossip: GossipNetwork::new(),
             bus: MemNetwork::new(),
             stores: (0..size).map(|_| Arc::new(MemKv::new())).collect(),
             nodes: (0..size).map(|_| None).collect(),
             size,
-            commit_replicas,
-            notice_entry_limit,
+            replication,
         };
         for i in 1..=size {
             cluster.start_node(i).await;
@@ -86,12 +94,7 @@ impl TestCluster {
             membership,
             gossip: GossipTransport::InMemory(self.gossip.clone()),
             bus: BusWiring::Memory { network: self.bus.clone() },
-            replication: ReplicationSettings {
-                sync_timeout: Duration::from_secs(2),
-                commit_replicas: self.commit_replicas,
-                notice_entry_limit: self.notice_entry_limit,
-                ..ReplicationSettings::default()
-            },
+            replication: self.replication.clone(),
             admin_advertise: admin.clone(),
         };
         let settings = NodeSettings { node_id: Some(format!("n{i}")), ..NodeSettings::for_test() };
@@ -713,5 +716,152 @@ async fn runtime_layers_replicate_with_their_entries() {
     for i in 1..=3 {
         wait_until(WAIT, &format!("n{i} lists no layer"), || async { layer_names(&cluster, i).await.is_empty() }).await;
     }
+    cluster.shutdown().await;
+}
+
+/// One write every 50 ms through node `through`, each on its own task, until `stop` is set:
+/// (sent at, HTTP status, applyStatus, how long it took).
+type WriteLog = Arc<std::sync::Mutex<Vec<(Instant, u16, String, Duration)>>>;
+
+fn write_every_50ms(cluster: &TestCluster, through: usize, name: &'static str, stop: Arc<std::sync::atomic::AtomicBool>) -> (WriteLog, tokio::task::JoinHandle<()>) {
+    let log: WriteLog = Arc::default();
+    let client = cluster.node(through).client.clone();
+    let writer_log = log.clone();
+    let writer = tokio::spawn(async move {
+        let mut writes = Vec::new();
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        // Bounded: 30 s of writes at most, whatever the test does.
+        for step in 1..=600u32 {
+            tick.tick().await;
+            if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
+            let (client, log) = (client.clone(), writer_log.clone());
+            writes.push(tokio::spawn(async move {
+                let path = hotrule::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", name)]);
+                let sent = Instant::now();
+                let (code, status) = match client.post(&path, rule("fo", step % 50 + 1).into_bytes()).await {
+                    Ok(reply) => {
+                        let json: serde_json::Value = reply.json().unwrap_or_default();
+                        (reply.status.as_u16(), json["applyStatus"].as_str().unwrap_or("").to_string())
+                    }
+                    Err(e) => (0, e.to_string()),
+                };
+                log.lock().expect("log").push((sent, code, status, sent.elapsed()));
+            }));
+        }
+        for write in writes {
+            let _ = write.await;
+        }
+    });
+    (log, writer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_through_a_peer_during_a_failover_all_succeed_within_the_bound() {
+    let s = "failover-writes";
+    let mut cluster = TestCluster::start(3).await;
+    let bound = TestCluster::replication().forward_wait;
+    cluster.node(1).push("otel-rules", "fo", &rule("fo", 1), &[]).await;
+    cluster.wait_rule(3, "fo", &rule("fo", 1)).await;
+
+    phase(s, "n3 takes one write every 50 ms; the main n1 stops in the middle");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (log, writer) = write_every_50ms(&cluster, 3, "fo", stop.clone());
+    wait_until(WAIT, "a few writes through n3 before the failover", || async { log.lock().expect("log").len() >= 5 }).await;
+    let stopped = Instant::now();
+    cluster.stop_node(1).await;
+    cluster.wait_agreement(&[2, 3], 2).await;
+    phase(s, &format!("n2 is the main on n2 and n3 {:?} after n1 stopped", stopped.elapsed()));
+    wait_until(WAIT, "20 writes sent after the stop accepted", || async {
+        log.lock().expect("log").iter().filter(|(sent, code, ..)| *sent > stopped && *code == 200).count() >= 20
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    writer.await.expect("writer");
+
+    let log = log.lock().expect("log").clone();
+    let during: Vec<_> = log.iter().filter(|(sent, ..)| *sent > stopped).collect();
+    // A write in flight on the main when it stops may have run there: it is answered, as before,
+    // with the error it met. Writes sent after the stop must all succeed.
+    let errors: Vec<_> = during.iter().filter(|(_, code, ..)| *code != 200).collect();
+    let in_flight_errors = log.iter().filter(|(sent, code, ..)| *sent <= stopped && *code != 200).count();
+    let first_accepted = during.iter().filter(|(_, code, ..)| *code == 200).map(|(sent, _, _, took)| (*sent + *took) - stopped).min();
+    let slowest = log.iter().map(|(.., took)| *took).max().unwrap_or_default();
+    phase(
+        s,
+        &format!(
+            "{} writes, {} sent after the stop, {} errors among them ({in_flight_errors} among writes sent before); first accepted {first_accepted:?} after the stop; slowest write {slowest:?}",
+            log.len(),
+            during.len(),
+            errors.len()
+        ),
+    );
+    assert!(during.len() >= 20, "writes were sent during the failover: {log:?}");
+    assert!(errors.is_empty(), "client-visible errors during the failover: {errors:?}");
+    assert!(slowest < bound + Duration::from_secs(1), "a write waited {slowest:?}, over the {bound:?} bound");
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_to_an_unreachable_main_gives_up_after_the_bound_with_forward_failed() {
+    let s = "forward-bound";
+    let bound = Duration::from_millis(1500);
+    let cluster = TestCluster::start_tuned(3, ReplicationSettings { forward_wait: bound, ..TestCluster::replication() }).await;
+    phase(s, "the bus between n3 and the main n1 is cut; gossip still hears n1");
+    cluster.bus.cut(&node_id(3), &node_id(1));
+    let started = Instant::now();
+    let (code, json) = cluster.node(3).push("otel-rules", "unreachable", &rule("un", 1), &[]).await;
+    let took = started.elapsed();
+    phase(s, &format!("answered {code} after {took:?}: {json}"));
+    assert_eq!((code, json["applyStatus"].as_str(), json["mainNode"].as_str()), (502, Some("forward_failed"), Some("n1")), "{json}");
+    assert!(took >= bound, "gave up after {took:?}, before the {bound:?} bound");
+    assert!(took < bound + Duration::from_secs(2), "gave up only after {took:?}");
+    phase(s, "a refusal while heartbeats still arrive deposes nobody: n1 is still n3's main");
+    let status = cluster.status(3).await;
+    assert_eq!(status["main"], "n1", "{status}");
+
+    phase(s, "with the bound at zero the write fails at once, as before");
+    let cluster_at_once = TestCluster::start_tuned(2, ReplicationSettings { forward_wait: Duration::ZERO, ..TestCluster::replication() }).await;
+    cluster_at_once.bus.cut(&node_id(2), &node_id(1));
+    let started = Instant::now();
+    let (code, json) = cluster_at_once.node(2).push("otel-rules", "unreachable", &rule("un", 1), &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (502, Some("forward_failed")), "{json}");
+    assert!(started.elapsed() < bound, "no wait with a zero bound: {:?}", started.elapsed());
+    cluster_at_once.shutdown().await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_main_is_not_deposed_by_bus_timeouts() {
+    let s = "slow-main";
+    let replication = ReplicationSettings { forward_timeout: Duration::from_millis(300), ..TestCluster::replication() };
+    let cluster = TestCluster::start_tuned(3, replication).await;
+    phase(s, "every bus message between n3 and the main n1 takes 400 ms each way");
+    cluster.bus.set_delay(&node_id(3), &node_id(1), Duration::from_millis(400));
+    let started = Instant::now();
+    let (code, json) = cluster.node(3).push("otel-rules", "slow", &rule("sl", 1), &[]).await;
+    phase(s, &format!("answered {code} after {:?}", started.elapsed()));
+    assert_eq!((code, json["applyStatus"].as_str()), (502, Some("forward_failed")), "a timeout is answered as before: {json}");
+    assert!(started.elapsed() < Duration::from_secs(2), "a timed-out write is not retried: {:?}", started.elapsed());
+
+    phase(s, "for 3 s of timeouts (writes and probes), n1 stays live and the main on n3");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut looks = 0;
+    while Instant::now() < deadline {
+        let status = cluster.status(3).await;
+        let n1_live = status["members"].as_array().and_then(|m| m.iter().find(|m| m["nodeId"] == "n1")).map(|m| m["live"] == true);
+        assert_eq!(status["main"], "n1", "n1 deposed on a timeout: {status}");
+        assert_ne!(n1_live, Some(false), "n1 marked dead on a timeout: {status}");
+        if looks % 5 == 0 {
+            let _ = cluster.node(3).push("otel-rules", "slow", &rule("sl", 2), &[]).await;
+        }
+        looks += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    phase(s, "the delay goes: writes through n3 reach n1 again");
+    cluster.bus.set_delay(&node_id(3), &node_id(1), Duration::ZERO);
+    let (code, json) = cluster.node(3).push("otel-rules", "slow", &rule("sl", 3), &[]).await;
+    assert_eq!(code, 200, "{json}");
     cluster.shutdown().await;
 }

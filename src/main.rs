@@ -737,8 +737,11 @@ async fn cluster_wiring(cluster: &config::model::ClusterConfig, node: &config::N
     membership.seeds = cluster.seeds.clone();
     membership.cluster_id = cluster.id.clone();
     membership.gossip_interval = cluster.gossip_interval;
+    membership.phi_threshold = cluster.phi_threshold;
+    membership.suspect_phi_threshold = cluster.suspect_phi_threshold;
     let replication = hotrule::replication::ReplicationSettings {
         commit_replicas: cluster.commit_replicas,
+        forward_wait: cluster.forward_wait,
         ..hotrule::replication::ReplicationSettings::default()
     };
     Ok(ClusterWiring {

@@ -391,6 +391,7 @@ impl RunningNode {
                 (None, Some(network)) => network.register_with_gate(node_id.clone(), handler, cluster.bus_gate.clone()),
                 (None, None) => {}
             }
+            workers.spawn(crate::replication::forward::ProbeWorker::new(cluster.clone()));
             if let Err(e) = cluster.membership.set_ready(true).await {
                 tracing::warn!(error = %e, "cannot publish readiness");
             }

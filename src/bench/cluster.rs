@@ -1,7 +1,9 @@
 //! `hotrule bench cluster`: real node processes on loopback addresses with default gossip and
 //! scan settings. Measures healthy-commit visibility (from the 200 to the moment every node's
-//! `/runtime/rule` returns the new contentHash) and failover (from kill -9 of the main to the
-//! first write the new main accepts).
+//! `/runtime/rule` returns the new contentHash) and failover: over N rounds of kill -9 of the
+//! main, with one write every 50 ms through a surviving node that is not the next main, the
+//! median time from the kill to the first accepted write sent after it, and how many writes sent
+//! during the failover got an error (the forward wait should make that zero).
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -28,10 +30,6 @@ fn rule(step: usize) -> Vec<u8> {
         step % 50 + 1
     )
     .into_bytes()
-}
-
-pub(super) fn spawn(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path) -> Result<Node, String> {
-    spawn_with(bin, dir, net, i, secret, &[])
 }
 
 pub(super) fn spawn_with(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path, extra: &[&str]) -> Result<Node, String> {
@@ -87,7 +85,9 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
 }
 
-pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8) -> Result<(), String> {
+pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8, failover_rounds: usize, sets: &[String]) -> Result<(), String> {
+    let extra: Vec<String> = sets.iter().flat_map(|set| ["--set".to_string(), set.clone()]).collect();
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     if !(2..=9).contains(&nodes) {
         return Err("--nodes must be 2..9".into());
     }
@@ -98,18 +98,10 @@ pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8) -> Result<(),
     std::fs::write(&secret, "bench-cluster-secret").map_err(|e| e.to_string())?;
     let mut cluster = Vec::new();
     for i in 1..=nodes {
-        cluster.push(spawn(&bin, dir, net, i, &secret)?);
+        cluster.push(spawn_with(&bin, dir, net, i, &secret, &extra)?);
     }
     let main_id = cluster[0].id.clone();
-    for node in &cluster {
-        wait_for(&format!("{} to agree on the main", node.id), Duration::from_secs(60), async || {
-            let status = node.client.get("/cluster/status").await.ok().and_then(|r| r.json());
-            status.is_some_and(|s| {
-                s["main"] == main_id.as_str() && s["members"].as_array().is_some_and(|m| m.iter().filter(|m| m["live"] == true).count() == nodes)
-            })
-        })
-        .await?;
-    }
+    wait_agreement(&cluster.iter().collect::<Vec<_>>(), &main_id, nodes).await?;
     eprintln!("{nodes} nodes agree on main {main_id}; {writes} commits...");
     let path = with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "bench")]);
     let mut visible = Vec::with_capacity(writes);
@@ -155,23 +147,236 @@ pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8) -> Result<(),
         visible.last().copied().unwrap_or_default()
     );
 
-    // Failover: kill -9 the main, then write through node 2 until the new main accepts.
-    let mut main = cluster.remove(0);
-    let killed = Instant::now();
+    let (main, rest) = cluster.split_first_mut().ok_or("no nodes")?;
+    let through_id = rest.last().ok_or("no surviving node")?.id.clone();
+    eprintln!("failover: {failover_rounds} rounds of kill -9 of the main, one write every 50 ms through {through_id}");
+    let mut rounds = Vec::with_capacity(failover_rounds);
+    for round in 1..=failover_rounds {
+        let result = failover_round(&bin, dir, net, &secret, &extra, main, rest, &path).await?;
+        eprintln!(
+            "  round {round}: first write accepted {:?} after kill -9; {} of {} writes sent during the failover failed",
+            result.first_accepted, result.errors, result.sent
+        );
+        rounds.push(result);
+    }
+    let summary = FailoverSummary::of(&rounds);
+    println!(
+        "failover ({} rounds, one write every 50 ms through {}): kill -9 to first accepted write median {:?} (min {:?}, max {:?}); client-visible errors {} of {} writes sent after the kill ({} rounds with errors)",
+        rounds.len(),
+        through_id,
+        summary.median,
+        summary.min,
+        summary.max,
+        summary.errors,
+        summary.sent,
+        summary.rounds_with_errors
+    );
+    Ok(())
+}
+
+/// What one failover round measured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailoverRound {
+    /// From kill -9 to the first 200 for a write sent after it.
+    pub first_accepted: Duration,
+    /// Writes sent from the kill until the writer stopped, and how many of them did not get 200.
+    pub sent: usize,
+    pub errors: usize,
+}
+
+/// One write of a round: when it was sent and answered, relative to the kill (negative: before
+/// it), and its HTTP status (0: no answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteRecord {
+    pub sent_ms: i64,
+    pub answered_ms: i64,
+    pub status: u16,
+}
+
+impl FailoverRound {
+    /// The round's figures from its write log; `None` if no write sent after the kill was accepted.
+    pub fn of(log: &[WriteRecord]) -> Option<FailoverRound> {
+        let after: Vec<&WriteRecord> = log.iter().filter(|w| w.sent_ms >= 0).collect();
+        let first = after.iter().filter(|w| w.status == 200).map(|w| w.answered_ms).min()?;
+        Some(FailoverRound {
+            first_accepted: Duration::from_millis(first.max(0) as u64),
+            sent: after.len(),
+            errors: after.iter().filter(|w| w.status != 200).count(),
+        })
+    }
+}
+
+/// The figures over every round.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailoverSummary {
+    pub median: Duration,
+    pub min: Duration,
+    pub max: Duration,
+    pub sent: usize,
+    pub errors: usize,
+    pub rounds_with_errors: usize,
+}
+
+impl FailoverSummary {
+    pub fn of(rounds: &[FailoverRound]) -> FailoverSummary {
+        let mut times: Vec<Duration> = rounds.iter().map(|r| r.first_accepted).collect();
+        times.sort();
+        let median = match times.len() {
+            0 => Duration::ZERO,
+            n if n % 2 == 1 => times[n / 2],
+            n => (times[n / 2 - 1] + times[n / 2]) / 2,
+        };
+        FailoverSummary {
+            median,
+            min: times.first().copied().unwrap_or_default(),
+            max: times.last().copied().unwrap_or_default(),
+            sent: rounds.iter().map(|r| r.sent).sum(),
+            errors: rounds.iter().map(|r| r.errors).sum(),
+            rounds_with_errors: rounds.iter().filter(|r| r.errors > 0).count(),
+        }
+    }
+}
+
+/// Waits until every node sees `main_id` as main and `live` live members.
+async fn wait_agreement(nodes: &[&Node], main_id: &str, live: usize) -> Result<(), String> {
+    for node in nodes {
+        wait_for(&format!("{} to agree on the main {main_id}", node.id), Duration::from_secs(60), async || {
+            let status = node.client.get("/cluster/status").await.ok().and_then(|r| r.json());
+            status.is_some_and(|s| {
+                s["main"] == main_id && s["members"].as_array().is_some_and(|m| m.iter().filter(|m| m["live"] == true).count() == live)
+            })
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// Kills the main (node 1) with SIGKILL while a writer sends one write every 50 ms through the
+/// last node, until 1 s after the first write the new main accepts; then restarts node 1 and
+/// waits for it to be the main again.
+#[allow(clippy::too_many_arguments)]
+async fn failover_round(
+    bin: &Path,
+    dir: &Path,
+    net: u8,
+    secret: &Path,
+    extra: &[&str],
+    main: &mut Node,
+    rest: &[Node],
+    path: &str,
+) -> Result<FailoverRound, String> {
+    let through = rest.last().ok_or("no surviving node")?.client.clone();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<WriteRecord>::new()));
+    let accepted_after_kill = std::sync::Arc::new(tokio::sync::Notify::new());
+    let killed_at = std::sync::Arc::new(std::sync::OnceLock::<Instant>::new());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let writer = {
+        let (log, accepted, killed_at, stop) = (log.clone(), accepted_after_kill.clone(), killed_at.clone(), stop.clone());
+        let path = path.to_string();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(50));
+            let mut writes = Vec::new();
+            for step in 0..2_400usize {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                let (client, path, log, accepted, killed_at) = (through.clone(), path.clone(), log.clone(), accepted.clone(), killed_at.clone());
+                writes.push(tokio::spawn(async move {
+                    let sent = Instant::now();
+                    let status = match client.post(&path, rule(20_000 + step)).await {
+                        Ok(reply) => reply.status.as_u16(),
+                        Err(_) => 0,
+                    };
+                    let answered = Instant::now();
+                    let Some(killed) = killed_at.get().copied() else { return };
+                    let relative = |at: Instant| match at.checked_duration_since(killed) {
+                        Some(after) => after.as_millis() as i64,
+                        None => -(killed.duration_since(at).as_millis() as i64),
+                    };
+                    let record = WriteRecord { sent_ms: relative(sent), answered_ms: relative(answered), status };
+                    if record.sent_ms >= 0 && status == 200 {
+                        accepted.notify_one();
+                    }
+                    if let Ok(mut log) = log.lock() {
+                        log.push(record);
+                    }
+                }));
+            }
+            for write in writes {
+                let _ = write.await;
+            }
+        })
+    };
+    // A few healthy writes first, so the kill lands in a steady stream.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = killed_at.set(Instant::now());
     let _ = main.child.kill();
     let _ = main.child.wait();
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        if killed.elapsed() > Duration::from_secs(120) {
-            return Err("no write accepted within 120 s of killing the main".into());
-        }
-        let reply = cluster[0].client.post(&path, rule(10_000 + attempts)).await;
-        if reply.is_ok_and(|r| r.status.is_success()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    let accepted = tokio::time::timeout(Duration::from_secs(120), accepted_after_kill.notified()).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.cancel();
+    let _ = writer.await;
+    if accepted.is_err() {
+        return Err("no write accepted within 120 s of killing the main".into());
     }
-    println!("failover: first write accepted {:?} after kill -9 of the main ({attempts} attempts)", killed.elapsed());
-    Ok(())
+    let log = log.lock().map(|l| l.clone()).unwrap_or_default();
+    let result = FailoverRound::of(&log).ok_or("no write sent after the kill was accepted")?;
+
+    // Node 1 returns on its data dir and is the main again (smallest id).
+    let host = main.id.trim_end_matches(":17128").to_string();
+    let i = host.rsplit('.').next().and_then(|last| last.parse::<usize>().ok()).map(|last| last - 1).ok_or("node id")?;
+    *main = spawn_with(bin, dir, net, i, secret, extra)?;
+    let mut everyone: Vec<&Node> = vec![&*main];
+    everyone.extend(rest.iter());
+    let main_id = main.id.clone();
+    wait_agreement(&everyone, &main_id, everyone.len()).await?;
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(sent_ms: i64, answered_ms: i64, status: u16) -> WriteRecord {
+        WriteRecord { sent_ms, answered_ms, status }
+    }
+
+    #[test]
+    fn a_round_counts_writes_sent_after_the_kill() {
+        let log = [
+            write(-100, -90, 200),
+            // in flight at the kill: neither the first accepted nor an error of the failover
+            write(-20, 900, 502),
+            write(0, 1200, 200),
+            write(50, 1150, 200),
+            write(100, 150, 421),
+            write(150, 1300, 200),
+            write(200, 250, 0),
+        ];
+        assert_eq!(
+            FailoverRound::of(&log),
+            Some(FailoverRound { first_accepted: Duration::from_millis(1150), sent: 5, errors: 2 })
+        );
+        assert_eq!(FailoverRound::of(&[write(-5, 10, 200), write(5, 10, 502)]), None);
+    }
+
+    #[test]
+    fn the_summary_takes_the_median_and_sums_the_errors() {
+        let round = |ms: u64, errors: usize| FailoverRound { first_accepted: Duration::from_millis(ms), sent: 30, errors };
+        let summary = FailoverSummary::of(&[round(900, 0), round(1500, 2), round(700, 0)]);
+        assert_eq!(
+            summary,
+            FailoverSummary {
+                median: Duration::from_millis(900),
+                min: Duration::from_millis(700),
+                max: Duration::from_millis(1500),
+                sent: 90,
+                errors: 2,
+                rounds_with_errors: 1
+            }
+        );
+        assert_eq!(FailoverSummary::of(&[round(800, 0), round(1000, 0)]).median, Duration::from_millis(900));
+        assert_eq!(FailoverSummary::of(&[]).median, Duration::ZERO);
+    }
 }

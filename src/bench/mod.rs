@@ -41,6 +41,13 @@ pub enum BenchCommand {
         /// Nodes listen on 127.0.<net>.2 .. 127.0.<net>.(nodes+1).
         #[arg(long, default_value_t = 90)]
         net: u8,
+        /// Rounds of kill -9 of the main (median reported).
+        #[arg(long, default_value_t = 15)]
+        failover_rounds: usize,
+        /// A config setting passed to every node (`--set KEY=VALUE`, repeatable), for example
+        /// `cluster.suspect_phi_threshold=2` or `cluster.gossip_interval=300ms`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
     },
     /// Randomized writes, kill -9, restarts and partitions on real processes; then check that
     /// no acknowledged write was lost. Partitions need root and iptables.
@@ -139,7 +146,9 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             report(writes::run(&dir, sequential, clients, per_client).await)
         }
         BenchCommand::List { dir, rules, requests } => report(writes::list(&dir, rules, requests).await),
-        BenchCommand::Cluster { dir, nodes, writes, net } => report(cluster::run(&dir, nodes, writes, net).await),
+        BenchCommand::Cluster { dir, nodes, writes, net, failover_rounds, set } => {
+            report(cluster::run(&dir, nodes, writes, net, failover_rounds, &set).await)
+        }
         BenchCommand::Chaos { dir, rounds, seed, net, time_limit } => {
             report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit)).await)
         }

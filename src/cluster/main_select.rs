@@ -5,6 +5,12 @@
 //! addresses as ids, "10.0.0.10:17128" sorts before "10.0.0.9:17128" because '1' < '9'. Every
 //! node applies the same rule to the same gossip, so nodes that see the same live set agree
 //! without a vote. There is no quorum: during a partition each side selects its own main.
+//!
+//! Who counts as live is gossip's call (chitchat's phi-accrual detector, `cluster.phi_threshold`),
+//! with one exception decided by [`judge_liveness`]: a node whose bus connection was **refused or
+//! reset** since its last heartbeat, and whose phi already passed the lower
+//! `cluster.suspect_phi_threshold`, is treated as dead before gossip gives up on it. A bus timeout
+//! is never such evidence: a slow node times out, a dead host's kernel refuses.
 
 use std::collections::BTreeMap;
 
@@ -48,10 +54,111 @@ fn supersedes(candidate: &Member, kept: &Member) -> bool {
     (candidate.live, candidate.generation) > (kept.live, kept.generation)
 }
 
+/// How a bus call to a node failed, as evidence about the node's liveness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusFailure {
+    /// Nothing accepted the connection (or, in memory, the link is cut): the host answered that
+    /// nothing listens there.
+    Refused,
+    /// A connection was made, then broke (reset or closed by the peer's host).
+    Reset,
+    /// No answer within the deadline: a slow node and a dead one look the same, so this never
+    /// deposes anyone.
+    TimedOut,
+}
+
+/// What this node knows about one member's liveness at one moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LivenessEvidence {
+    /// chitchat's verdict: phi at or under `cluster.phi_threshold`.
+    pub gossip_live: bool,
+    /// Time since the member's last heartbeat over its mean heartbeat interval (chitchat's phi);
+    /// `None` before two heartbeats were heard.
+    pub phi: Option<f64>,
+    /// The latest failed bus call to the member, if it came after the member's last heartbeat
+    /// and no call has succeeded since.
+    pub bus_failure: Option<BusFailure>,
+}
+
+/// A member's liveness for main selection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    Live,
+    /// Live, but under suspicion (phi past the lower threshold, or a failed bus call): worth a
+    /// probe over the bus to find out.
+    Suspect,
+    /// Dead: gossip says so, or a refused/reset connection confirms what a rising phi suggests.
+    Dead,
+}
+
+/// The evidence rule: gossip decides, except that a refused or reset bus connection since the
+/// last heartbeat, together with phi at or above `suspect_phi`, is enough to call a member dead.
+/// A timeout alone never is; neither is a refusal while heartbeats still arrive (phi low).
+pub fn judge_liveness(evidence: LivenessEvidence, suspect_phi: f64) -> Liveness {
+    if !evidence.gossip_live {
+        return Liveness::Dead;
+    }
+    let phi_high = evidence.phi.is_some_and(|phi| phi >= suspect_phi);
+    match evidence.bus_failure {
+        Some(BusFailure::Refused | BusFailure::Reset) if phi_high => Liveness::Dead,
+        Some(_) => Liveness::Suspect,
+        None if phi_high => Liveness::Suspect,
+        None => Liveness::Live,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cluster::keys::NodeFacts;
+
+    #[test]
+    fn the_evidence_rule_over_every_combination() {
+        use BusFailure::*;
+        use Liveness::*;
+        let suspect_phi = 3.0;
+        // (gossip_live, phi, bus failure) → liveness
+        let table: &[(bool, Option<f64>, Option<BusFailure>, Liveness)] = &[
+            // gossip says dead: dead, whatever else is known
+            (false, None, None, Dead),
+            (false, Some(0.5), None, Dead),
+            (false, Some(9.0), Some(TimedOut), Dead),
+            // heartbeats arriving: live, and a failed call only makes it suspect
+            (true, None, None, Live),
+            (true, Some(0.0), None, Live),
+            (true, Some(2.99), None, Live),
+            (true, Some(1.0), Some(Refused), Suspect),
+            (true, Some(1.0), Some(Reset), Suspect),
+            (true, Some(1.0), Some(TimedOut), Suspect),
+            (true, None, Some(Refused), Suspect),
+            // phi past the lower threshold: suspect, and dead with a refusal or reset
+            (true, Some(3.0), None, Suspect),
+            (true, Some(7.9), None, Suspect),
+            (true, Some(3.0), Some(Refused), Dead),
+            (true, Some(5.0), Some(Reset), Dead),
+            // never on a timeout alone, however high phi is while gossip still says live
+            (true, Some(3.0), Some(TimedOut), Suspect),
+            (true, Some(7.9), Some(TimedOut), Suspect),
+        ];
+        for &(gossip_live, phi, bus_failure, expected) in table {
+            let evidence = LivenessEvidence { gossip_live, phi, bus_failure };
+            assert_eq!(judge_liveness(evidence, suspect_phi), expected, "{evidence:?}");
+        }
+    }
+
+    #[test]
+    fn a_refused_main_is_skipped_by_selection_and_a_slow_one_is_not() {
+        let judged = |phi: f64, failure: Option<BusFailure>| {
+            let evidence = LivenessEvidence { gossip_live: true, phi: Some(phi), bus_failure: failure };
+            judge_liveness(evidence, 3.0) != Liveness::Dead
+        };
+        let view = |a_live: bool| [member("a", 1, a_live), member("b", 1, true)];
+        // The main "a" refuses and has been silent for 4 mean intervals: "b" takes over.
+        assert_eq!(select_main(&view(judged(4.0, Some(BusFailure::Refused)))), Some(NodeId("b".into())));
+        // The main "a" is slow (its calls time out) but gossip still hears it: it stays main.
+        assert_eq!(select_main(&view(judged(4.0, Some(BusFailure::TimedOut)))), Some(NodeId("a".into())));
+        assert_eq!(select_main(&view(judged(0.5, Some(BusFailure::Refused)))), Some(NodeId("a".into())));
+    }
 
     fn member(id: &str, generation: u64, live: bool) -> Member {
         Member::new(NodeId(id.into()), generation, live, NodeFacts::default())

@@ -6,6 +6,11 @@
 //! (forwarded from a chitchat listener), this node set a fact, or a periodic tick (every gossip
 //! interval) that catches dead nodes being forgotten.
 //!
+//! The worker also judges liveness beyond chitchat's verdict (see `main_select::judge_liveness`):
+//! it tracks when each member's heartbeat last moved and combines that with the bus failures the
+//! node reported ([`Membership::report_bus_call`]). It looks 8 times per gossip interval, so
+//! a member that is refused and silent is dropped from the view within a fraction of an interval.
+//!
 //! chitchat runs key listeners while it holds its own mutex, so the listener only pokes a
 //! channel; the worker locks chitchat later, from its own task. No chitchat type leaves this
 //! module tree: the node sees [`ClusterView`], [`Fact`] and [`GossipTransport`].
@@ -28,6 +33,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::ClusterError;
 use super::keys::{Fact, NodeFacts, check_fact_value, ready_value};
+use super::liveness::{BusReports, LivenessJudge};
+use super::main_select::{BusFailure, Liveness};
 use super::view::{ClusterView, Member};
 use crate::ids::NodeId;
 
@@ -48,6 +55,11 @@ pub struct MembershipSettings {
     /// Nodes only gossip with nodes of the same cluster id.
     pub cluster_id: String,
     pub gossip_interval: Duration,
+    /// chitchat's phi above which gossip alone calls a node dead (`cluster.phi_threshold`).
+    pub phi_threshold: f64,
+    /// The lower phi above which a refused or reset bus connection calls a node dead
+    /// (`cluster.suspect_phi_threshold`, see `main_select::judge_liveness`).
+    pub suspect_phi_threshold: f64,
     /// How long a dead node stays listed before gossip forgets it.
     pub dead_node_grace_period: Duration,
     /// How long deleted keys are kept as tombstones.
@@ -73,6 +85,16 @@ pub fn default_gossip_interval() -> Duration {
 }
 
 /// Ten minutes, instead of chitchat's 24 hours.
+/// chitchat's default: with heartbeats every ~0.25 s, about 2 s of silence.
+pub fn default_phi_threshold() -> f64 {
+    8.0
+}
+
+/// Three mean heartbeat intervals of silence, and a refused or reset bus connection.
+pub fn default_suspect_phi_threshold() -> f64 {
+    3.0
+}
+
 pub fn default_dead_node_grace_period() -> Duration {
     Duration::from_secs(10 * 60)
 }
@@ -92,6 +114,8 @@ impl MembershipSettings {
             seeds: Vec::new(),
             cluster_id: default_cluster_id(),
             gossip_interval: default_gossip_interval(),
+            phi_threshold: default_phi_threshold(),
+            suspect_phi_threshold: default_suspect_phi_threshold(),
             dead_node_grace_period: default_dead_node_grace_period(),
             marked_for_deletion_grace_period: default_marked_for_deletion_grace_period(),
             initial_facts: Vec::new(),
@@ -124,6 +148,12 @@ impl MembershipSettings {
         if self.gossip_interval < Duration::from_millis(10) {
             return invalid("gossip interval under 10 ms");
         }
+        if !(self.phi_threshold.is_finite() && self.phi_threshold >= 1.0) {
+            return invalid("phi threshold must be a number of at least 1");
+        }
+        if !(self.suspect_phi_threshold >= 1.0 && self.suspect_phi_threshold <= self.phi_threshold) {
+            return invalid("suspect phi threshold must be between 1 and the phi threshold");
+        }
         for (fact, value) in &self.initial_facts {
             check_fact_value(*fact, value)?;
         }
@@ -135,6 +165,7 @@ impl MembershipSettings {
             // Until samples accumulate, chitchat assumes this interval between heartbeats; its
             // 5 s default makes detection slow for minutes after a join.
             initial_interval: self.gossip_interval,
+            phi_threshold: self.phi_threshold,
             dead_node_grace_period: self.dead_node_grace_period,
             ..FailureDetectorConfig::default()
         };
@@ -215,6 +246,8 @@ pub struct Membership {
     sealed: bool,
     view_rx: watch::Receiver<ClusterView>,
     refresh_tx: mpsc::Sender<()>,
+    /// What this node's bus calls met, per peer: evidence for the view worker.
+    bus_reports: BusReports,
 }
 
 struct Running {
@@ -269,6 +302,12 @@ impl Membership {
 
         // Capacity 1: pokes coalesce, and a full channel already means "refresh pending".
         let (refresh_tx, refresh_rx) = mpsc::channel(1);
+        let bus_reports = BusReports::default();
+        let mut judge = LivenessJudge::new(
+            settings.phi_threshold,
+            settings.suspect_phi_threshold,
+            bus_reports.clone(),
+        );
         let (key_listener, live_rx, first_view) = {
             let guard = chitchat.lock().await;
             let poke = refresh_tx.clone();
@@ -278,7 +317,7 @@ impl Membership {
             (
                 key_listener,
                 guard.live_nodes_watcher(),
-                view_of(&settings.node_id, &guard),
+                view_of(&settings.node_id, &guard, &mut judge),
             )
         };
         let (view_tx, view_rx) = watch::channel(first_view);
@@ -290,7 +329,9 @@ impl Membership {
             view_tx,
             live_rx,
             refresh_rx,
-            tick: tokio::time::interval(settings.gossip_interval),
+            // Several looks per interval: heartbeat silence is measured at this resolution.
+            tick: tokio::time::interval((settings.gossip_interval / 8).max(Duration::from_millis(10))),
+            judge,
         };
         tokio::spawn(worker.run(stop.clone()));
 
@@ -303,6 +344,7 @@ impl Membership {
             sealed: false,
             view_rx,
             refresh_tx,
+            bus_reports,
             running: tokio::sync::Mutex::new(Some(Running {
                 handle,
                 _key_listener: key_listener,
@@ -352,6 +394,23 @@ impl Membership {
         Ok(())
     }
 
+    /// Records what a bus call to `node` met: `Ok` for any answer, `Err` for a failure that says
+    /// something about the node's liveness. A failure wakes the view worker at once.
+    pub fn report_bus_call(&self, node: &NodeId, outcome: Result<(), BusFailure>) {
+        match outcome {
+            Ok(()) => {
+                if self.bus_reports.record_success(node) {
+                    let _ = self.refresh_tx.try_send(());
+                }
+            }
+            Err(failure) => {
+                self.bus_reports
+                    .record_failure(node, failure, std::time::Instant::now());
+                let _ = self.refresh_tx.try_send(());
+            }
+        }
+    }
+
     pub async fn set_ready(&self, ready: bool) -> Result<(), ClusterError> {
         self.set_fact(Fact::Ready, ready_value(ready)).await
     }
@@ -388,6 +447,7 @@ struct ViewWorker {
     live_rx: watch::Receiver<std::collections::BTreeMap<ChitchatId, chitchat::NodeState>>,
     refresh_rx: mpsc::Receiver<()>,
     tick: tokio::time::Interval,
+    judge: LivenessJudge,
 }
 
 impl ViewWorker {
@@ -403,7 +463,7 @@ impl ViewWorker {
     }
 
     async fn refresh(&mut self) {
-        let view = view_of(&self.self_id, &*self.chitchat.lock().await);
+        let view = view_of(&self.self_id, &*self.chitchat.lock().await, &mut self.judge);
         self.view_tx.send_if_modified(|current| {
             let changed = *current != view;
             if changed {
@@ -433,22 +493,34 @@ impl ViewWorker {
 }
 
 /// The view of `chitchat`'s current state. Older incarnations of this node are skipped: this
-/// process is the node.
-fn view_of(self_id: &NodeId, chitchat: &Chitchat) -> ClusterView {
+/// process is the node. Each other member's liveness is `judge_liveness` over gossip's verdict,
+/// its phi and this node's bus failures.
+fn view_of(self_id: &NodeId, chitchat: &Chitchat, judge: &mut LivenessJudge) -> ClusterView {
     let live: std::collections::HashSet<&ChitchatId> = chitchat.live_nodes().collect();
-    let self_generation = chitchat.self_chitchat_id().generation_id;
+    let self_chitchat_id = chitchat.self_chitchat_id();
+    let self_generation = self_chitchat_id.generation_id;
+    let now = std::time::Instant::now();
     let members = chitchat
         .node_states()
         .iter()
         .filter(|(id, _)| &*id.node_id != self_id.0.as_str() || id.generation_id == self_generation)
         .map(|(id, state)| {
-            Member::new(
+            let liveness = if id == self_chitchat_id {
+                Liveness::Live
+            } else {
+                let timeout = chitchat.failure_detection_timeout(id);
+                judge.liveness(id, state.heartbeat(), live.contains(id), timeout, now)
+            };
+            let mut member = Member::new(
                 NodeId(id.node_id.to_string()),
                 id.generation_id,
-                live.contains(id),
+                liveness != Liveness::Dead,
                 NodeFacts::from_key_values(state.key_values()),
-            )
+            );
+            member.suspect = liveness == Liveness::Suspect;
+            member
         })
         .collect();
+    judge.retain(|id| chitchat.node_states().contains_key(id));
     ClusterView::new(self_id.clone(), members)
 }

@@ -6,7 +6,11 @@
 //! quorum: during a partition each side selects its own main, and last-write-wins replication
 //! reconciles the two sides once they hear each other again.
 //!
-//! - [`main_select`]: pure main selection and generation deduplication;
+//! - [`main_select`]: pure main selection, generation deduplication, and the evidence rule that
+//!   lets a refused bus connection plus a rising phi depose a member before gossip does;
+//! - [`liveness`]: the heartbeat times and bus failures that evidence is built from;
+//! - [`forward_wait`]: the pure decision of a forwarded write during a failover (try the next
+//!   main, wait for the view, or give up);
 //! - [`keys`]: the gossip keys in one place, their size cap, and [`keys::digest_of`];
 //! - [`view`]: [`ClusterView`] and [`Member`], the only shapes the rest of hotrule sees;
 //! - [`membership`]: [`Membership`], which owns the chitchat instance and publishes views;
@@ -16,8 +20,10 @@
 //!
 //! chitchat types stay inside this module.
 
+pub mod forward_wait;
 pub mod heartbeats;
 pub mod keys;
+pub mod liveness;
 pub mod main_select;
 pub mod membership;
 pub mod sealed;
@@ -32,7 +38,7 @@ mod tests;
 use std::net::SocketAddr;
 
 pub use keys::{Fact, MAX_FACT_VALUE_BYTES, digest_of};
-pub use main_select::{dedup_generations, select_main};
+pub use main_select::{BusFailure, Liveness, LivenessEvidence, dedup_generations, judge_liveness, select_main};
 pub use membership::{GossipNetwork, GossipTransport, Membership, MembershipSettings};
 pub use sealed::GossipCounterSnapshot;
 pub use view::{ClusterView, Member};

@@ -27,6 +27,9 @@ pub struct Member {
     pub ready: bool,
     /// When the node last finished a scan (unix ms), if it published it.
     pub last_scan_ms: Option<u64>,
+    /// Live, but under suspicion: its phi passed `cluster.suspect_phi_threshold` or a bus call
+    /// to it failed (see `main_select::judge_liveness`). A suspect main is probed over the bus.
+    pub suspect: bool,
 }
 
 impl Member {
@@ -41,6 +44,7 @@ impl Member {
             digest: facts.digest,
             ready: facts.ready,
             last_scan_ms: facts.last_scan_ms,
+            suspect: false,
         }
     }
 }

@@ -208,6 +208,15 @@ fn default_cluster_id() -> String {
 fn default_gossip_interval() -> DurationSetting {
     DurationSetting(Duration::from_millis(500))
 }
+fn default_phi_threshold() -> f64 {
+    8.0
+}
+fn default_suspect_phi_threshold() -> f64 {
+    3.0
+}
+fn default_forward_wait() -> DurationSetting {
+    DurationSetting(Duration::from_secs(5))
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -240,6 +249,15 @@ pub struct RawCluster {
     pub commit_replicas: usize,
     #[serde(default = "default_gossip_interval")]
     pub gossip_interval: DurationSetting,
+    /// Gossip's phi above which a silent node is dead (chitchat's failure detector).
+    #[serde(default = "default_phi_threshold")]
+    pub phi_threshold: f64,
+    /// The lower phi above which a node whose bus connection is refused or reset is dead.
+    #[serde(default = "default_suspect_phi_threshold")]
+    pub suspect_phi_threshold: f64,
+    /// How long a write waits for the next main during a failover before it fails.
+    #[serde(default = "default_forward_wait")]
+    pub forward_wait: DurationSetting,
 }
 
 impl Default for RawCluster {
@@ -255,6 +273,9 @@ impl Default for RawCluster {
             insecure_bus: false,
             commit_replicas: 0,
             gossip_interval: default_gossip_interval(),
+            phi_threshold: default_phi_threshold(),
+            suspect_phi_threshold: default_suspect_phi_threshold(),
+            forward_wait: default_forward_wait(),
         }
     }
 }
@@ -442,4 +463,7 @@ pub struct ClusterConfig {
     pub secret: Option<Vec<u8>>,
     pub commit_replicas: usize,
     pub gossip_interval: Duration,
+    pub phi_threshold: f64,
+    pub suspect_phi_threshold: f64,
+    pub forward_wait: Duration,
 }

@@ -238,6 +238,39 @@ fn cluster_settings_are_validated_and_a_lone_node_has_none() {
 }
 
 #[test]
+fn failover_settings_default_parse_and_are_bounded() {
+    let sources = |extra: &[&str]| ConfigSources {
+        sets: ["cluster.gossip_listen=127.0.0.1:17130", "cluster.insecure_bus=true"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect(),
+        ..ConfigSources::default()
+    };
+    let defaults = load(&sources(&[]), env(&[])).expect("valid").config.cluster.expect("clustered");
+    assert_eq!(
+        (defaults.phi_threshold, defaults.suspect_phi_threshold, defaults.forward_wait),
+        (8.0, 3.0, Duration::from_secs(5))
+    );
+    let set = ["cluster.phi_threshold=10", "cluster.suspect_phi_threshold=2.5", "cluster.forward_wait=0s", "cluster.gossip_interval=250ms"];
+    let tuned = load(&sources(&set), env(&[])).expect("valid").config.cluster.expect("clustered");
+    assert_eq!(
+        (tuned.phi_threshold, tuned.suspect_phi_threshold, tuned.forward_wait, tuned.gossip_interval),
+        (10.0, 2.5, Duration::ZERO, Duration::from_millis(250))
+    );
+    for (bad, key) in [
+        ("cluster.phi_threshold=0.5", "cluster.phi_threshold"),
+        ("cluster.phi_threshold=1000", "cluster.phi_threshold"),
+        ("cluster.suspect_phi_threshold=9", "cluster.suspect_phi_threshold"),
+        ("cluster.suspect_phi_threshold=0", "cluster.suspect_phi_threshold"),
+        ("cluster.forward_wait=10m", "cluster.forward_wait"),
+    ] {
+        let issues = errors(load(&sources(&[bad]), env(&[])));
+        assert!(issues.iter().any(|(k, _)| k == key), "{bad}: {issues:?}");
+    }
+}
+
+#[test]
 fn agent_tls_needs_both_files_and_a_pair_that_fits() {
     let dir = tempfile::tempdir().expect("tempdir");
     let pair = |name: &str| {

@@ -304,6 +304,18 @@ fn cluster_config(raw: &RawConfig, admin: SocketAddr, issue: &mut impl FnMut(&st
     if c.gossip_interval.0 < std::time::Duration::from_millis(10) {
         issue("cluster.gossip_interval", "must be at least 10ms".into());
     }
+    if !(c.phi_threshold.is_finite() && (1.0..=100.0).contains(&c.phi_threshold)) {
+        issue("cluster.phi_threshold", format!("{} is not between 1 and 100", c.phi_threshold));
+    }
+    if !(c.suspect_phi_threshold >= 1.0 && c.suspect_phi_threshold <= c.phi_threshold) {
+        issue(
+            "cluster.suspect_phi_threshold",
+            format!("{} is not between 1 and cluster.phi_threshold ({})", c.suspect_phi_threshold, c.phi_threshold),
+        );
+    }
+    if c.forward_wait.0 > std::time::Duration::from_secs(300) {
+        issue("cluster.forward_wait", "must be at most 5m (a client waits this long for an answer)".into());
+    }
     Some(ClusterConfig {
         gossip_listen,
         gossip_advertise,
@@ -315,5 +327,8 @@ fn cluster_config(raw: &RawConfig, admin: SocketAddr, issue: &mut impl FnMut(&st
         secret,
         commit_replicas: c.commit_replicas,
         gossip_interval: c.gossip_interval.0,
+        phi_threshold: c.phi_threshold,
+        suspect_phi_threshold: c.suspect_phi_threshold,
+        forward_wait: c.forward_wait.0,
     })
 }

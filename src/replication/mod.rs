@@ -10,6 +10,7 @@
 //! (`rules::merge`). Imports run one way: `handler` → `notices` → `pulls` ← `sync`; the handler
 //! never calls the sync worker's pulls itself, it queues a request (`pulls`).
 
+pub mod forward;
 pub mod handler;
 pub mod notices;
 pub mod peers;
@@ -20,12 +21,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::bus::client::{BusClient, DropSwitch};
-use crate::bus::messages::{BusRequest, BusResponse, EntrySummary, ForwardOp};
+use crate::bus::messages::{BusRequest, BusResponse, EntrySummary};
 use crate::bus::BusError;
+use crate::cluster::BusFailure;
 use crate::cluster::membership::Membership;
 use crate::cluster::view::{ClusterView, Member};
 use crate::ids::NodeId;
-use crate::status::{ApplyStatus, Outcome};
 use crate::store::Store;
 
 #[derive(Debug, Clone)]
@@ -34,6 +35,9 @@ pub struct ReplicationSettings {
     pub suspend_timeout: Duration,
     /// Deadline of a forwarded write.
     pub forward_timeout: Duration,
+    /// How long a write waits for the next main when its main is unreachable or the view is
+    /// split (`cluster.forward_wait`; zero: fail at once, as before). See `forward`.
+    pub forward_wait: Duration,
     /// Deadline of one sync call (digest, fetch, notice).
     pub sync_timeout: Duration,
     /// Peers that must confirm holding a commit before the main answers (0: none).
@@ -57,6 +61,7 @@ impl Default for ReplicationSettings {
         ReplicationSettings {
             suspend_timeout: Duration::from_secs(2),
             forward_timeout: Duration::from_secs(30),
+            forward_wait: default_forward_wait(),
             sync_timeout: Duration::from_secs(5),
             commit_replicas: 0,
             replica_deadline: Duration::from_secs(5),
@@ -64,6 +69,10 @@ impl Default for ReplicationSettings {
             notice_entry_limit: DEFAULT_NOTICE_ENTRY_LIMIT,
         }
     }
+}
+
+pub fn default_forward_wait() -> Duration {
+    Duration::from_secs(5)
 }
 
 /// How long a cluster-wide read waits for one peer's view.
@@ -117,31 +126,36 @@ impl Cluster {
         self.membership.is_main()
     }
 
-    /// Calls `member` over the bus.
+    /// Calls `member` over the bus, and tells membership what the call met (evidence for the
+    /// failure detector: see `cluster::main_select::judge_liveness`).
     pub async fn call(&self, member: &Member, request: BusRequest, timeout: Duration) -> Result<BusResponse, BusError> {
         let Some(addr) = member.bus_addr.as_deref() else {
             return Err(BusError::Unreachable { to: member.node_id.clone(), reason: "no bus address gossiped yet".into() });
         };
-        self.bus.call(&member.node_id, addr, request, timeout).await
-    }
-
-    /// Forwards a write to the main. `Ok((status, body))` is the main's answer, relayed
-    /// unchanged; `Err` is this node's `forward_failed`.
-    pub async fn forward(&self, op: ForwardOp) -> Result<(u16, Vec<u8>), (Outcome, String)> {
-        let view = self.view();
-        let main_id = view.main.clone().unwrap_or_else(|| self.self_id().clone());
-        let Some(main) = view.member(&main_id).cloned() else {
-            return Err((Outcome::new(ApplyStatus::ForwardFailed, format!("main {main_id} is not in the member list")), main_id.0));
-        };
-        let request = BusRequest::Forward { op, sender: self.self_id().clone(), issued_at_ms: crate::clock::now_ms() };
-        match self.call(&main, request, self.settings.forward_timeout).await {
-            Ok(BusResponse::Forwarded { http_status, body, .. }) => Ok((http_status, body)),
-            Ok(other) => Err((
-                Outcome::new(ApplyStatus::ForwardFailed, format!("main {main_id} answered {}", other.name())),
-                main_id.0,
-            )),
-            Err(e) => Err((Outcome::new(ApplyStatus::ForwardFailed, format!("forwarding to main {main_id}: {e}")), main_id.0)),
+        let result = self.bus.call(&member.node_id, addr, request, timeout).await;
+        if let Some(evidence) = liveness_evidence(&result) {
+            self.membership.report_bus_call(&member.node_id, evidence);
         }
+        result
+    }
+}
+
+/// What a bus call's result says about the callee's liveness: an answer of any kind (even a
+/// refusal to authenticate) means it is up; a refused or broken connection or a timeout is a
+/// failure; the rest (fault injection, a bad address, an answer that proves nothing) says nothing.
+fn liveness_evidence(result: &Result<BusResponse, BusError>) -> Option<Result<(), BusFailure>> {
+    match result {
+        Ok(_) | Err(BusError::Status { .. } | BusError::Unauthorized { .. } | BusError::Decode(_)) => Some(Ok(())),
+        Err(BusError::Unreachable { .. }) => Some(Err(BusFailure::Refused)),
+        Err(BusError::Transport { .. }) => Some(Err(BusFailure::Reset)),
+        Err(BusError::Timeout { .. }) => Some(Err(BusFailure::TimedOut)),
+        Err(
+            BusError::Dropped { .. }
+            | BusError::UnauthenticatedAnswer { .. }
+            | BusError::BadAddress { .. }
+            | BusError::Encode(_)
+            | BusError::TooLarge { .. },
+        ) => None,
     }
 }
 
