@@ -48,6 +48,10 @@ pub enum BenchCommand {
         /// `cluster.suspect_phi_threshold=2` or `cluster.gossip_interval=300ms`.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// After hotrule's rounds, the same failover rounds on a three-member etcd cluster
+        /// (Debian's `etcd-server`, on 127.0.94.1-3), for the side-by-side figure.
+        #[arg(long)]
+        against_etcd: bool,
     },
     /// Randomized writes, kill -9, restarts and partitions on real processes; then check that
     /// no acknowledged write was lost. Partitions need root and iptables.
@@ -146,8 +150,12 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             report(writes::run(&dir, sequential, clients, per_client).await)
         }
         BenchCommand::List { dir, rules, requests } => report(writes::list(&dir, rules, requests).await),
-        BenchCommand::Cluster { dir, nodes, writes, net, failover_rounds, set } => {
-            report(cluster::run(&dir, nodes, writes, net, failover_rounds, &set).await)
+        BenchCommand::Cluster { dir, nodes, writes, net, failover_rounds, set, against_etcd } => {
+            let hotrule = cluster::run(&dir, nodes, writes, net, failover_rounds, &set).await;
+            match (hotrule, against_etcd) {
+                (Ok(()), true) => report(bench_etcd(&dir.join("etcd"), failover_rounds, 94).await),
+                (result, _) => report(result),
+            }
         }
         BenchCommand::Chaos { dir, rounds, seed, net, time_limit } => {
             report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit)).await)
