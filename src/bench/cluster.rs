@@ -310,9 +310,11 @@ async fn failover_round(
     };
     // A few healthy writes first, so the kill lands in a steady stream.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let _ = killed_at.set(Instant::now());
+    // The clock starts once the process is gone (kill -9, then reaped): a write sent before
+    // that may have reached the main while it still ran, and is in flight, not after the kill.
     let _ = main.child.kill();
     let _ = main.child.wait();
+    let _ = killed_at.set(Instant::now());
     let accepted = tokio::time::timeout(Duration::from_secs(120), accepted_after_kill.notified()).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     stop.cancel();
@@ -322,6 +324,10 @@ async fn failover_round(
     }
     let log = log.lock().map(|l| l.clone()).unwrap_or_default();
     let result = FailoverRound::of(&log).ok_or("no write sent after the kill was accepted")?;
+    let failed: Vec<(i64, u16)> = log.iter().filter(|w| w.sent_ms >= 0 && w.status != 200).map(|w| (w.sent_ms, w.status)).collect();
+    if !failed.is_empty() {
+        eprintln!("    failed writes (sent ms after the kill, HTTP status; 0: no answer): {failed:?}");
+    }
 
     // Node 1 returns on its data dir and is the main again (smallest id).
     let host = main.id.trim_end_matches(":17128").to_string();

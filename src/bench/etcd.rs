@@ -198,8 +198,9 @@ pub async fn failover(dir: &Path, rounds: usize, net: u8) -> Result<Vec<Failover
         let stop = tokio_util::sync::CancellationToken::new();
         let writer_task = tokio::spawn(write_every(writer, outcomes_tx, stop.clone()));
         tokio::time::sleep(4 * WRITE_EVERY).await;
-        let killed_at = Instant::now();
+        // As in `bench cluster`: the clock starts once the process is gone (killed and reaped).
         members[leader].kill();
+        let killed_at = Instant::now();
         let mut outcomes = Vec::new();
         let measured = loop {
             match tokio::time::timeout_at((killed_at + ROUND_LIMIT).into(), outcomes_rx.recv()).await {

@@ -206,7 +206,7 @@ fn default_cluster_id() -> String {
     "hotrule".into()
 }
 fn default_gossip_interval() -> DurationSetting {
-    DurationSetting(Duration::from_millis(500))
+    DurationSetting(crate::cluster::membership::default_gossip_interval())
 }
 fn default_phi_threshold() -> f64 {
     8.0
