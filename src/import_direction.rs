@@ -15,6 +15,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("store", &["rules", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
     ("bus", &["workflow", "replication", "scan", "http", "cluster", "node"]),
     ("cluster", &["workflow", "replication", "scan", "http", "node"]),
+    ("compile_pool", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
 ];
 
 /// Every `.rs` file of a module (the `name.rs` file or the `name/` tree), test files excluded.

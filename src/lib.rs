@@ -11,6 +11,7 @@ pub mod bus;
 pub mod clock;
 pub mod cluster;
 pub mod client;
+pub mod compile_pool;
 pub mod config;
 pub mod http;
 pub mod ids;

@@ -26,7 +26,7 @@ use crate::clock::now_ms;
 use crate::ids::{Revision, RuleKey};
 use crate::rules::ownership::FileClaims;
 use crate::runtime::locks::FileLocks;
-use crate::rules::compile::compile_for;
+use crate::compile_pool::compile_off_thread;
 use crate::runtime::{LoaderKind, Origin, Runtime, loaded_rule};
 use crate::store::{Change, EntryStatus, RuleEntry, Store};
 use crate::worker::{Worker, WorkerState};
@@ -204,10 +204,10 @@ impl Scanner {
             };
             let result = match action {
                 Action::LoadEntry(key) => match by_key.get(key) {
-                    Some(entry) => self.load_entry(entry, is_main, &mut new_measures),
+                    Some(entry) => self.load_entry(entry, is_main, &mut new_measures).await,
                     None => Ok(()),
                 },
-                Action::LoadBundled(key) => self.load_bundled(key, is_main, &mut new_measures),
+                Action::LoadBundled(key) => self.load_bundled(key, is_main, &mut new_measures).await,
                 Action::Unload(key) => {
                     self.runtime.unload(key);
                     self.runtime.resume(key, Origin::Peer);
@@ -227,7 +227,7 @@ impl Scanner {
             }
         }
         report.actions = actions;
-        self.refresh_claims(&entries);
+        self.refresh_claims(&entries).await;
         if is_main && !new_measures.is_empty() {
             let change = Change { measures: new_measures, ..Change::default() };
             if let Err(e) = self.store.commit(change).await {
@@ -239,13 +239,13 @@ impl Scanner {
         report
     }
 
-    fn load_entry(
+    async fn load_entry(
         &self,
         entry: &RuleEntry,
         is_main: bool,
         new_measures: &mut Vec<crate::store::Measure>,
     ) -> Result<(), ScanError> {
-        let compiled = compile_for(&entry.key, &entry.content).map_err(ScanError::Compile)?;
+        let compiled = compile_off_thread(&entry.key, &entry.content).await.map_err(ScanError::Compile)?;
         let reconciled = registry::reconcile(&self.store, &entry.key, &compiled, &entry.revision);
         if is_main {
             new_measures.extend(reconciled.to_create);
@@ -262,14 +262,14 @@ impl Scanner {
         Ok(())
     }
 
-    fn load_bundled(
+    async fn load_bundled(
         &self,
         key: &RuleKey,
         is_main: bool,
         new_measures: &mut Vec<crate::store::Measure>,
     ) -> Result<(), ScanError> {
         let Some(bundled) = self.bundled.get(key) else { return Ok(()) };
-        let compiled = compile_for(key, &bundled.content).map_err(ScanError::Compile)?;
+        let compiled = compile_off_thread(key, &bundled.content).await.map_err(ScanError::Compile)?;
         let reconciled = registry::reconcile(&self.store, key, &compiled, &crate::ids::Revision::zero());
         if is_main {
             new_measures.extend(reconciled.to_create);
@@ -297,12 +297,12 @@ impl Scanner {
     }
 
     /// Makes sure every stored live entry has claims in the index (INACTIVE ones included).
-    fn refresh_claims(&self, entries: &[RuleEntry]) {
+    async fn refresh_claims(&self, entries: &[RuleEntry]) {
         for entry in entries {
             if entry.status == EntryStatus::Deleted || self.runtime.claims.get(&entry.key).is_some() {
                 continue;
             }
-            if let Ok(compiled) = compile_for(&entry.key, &entry.content) {
+            if let Ok(compiled) = compile_off_thread(&entry.key, &entry.content).await {
                 self.runtime.claims.set(
                     &entry.key,
                     FileClaims::of(&compiled, entry.status == EntryStatus::Inactive, self.bundled.contains(&entry.key)),

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use crate::bundled::Bundled;
 use crate::clock::{RevisionClock, now_ms};
-use crate::compiler::{CompileError, Compiled};
+use crate::compiler::Compiled;
 use crate::ids::{ContentHash, Revision, RuleKey};
 use crate::rules::classify::{Holder, Registered};
 use crate::rules::lifecycle::Row;
@@ -38,8 +38,11 @@ use crate::runtime::{Origin, Runtime};
 use crate::status::{ApplyStatus, Outcome};
 use crate::store::{Change, EntryStatus, Measure, RuleEntry, Store};
 pub use apply_status::{Phase, StatusAnswer, StatusQuery};
-// The submodules compile through these (`super::compile_for`); the helpers live below the workflow.
-use crate::rules::compile::{compile_for, compile_new_for};
+// The submodules compile through these (`super::compile_off_thread`); the helpers live below the
+// workflow, shared with the scan.
+use crate::compile_pool::{compile_new_off_thread, compile_off_thread};
+#[cfg(test)]
+use crate::rules::compile::compile_for;
 use crate::runtime::loaded_rule;
 pub use peers::{NoPeers, Peers, SuspendVote};
 
@@ -338,39 +341,6 @@ pub fn replicas_note(required: usize, confirmed: usize) -> String {
         return String::new();
     }
     format!("; held by {confirmed} peer(s), {required} required")
-}
-
-/// Compiles at most this many files at once off the async threads (at least 1; the number of
-/// CPUs): more would only queue in the blocking pool while holding their contents.
-fn compile_slots() -> &'static tokio::sync::Semaphore {
-    static SLOTS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-    SLOTS.get_or_init(|| {
-        tokio::sync::Semaphore::new(std::thread::available_parallelism().map(usize::from).unwrap_or(1))
-    })
-}
-
-/// [`compile_for`] on the blocking pool, bounded by [`compile_slots`]: parsing and compiling a
-/// large file is CPU work that must not hold an async worker (and with it `/healthz` and every
-/// other request). A compiler panic is a compile failure, not a lost task.
-pub async fn compile_off_thread(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
-    on_blocking_pool(key, content, compile_for).await
-}
-
-/// [`compile_new_for`] on the blocking pool, like [`compile_off_thread`].
-pub async fn compile_new_off_thread(key: &RuleKey, content: &[u8]) -> Result<Compiled, CompileError> {
-    on_blocking_pool(key, content, compile_new_for).await
-}
-
-type CompileFn = fn(&RuleKey, &[u8]) -> Result<Compiled, CompileError>;
-
-async fn on_blocking_pool(key: &RuleKey, content: &[u8], compile: CompileFn) -> Result<Compiled, CompileError> {
-    let failed = |message: String| CompileError { line: 0, column: 0, message };
-    let _slot = compile_slots().acquire().await.map_err(|e| failed(format!("compile slots closed: {e}")))?;
-    let (key, content) = (key.clone(), content.to_vec());
-    match tokio::task::spawn_blocking(move || compile(&key, &content)).await {
-        Ok(result) => result,
-        Err(join_error) => Err(failed(format!("the compiler failed: {join_error}"))),
-    }
 }
 
 #[cfg(test)]
