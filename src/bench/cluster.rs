@@ -32,6 +32,16 @@ fn rule(step: usize) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The file client `client` rewrites in the throughput load: its own metric prefix (names are
+/// owned by one file), and a window that changes every step (a filter-only change).
+fn throughput_rule(client: usize, step: usize) -> Vec<u8> {
+    format!(
+        "expSuffix: service(['svc'], Layer.GENERAL)\nmetricPrefix: bench_tp{client}\nmetricsRules:\n  - name: requests\n    exp: requests_total.sum(['svc']).rate('PT{}M')\n",
+        step % 50 + 1
+    )
+    .into_bytes()
+}
+
 pub(super) fn spawn_with(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path, extra: &[&str]) -> Result<Node, String> {
     let (mut command, host) = node_command(bin, dir, net, i, secret)?;
     let child = command.args(extra).spawn().map_err(|e| format!("spawning {}: {e}", bin.display()))?;
@@ -85,7 +95,18 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[(((sorted.len() - 1) as f64) * p).round() as usize]
 }
 
-pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8, failover_rounds: usize, sets: &[String]) -> Result<(), String> {
+/// What `bench cluster` runs, besides the nodes and the healthy commits.
+#[derive(Debug, Clone)]
+pub struct ClusterBench {
+    pub failover_rounds: usize,
+    /// Settings passed to every node (`--set`).
+    pub sets: Vec<String>,
+    /// A closed-loop write load on the main (clients, duration); none: skipped.
+    pub throughput: Option<(usize, Duration)>,
+}
+
+pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8, bench: &ClusterBench) -> Result<(), String> {
+    let (failover_rounds, sets) = (bench.failover_rounds, &bench.sets);
     let extra: Vec<String> = sets.iter().flat_map(|set| ["--set".to_string(), set.clone()]).collect();
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
     if !(2..=9).contains(&nodes) {
@@ -146,6 +167,35 @@ pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8, failover_roun
         percentile(&visible, 0.99),
         visible.last().copied().unwrap_or_default()
     );
+
+    if let Some((clients, duration)) = bench.throughput {
+        // Each client rewrites its own file (filter-only changes: a synced write, plus the peer
+        // confirmations `cluster.commit_replicas` asks for).
+        let main = cluster[0].client.clone();
+        let run = super::throughput::closed_loop(clients, duration, move |client, step| {
+            let main = main.clone();
+            async move {
+                let path = with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", &format!("tp-{client}"))]);
+                match main.post(&path, throughput_rule(client, step)).await {
+                    Ok(reply) if reply.status.is_success() => true,
+                    Ok(reply) => {
+                        if step == 0 {
+                            eprintln!("  client {client}: {} {}", reply.status, reply.text());
+                        }
+                        false
+                    }
+                    Err(e) => {
+                        if step == 0 {
+                            eprintln!("  client {client}: {e}");
+                        }
+                        false
+                    }
+                }
+            }
+        })
+        .await;
+        println!("{}", run.line(&format!("writes to the main of {nodes} nodes ({})", sets.join(" "))));
+    }
 
     let (main, rest) = cluster.split_first_mut().ok_or("no nodes")?;
     let through_id = rest.last().ok_or("no surviving node")?.id.clone();

@@ -134,8 +134,11 @@ impl Drop for Member {
 }
 
 async fn put(client: &AdminClient, i: usize) -> bool {
-    // {"key": base64("bench"), "value": base64(i)}
-    let body = format!(r#"{{"key":"YmVuY2g=","value":"{}"}}"#, base64(i.to_string().as_bytes()));
+    put_key(client, "bench", i).await
+}
+
+async fn put_key(client: &AdminClient, key: &str, i: usize) -> bool {
+    let body = format!(r#"{{"key":"{}","value":"{}"}}"#, base64(key.as_bytes()), base64(i.to_string().as_bytes()));
     match client.send(Method::POST, "/v3/kv/put", body.into_bytes(), None).await {
         Ok(reply) => reply.status.is_success() && reply.json().is_some_and(|j| j.get("error").is_none()),
         Err(_) => false,
@@ -160,8 +163,14 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// Runs `rounds` failovers of a three-member etcd cluster on `127.0.<net>.1-3`.
-pub async fn failover(dir: &Path, rounds: usize, net: u8) -> Result<Vec<FailoverRound>, String> {
+/// Runs `rounds` failovers of a three-member etcd cluster on `127.0.<net>.1-3`, after a
+/// closed-loop write load on the leader when `throughput` (clients, duration) is given.
+pub async fn failover(
+    dir: &Path,
+    rounds: usize,
+    net: u8,
+    throughput: Option<(usize, Duration)>,
+) -> Result<Vec<FailoverRound>, String> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let hosts: Vec<String> = (1..=3).map(|i| format!("127.0.{net}.{i}")).collect();
@@ -182,6 +191,19 @@ pub async fn failover(dir: &Path, rounds: usize, net: u8) -> Result<Vec<Failover
         };
         member.start(&initial_cluster)?;
         members.push(member);
+    }
+    if let Some((clients, duration)) = throughput {
+        for member in &members {
+            wait_for(&format!("etcd {} healthy", member.name), Duration::from_secs(60), async || member.healthy().await)
+                .await?;
+        }
+        let leader = members[find_leader(&members).await?].client.clone();
+        let run = super::throughput::closed_loop(clients, duration, move |client, step| {
+            let leader = leader.clone();
+            async move { put_key(&leader, &format!("tp-{client}"), step).await }
+        })
+        .await;
+        println!("{}", run.line("writes to the etcd leader of 3 members"));
     }
     let mut results = Vec::with_capacity(rounds);
     for round in 0..rounds {

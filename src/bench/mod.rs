@@ -5,6 +5,7 @@ mod chaos;
 pub mod cluster;
 pub mod etcd;
 pub mod mal;
+pub mod throughput;
 mod writes;
 
 use std::process::ExitCode;
@@ -52,6 +53,14 @@ pub enum BenchCommand {
         /// (Debian's `etcd-server`, on 127.0.94.1-3), for the side-by-side figure.
         #[arg(long)]
         against_etcd: bool,
+        /// Seconds of a closed-loop write load on the main (0: skipped), before the failover
+        /// rounds; with `--against-etcd`, the same load on the etcd leader. Set
+        /// `--set cluster.commit_replicas=1` to compare with etcd's majority commit.
+        #[arg(long, default_value_t = 0)]
+        throughput_secs: u64,
+        /// Concurrent writers of the closed-loop load.
+        #[arg(long, default_value_t = 16)]
+        throughput_clients: usize,
     },
     /// Randomized writes, kill -9, restarts and partitions on real processes; then check that
     /// no acknowledged write was lost. Partitions need root and iptables.
@@ -150,10 +159,23 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             report(writes::run(&dir, sequential, clients, per_client).await)
         }
         BenchCommand::List { dir, rules, requests } => report(writes::list(&dir, rules, requests).await),
-        BenchCommand::Cluster { dir, nodes, writes, net, failover_rounds, set, against_etcd } => {
-            let hotrule = cluster::run(&dir, nodes, writes, net, failover_rounds, &set).await;
+        BenchCommand::Cluster {
+            dir,
+            nodes,
+            writes,
+            net,
+            failover_rounds,
+            set,
+            against_etcd,
+            throughput_secs,
+            throughput_clients,
+        } => {
+            let throughput =
+                (throughput_secs > 0).then(|| (throughput_clients.max(1), std::time::Duration::from_secs(throughput_secs)));
+            let bench = cluster::ClusterBench { failover_rounds, sets: set, throughput };
+            let hotrule = cluster::run(&dir, nodes, writes, net, &bench).await;
             match (hotrule, against_etcd) {
-                (Ok(()), true) => report(bench_etcd(&dir.join("etcd"), failover_rounds, 94).await),
+                (Ok(()), true) => report(bench_etcd(&dir.join("etcd"), failover_rounds, 94, throughput).await),
                 (result, _) => report(result),
             }
         }
@@ -161,7 +183,7 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit)).await)
         }
         BenchCommand::Agents(args) => report(bench_agents(args).await),
-        BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net).await),
+        BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net, None).await),
         BenchCommand::Mal { dir, hosts, rounds, corpus_rounds } => {
             // CPU-bound and single-threaded by design: it runs on this thread, off the async
             // scheduler's hands.
@@ -170,11 +192,16 @@ pub async fn run(command: BenchCommand) -> ExitCode {
     }
 }
 
-async fn bench_etcd(dir: &std::path::Path, rounds: usize, net: u8) -> Result<(), String> {
+async fn bench_etcd(
+    dir: &std::path::Path,
+    rounds: usize,
+    net: u8,
+    throughput: Option<(usize, std::time::Duration)>,
+) -> Result<(), String> {
     if rounds == 0 {
         return Err("--rounds must be at least 1".into());
     }
-    let results = etcd::failover(dir, rounds, net).await?;
+    let results = etcd::failover(dir, rounds, net, throughput).await?;
     println!("{}", etcd::summarize("etcd 3-member cluster", &results));
     Ok(())
 }
