@@ -495,19 +495,7 @@ impl RuleRun<'_> {
 /// Arithmetic between two values, with SkyWalking's EMPTY rules.
 fn combine(left: Val, op: Arith, right: Val) -> Val {
     match (left, right) {
-        (Val::Num(a), Val::Num(b)) => Val::Num(match op {
-            Arith::Add => a + b,
-            Arith::Sub => a - b,
-            Arith::Mul => a * b,
-            Arith::Div => a / b,
-            Arith::SafeDiv => {
-                if b == 0.0 {
-                    0.0
-                } else {
-                    a / b
-                }
-            }
-        }),
+        (Val::Num(a), Val::Num(b)) => Val::Num(op.apply(a, b)),
         (Val::Family(f), Val::Num(n)) => Val::Family(ops::with_number(&f, op, n)),
         (Val::Num(n), Val::Family(f)) => Val::Family(ops::number_with(n, op, &f)),
         (Val::Family(a), Val::Family(b)) => Val::Family(ops::between(&a, op, &b)),

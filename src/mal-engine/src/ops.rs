@@ -98,7 +98,7 @@ pub(crate) enum Arith {
 }
 
 impl Arith {
-    fn apply(self, a: f64, b: f64) -> f64 {
+    pub(crate) fn apply(self, a: f64, b: f64) -> f64 {
         match self {
             Arith::Add => a + b,
             Arith::Sub => a - b,
