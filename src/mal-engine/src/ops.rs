@@ -171,6 +171,11 @@ pub(crate) enum Agg {
 }
 
 /// Groups samples by the values of `by` (missing = `""`), in first-seen order.
+/// One group as a sample whose value is the group's size (named and timed after its first member).
+fn group_size((key, group): (Labels, Vec<&Sample>)) -> Sample {
+    Sample::new(group[0].name.clone(), key, group.len() as f64, group[0].timestamp_ms)
+}
+
 fn group_by<'s>(samples: &'s [Sample], by: &[String]) -> Vec<(Labels, Vec<&'s Sample>)> {
     let mut groups: Vec<(Labels, Vec<&Sample>)> = Vec::new();
     let mut index: HashMap<Labels, usize> = HashMap::new();
@@ -283,31 +288,9 @@ pub(crate) fn count(family: &Family, by: Option<&[String]>) -> Family {
             if by.is_empty() {
                 return single(samples.len() as f64);
             }
-            let combos: Vec<Sample> = group_by(&having, by)
-                .into_iter()
-                .map(|(key, group)| {
-                    Sample::new(
-                        group[0].name.clone(),
-                        key,
-                        group.len() as f64,
-                        group[0].timestamp_ms,
-                    )
-                })
-                .collect();
+            let combos: Vec<Sample> = group_by(&having, by).into_iter().map(group_size).collect();
             let rest: Vec<String> = by[..by.len() - 1].to_vec();
-            Family::build(
-                group_by(&combos, &rest)
-                    .into_iter()
-                    .map(|(key, group)| {
-                        Sample::new(
-                            group[0].name.clone(),
-                            key,
-                            group.len() as f64,
-                            group[0].timestamp_ms,
-                        )
-                    })
-                    .collect(),
-            )
+            Family::build(group_by(&combos, &rest).into_iter().map(group_size).collect())
         }
     }
 }
