@@ -2,39 +2,13 @@
 //! names and percentile ranks an expression uses, ISO-8601 durations and time units.
 
 use hotrule_rule_compiler::ast::{Arg, Closure, Expr, ExprKind, NumberValue, UnaryOp};
+use hotrule_rule_compiler::mal_syntax;
 
-/// Classes whose constants MAL expressions name; a bare name that is not one of these is a family.
-pub(crate) const CLASS_NAMES: &[&str] = &[
-    "Layer",
-    "DetectPoint",
-    "K8sRetagType",
-    "TimeUnit",
-    "ProcessRegistry",
-    "DownsamplingType",
-];
+pub(crate) use hotrule_rule_compiler::mal_syntax::{CLASS_NAMES, string_literal, unparen};
 
-pub(crate) fn unparen(mut expr: &Expr) -> &Expr {
-    while let ExprKind::Paren(inner) = &expr.kind {
-        expr = inner;
-    }
-    expr
-}
-
-pub(crate) fn string_literal(expr: &Expr) -> Option<&str> {
-    match &unparen(expr).kind {
-        ExprKind::Str(literal) => Some(literal.value.as_str()),
-        _ => None,
-    }
-}
-
+/// The strings of a list literal of string literals, owned.
 pub(crate) fn string_list(expr: &Expr) -> Option<Vec<String>> {
-    match &unparen(expr).kind {
-        ExprKind::List(items) => items
-            .iter()
-            .map(|item| string_literal(item).map(str::to_owned))
-            .collect(),
-        _ => None,
-    }
+    mal_syntax::string_list(expr).map(|items| items.into_iter().map(str::to_owned).collect())
 }
 
 pub(crate) fn number_literal(expr: &Expr) -> Option<f64> {
@@ -55,17 +29,9 @@ pub(crate) fn number_literal(expr: &Expr) -> Option<f64> {
     }
 }
 
-/// `Class.CONSTANT` as `(class, constant)`.
+/// `Class.CONSTANT` as `(class, constant)`, parentheses stripped.
 pub(crate) fn class_constant(expr: &Expr) -> Option<(&str, &str)> {
-    match &unparen(expr).kind {
-        ExprKind::Property { receiver, name, .. } => match &receiver.kind {
-            ExprKind::Name(class) if CLASS_NAMES.contains(&class.as_str()) => {
-                Some((class.as_str(), name.name.as_str()))
-            }
-            _ => None,
-        },
-        _ => None,
-    }
+    mal_syntax::class_constant(unparen(expr))
 }
 
 pub(crate) fn closure_arg(arg: Option<&Arg>) -> Option<&Closure> {

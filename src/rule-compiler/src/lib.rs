@@ -38,6 +38,12 @@ pub mod shape;
 mod yaml;
 
 pub use groovy::ast;
+
+/// Readers of MAL syntax shared with the evaluation engine, so the compiler and the engine agree
+/// on what is a class constant (`Layer.GENERAL`) and what a sample family.
+pub mod mal_syntax {
+    pub use crate::mal_catalog::{CLASS_NAMES, class_constant, string_list, string_literal, unparen};
+}
 pub use lal::{AUTO_LAYER, LalFile, LalRule};
 pub use mal::{MalFile, MalRule};
 pub use model::LayerDefinition;

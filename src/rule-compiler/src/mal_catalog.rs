@@ -9,7 +9,7 @@ use crate::shape::ScopeType;
 
 /// Classes whose constants and static methods MAL expressions refer to (`Layer.GENERAL`...). A bare
 /// name that is not one of these is a sample family.
-pub(crate) const CLASS_NAMES: &[&str] = &[
+pub const CLASS_NAMES: &[&str] = &[
     "Layer",
     "DetectPoint",
     "K8sRetagType",
@@ -206,7 +206,7 @@ pub(crate) fn lookup(name: &str) -> Option<&'static Function> {
 }
 
 /// `Class.CONSTANT` as `(class, constant)`.
-pub(crate) fn class_constant(expr: &Expr) -> Option<(&str, &str)> {
+pub fn class_constant(expr: &Expr) -> Option<(&str, &str)> {
     match &expr.kind {
         ExprKind::Property { receiver, name, .. } => match &receiver.kind {
             ExprKind::Name(class) if CLASS_NAMES.contains(&class.as_str()) => {
@@ -219,7 +219,7 @@ pub(crate) fn class_constant(expr: &Expr) -> Option<(&str, &str)> {
 }
 
 /// Strips parentheses: `sum((['a']))` is `sum(['a'])`.
-pub(crate) fn unparen(mut expr: &Expr) -> &Expr {
+pub fn unparen(mut expr: &Expr) -> &Expr {
     while let ExprKind::Paren(inner) = &expr.kind {
         expr = inner;
     }
@@ -227,14 +227,14 @@ pub(crate) fn unparen(mut expr: &Expr) -> &Expr {
 }
 
 /// The strings of a list literal of string literals, or `None` if it is anything else.
-pub(crate) fn string_list(expr: &Expr) -> Option<Vec<&str>> {
+pub fn string_list(expr: &Expr) -> Option<Vec<&str>> {
     match &unparen(expr).kind {
         ExprKind::List(items) => items.iter().map(string_literal).collect(),
         _ => None,
     }
 }
 
-pub(crate) fn string_literal(expr: &Expr) -> Option<&str> {
+pub fn string_literal(expr: &Expr) -> Option<&str> {
     match &unparen(expr).kind {
         ExprKind::Str(literal) => Some(literal.value.as_str()),
         _ => None,
