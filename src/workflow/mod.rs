@@ -41,8 +41,6 @@ pub use apply_status::{Phase, StatusAnswer, StatusQuery};
 // The submodules compile through these (`super::compile_off_thread`); the helpers live below the
 // workflow, shared with the scan.
 use crate::compile_pool::{compile_new_off_thread, compile_off_thread};
-#[cfg(test)]
-use crate::rules::compile::compile_for;
 use crate::runtime::loaded_rule;
 pub use peers::{NoPeers, Peers, SuspendVote};
 

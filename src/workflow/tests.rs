@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use super::*;
 use crate::ids::{Catalog, RuleName};
+use crate::rules::compile::compile_for;
 use crate::runtime::{LoaderKind, SuspendOrigin};
 use crate::store::kv::MemKv;
 
