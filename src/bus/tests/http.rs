@@ -9,7 +9,6 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio_util::sync::CancellationToken;
 
 use super::super::auth::{MAC_HEADER, NONCE_HEADER, TIMESTAMP_HEADER, new_nonce};
 use super::super::messages::{encode_request, tests as samples};
@@ -24,28 +23,6 @@ impl BusHandler for Panicking {
     }
 }
 
-/// A bus server on 127.0.0.1:0, stopped when dropped.
-struct TestServer {
-    addr: String,
-    stop: CancellationToken,
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn start_server(handler: Arc<dyn BusHandler>, auth: BusAuth) -> TestServer {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr").to_string();
-    let stop = CancellationToken::new();
-    let stopped = stop.clone().cancelled_owned();
-    tokio::spawn(serve(listener, router(handler, auth), stopped));
-    TestServer { addr, stop }
-}
 
 /// Posts raw bytes with chosen headers, bypassing [`HttpBusClient`].
 async fn post_raw(addr: &str, body: Vec<u8>, headers: &[(&str, String)]) -> (StatusCode, String) {

@@ -14,6 +14,33 @@ use crate::workflow::peers::BoxFuture;
 
 pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// A bus server behind `gate` on 127.0.0.1:0, stopped when dropped.
+pub(super) struct TestServer {
+    pub(super) addr: String,
+    pub(super) gate: BusGate,
+    stop: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Serves `handler` behind `gate` on an ephemeral loopback port.
+pub(super) async fn start_gated(handler: Arc<dyn BusHandler>, gate: BusGate) -> TestServer {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(serve(listener, router_with_gate(handler, gate.clone()), stop.clone().cancelled_owned()));
+    TestServer { addr, gate, stop }
+}
+
+/// Serves `handler` with a fresh gate for `auth`, as `router` does.
+pub(super) async fn start_server(handler: Arc<dyn BusHandler>, auth: BusAuth) -> TestServer {
+    start_gated(handler, BusGate::new(auth)).await
+}
+
 pub(super) fn node(id: &str) -> NodeId {
     NodeId(id.into())
 }

@@ -21,32 +21,6 @@ use crate::clock::now_ms;
 
 const SECRET: &str = "bus-secret";
 
-/// A bus server behind `gate` on 127.0.0.1:0, stopped when dropped.
-struct GatedServer {
-    addr: String,
-    gate: BusGate,
-    stop: CancellationToken,
-}
-
-impl Drop for GatedServer {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-async fn start(handler: Arc<dyn BusHandler>, gate: BusGate) -> GatedServer {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr").to_string();
-    let stop = CancellationToken::new();
-    tokio::spawn(serve(
-        listener,
-        router_with_gate(handler, gate.clone()),
-        stop.clone().cancelled_owned(),
-    ));
-    GatedServer { addr, gate, stop }
-}
 
 /// Serves `app` on 127.0.0.1:0 (a fake peer), stopped when the token is cancelled.
 async fn start_fake(app: Router) -> (String, CancellationToken) {
@@ -103,7 +77,7 @@ fn signed(nonce: &Nonce, sent_ms: u64, body: &[u8]) -> Vec<(&'static str, String
 #[tokio::test]
 async fn a_replayed_call_is_refused_and_counted_and_never_handled_twice() {
     let handler = ScriptedHandler::new("b");
-    let server = start(handler.clone(), BusGate::new(BusAuth::secret(SECRET))).await;
+    let server = start_gated(handler.clone(), BusGate::new(BusAuth::secret(SECRET))).await;
     let forward = encode_request(&samples_forward()).expect("encode");
     let captured = signed(&new_nonce(), now_ms(), &forward);
 
@@ -155,7 +129,7 @@ async fn answers_that_do_not_prove_the_secret_are_refused() {
     let client = client.with_counters(counters.clone());
 
     // A server without the secret that answers every pull with entries of its own.
-    let rogue = start(
+    let rogue = start_gated(
         ScriptedHandler::new("rogue"),
         BusGate::new(BusAuth::Insecure),
     )
@@ -206,7 +180,7 @@ async fn answers_that_do_not_prove_the_secret_are_refused() {
     assert_eq!(counters.snapshot(true).unauthenticated_answers, 3);
 
     // The genuine server's answer passes.
-    let server = start(
+    let server = start_gated(
         ScriptedHandler::new("b"),
         BusGate::new(BusAuth::secret(SECRET)),
     )
@@ -222,7 +196,7 @@ async fn answers_that_do_not_prove_the_secret_are_refused() {
 #[tokio::test]
 async fn headers_are_refused_before_any_body_is_read() {
     let handler = ScriptedHandler::new("b");
-    let server = start(handler.clone(), BusGate::new(BusAuth::secret(SECRET))).await;
+    let server = start_gated(handler.clone(), BusGate::new(BusAuth::secret(SECRET))).await;
     let huge = (MAX_MESSAGE_BYTES - 1) as u64;
     // Each answer comes while the declared body is still unsent: the server never waited for it.
     type Case = (&'static str, Vec<(&'static str, String)>, u64, u16);
@@ -270,7 +244,7 @@ async fn headers_are_refused_before_any_body_is_read() {
 
 #[tokio::test]
 async fn concurrent_large_bodies_are_rationed() {
-    let server = start(
+    let server = start_gated(
         ScriptedHandler::new("b"),
         BusGate::new(BusAuth::secret(SECRET)),
     )
