@@ -15,6 +15,9 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("store", &["rules", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
     ("bus", &["workflow", "replication", "scan", "http", "cluster", "node"]),
     ("cluster", &["workflow", "replication", "scan", "http", "node"]),
+    ("data", &["metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
+    ("metrics", &["data", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
+    ("telemetry", &["data", "metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
     ("compile_pool", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
 ];
 

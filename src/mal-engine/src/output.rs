@@ -40,7 +40,7 @@ pub struct Entity {
 }
 
 impl Entity {
-    pub(crate) fn new(scope: ScopeType) -> Entity {
+    pub fn new(scope: ScopeType) -> Entity {
         Entity {
             scope,
             service_name: String::new(),

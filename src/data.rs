@@ -1,0 +1,88 @@
+//! The data plane's seams: what receivers hand to dispatch, and the errors they see back.
+//!
+//! Receivers (`ingest`) decode a request into [`Batch`]es and submit them to a [`BatchSink`]
+//! (the dispatcher, or a test twin). A batch is SkyWalking's unit of MAL evaluation: one OTLP
+//! `ResourceMetrics`, one remote-write request, one scrape, one pushed exposition. Dispatch
+//! evaluates it against the active files of its catalog and writes the values it computes to a
+//! [`crate::metrics::MetricWriter`].
+
+use std::time::Duration;
+
+pub use hotrule_mal_engine::{Entity, MetricValue, Sample, Value};
+
+/// Where a batch came from: the `protocol` label of the ingest counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    /// OTLP/HTTP metrics, `POST /v1/metrics`.
+    Otlp,
+    /// Prometheus remote-write 1.0, `POST /api/v1/write`.
+    RemoteWrite,
+    /// A scrape job of the node configuration.
+    Scrape,
+    /// Text exposition pushed to `POST /ingest/prometheus`.
+    Push,
+    /// Samples a LAL `metrics {}` block emitted.
+    Lal,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Otlp => "otlp",
+            Protocol::RemoteWrite => "remote_write",
+            Protocol::Scrape => "scrape",
+            Protocol::Push => "push",
+            Protocol::Lal => "lal",
+        }
+    }
+}
+
+/// The rule catalog a batch is evaluated against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Catalog {
+    /// `otel-rules`: OTLP, remote-write, scrape and push all feed it (SkyWalking's Prometheus
+    /// path reaches MAL through the OpenTelemetry receiver).
+    Otel,
+    /// `telegraf-rules`.
+    Telegraf,
+    /// `log-mal-rules`: samples emitted by LAL.
+    LogMal,
+}
+
+impl Catalog {
+    /// The catalog's directory name, as in a [`crate::ids::RuleKey`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Catalog::Otel => "otel-rules",
+            Catalog::Telegraf => "telegraf-rules",
+            Catalog::LogMal => "log-mal-rules",
+        }
+    }
+}
+
+/// One unit of evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub protocol: Protocol,
+    pub catalog: Catalog,
+    pub samples: Vec<Sample>,
+    /// Wall clock at receipt, epoch milliseconds.
+    pub received_ms: i64,
+}
+
+/// Why a sink refused a submission. Nothing of a refused submission was accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// The dispatch queue is full: HTTP receivers answer 429 with `Retry-After`, scrapers back off.
+    #[error("ingest queue full; retry after {}s", retry_after.as_secs().max(1))]
+    QueueFull { retry_after: Duration },
+    /// The data plane is shutting down.
+    #[error("the data plane is stopping")]
+    Stopped,
+}
+
+/// Where receivers submit decoded batches. All batches of one request are accepted together or
+/// refused together, so a retried request is never half counted.
+pub trait BatchSink: Send + Sync + 'static {
+    fn submit(&self, batches: Vec<Batch>) -> Result<(), SubmitError>;
+}

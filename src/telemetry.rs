@@ -1,0 +1,161 @@
+//! hotrule's own metrics, served as Prometheus exposition on the admin port (`GET /metrics`).
+//!
+//! One [`Telemetry`] per node holds every family; modules get it through their constructors and
+//! only increment. Gauges that mirror state held elsewhere (rules by state, agents connected) are
+//! refreshed by the `/metrics` handler just before it renders. Every name is listed in
+//! `docs/metrics.md`.
+
+use std::sync::Mutex;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// A label set: `(name, value)` pairs in a fixed order per family.
+pub type LabelSet = Vec<(String, String)>;
+pub type CounterFamily = Family<LabelSet, Counter>;
+pub type GaugeFamily = Family<LabelSet, Gauge>;
+pub type HistogramFamily = Family<LabelSet, Histogram, fn() -> Histogram>;
+
+/// Latency buckets from 50 µs to about 1.6 s.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+/// Duration buckets from 1 ms to about 65 s (scans, exports).
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+/// Builds a label set from `(name, value)` pairs.
+pub fn labels<const N: usize>(pairs: [(&str, &str); N]) -> LabelSet {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// Every family hotrule exports.
+pub struct Telemetry {
+    registry: Mutex<Registry>,
+    /// Samples received, by `protocol` (counted once decoded, before dispatch).
+    pub samples_received: CounterFamily,
+    /// Samples or requests refused at a receiver, by `protocol` and `reason` (decode, too_large,
+    /// invalid_sample, queue_full, stale, ...).
+    pub samples_rejected: CounterFamily,
+    /// Samples dispatch did not evaluate, by `rule` and `reason` (suspended, ...).
+    pub samples_dropped: CounterFamily,
+    /// Time to evaluate one batch against one file, by `rule`.
+    pub evaluation_seconds: HistogramFamily,
+    /// Evaluation errors, by `rule`.
+    pub evaluation_errors: CounterFamily,
+    /// Metric values written to storage, by `metric`.
+    pub values_stored: CounterFamily,
+    /// Metric values not stored, by `reason` (unregistered_measure, storage_error, expired, ...).
+    pub values_rejected: CounterFamily,
+    /// Rule files by `state` (RUNNING, SUSPENDED, NOT_LOADED), refreshed at render.
+    pub rules: GaugeFamily,
+    /// Rule writes answered, by `status` (the applyStatus).
+    pub rule_writes: CounterFamily,
+    /// Scan durations, and scan results by `result`.
+    pub scan_seconds: HistogramFamily,
+    pub scan_results: CounterFamily,
+    /// Bus calls and bus errors, by `message`.
+    pub bus_calls: CounterFamily,
+    pub bus_errors: CounterFamily,
+    /// Agents connected (online), refreshed at render.
+    pub agents_connected: GaugeFamily,
+    /// Remote-write export: samples sent, batches dropped by `reason`, queue depth, send time.
+    pub export_samples_sent: CounterFamily,
+    pub export_batches_dropped: CounterFamily,
+    pub export_queue_depth: GaugeFamily,
+    pub export_send_seconds: HistogramFamily,
+    /// Scrapes, by `job` and `result` (ok, error, timeout, queue_full).
+    pub scrapes: CounterFamily,
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Telemetry::new()
+    }
+}
+
+impl Telemetry {
+    pub fn new() -> Telemetry {
+        let mut registry = Registry::with_prefix("hotrule");
+        let counter = |registry: &mut Registry, name: &str, help: &str| {
+            let family = CounterFamily::default();
+            registry.register(name, help, family.clone());
+            family
+        };
+        let gauge = |registry: &mut Registry, name: &str, help: &str| {
+            let family = GaugeFamily::default();
+            registry.register(name, help, family.clone());
+            family
+        };
+        let histogram = |registry: &mut Registry, name: &str, help: &str, make: fn() -> Histogram| {
+            let family = HistogramFamily::new_with_constructor(make);
+            registry.register(name, help, family.clone());
+            family
+        };
+        let r = &mut registry;
+        Telemetry {
+            samples_received: counter(r, "samples_received", "Samples received, by protocol"),
+            samples_rejected: counter(r, "samples_rejected", "Samples refused at a receiver, by protocol and reason"),
+            samples_dropped: counter(r, "samples_dropped", "Samples not evaluated, by rule and reason"),
+            evaluation_seconds: histogram(r, "evaluation_seconds", "Time to evaluate one batch against one rule file", latency_histogram),
+            evaluation_errors: counter(r, "evaluation_errors", "MAL/LAL evaluation errors, by rule"),
+            values_stored: counter(r, "values_stored", "Metric values written to storage, by metric"),
+            values_rejected: counter(r, "values_rejected", "Metric values not stored, by reason"),
+            rules: gauge(r, "rules", "Rule files on this node, by state"),
+            rule_writes: counter(r, "rule_writes", "Rule writes answered, by applyStatus"),
+            scan_seconds: histogram(r, "scan_seconds", "Duration of one rule scan", duration_histogram),
+            scan_results: counter(r, "scan_results", "Rule scans, by result"),
+            bus_calls: counter(r, "bus_calls", "Bus calls made, by message"),
+            bus_errors: counter(r, "bus_errors", "Bus calls that failed, by message"),
+            agents_connected: gauge(r, "agents_connected", "Agents online"),
+            export_samples_sent: counter(r, "export_samples_sent", "Samples sent by the remote-write exporter"),
+            export_batches_dropped: counter(r, "export_batches_dropped", "Export batches dropped, by reason"),
+            export_queue_depth: gauge(r, "export_queue_depth", "Batches waiting in the export queue"),
+            export_send_seconds: histogram(r, "export_send_seconds", "Time to send one export batch", duration_histogram),
+            scrapes: counter(r, "scrapes", "Scrapes, by job and result"),
+            registry: Mutex::new(registry),
+        }
+    }
+
+    /// The exposition text (OpenMetrics, which Prometheus scrapes).
+    pub fn render(&self) -> String {
+        let registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        if let Err(e) = encode(&mut out, &registry) {
+            tracing::error!(error = %e, "rendering metrics");
+        }
+        out
+    }
+
+    /// The current value of a counter (tests and `hotrule` status output).
+    pub fn counter_value(family: &CounterFamily, labels: &LabelSet) -> u64 {
+        family.get_or_create(labels).get()
+    }
+}
+
+/// The content type of [`Telemetry::render`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_render_with_their_labels() {
+        let telemetry = Telemetry::new();
+        telemetry.samples_received.get_or_create(&labels([("protocol", "otlp")])).inc_by(3);
+        telemetry.samples_dropped.get_or_create(&labels([("rule", "otel-rules/vm"), ("reason", "suspended")])).inc();
+        let text = telemetry.render();
+        assert!(text.contains("hotrule_samples_received_total{protocol=\"otlp\"} 3"), "{text}");
+        assert!(text.contains("hotrule_samples_dropped_total{rule=\"otel-rules/vm\",reason=\"suspended\"} 1"), "{text}");
+        assert!(text.trim_end().ends_with("# EOF"));
+        assert_eq!(Telemetry::counter_value(&telemetry.samples_received, &labels([("protocol", "otlp")])), 3);
+    }
+}
