@@ -101,6 +101,7 @@ pub fn mismatches(outcome: &RuleOutcome, expect: &Json) -> Vec<String> {
     for (key, wanted) in expect {
         let wanted = text(wanted);
         let actual = match key.as_str() {
+            "decision" => format!("{:?}", outcome.decision),
             "save" => outcome.save.to_string(),
             "abort" => outcome.aborted.to_string(),
             "service" => record.service.clone(),
