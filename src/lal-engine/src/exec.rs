@@ -7,6 +7,7 @@
 //! enforcer decision wins; the log is persisted where `sink {}` stands, once per sink reached.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use hotrule_mal_engine::Sample;
 use hotrule_rule_compiler::ast::{Arg, Block, Call, Else, Expr, ExprKind, IfStmt, Span, StmtKind};
@@ -61,7 +62,7 @@ struct Extracted {
 #[derive(Default)]
 struct ParserOptions {
     abort_on_failure: Option<bool>,
-    regexp: Option<Result<Regex, String>>,
+    regexp: Option<Result<Arc<Regex>, String>>,
 }
 
 /// The fields of one `metrics {}` block.
@@ -77,7 +78,7 @@ pub(crate) struct Run<'a> {
     env: Env<'a>,
     rule_key: &'a str,
     output_type: Option<&'a str>,
-    regexes: &'a HashMap<Span, Result<Regex, String>>,
+    regexes: &'a HashMap<Span, Result<Arc<Regex>, String>>,
     state: &'a mut LalState,
     now_ms: i64,
     auto_mode: bool,
@@ -113,7 +114,7 @@ impl<'a> Run<'a> {
         log: &'a LogData,
         rule_key: &'a str,
         output_type: Option<&'a str>,
-        regexes: &'a HashMap<Span, Result<Regex, String>>,
+        regexes: &'a HashMap<Span, Result<Arc<Regex>, String>>,
         state: &'a mut LalState,
         now_ms: i64,
         auto_mode: bool,
@@ -285,7 +286,11 @@ impl<'a> Run<'a> {
                 Ok(())
             }
             (Ctx::Parser, "regexp") => {
-                let regex = match call.args.first().map(|arg| (&arg.value.kind, arg.value.span)) {
+                let regex = match call
+                    .args
+                    .first()
+                    .map(|arg| (&arg.value.kind, arg.value.span))
+                {
                     Some((ExprKind::Str(_), span)) => self
                         .regexes
                         .get(&span)
@@ -491,10 +496,13 @@ impl<'a> Run<'a> {
     }
 
     fn emit(&mut self, metric: MetricBuilder) -> Result<(), EvalError> {
-        let name = metric.name.filter(|n| !n.is_empty()).ok_or(EvalError::Missing {
-            statement: "metrics",
-            part: "name",
-        })?;
+        let name = metric
+            .name
+            .filter(|n| !n.is_empty())
+            .ok_or(EvalError::Missing {
+                statement: "metrics",
+                part: "name",
+            })?;
         let value = metric.value.ok_or(EvalError::Missing {
             statement: "metrics",
             part: "value",
@@ -542,8 +550,8 @@ impl<'a> Run<'a> {
             value.clone().unwrap_or_else(|| fallback.to_owned())
         };
         let segment_id = pick(&out.segment_id, &log.trace_context.trace_segment_id);
-        let span_id = (!segment_id.is_empty())
-            .then(|| out.span_id.unwrap_or(log.trace_context.span_id));
+        let span_id =
+            (!segment_id.is_empty()).then(|| out.span_id.unwrap_or(log.trace_context.span_id));
         let (content_type, content) = if out.json_from_text {
             (ContentType::Json, log.body.content().to_owned())
         } else {

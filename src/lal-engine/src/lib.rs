@@ -13,6 +13,7 @@
 //! - a runtime error stops that rule for that log and is returned with the rule's key; other
 //!   rules and logs are unaffected; nothing panics.
 
+pub mod bench;
 mod error;
 mod eval;
 mod exec;
@@ -21,9 +22,9 @@ mod parse;
 mod sampler;
 mod time;
 mod value;
-pub mod bench;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use hotrule_mal_engine::Sample;
 use hotrule_rule_compiler::ast::{Block, ExprKind, Span};
@@ -58,7 +59,7 @@ pub struct PreparedLalFile {
 struct PreparedRule {
     key: String,
     input_type: Option<String>,
-    regexes: HashMap<Span, Result<Regex, String>>,
+    regexes: HashMap<Span, Result<Arc<Regex>, String>>,
 }
 
 /// What one rule made of one log.
@@ -226,10 +227,26 @@ pub fn analyze(
                 layer: GENERAL_LAYER.to_owned(),
                 ..log.clone()
             };
-            run_layer(files, &general, Some(GENERAL_LAYER), now_ms, false, state, &mut outcomes);
+            run_layer(
+                files,
+                &general,
+                Some(GENERAL_LAYER),
+                now_ms,
+                false,
+                state,
+                &mut outcomes,
+            );
         }
     } else {
-        run_layer(files, log, Some(&log.layer), now_ms, false, state, &mut outcomes);
+        run_layer(
+            files,
+            log,
+            Some(&log.layer),
+            now_ms,
+            false,
+            state,
+            &mut outcomes,
+        );
     }
     LogAnalysis::Ran(outcomes)
 }
@@ -313,7 +330,10 @@ fn prepare_rule(rule: &LalRule) -> PreparedRule {
 /// Every statement call of a script, depth first (closures and `if` branches included).
 fn for_each_call(block: &Block, visit: &mut dyn FnMut(&hotrule_rule_compiler::ast::Call)) {
     use hotrule_rule_compiler::ast::{Else, StmtKind};
-    fn in_if(statement: &hotrule_rule_compiler::ast::IfStmt, visit: &mut dyn FnMut(&hotrule_rule_compiler::ast::Call)) {
+    fn in_if(
+        statement: &hotrule_rule_compiler::ast::IfStmt,
+        visit: &mut dyn FnMut(&hotrule_rule_compiler::ast::Call),
+    ) {
         for_each_call(&statement.then, visit);
         match &statement.otherwise {
             Some(Else::Block(block)) => for_each_call(block, visit),
@@ -339,7 +359,7 @@ fn for_each_call(block: &Block, visit: &mut dyn FnMut(&hotrule_rule_compiler::as
     }
 }
 
-fn collect_regexes(block: &Block, regexes: &mut HashMap<Span, Result<Regex, String>>) {
+fn collect_regexes(block: &Block, regexes: &mut HashMap<Span, Result<Arc<Regex>, String>>) {
     for_each_call(block, &mut |call| {
         if call.method.name == "regexp"
             && call.receiver.is_none()
@@ -354,7 +374,8 @@ fn collect_regexes(block: &Block, regexes: &mut HashMap<Span, Result<Regex, Stri
 fn uses_parser(block: &Block) -> bool {
     let mut found = false;
     for_each_call(block, &mut |call| {
-        found |= call.receiver.is_none() && matches!(call.method.name.as_str(), "json" | "yaml" | "text");
+        found |= call.receiver.is_none()
+            && matches!(call.method.name.as_str(), "json" | "yaml" | "text");
     });
     found
 }

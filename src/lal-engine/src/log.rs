@@ -121,7 +121,13 @@ impl LogData {
             log.body = body_from_json(body)?;
         }
         if let Some(trace) = object.get("traceContext").and_then(Json::as_object) {
-            let s = |key: &str| trace.get(key).and_then(Json::as_str).unwrap_or("").to_owned();
+            let s = |key: &str| {
+                trace
+                    .get(key)
+                    .and_then(Json::as_str)
+                    .unwrap_or("")
+                    .to_owned()
+            };
             log.trace_context = TraceContext {
                 trace_id: s("traceId"),
                 trace_segment_id: s("traceSegmentId"),
@@ -133,13 +139,13 @@ impl LogData {
             };
         }
         if let Some(tags) = object.get("tags") {
-            let data = tags
-                .get("data")
-                .and_then(Json::as_array)
-                .ok_or(LogDataError::WrongType {
-                    field: "tags",
-                    expected: "{\"data\": [{\"key\", \"value\"}]}",
-                })?;
+            let data =
+                tags.get("data")
+                    .and_then(Json::as_array)
+                    .ok_or(LogDataError::WrongType {
+                        field: "tags",
+                        expected: "{\"data\": [{\"key\", \"value\"}]}",
+                    })?;
             for pair in data {
                 let key = pair.get("key").and_then(Json::as_str).unwrap_or("");
                 let value = pair.get("value").and_then(Json::as_str).unwrap_or("");
@@ -175,7 +181,12 @@ fn int_field(value: Option<&Json>, field: &'static str) -> Result<i64, LogDataEr
 fn body_from_json(body: &Json) -> Result<Body, LogDataError> {
     let inner = |kind: &str| -> Option<String> {
         let part = body.get(kind)?;
-        Some(part.get(kind).and_then(Json::as_str).unwrap_or("").to_owned())
+        Some(
+            part.get(kind)
+                .and_then(Json::as_str)
+                .unwrap_or("")
+                .to_owned(),
+        )
     };
     if let Some(text) = inner("text") {
         return Ok(Body::Text(text));

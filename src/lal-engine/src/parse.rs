@@ -12,6 +12,8 @@
 //! A parse failure (no match, invalid document, a typed input instead of a body) aborts the
 //! rule unless `abortOnFailure false`, which leaves a metadata-only `parsed`.
 
+use std::sync::Arc;
+
 use regex::Regex;
 use serde_json::{Map, Value as Json};
 use yaml_rust2::{Yaml, YamlLoader};
@@ -26,7 +28,9 @@ pub(crate) enum Parsed {
     Map(Map<String, Json>),
     /// A regexp match: the text of each capture group by group index.
     Groups {
-        regex: Regex,
+        /// Shared, not cloned: a cloned `Regex` gets a fresh matching cache, which made every
+        /// match allocate one.
+        regex: Arc<Regex>,
         groups: Vec<Option<String>>,
     },
     /// A typed input's message.
@@ -34,7 +38,7 @@ pub(crate) enum Parsed {
 }
 
 /// The `regex` crate's spelling of a Java pattern, or why it cannot run.
-pub(crate) fn compile_java_regex(pattern: &str) -> Result<Regex, String> {
+pub(crate) fn compile_java_regex(pattern: &str) -> Result<Arc<Regex>, String> {
     for construct in ["(?=", "(?!", "(?<=", "(?<!", "(?>", "\\k<", "\\G", "\\Z"] {
         if pattern.contains(construct) {
             return Err(format!(
@@ -42,13 +46,15 @@ pub(crate) fn compile_java_regex(pattern: &str) -> Result<Regex, String> {
             ));
         }
     }
-    Regex::new(&pattern.replace("(?<", "(?P<")).map_err(|e| {
-        e.to_string()
-            .lines()
-            .find_map(|l| l.strip_prefix("error: "))
-            .unwrap_or("invalid regular expression")
-            .to_owned()
-    })
+    Regex::new(&pattern.replace("(?<", "(?P<"))
+        .map(Arc::new)
+        .map_err(|e| {
+            e.to_string()
+                .lines()
+                .find_map(|l| l.strip_prefix("error: "))
+                .unwrap_or("invalid regular expression")
+                .to_owned()
+        })
 }
 
 /// `json {}`: the parsed map, or `None` on failure. `used_text` says the text body was parsed.
@@ -152,12 +158,11 @@ mod tests {
 
     #[test]
     fn java_named_groups_run_with_find_semantics() {
-        let regex = compile_java_regex(r#".+ \"(?<request>.+)\" (?<status>\d{3}) .+"#)
-            .expect("compiles");
+        let regex =
+            compile_java_regex(r#".+ \"(?<request>.+)\" (?<status>\d{3}) .+"#).expect("compiles");
         let log = LogData {
             body: Body::Text(
-                r#"10.0.0.1 - - [01/Jan/2021:00:00:00 +0000] "GET /api HTTP/1.1" 200 1234"#
-                    .into(),
+                r#"10.0.0.1 - - [01/Jan/2021:00:00:00 +0000] "GET /api HTTP/1.1" 200 1234"#.into(),
             ),
             ..LogData::default()
         };

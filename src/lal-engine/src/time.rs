@@ -28,7 +28,11 @@ fn tokenize(pattern: &str) -> Result<Vec<Item>, String> {
                 i += 1;
             }
             i += 1;
-            items.push(Item::Literal(if literal.is_empty() { "'".into() } else { literal }));
+            items.push(Item::Literal(if literal.is_empty() {
+                "'".into()
+            } else {
+                literal
+            }));
         } else if c.is_ascii_alphabetic() {
             if !"yMdHhmsSaZXE".contains(c) {
                 return Err(format!("pattern letter '{c}' is not supported"));
@@ -176,7 +180,10 @@ mod tests {
 
     #[test]
     fn common_log_patterns() {
-        assert_eq!(parse("2021/01/01 00:00:00", "yyyy/MM/dd HH:mm:ss"), Ok(1_609_459_200_000));
+        assert_eq!(
+            parse("2021/01/01 00:00:00", "yyyy/MM/dd HH:mm:ss"),
+            Ok(1_609_459_200_000)
+        );
         assert_eq!(
             parse("2024-02-29T12:34:56.789Z", "yyyy-MM-dd'T'HH:mm:ss.SSSX"),
             Ok(1_709_210_096_789)
@@ -186,7 +193,10 @@ mod tests {
             Ok(1_609_459_200_000)
         );
         assert_eq!(parse("20210101", "yyyyMMdd"), Ok(1_609_459_200_000));
-        assert_eq!(parse("2021/01/01 00:00:00 trailing", "yyyy/MM/dd HH:mm:ss"), Ok(1_609_459_200_000));
+        assert_eq!(
+            parse("2021/01/01 00:00:00 trailing", "yyyy/MM/dd HH:mm:ss"),
+            Ok(1_609_459_200_000)
+        );
         assert!(parse("yesterday", "yyyy/MM/dd").is_err());
     }
 }

@@ -75,7 +75,11 @@ fn every_shipped_lal_file_on_representative_logs() {
             if let Some(expected) = expect.get(&outcome.rule) {
                 let problems = mismatches(outcome, expected);
                 if !problems.is_empty() {
-                    failures.push(format!("{name} | {}: {}", outcome.rule, problems.join("; ")));
+                    failures.push(format!(
+                        "{name} | {}: {}",
+                        outcome.rule,
+                        problems.join("; ")
+                    ));
                 }
             }
         }
@@ -85,10 +89,17 @@ fn every_shipped_lal_file_on_representative_logs() {
             .map(|items| items.iter().map(sample_of).collect())
             .unwrap_or_default();
         if emitted != expected {
-            failures.push(format!("{name}: samples {emitted:?}, expected {expected:?}"));
+            failures.push(format!(
+                "{name}: samples {emitted:?}, expected {expected:?}"
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     // Every rule of every shipped file ran on at least one log.
     let all: BTreeSet<String> = files
         .iter()
@@ -125,7 +136,10 @@ fn samples_of(logs: &[Json]) -> Vec<Sample> {
 
 /// Feeds each sample as its own batch (SkyWalking hands each LAL sample to MAL on its own) and
 /// totals the labeled values per (metric, service, instance, label key).
-fn evaluate_each(file: &PreparedFile, samples: &[Sample]) -> BTreeMap<(String, String, String, String), i64> {
+fn evaluate_each(
+    file: &PreparedFile,
+    samples: &[Sample],
+) -> BTreeMap<(String, String, String, String), i64> {
     let mut state = EngineState::default();
     let mut totals = BTreeMap::new();
     for sample in samples {
@@ -173,13 +187,46 @@ fn nginx_error_logs_reach_the_nginx_log_mal_rules() {
     assert_eq!(samples.len(), 3);
     let totals = evaluate_each(&mal_file("log-mal-rules/nginx.yaml"), &samples);
     let key = |metric: &str, instance: &str, label: &str| {
-        (metric.to_owned(), "nginx::frontend".to_owned(), instance.to_owned(), label.to_owned())
+        (
+            metric.to_owned(),
+            "nginx::frontend".to_owned(),
+            instance.to_owned(),
+            label.to_owned(),
+        )
     };
     let expected: BTreeMap<_, i64> = [
-        (key("meter_nginx_service_error_log_count", "", "level=error,service_instance_id=nginx-0"), 2),
-        (key("meter_nginx_service_error_log_count", "", "level=warn,service_instance_id=nginx-1"), 1),
-        (key("meter_nginx_instance_error_log_count", "nginx-0", "level=error"), 2),
-        (key("meter_nginx_instance_error_log_count", "nginx-1", "level=warn"), 1),
+        (
+            key(
+                "meter_nginx_service_error_log_count",
+                "",
+                "level=error,service_instance_id=nginx-0",
+            ),
+            2,
+        ),
+        (
+            key(
+                "meter_nginx_service_error_log_count",
+                "",
+                "level=warn,service_instance_id=nginx-1",
+            ),
+            1,
+        ),
+        (
+            key(
+                "meter_nginx_instance_error_log_count",
+                "nginx-0",
+                "level=error",
+            ),
+            2,
+        ),
+        (
+            key(
+                "meter_nginx_instance_error_log_count",
+                "nginx-1",
+                "level=warn",
+            ),
+            1,
+        ),
     ]
     .into_iter()
     .collect();
@@ -206,12 +253,33 @@ fn mini_program_errors_reach_their_platform_log_mal_rules() {
     ]);
     assert_eq!(samples.len(), 4);
     let wechat = evaluate_each(&mal_file("log-mal-rules/miniprogram-wechat.yaml"), &samples);
-    let metric = |m: &str, service: &str, label: &str| (m.to_owned(), service.to_owned(), String::new(), label.to_owned());
+    let metric = |m: &str, service: &str, label: &str| {
+        (
+            m.to_owned(),
+            service.to_owned(),
+            String::new(),
+            label.to_owned(),
+        )
+    };
     assert_eq!(
         wechat,
         [
-            (metric("meter_wechat_mp_error_count", "shop-mp", "exception_type=RangeError"), 1),
-            (metric("meter_wechat_mp_error_count", "shop-mp", "exception_type=TypeError"), 2),
+            (
+                metric(
+                    "meter_wechat_mp_error_count",
+                    "shop-mp",
+                    "exception_type=RangeError"
+                ),
+                1
+            ),
+            (
+                metric(
+                    "meter_wechat_mp_error_count",
+                    "shop-mp",
+                    "exception_type=TypeError"
+                ),
+                2
+            ),
         ]
         .into_iter()
         .collect()
@@ -219,8 +287,15 @@ fn mini_program_errors_reach_their_platform_log_mal_rules() {
     let alipay = evaluate_each(&mal_file("log-mal-rules/miniprogram-alipay.yaml"), &samples);
     assert_eq!(
         alipay,
-        [(metric("meter_alipay_mp_error_count", "pay-mp", "exception_type=NetworkError"), 1)]
-            .into_iter()
-            .collect()
+        [(
+            metric(
+                "meter_alipay_mp_error_count",
+                "pay-mp",
+                "exception_type=NetworkError"
+            ),
+            1
+        )]
+        .into_iter()
+        .collect()
     );
 }

@@ -11,7 +11,12 @@ fn check(rules: std::path::PathBuf, data: &str, label: &str, expected_cases: usi
     let file = load_lal(&rules);
     let data = load_yaml(&crate_path(&format!("tests/data/upstream/{data}")));
     let (ran, failures) = run_data_file(&file, &data, label);
-    assert!(failures.is_empty(), "{} failing case(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failing case(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     assert_eq!(ran, expected_cases, "{label}: cases run");
 }
 
@@ -37,7 +42,12 @@ fn lal_script_execution_feature_cases_execution_def() {
 
 #[test]
 fn lal_script_execution_oap_cases_nginx() {
-    check(rules_path("lal/nginx.yaml"), "oap-cases/nginx.data.yaml", "nginx.yaml", 2);
+    check(
+        rules_path("lal/nginx.yaml"),
+        "oap-cases/nginx.data.yaml",
+        "nginx.yaml",
+        2,
+    );
 }
 
 #[test]
@@ -62,7 +72,12 @@ fn lal_script_execution_oap_cases_pgsql_slowsql() {
 
 #[test]
 fn lal_script_execution_oap_cases_envoy_als() {
-    check(rules_path("lal/envoy-als.yaml"), "oap-cases/envoy-als.data.yaml", "envoy-als.yaml", 6);
+    check(
+        rules_path("lal/envoy-als.yaml"),
+        "oap-cases/envoy-als.data.yaml",
+        "envoy-als.yaml",
+        6,
+    );
 }
 
 #[test]
@@ -77,7 +92,12 @@ fn lal_script_execution_oap_cases_k8s_service() {
 
 #[test]
 fn lal_script_execution_oap_cases_mesh_dp() {
-    check(rules_path("lal/mesh-dp.yaml"), "oap-cases/mesh-dp.data.yaml", "mesh-dp.yaml", 1);
+    check(
+        rules_path("lal/mesh-dp.yaml"),
+        "oap-cases/mesh-dp.data.yaml",
+        "mesh-dp.yaml",
+        1,
+    );
 }
 
 #[test]
@@ -106,7 +126,13 @@ fn harness_reports_wrong_expectations() {
     let (ran, failures) = run_data_file(&file, &data, "nginx.yaml");
     assert_eq!(ran, 1);
     assert_eq!(failures.len(), 2, "{failures:?}");
-    assert!(failures[0].contains("tag.http.status_code: expected \"404\", got \"200\""), "{failures:?}");
-    assert!(failures[0].contains("abort: expected \"true\", got \"false\""), "{failures:?}");
+    assert!(
+        failures[0].contains("tag.http.status_code: expected \"404\", got \"200\""),
+        "{failures:?}"
+    );
+    assert!(
+        failures[0].contains("abort: expected \"true\", got \"false\""),
+        "{failures:?}"
+    );
     assert!(failures[1].contains("no such rule"), "{failures:?}");
 }

@@ -43,7 +43,8 @@ pub fn load_lal_text(text: &str) -> PreparedLalFile {
 pub fn load_yaml(path: &Path) -> Json {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-    let docs = YamlLoader::load_from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let docs =
+        YamlLoader::load_from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     docs.first().map(yaml_to_json).unwrap_or(Json::Null)
 }
 
@@ -79,7 +80,10 @@ pub fn log_from_case(case: &Json) -> LogData {
         log.tags = tags.iter().map(|(k, v)| (k.clone(), text(v))).collect();
     }
     if let Some(Json::Object(attributes)) = case.get("source-attributes") {
-        log.source_attributes = attributes.iter().map(|(k, v)| (k.clone(), text(v))).collect();
+        log.source_attributes = attributes
+            .iter()
+            .map(|(k, v)| (k.clone(), text(v)))
+            .collect();
     }
     if let Some(extra) = case.get("extra-log") {
         let message = serde_json::from_str(&text(&extra["proto-json"])).expect("proto-json");
@@ -120,7 +124,11 @@ pub fn mismatches(outcome: &RuleOutcome, expect: &Json) -> Vec<String> {
                 if let Some(tag) = other.strip_prefix("tag.") {
                     record.tag(tag).unwrap_or("").to_owned()
                 } else if let Some(field) = other.strip_prefix("outputField.") {
-                    record.fields.get(field).map(text).unwrap_or_else(|| "null".to_owned())
+                    record
+                        .fields
+                        .get(field)
+                        .map(text)
+                        .unwrap_or_else(|| "null".to_owned())
                 } else {
                     format!("<unknown expectation {other}>")
                 }
