@@ -17,8 +17,14 @@ fn run_in(layer: &str, dsl: &str) -> RuleOutcome {
     let file = load_lal_text(&format!(
         "rules:\n  - name: case\n    layer: {layer}\n    dsl: |\n{indented}"
     ));
-    file.run_rule(0, &LogData::default(), NOW_MS, false, &mut LalState::default())
-        .expect("one rule")
+    file.run_rule(
+        0,
+        &LogData::default(),
+        NOW_MS,
+        false,
+        &mut LalState::default(),
+    )
+    .expect("one rule")
 }
 
 #[test]
@@ -64,11 +70,18 @@ fn dsl_test_extractor() {
     assert_eq!(outcome.error, None);
     let record = &outcome.record;
     assert_eq!(
-        (record.service.as_str(), record.instance.as_str(), record.endpoint.as_str()),
+        (
+            record.service.as_str(),
+            record.instance.as_str(),
+            record.endpoint.as_str()
+        ),
         ("test", "test", "test")
     );
     assert_eq!(record.layer, "mesh");
-    assert_eq!((record.trace_id.as_str(), record.segment_id.as_str()), ("123", "123"));
+    assert_eq!(
+        (record.trace_id.as_str(), record.segment_id.as_str()),
+        ("123", "123")
+    );
     assert_eq!(record.span_id, Some(123));
     assert_eq!(record.timestamp_ms, 123);
     assert_eq!(outcome.samples.len(), 1);
@@ -84,7 +97,9 @@ fn dsl_test_extractor() {
 fn dsl_test_sink() {
     // `parsed?.commonProperties` needs a typed input at compile time (as in LAL v2): the case
     // runs as a MESH rule, whose layer has one, on a plain log (so `parsed` is the metadata).
-    let outcome = run_in("MESH", r#"filter {
+    let outcome = run_in(
+        "MESH",
+        r#"filter {
   sink {
     enforcer {
     }
@@ -102,7 +117,8 @@ fn dsl_test_sink() {
       }
     }
   }
-}"#);
+}"#,
+    );
     assert_eq!(outcome.error, None);
     // The sampler ran last and let the first log through: the dropper's decision is overridden.
     assert!(outcome.save);
