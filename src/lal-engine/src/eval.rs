@@ -396,7 +396,7 @@ fn arithmetic(op: BinaryOp, l: Val, r: Val) -> Result<Val, EvalError> {
             BinaryOp::Sub => a.checked_sub(b),
             BinaryOp::Mul => a.checked_mul(b),
             BinaryOp::Mod => a.checked_rem(b),
-            BinaryOp::Div if b != 0 && a % b == 0 => Some(a / b),
+            BinaryOp::Div if a.checked_rem(b) == Some(0) => a.checked_div(b),
             _ => None,
         };
         if let Some(result) = exact {

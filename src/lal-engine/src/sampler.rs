@@ -50,9 +50,9 @@ impl LalState {
     pub(crate) fn rate_limit(&mut self, rule: &str, id: &str, rpm: i64, now_ms: i64) -> bool {
         match self.window_start_ms {
             None => self.window_start_ms = Some(now_ms),
-            Some(start) if now_ms - start >= WINDOW_MS => {
-                let windows = (now_ms - start) / WINDOW_MS;
-                self.window_start_ms = Some(start + windows * WINDOW_MS);
+            Some(start) if now_ms.saturating_sub(start) >= WINDOW_MS => {
+                let windows = now_ms.saturating_sub(start) / WINDOW_MS;
+                self.window_start_ms = Some(start.saturating_add(windows * WINDOW_MS));
                 for ids in self.limiters.values_mut() {
                     ids.values_mut().for_each(|limiter| limiter.count = 0);
                 }

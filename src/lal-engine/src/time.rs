@@ -142,13 +142,18 @@ pub fn parse(text: &str, pattern: &str) -> Result<i64, String> {
         hour = 0;
     }
     // SimpleDateFormat is lenient: out-of-range fields roll over, which the day arithmetic does.
-    let days = days_from_civil(year, month, 1) + day - 1;
-    Ok(((days * 24 + hour) * 60 + minute - offset_minutes) * 60_000 + second * 1000 + millis)
+    // Fields are at most 9 digits, so this fits in i128; the result must fit in i64.
+    let days = days_from_civil(year.into(), month.into(), 1) + i128::from(day) - 1;
+    let minutes =
+        (days * 24 + i128::from(hour)) * 60 + i128::from(minute) - i128::from(offset_minutes);
+    let millis = minutes * 60_000 + i128::from(second) * 1000 + i128::from(millis);
+    i64::try_from(millis).map_err(|_| "the date is out of range".to_owned())
 }
 
 fn digits(bytes: &[u8], pos: &mut usize, width: Option<usize>) -> Result<i64, String> {
     let start = *pos;
-    let limit = width.map_or(bytes.len(), |w| (start + w).min(bytes.len()));
+    // At most 9 digits per field, so the date arithmetic cannot overflow.
+    let limit = (start + width.unwrap_or(9).min(9)).min(bytes.len());
     while *pos < limit && bytes[*pos].is_ascii_digit() {
         *pos += 1;
     }
@@ -162,7 +167,7 @@ fn digits(bytes: &[u8], pos: &mut usize, width: Option<usize>) -> Result<i64, St
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (months may overflow; Howard Hinnant).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+fn days_from_civil(year: i128, month: i128, day: i128) -> i128 {
     let year = year + (month - 1).div_euclid(12);
     let month = (month - 1).rem_euclid(12) + 1;
     let y = if month <= 2 { year - 1 } else { year };
@@ -198,5 +203,8 @@ mod tests {
             Ok(1_609_459_200_000)
         );
         assert!(parse("yesterday", "yyyy/MM/dd").is_err());
+        // Huge fields neither overflow nor panic.
+        assert!(parse("999999999999/99/99", "yyyy/MM/dd").is_err());
+        assert!(parse("9999999/999999999/999999999", "yyyy/MM/dd").is_ok());
     }
 }
