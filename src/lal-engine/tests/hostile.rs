@@ -81,7 +81,7 @@ const TAG_VALUES: &[&str] = &[
 const TIMES: &[i64] = &[0, 1, -1, i64::MIN, i64::MAX, 1_609_459_200_000];
 
 fn generated(rng: &mut Rng) -> LogData {
-    let body_text = if rng.next() % 3 == 0 {
+    let body_text = if rng.next().is_multiple_of(3) {
         rng.text()
     } else {
         rng.pick(BODIES).to_owned()
@@ -93,7 +93,7 @@ fn generated(rng: &mut Rng) -> LogData {
         _ => Body::None,
     };
     let mut log = LogData {
-        service: if rng.next() % 10 == 0 {
+        service: if rng.next().is_multiple_of(10) {
             String::new()
         } else {
             rng.text() + "svc"
@@ -110,13 +110,13 @@ fn generated(rng: &mut Rng) -> LogData {
             rng.pick(TAG_VALUES).to_owned(),
         ));
     }
-    if rng.next() % 2 == 0 {
+    if rng.next().is_multiple_of(2) {
         log.source_attributes.insert(
             rng.pick(&["os.name", "miniprogram.platform"]).to_owned(),
             rng.pick(&["iOS", "wechat", "alipay", ""]).to_owned(),
         );
     }
-    if rng.next() % 4 == 0 {
+    if rng.next().is_multiple_of(4) {
         let message = serde_json::from_str(rng.pick(&[
             r#"{"response":{"responseCode":"x"}}"#,
             r#"{"commonProperties":{"responseFlags":[1,{"a":true}]}}"#,
