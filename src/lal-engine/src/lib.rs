@@ -17,6 +17,7 @@ pub mod bench;
 mod error;
 mod eval;
 mod exec;
+mod java_regex;
 mod log;
 mod parse;
 mod sampler;

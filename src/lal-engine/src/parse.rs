@@ -37,24 +37,9 @@ pub(crate) enum Parsed {
     Typed(Json),
 }
 
-/// The `regex` crate's spelling of a Java pattern, or why it cannot run.
+/// The compiled form of a Java pattern, or why it cannot run (see `java_regex`).
 pub(crate) fn compile_java_regex(pattern: &str) -> Result<Arc<Regex>, String> {
-    for construct in ["(?=", "(?!", "(?<=", "(?<!", "(?>", "\\k<", "\\G", "\\Z"] {
-        if pattern.contains(construct) {
-            return Err(format!(
-                "'{construct}' (Java-only regex syntax) is not supported by hotrule"
-            ));
-        }
-    }
-    Regex::new(&pattern.replace("(?<", "(?P<"))
-        .map(Arc::new)
-        .map_err(|e| {
-            e.to_string()
-                .lines()
-                .find_map(|l| l.strip_prefix("error: "))
-                .unwrap_or("invalid regular expression")
-                .to_owned()
-        })
+    crate::java_regex::compile(pattern)
 }
 
 /// `json {}`: the parsed map, or `None` on failure. `used_text` says the text body was parsed.
