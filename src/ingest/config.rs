@@ -217,33 +217,38 @@ mod tests {
         assert!(config.scrape_jobs.is_empty());
     }
 
+    /// Loads a node configuration file holding `text`.
+    fn load(text: &str) -> Result<crate::config::Loaded, crate::config::ConfigErrors> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("node.yaml");
+        std::fs::write(&path, text).expect("write");
+        let sources = crate::config::ConfigSources { uris: vec![format!("file:{}", path.display())], ..Default::default() };
+        crate::config::load(&sources, std::sync::Arc::new(hotrule_confmap::MapEnv::new(Vec::<(String, String)>::new())))
+    }
+
     #[test]
-    fn a_job_reads_from_yaml_with_its_defaults() {
-        let text = "scrape_jobs:\n  - job_name: vm\n    static_config:\n      targets: ['127.0.0.1:9100', 'http://node:9100/']\n      labels: {env: prod}\n";
-        let raw: RawIngest = serde_json::from_value(yaml_to_json(text)).expect("parses");
-        let (config, found) = issues(&raw);
-        assert!(found.is_empty(), "{found:?}");
+    fn a_job_reads_from_the_node_configuration_with_its_defaults() {
+        let text = "ingest:\n  max_body_bytes: 1048576\n  scrape_jobs:\n    - job_name: vm\n      interval: 30s\n      static_config:\n        targets: ['127.0.0.1:9100', 'http://node:9100/']\n        labels: {env: prod}\n";
+        let config = load(text).expect("valid").config.ingest;
+        assert_eq!(config.limits.max_body_bytes, 1 << 20);
         let job = &config.scrape_jobs[0];
         assert_eq!(job.targets, vec!["127.0.0.1:9100".to_string(), "node:9100".to_string()]);
-        assert_eq!((job.interval, job.timeout, job.metrics_path.as_str()), (Duration::from_secs(15), Duration::from_secs(10), "/metrics"));
+        assert_eq!((job.interval, job.timeout, job.metrics_path.as_str()), (Duration::from_secs(30), Duration::from_secs(10), "/metrics"));
         assert_eq!(job.labels.get("env").map(String::as_str), Some("prod"));
     }
 
-    fn yaml_to_json(text: &str) -> serde_json::Value {
-        // The node reads YAML through confmap; for this test a tiny literal conversion suffices.
-        let docs = yaml_rust2::YamlLoader::load_from_str(text).expect("yaml");
-        fn convert(yaml: &yaml_rust2::Yaml) -> serde_json::Value {
-            match yaml {
-                yaml_rust2::Yaml::Hash(h) => serde_json::Value::Object(
-                    h.iter().map(|(k, v)| (k.as_str().unwrap_or_default().to_string(), convert(v))).collect(),
-                ),
-                yaml_rust2::Yaml::Array(a) => serde_json::Value::Array(a.iter().map(convert).collect()),
-                yaml_rust2::Yaml::String(s) => serde_json::Value::String(s.clone()),
-                yaml_rust2::Yaml::Integer(i) => serde_json::Value::from(*i),
-                _ => serde_json::Value::Null,
-            }
-        }
-        convert(&docs[0])
+    #[test]
+    fn the_example_node_configuration_holds_the_defaults() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/node.yaml");
+        let text = std::fs::read_to_string(path).expect("config/node.yaml");
+        assert_eq!(load(&text).expect("valid").config.ingest, validate(&RawIngest::default(), &mut |_: &str, _: String| {}));
+    }
+
+    #[test]
+    fn an_unknown_key_in_a_job_is_reported() {
+        let text = "ingest:\n  scrape_jobs:\n    - job_name: vm\n      scrape_interval: 30s\n      static_config: {targets: ['a:1']}\n";
+        let Err(crate::config::ConfigErrors(issues)) = load(text) else { panic!("expected an error") };
+        assert!(issues.iter().any(|i| i.key.starts_with("ingest") && i.message.contains("scrape_interval")), "{issues:?}");
     }
 
     #[test]
