@@ -45,15 +45,24 @@ pub fn series_text(name: &str, labels: &LabelMap) -> String {
 /// is one scrape (or the part of it this request carries): the unit a collector turns into one
 /// OTLP `ResourceMetrics`, and so SkyWalking's unit of evaluation.
 pub fn split_scrapes(samples: Vec<Sample>) -> Vec<Vec<Sample>> {
-    let mut index: HashMap<(String, String, i64), usize> = HashMap::new();
-    let mut groups: Vec<Vec<Sample>> = Vec::new();
-    for sample in samples {
-        let key = (sample.label("job").to_owned(), sample.label("instance").to_owned(), sample.timestamp_ms);
-        let at = *index.entry(key).or_insert_with(|| {
-            groups.push(Vec::new());
-            groups.len() - 1
-        });
-        groups[at].push(sample);
+    // Group numbers first, borrowing the label values; then move the samples.
+    let mut group_of = Vec::with_capacity(samples.len());
+    let mut sizes: Vec<usize> = Vec::new();
+    {
+        let mut index: HashMap<(&str, &str, i64), usize> = HashMap::new();
+        for sample in &samples {
+            let key = (sample.label("job"), sample.label("instance"), sample.timestamp_ms);
+            let group = *index.entry(key).or_insert_with(|| {
+                sizes.push(0);
+                sizes.len() - 1
+            });
+            sizes[group] += 1;
+            group_of.push(group);
+        }
+    }
+    let mut groups: Vec<Vec<Sample>> = sizes.into_iter().map(Vec::with_capacity).collect();
+    for (sample, group) in samples.into_iter().zip(group_of) {
+        groups[group].push(sample);
     }
     groups
 }
@@ -78,10 +87,20 @@ pub fn to_mal(samples: Vec<Sample>) -> (Vec<Sample>, Vec<BadBucket>) {
     let mut bad = Vec::new();
     let mut series: Vec<Series> = Vec::new();
     let mut index: HashMap<(String, LabelMap, i64), usize> = HashMap::new();
+    // Consecutive samples of one series share their label map: convert it once.
+    let mut last: Option<(Arc<LabelMap>, Arc<LabelMap>)> = None;
     for sample in samples {
-        let mut labels = mal_labels(&sample.labels);
-        let bucket_base = sample.name.strip_suffix("_bucket").filter(|_| labels.contains_key("le"));
+        let converted = match &last {
+            Some((input, output)) if Arc::ptr_eq(input, &sample.labels) => output.clone(),
+            _ => {
+                let output = Arc::new(mal_labels(&sample.labels));
+                last = Some((sample.labels.clone(), output.clone()));
+                output
+            }
+        };
+        let bucket_base = sample.name.strip_suffix("_bucket").filter(|_| converted.contains_key("le"));
         if let Some(base) = bucket_base {
+            let mut labels = LabelMap::clone(&converted);
             let le_text = labels.remove("le").unwrap_or_default();
             let Some(bound) = parse_bound(&le_text) else {
                 bad.push(BadBucket { series: series_text(&sample.name, &sample.labels), le: le_text });
@@ -101,12 +120,16 @@ pub fn to_mal(samples: Vec<Sample>) -> (Vec<Sample>, Vec<BadBucket>) {
             series[at].buckets.push((bound, sample.value));
             continue;
         }
-        if let Some(quantile) = labels.get_mut("quantile")
-            && let Some(q) = parse_bound(quantile)
-        {
-            *quantile = double_to_string(q);
-        }
-        slots.push(Slot::Plain(Sample::new(escape_metric_name(&sample.name), Arc::new(labels), sample.value, sample.timestamp_ms)));
+        let labels = match converted.get("quantile").and_then(|q| parse_bound(q)) {
+            Some(q) => {
+                let mut labels = LabelMap::clone(&converted);
+                labels.insert("quantile".to_owned(), double_to_string(q));
+                Arc::new(labels)
+            }
+            None => converted,
+        };
+        let name = if sample.name.contains(['.', '/']) { escape_metric_name(&sample.name) } else { sample.name };
+        slots.push(Slot::Plain(Sample::new(name, labels, sample.value, sample.timestamp_ms)));
     }
     let mut out = Vec::with_capacity(slots.len());
     for slot in slots {
