@@ -27,6 +27,9 @@ fn default_metrics_path() -> String {
     "/metrics".into()
 }
 
+/// The longest scrape interval a job may set.
+const MAX_SCRAPE_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+
 /// The `ingest` section as read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -127,8 +130,8 @@ pub fn validate(raw: &RawIngest, issue: &mut impl FnMut(&str, String)) -> Ingest
         } else if !names.insert(job.job_name.clone()) {
             issue(&key("job_name"), format!("{:?} is used by another job", job.job_name));
         }
-        if job.interval.0.is_zero() {
-            issue(&key("interval"), "must be greater than zero".into());
+        if job.interval.0.is_zero() || job.interval.0 > MAX_SCRAPE_INTERVAL {
+            issue(&key("interval"), "must be greater than zero and at most 24h".into());
         }
         if job.timeout.0.is_zero() || job.timeout.0 > job.interval.0 {
             issue(&key("timeout"), format!("must be greater than zero and at most the interval ({})", job.interval));
@@ -255,9 +258,12 @@ mod tests {
     fn every_problem_is_reported_with_its_key() {
         let mut bad = job(&["https://x:1", "no-port", ""]);
         bad.timeout = DurationSetting(Duration::from_secs(30));
+        let mut slow = job(&["a:1"]);
+        slow.job_name = "slow".into();
+        slow.interval = DurationSetting(Duration::from_secs(48 * 3600));
         bad.metrics_path = "metrics".into();
         bad.static_config.labels.insert("job".into(), "x".into());
-        let raw = RawIngest { max_body_bytes: 0, max_decompressed_bytes: 0, scrape_jobs: vec![bad.clone(), bad] };
+        let raw = RawIngest { max_body_bytes: 0, max_decompressed_bytes: 0, scrape_jobs: vec![bad.clone(), bad, slow] };
         let (_, found) = issues(&raw);
         let keys: Vec<&str> = found.iter().map(|(k, _)| k.as_str()).collect();
         for expected in [
@@ -269,6 +275,7 @@ mod tests {
             "ingest.scrape_jobs[0].static_config.targets[2]",
             "ingest.scrape_jobs[0].static_config.labels",
             "ingest.scrape_jobs[1].job_name",
+            "ingest.scrape_jobs[2].interval",
         ] {
             assert!(keys.contains(&expected), "{expected} missing from {found:?}");
         }

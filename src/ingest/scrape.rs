@@ -32,6 +32,9 @@ use crate::data::{Batch, Protocol, SubmitError};
 use crate::telemetry::labels;
 use crate::worker::{Worker, WorkerState};
 
+/// The longest a full queue backs a target off (beyond one interval).
+pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
+
 /// When one target is scraped next. Pure: the caller passes the time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
@@ -72,8 +75,10 @@ impl Schedule {
         self.in_flight = false;
         if let Some(retry_after) = backoff {
             let interval = self.interval.as_secs_f64().max(f64::EPSILON);
+            // `as` saturates; the product is bounded so a wild retry-after cannot overflow.
             let skips = (retry_after.as_secs_f64() / interval).ceil().max(1.0) as u32;
-            self.next_due += self.interval * skips;
+            let backoff = self.interval.checked_mul(skips).unwrap_or(MAX_BACKOFF).min(MAX_BACKOFF.max(self.interval));
+            self.next_due += backoff;
         }
     }
 }
@@ -298,5 +303,9 @@ mod tests {
         schedule.started(t1);
         schedule.finished(Some(Duration::from_secs(25)));
         assert_eq!(schedule.next_due(), Some(t1 + interval + 3 * interval), "25 s covers three intervals");
+        let t2 = t1 + 4 * interval;
+        schedule.started(t2);
+        schedule.finished(Some(Duration::MAX));
+        assert_eq!(schedule.next_due(), Some(t2 + interval + MAX_BACKOFF), "a wild retry-after is bounded");
     }
 }
