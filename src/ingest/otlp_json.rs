@@ -1,7 +1,8 @@
 //! OTLP/JSON metrics into the protobuf messages, by the rules of the OTLP specification rather
-//! than the `opentelemetry-proto` crate's serde derive (which accepts neither `"NaN"` /
-//! `"Infinity"` for doubles such as `asDouble`, `sum` and `explicitBounds`, nor names the
-//! offending field in its errors).
+//! than the `opentelemetry-proto` crate's serde derive, which silently loses what it cannot
+//! read: `"asDouble": "NaN"` or `"asInt": "x"` give a point without a value, a histogram whose
+//! `sum` is `"Infinity"` loses its data, and nothing is reported (see the test
+//! `the_crates_serde_drops_what_it_cannot_read_and_ours_does_not`).
 //!
 //! - Keys are lowerCamelCase; anything else (snake_case included) is an unknown field and is
 //!   ignored, as the specification says of unknown fields. `null` reads as absent.

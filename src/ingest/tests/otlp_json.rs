@@ -135,3 +135,36 @@ fn an_empty_object_is_an_empty_request() {
     assert!(request.resource_metrics.is_empty());
     assert!(map_request(&request, 0).batches.is_empty());
 }
+
+#[test]
+fn what_the_opentelemetry_proto_serializer_writes_reads_back_the_same() {
+    let request = decode_protobuf(&protobuf_twin()).expect("valid protobuf");
+    let written = serde_json::to_vec(&request).expect("the crate serializes");
+    let read = decode(&written).expect("our decoder reads it");
+    assert_eq!(map_request(&read, 0), map_request(&request, 0));
+}
+
+/// Why OTLP/JSON has its own mapping: the `opentelemetry-proto` serde derive silently loses what
+/// it cannot read (no error, nothing named), where ours reads it or names the field.
+#[test]
+fn the_crates_serde_drops_what_it_cannot_read_and_ours_does_not() {
+    use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    let data = |text: &str| -> Option<Data> {
+        let request: ExportMetricsServiceRequest = serde_json::from_str(text).expect("the crate accepts it");
+        request.resource_metrics[0].scope_metrics[0].metrics[0].data.clone()
+    };
+    let nan = r#"{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"g","gauge":{"dataPoints":[{"asDouble":"NaN"}]}}]}]}]}"#;
+    let Some(Data::Gauge(gauge)) = data(nan) else { panic!("a gauge") };
+    assert_eq!(gauge.data_points[0].value, None, "the crate loses the value");
+    assert!(decode(nan.as_bytes()).is_ok_and(|r| map_request(&r, 0).sample_count() == 1));
+
+    let infinite_sum = r#"{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"h","histogram":{"dataPoints":[{"sum":"Infinity","bucketCounts":["1"]}]}}]}]}]}"#;
+    assert_eq!(data(infinite_sum), None, "the crate loses the whole histogram");
+    assert!(decode(infinite_sum.as_bytes()).is_ok_and(|r| map_request(&r, 0).sample_count() == 3));
+
+    let bad_int = r#"{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"g","gauge":{"dataPoints":[{"asInt":"x"}]}}]}]}]}"#;
+    let Some(Data::Gauge(gauge)) = data(bad_int) else { panic!("a gauge") };
+    assert_eq!(gauge.data_points[0].value, None, "the crate loses the value without an error");
+    assert!(decode(bad_int.as_bytes()).is_err());
+}
