@@ -110,6 +110,13 @@ pub fn build(
     reader: Arc<dyn MetricReader>,
     telemetry: Arc<Telemetry>,
 ) -> Result<(Arc<Exporter>, ExportWorker), ExportError> {
+    // The export families show from the start, at 0.
+    let _ = telemetry.export_samples_sent.get_or_create(&Vec::new());
+    let _ = telemetry.export_queue_depth.get_or_create(&Vec::new());
+    let _ = telemetry.export_series_dropped.get_or_create(&labels([("reason", "pending_full")]));
+    for reason in worker::DROP_REASONS {
+        let _ = telemetry.export_batches_dropped.get_or_create(&labels([("reason", reason)]));
+    }
     let shared = Arc::new(Shared { pending: Mutex::new(pending::Pending::new(settings.max_pending_series())), telemetry });
     let sender = send::Sender::new(settings.clone())?;
     let worker = ExportWorker::new(shared.clone(), reader, sender, settings);

@@ -261,6 +261,9 @@ async fn values_arrive_with_their_labels_and_the_1_0_headers() {
     let expected: Vec<(String, String)> = crate::metrics::prom::series_labels("meter_vm_cpu", &service("vm-1")).into_iter().collect();
     let got: Vec<(String, String)> = svc.labels.iter().map(|l| (l.name.clone(), l.value.clone())).collect();
     assert_eq!(got, expected);
+    let text = harness.telemetry.render();
+    assert!(text.contains("hotrule_export_samples_sent_total 2"), "{text}");
+    assert!(text.contains("hotrule_export_batches_dropped_total{reason=\"queue_full\"} 0"), "every reason from the start: {text}");
     harness.stop().await;
 }
 

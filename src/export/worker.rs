@@ -26,6 +26,9 @@ use crate::worker::{Worker, WorkerState};
 /// worker shutdown bound so the worker is never aborted mid-send.
 pub const FINAL_FLUSH_BOUND: Duration = Duration::from_secs(5);
 
+/// Every value of `export_batches_dropped{reason}`.
+pub const DROP_REASONS: [&str; 5] = ["queue_full", "rejected", "retries_exhausted", "encode", "shutdown"];
+
 /// The batch being sent, with its attempts so far.
 struct InFlight {
     batch: EncodedBatch,

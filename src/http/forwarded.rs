@@ -73,6 +73,7 @@ async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
         return (status_code(outcome.status).as_u16(), body.to_string().into_bytes());
     }
     let workflow = &state.workflow;
+    let rule_write = matches!(op, ForwardOp::AddOrUpdate { .. } | ForwardOp::Inactivate { .. } | ForwardOp::Delete { .. });
     let outcome = match op {
         ForwardOp::AddOrUpdate { key, content, allow_storage_change, force } => {
             workflow.add_or_update(AddOrUpdate { key, content, allow_storage_change, force }).await
@@ -96,5 +97,10 @@ async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
             return (200, serde_json::to_vec(&answer).unwrap_or_default());
         }
     };
+    // A rule write forwarded from a peer is decided here, so it is counted here (the peer that
+    // relays the answer does not count it).
+    if rule_write {
+        super::metrics::count_write(state, outcome.status);
+    }
     render(&outcome, catalog, &name, keyless)
 }
