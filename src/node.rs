@@ -168,6 +168,8 @@ pub enum NodeError {
     Cluster(crate::cluster::ClusterError),
     #[error("agent data listener TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    #[error("remote-write export: {0}")]
+    Export(#[from] crate::export::ExportError),
 }
 
 /// The agent data listener, plain or TLS.

@@ -123,6 +123,22 @@ pub fn build(
     Ok((Arc::new(Exporter { shared }), worker))
 }
 
+/// The writer dispatch should use: `store` alone without export, else [`StoreThenExport`] with
+/// the exporter's worker spawned on `runner` (it stops, with its final flush, with the node).
+pub fn wire(
+    settings: Option<RemoteWriteSettings>,
+    store: Arc<dyn MetricWriter>,
+    reader: Arc<dyn MetricReader>,
+    telemetry: Arc<Telemetry>,
+    runner: &mut crate::worker::WorkerRunner,
+) -> Result<Arc<dyn MetricWriter>, ExportError> {
+    let Some(settings) = settings else { return Ok(store) };
+    tracing::info!(url = %settings.url, batch_size = settings.batch_size, flush_interval = ?settings.flush_interval, "remote-write export on");
+    let (export, worker) = build(settings, reader, telemetry)?;
+    runner.spawn(worker);
+    Ok(Arc::new(StoreThenExport { store, export }))
+}
+
 /// Storage first, then export: a value is durable before its series is marked, so a flush never
 /// reads a value older than one that was written. A storage failure is the caller's, and the
 /// values are not marked.

@@ -436,3 +436,21 @@ async fn shutdown_against_a_dead_receiver_is_bounded_and_counts_what_is_left() {
     assert!(started.elapsed() < FINAL_FLUSH_BOUND + Duration::from_secs(2), "took {:?}", started.elapsed());
     assert_eq!(Telemetry::counter_value(&telemetry.export_batches_dropped, &labels([("reason", "shutdown")])), 1);
 }
+
+#[tokio::test]
+async fn wire_adds_export_only_when_configured() {
+    let (receiver, url, _stop) = start_receiver().await;
+    let telemetry = Arc::new(Telemetry::new());
+    let mut runner = WorkerRunner::new(CancellationToken::new());
+    let store = Arc::new(MemStore::default());
+    let plain = wire(None, store.clone(), store.clone(), telemetry.clone(), &mut runner).expect("wires");
+    plain.write(&[value("m", service("plain"), 1)]).expect("writes");
+    let exporting = wire(Some(RemoteWriteSettings::for_test(&url)), store.clone(), store.clone(), telemetry.clone(), &mut runner).expect("wires");
+    exporting.write(&[value("m", service("exported"), 2)]).expect("writes");
+    assert_eq!(store.values.lock().expect("store").len(), 2, "both reach storage");
+    let sent = || Telemetry::counter_value(&telemetry.export_samples_sent, &LabelSet::new());
+    wait_until("the exported value arrives", || sent() == 1).await;
+    runner.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(receiver.holding("m", "exported").len(), 1);
+    assert!(receiver.holding("m", "plain").is_empty(), "the writer without export marks nothing");
+}
