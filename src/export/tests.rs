@@ -104,10 +104,13 @@ struct Received {
     answered: u16,
 }
 
+/// One scripted answer: status, headers, body.
+type Scripted = (u16, Vec<(&'static str, &'static str)>, &'static str);
+
 /// Answers from a script (then 200), and records every request.
 #[derive(Default)]
 struct Receiver {
-    script: Mutex<VecDeque<(u16, Vec<(&'static str, &'static str)>, &'static str)>>,
+    script: Mutex<VecDeque<Scripted>>,
     received: Mutex<Vec<Received>>,
 }
 

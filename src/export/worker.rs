@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::batch::{FlushSamples, build_batches, collect_samples, encode, minute_bucket_start_ms};
+use super::Shared;
+use super::batch::{EncodedBatch, FlushSamples, build_batches, collect_samples, encode, minute_bucket_start_ms};
 use super::config::RemoteWriteSettings;
 use super::pending::{ReadGroup, read_groups};
 use super::queue::BatchQueue;
 use super::send::{Attempt, Sender, retry_delay};
-use super::{Shared, batch::EncodedBatch};
 use crate::metrics::{Entity, Granularity, MetricReader};
 use crate::telemetry::{LabelSet, labels};
 use crate::worker::{Worker, WorkerState};
