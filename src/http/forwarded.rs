@@ -62,6 +62,7 @@ async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
         Some(key) => (key.catalog, key.name.as_str().to_string(), false),
         None => (Catalog::OtelRules, String::new(), true),
     };
+    let rule_write = matches!(op, ForwardOp::AddOrUpdate { .. } | ForwardOp::Inactivate { .. } | ForwardOp::Delete { .. });
     if let Some(cluster) = state.cluster.as_ref().filter(|c| !c.is_main()) {
         let main = cluster.view().main.map(|m| m.0).unwrap_or_default();
         let outcome = Outcome::new(
@@ -70,10 +71,12 @@ async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
         );
         let mut body = rendered(&outcome, catalog, &name, keyless);
         body["mainNode"] = Value::String(main);
+        if rule_write {
+            super::metrics::count_write(state, outcome.status);
+        }
         return (status_code(outcome.status).as_u16(), body.to_string().into_bytes());
     }
     let workflow = &state.workflow;
-    let rule_write = matches!(op, ForwardOp::AddOrUpdate { .. } | ForwardOp::Inactivate { .. } | ForwardOp::Delete { .. });
     let outcome = match op {
         ForwardOp::AddOrUpdate { key, content, allow_storage_change, force } => {
             workflow.add_or_update(AddOrUpdate { key, content, allow_storage_change, force }).await
