@@ -19,6 +19,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("metrics", &["data", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
     ("ingest", &["dispatch", "metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "agent", "node"]),
     ("telemetry", &["data", "metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
+    ("export", &["data", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node", "ingest", "dispatch", "query"]),
     ("compile_pool", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
 ];
 

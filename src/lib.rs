@@ -14,6 +14,7 @@ pub mod client;
 pub mod compile_pool;
 pub mod config;
 pub mod data;
+pub mod export;
 pub mod http;
 pub mod ids;
 pub mod ingest;

@@ -35,6 +35,7 @@ use crate::runtime::locks::FileLocks;
 use crate::scan::{MainView, ScanReport, ScanSettings, ScanWorker, Scanner, boot};
 use crate::store::Store;
 use crate::store::kv::KvEngine;
+use crate::telemetry::Telemetry;
 use crate::workflow::{NoPeers, Peers, Workflow};
 use crate::worker::{JobWorker, Worker, WorkerRunner};
 
@@ -74,6 +75,11 @@ pub struct NodeSettings {
     /// Where received samples go (the dispatcher); none: the receivers are not served and no
     /// scrape runs.
     pub data_sink: Option<crate::ingest::DataSink>,
+    /// The node's own metrics (`GET /metrics`): one instance, handed to every component that
+    /// counts (scan, bus, admin writes; dispatch, ingest, storage and export on the data plane).
+    pub telemetry: Arc<Telemetry>,
+    /// Remote-write export of computed metrics (`export.remote_write`); none: no export.
+    pub export: Option<crate::export::RemoteWriteSettings>,
 }
 
 impl NodeSettings {
@@ -96,6 +102,8 @@ impl NodeSettings {
             limits: ListenLimits::default(),
             ingest: crate::ingest::IngestConfig::default(),
             data_sink: None,
+            telemetry: Arc::new(Telemetry::new()),
+            export: None,
         }
     }
 
@@ -124,6 +132,8 @@ impl NodeSettings {
             limits: config.limits.clone(),
             ingest: config.ingest.clone(),
             data_sink: None,
+            telemetry: Arc::new(Telemetry::new()),
+            export: config.export.clone(),
         }
     }
 }
@@ -167,6 +177,8 @@ pub enum NodeError {
     Cluster(crate::cluster::ClusterError),
     #[error("agent data listener TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    #[error("remote-write export: {0}")]
+    Export(#[from] crate::export::ExportError),
 }
 
 /// The agent data listener, plain or TLS.
@@ -294,7 +306,7 @@ impl RunningNode {
 
         // 2. Membership and the bus: the workflow's peers need them.
         let cluster = match wiring {
-            Some(wiring) => Some(connect_cluster(wiring, &node_id).await?),
+            Some(wiring) => Some(connect_cluster(wiring, &node_id, &settings.telemetry).await?),
             None => None,
         };
         let (notice_worker, notices) = JobWorker::new("commit-notices");
@@ -322,7 +334,8 @@ impl RunningNode {
             locks.clone(),
             settings.scan.clone(),
             workflow.clone(),
-        ));
+        )
+        .with_telemetry(settings.telemetry.clone()));
         let config_state = match &settings.config {
             Some(runtime) => runtime.state.clone(),
             None => Arc::new(ConfigState::new(crate::config::load(
@@ -361,6 +374,7 @@ impl RunningNode {
             cluster: cluster.as_ref().map(|parts| parts.cluster.clone()),
             list_cache: std::sync::Mutex::new(None),
             agents: agents.clone(),
+            telemetry: settings.telemetry.clone(),
         });
 
         let ingest = settings
@@ -496,7 +510,7 @@ fn load_bundled(settings: &NodeSettings) -> Result<Bundled, NodeError> {
 }
 
 /// Joins the cluster: the bus client (HTTP or the in-memory twin) and gossip membership.
-async fn connect_cluster(wiring: ClusterWiring, node_id: &NodeId) -> Result<ClusterParts, NodeError> {
+async fn connect_cluster(wiring: ClusterWiring, node_id: &NodeId, telemetry: &Arc<Telemetry>) -> Result<ClusterParts, NodeError> {
     let mut bus_server = None;
     let mut memory_network = None;
     let (bus, drop_switch, bus_advertise, bus_gate): (Arc<dyn crate::bus::BusClient>, _, String, _) = match wiring.bus {
@@ -520,6 +534,7 @@ async fn connect_cluster(wiring: ClusterWiring, node_id: &NodeId) -> Result<Clus
     membership_settings.initial_facts.push((Fact::AdminAddr, wiring.admin_advertise.clone()));
     membership_settings.initial_facts.push((Fact::BusAddr, bus_advertise));
     let membership = Membership::start(membership_settings, &wiring.gossip).await.map_err(NodeError::Cluster)?;
+    let bus: Arc<dyn crate::bus::BusClient> = Arc::new(crate::bus::CountedBusClient::new(bus, telemetry.clone()));
     let cluster = Arc::new(Cluster { membership: Arc::new(membership), bus, drop_switch, bus_gate, settings: wiring.replication });
     Ok(ClusterParts { cluster, bus_server, memory_network })
 }

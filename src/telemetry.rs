@@ -70,6 +70,8 @@ pub struct Telemetry {
     pub export_batches_dropped: CounterFamily,
     pub export_queue_depth: GaugeFamily,
     pub export_send_seconds: HistogramFamily,
+    /// Written series the exporter could not hold for its next flush, by `reason` (pending_full).
+    pub export_series_dropped: CounterFamily,
     /// Scrapes, by `job` and `result` (ok, error, timeout, queue_full).
     pub scrapes: CounterFamily,
 }
@@ -118,6 +120,7 @@ impl Telemetry {
             export_batches_dropped: counter(r, "export_batches_dropped", "Export batches dropped, by reason"),
             export_queue_depth: gauge(r, "export_queue_depth", "Batches waiting in the export queue"),
             export_send_seconds: histogram(r, "export_send_seconds", "Time to send one export batch", duration_histogram),
+            export_series_dropped: counter(r, "export_series_dropped", "Written series not exported, by reason"),
             scrapes: counter(r, "scrapes", "Scrapes, by job and result"),
             registry: Mutex::new(registry),
         }

@@ -299,3 +299,38 @@ impl BusClient for HttpBusClient {
         })
     }
 }
+
+/// Counts every call of the client it wraps in the node's telemetry: `bus_calls{message}`, and
+/// `bus_errors{message}` for the calls that failed (whatever the reason: timeout, refusal,
+/// transport, dropped by fault injection). One decorator, so the HTTP client and the in-memory
+/// twin are counted alike.
+pub struct CountedBusClient {
+    inner: Arc<dyn BusClient>,
+    telemetry: Arc<crate::telemetry::Telemetry>,
+}
+
+impl CountedBusClient {
+    pub fn new(inner: Arc<dyn BusClient>, telemetry: Arc<crate::telemetry::Telemetry>) -> CountedBusClient {
+        CountedBusClient { inner, telemetry }
+    }
+}
+
+impl BusClient for CountedBusClient {
+    fn call<'a>(
+        &'a self,
+        to: &'a NodeId,
+        addr: &'a str,
+        request: BusRequest,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<BusResponse, BusError>> {
+        let message = crate::telemetry::labels([("message", request.name())]);
+        Box::pin(async move {
+            self.telemetry.bus_calls.get_or_create(&message).inc();
+            let result = self.inner.call(to, addr, request, timeout).await;
+            if result.is_err() {
+                self.telemetry.bus_errors.get_or_create(&message).inc();
+            }
+            result
+        })
+    }
+}

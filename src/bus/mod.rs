@@ -29,7 +29,7 @@ use std::time::Duration;
 use crate::ids::NodeId;
 
 pub use auth::BusAuth;
-pub use client::{BusClient, DropSwitch, HttpBusClient};
+pub use client::{BusClient, CountedBusClient, DropSwitch, HttpBusClient};
 pub use memory::{MemBusClient, MemNetwork};
 pub use messages::{
     BusRequest, BusResponse, EntrySummary, ForwardOp, MAX_MESSAGE_BYTES, NodeView, ResumeState,

@@ -50,7 +50,8 @@ pub const DEPRECATED_KEYS: [(&str, &str); 6] = [
 /// Keys whose values are secrets: redacted everywhere they are shown.
 pub fn is_secret(path: &str) -> bool {
     let leaf = path.rsplit('.').next().unwrap_or(path);
-    leaf.contains("token") || leaf.contains("secret") || leaf.contains("password")
+    // Remote-write headers carry credentials (Authorization, X-Scope-OrgID ...), whatever their name.
+    leaf.contains("token") || leaf.contains("secret") || leaf.contains("password") || path.starts_with("export.remote_write.headers.")
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +178,7 @@ fn decode_sections(value: &Value, issues: &mut Vec<ConfigIssue>) -> RawConfig {
         agents: section::<RawAgents>(value, "agents", issues),
         limits: section::<RawLimits>(value, "limits", issues),
         ingest: section::<crate::ingest::RawIngest>(value, "ingest", issues),
+        export: section::<crate::export::RawExport>(value, "export", issues),
     }
 }
 

@@ -425,6 +425,7 @@ pub struct RawConfig {
     pub limits: RawLimits,
     #[serde(default)]
     pub ingest: crate::ingest::RawIngest,
+    pub export: crate::export::RawExport,
 }
 
 /// The validated configuration of a node.
@@ -449,6 +450,8 @@ pub struct NodeConfig {
     pub limits: crate::listen::ListenLimits,
     /// Receiver body limits and scrape jobs.
     pub ingest: crate::ingest::IngestConfig,
+    /// Remote-write export of computed metrics; none: no export.
+    pub export: Option<crate::export::RemoteWriteSettings>,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
 }

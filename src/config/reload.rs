@@ -43,6 +43,7 @@ pub fn diff(old: &NodeConfig, new: &NodeConfig) -> Delta {
     check(old.agents.tls != new.agents.tls, "agents.tls", false);
     check(old.limits != new.limits, "limits", false);
     check(old.ingest != new.ingest, "ingest", false);
+    check(old.export != new.export, "export", false);
     let without_token = |a: &AgentsConfig| AgentServiceSettings { agent_token: None, ..a.service.clone() };
     check(without_token(&old.agents) != without_token(&new.agents), "agents", false);
     delta

@@ -65,6 +65,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
     let ingest = crate::ingest::config::validate(&raw.ingest, &mut issue);
     let cluster = admin_listen.and_then(|admin| cluster_config(&raw, admin, &mut issue));
     let agents = admin_listen.and_then(|admin| agents_config(&raw, admin, &mut issue));
+    let export = crate::export::config::validate(&raw.export, &mut issue);
     if let Err(e) = tracing_subscriber::EnvFilter::try_new(&raw.log.level) {
         issue("log.level", format!("{:?} is not a log filter: {e}", raw.log.level));
     }
@@ -86,6 +87,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             agents,
             limits,
             ingest,
+            export,
             raw,
         }),
         _ => Err(issues),

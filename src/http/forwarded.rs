@@ -62,6 +62,7 @@ async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
         Some(key) => (key.catalog, key.name.as_str().to_string(), false),
         None => (Catalog::OtelRules, String::new(), true),
     };
+    let rule_write = matches!(op, ForwardOp::AddOrUpdate { .. } | ForwardOp::Inactivate { .. } | ForwardOp::Delete { .. });
     if let Some(cluster) = state.cluster.as_ref().filter(|c| !c.is_main()) {
         let main = cluster.view().main.map(|m| m.0).unwrap_or_default();
         let outcome = Outcome::new(
@@ -70,6 +71,9 @@ async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
         );
         let mut body = rendered(&outcome, catalog, &name, keyless);
         body["mainNode"] = Value::String(main);
+        if rule_write {
+            super::metrics::count_write(state, outcome.status);
+        }
         return (status_code(outcome.status).as_u16(), body.to_string().into_bytes());
     }
     let workflow = &state.workflow;
@@ -96,5 +100,10 @@ async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
             return (200, serde_json::to_vec(&answer).unwrap_or_default());
         }
     };
+    // A rule write forwarded from a peer is decided here, so it is counted here (the peer that
+    // relays the answer does not count it).
+    if rule_write {
+        super::metrics::count_write(state, outcome.status);
+    }
     render(&outcome, catalog, &name, keyless)
 }

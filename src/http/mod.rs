@@ -10,6 +10,7 @@ mod apply_status;
 mod dump;
 mod forwarded;
 mod layers;
+mod metrics;
 mod params;
 mod reads;
 mod rule_test;
@@ -61,6 +62,8 @@ pub struct AdminState {
     pub agents: Arc<crate::agent::AgentService>,
     /// The list view's rendered rows, reused until the runtime or the store changes.
     pub list_cache: std::sync::Mutex<Option<reads::ListCache>>,
+    /// The node's own metrics, served by `GET /metrics`.
+    pub telemetry: Arc<crate::telemetry::Telemetry>,
 }
 
 impl AdminState {
@@ -123,9 +126,11 @@ pub fn outcome_body(outcome: &Outcome, catalog: &str, name: &str) -> serde_json:
     body
 }
 
-/// The answer of a write, or of a failed read.
+/// The answer of a write, or of a failed read. It carries its `applyStatus` as an extension,
+/// for the write counter (`metrics::count_writes`).
 pub fn outcome_response(outcome: &Outcome, catalog: &str, name: &str) -> Response {
-    (status_code(outcome.status), axum::Json(outcome_body(outcome, catalog, name))).into_response()
+    (status_code(outcome.status), axum::Extension(outcome.status), axum::Json(outcome_body(outcome, catalog, name)))
+        .into_response()
 }
 
 /// A read-only view of this node, served over the bus to a peer fanning out a cluster-wide read.
@@ -137,7 +142,8 @@ pub fn node_view(state: &AdminState, what: crate::bus::NodeView) -> Vec<u8> {
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {
-    let rules = Router::new()
+    // Rule writes, counted by applyStatus (`rule_writes`).
+    let rule_writes = Router::new()
         .route("/runtime/rule/addOrUpdate", post(writes::add_or_update))
         .route("/runtime/rule/inactivate", post(writes::inactivate))
         .route("/runtime/rule/delete", post(writes::delete))
@@ -150,6 +156,9 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/lal/addOrUpdate", post(writes::lal_add_or_update))
         .route("/runtime/lal/inactivate", post(writes::lal_inactivate))
         .route("/runtime/lal/delete", post(writes::lal_delete))
+        .route_layer(middleware::from_fn_with_state(state.clone(), metrics::count_writes));
+    let rules = Router::new()
+        .merge(rule_writes)
         .route("/runtime/rule", get(reads::get_rule))
         .route("/runtime/rule/bundled", get(reads::bundled))
         .route("/runtime/rule/list", get(reads::list))
@@ -159,6 +168,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
         .route("/runtime/layers", get(layers::layers))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics::metrics))
         .route("/config", get(config))
         .route("/cluster/status", get(reads::cluster_status))
         .route("/agent/groups", get(agents::list_groups).post(agents::create_group))

@@ -153,7 +153,7 @@ pub(super) async fn forward_if_not_main(state: &AdminState, op: impl FnOnce() ->
                 "message": outcome.message,
                 "mainNode": main,
             });
-            (super::status_code(outcome.status), axum::Json(body)).into_response()
+            (super::status_code(outcome.status), axum::Extension(outcome.status), axum::Json(body)).into_response()
         }
     })
 }

@@ -29,6 +29,7 @@ use crate::runtime::locks::FileLocks;
 use crate::compile_pool::compile_off_thread;
 use crate::runtime::{LoaderKind, Origin, Runtime, loaded_rule};
 use crate::store::{Change, EntryStatus, RuleEntry, Store};
+use crate::telemetry::{Telemetry, labels};
 use crate::worker::{Worker, WorkerState};
 use plan::{Action, LocalView, PlanInput};
 
@@ -98,6 +99,8 @@ pub struct Scanner {
     scans: AtomicU64,
     last_scan_ms: AtomicU64,
     storage_errors: AtomicU64,
+    /// Where scan durations and results are counted (`scan_seconds`, `scan_results{result}`).
+    telemetry: Arc<Telemetry>,
 }
 
 impl Scanner {
@@ -120,7 +123,18 @@ impl Scanner {
             scans: AtomicU64::new(0),
             last_scan_ms: AtomicU64::new(0),
             storage_errors: AtomicU64::new(0),
+            telemetry: Arc::new(Telemetry::new()),
         }
+    }
+
+    /// Counts scans in the node's telemetry instead of a private one.
+    pub fn with_telemetry(mut self, telemetry: Arc<Telemetry>) -> Scanner {
+        // Every result shows from the start, at 0, so a rate over it is defined.
+        for result in SCAN_RESULTS {
+            let _ = telemetry.scan_results.get_or_create(&labels([("result", result)]));
+        }
+        self.telemetry = telemetry;
+        self
     }
 
     pub fn settings(&self) -> ScanSettings {
@@ -150,8 +164,18 @@ impl Scanner {
         self.storage_errors.load(Ordering::SeqCst)
     }
 
-    /// One scan. `is_main` allows measure creation (create-if-absent).
+    /// One scan. `is_main` allows measure creation (create-if-absent). Its duration and result
+    /// are counted here, for the boot scan and the periodic ones alike.
     pub async fn run_once(&self, is_main: bool) -> ScanReport {
+        let started = Instant::now();
+        let report = self.scan(is_main).await;
+        let result = scan_result(&report);
+        self.telemetry.scan_seconds.get_or_create(&Vec::new()).observe(started.elapsed().as_secs_f64());
+        self.telemetry.scan_results.get_or_create(&labels([("result", result)])).inc();
+        report
+    }
+
+    async fn scan(&self, is_main: bool) -> ScanReport {
         let mut report = ScanReport::default();
         let entries = match self.store.read_all_entries().await {
             Ok(entries) => entries,
@@ -309,6 +333,21 @@ impl Scanner {
                 );
             }
         }
+    }
+}
+
+/// Every value of `scan_results{result}`.
+pub const SCAN_RESULTS: [&str; 3] = ["ok", "action_failed", "storage_error"];
+
+/// How a scan ended, as `scan_results{result}` counts it: `storage_error` (storage unreadable,
+/// nothing done), `action_failed` (at least one action failed; retried next scan), else `ok`.
+pub fn scan_result(report: &ScanReport) -> &'static str {
+    if report.storage_error.is_some() {
+        "storage_error"
+    } else if !report.failed.is_empty() {
+        "action_failed"
+    } else {
+        "ok"
     }
 }
 

@@ -49,3 +49,31 @@ async fn tombstones_past_retention_are_purged_through_the_writer() {
     scanner.run_once(true).await;
     assert_eq!(store.get_entry(&busy).await.expect("read"), None, "purged once the file is free");
 }
+
+#[tokio::test]
+async fn every_scan_is_timed_and_counted_by_result() {
+    let store = Arc::new(Store::open(Arc::new(MemKv::new())).expect("store"));
+    let runtime = Arc::new(Runtime::new());
+    let bundled = Arc::new(Bundled::empty());
+    let locks = Arc::new(FileLocks::default());
+    let clock = Arc::new(RevisionClock::new(NodeId("n1".into())));
+    let workflow = Arc::new(Workflow::new(store.clone(), runtime.clone(), bundled.clone(), clock, Arc::new(NoPeers), locks.clone()));
+    let telemetry = Arc::new(Telemetry::new());
+    let scanner = Scanner::new(store, runtime, bundled, locks, ScanSettings::default(), workflow).with_telemetry(telemetry.clone());
+    scanner.run_once(true).await;
+    scanner.run_once(false).await;
+    assert_eq!(Telemetry::counter_value(&telemetry.scan_results, &labels([("result", "ok")])), 2);
+    let text = telemetry.render();
+    assert!(text.contains("hotrule_scan_seconds_count 2"), "{text}");
+}
+
+#[test]
+fn a_scan_result_names_its_worst_outcome() {
+    let key = RuleKey::new(Catalog::OtelRules, RuleName::parse("a").expect("name"));
+    let mut report = ScanReport::default();
+    assert_eq!(scan_result(&report), "ok");
+    report.failed.push((key, "compile_failed".into()));
+    assert_eq!(scan_result(&report), "action_failed");
+    report.storage_error = Some("unreadable".into());
+    assert_eq!(scan_result(&report), "storage_error");
+}

@@ -196,3 +196,21 @@ async fn mem_clients_honour_a_shared_drop_switch() {
     );
     assert_eq!(handlers[1].seen().len(), 2);
 }
+
+#[tokio::test]
+async fn the_counted_client_counts_calls_and_errors_by_message() {
+    let (network, _handlers) = mem_cluster(&["a", "b"]);
+    let telemetry = Arc::new(crate::telemetry::Telemetry::new());
+    let client = CountedBusClient::new(Arc::new(network.client(node("a"))), telemetry.clone());
+    assert!(client.call(&node("b"), "", digest(), CALL_TIMEOUT).await.is_ok());
+    assert!(client.call(&node("b"), "", digest(), CALL_TIMEOUT).await.is_ok());
+    assert!(client.call(&node("nobody"), "", digest(), CALL_TIMEOUT).await.is_err());
+    assert!(client.call(&node("nobody"), "", suspend(), CALL_TIMEOUT).await.is_err());
+    let count = |family: &crate::telemetry::CounterFamily, message: &str| {
+        crate::telemetry::Telemetry::counter_value(family, &crate::telemetry::labels([("message", message)]))
+    };
+    assert_eq!(count(&telemetry.bus_calls, "digest"), 3);
+    assert_eq!(count(&telemetry.bus_errors, "digest"), 1);
+    assert_eq!(count(&telemetry.bus_calls, "suspend"), 1);
+    assert_eq!(count(&telemetry.bus_errors, "suspend"), 1);
+}

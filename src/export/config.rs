@@ -1,0 +1,370 @@
+//! The `export` section of the node configuration, as read ([`RawExport`]) and as validated
+//! ([`RemoteWriteSettings`]). Absent `export.remote_write` means no export.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use axum::http::{HeaderName, HeaderValue, Uri};
+use serde::{Deserialize, Serialize};
+
+use crate::config::DurationSetting;
+
+fn default_batch_size() -> usize {
+    1000
+}
+fn default_queue_batches() -> usize {
+    64
+}
+fn default_flush_interval() -> DurationSetting {
+    DurationSetting(Duration::from_secs(15))
+}
+fn default_timeout() -> DurationSetting {
+    DurationSetting(Duration::from_secs(10))
+}
+fn default_initial_backoff() -> DurationSetting {
+    DurationSetting(Duration::from_millis(100))
+}
+fn default_max_backoff() -> DurationSetting {
+    DurationSetting(Duration::from_secs(5))
+}
+fn default_max_attempts() -> u32 {
+    5
+}
+
+/// The largest `batch_size` accepted: a request of more samples is refused by most receivers
+/// (Mimir and Prometheus cap a request's size).
+pub const MAX_BATCH_SIZE: usize = 100_000;
+/// The largest `queue_batches` accepted (memory: `queue_batches × batch_size` samples).
+pub const MAX_QUEUE_BATCHES: usize = 10_000;
+
+/// Headers the exporter sets itself; a configured header may not replace them.
+pub const RESERVED_HEADERS: [&str; 8] = [
+    "content-encoding",
+    "content-type",
+    "content-length",
+    "user-agent",
+    "x-prometheus-remote-write-version",
+    "host",
+    "connection",
+    "transfer-encoding",
+];
+
+/// `export:` as read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExport {
+    /// Prometheus remote-write 1.0; absent: no export.
+    #[serde(default)]
+    pub remote_write: Option<RawRemoteWrite>,
+}
+
+/// `export.remote_write:` as read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRemoteWrite {
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Extra request headers (`Authorization`, `X-Scope-OrgID`, ...); their values are secrets.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    #[serde(default = "default_queue_batches")]
+    pub queue_batches: usize,
+    #[serde(default = "default_flush_interval")]
+    pub flush_interval: DurationSetting,
+    #[serde(default = "default_timeout")]
+    pub timeout: DurationSetting,
+    #[serde(default)]
+    pub retry: RawRetry,
+}
+
+/// `export.remote_write.retry:` as read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRetry {
+    #[serde(default = "default_initial_backoff")]
+    pub initial_backoff: DurationSetting,
+    #[serde(default = "default_max_backoff")]
+    pub max_backoff: DurationSetting,
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+}
+
+impl Default for RawRetry {
+    fn default() -> Self {
+        RawRetry {
+            initial_backoff: default_initial_backoff(),
+            max_backoff: default_max_backoff(),
+            max_attempts: default_max_attempts(),
+        }
+    }
+}
+
+/// Extra request headers. Their `Debug` shows names only: values are credentials.
+#[derive(Clone, PartialEq, Default)]
+pub struct ExtraHeaders(pub Vec<(HeaderName, HeaderValue)>);
+
+impl fmt::Debug for ExtraHeaders {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.iter().map(|(name, _)| format!("{name}: [REDACTED]"))).finish()
+    }
+}
+
+/// How a failed batch is retried.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetrySettings {
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    /// Attempts in all, the first included.
+    pub max_attempts: u32,
+}
+
+/// Validated `export.remote_write`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteWriteSettings {
+    pub url: Uri,
+    pub headers: ExtraHeaders,
+    /// Samples per request.
+    pub batch_size: usize,
+    /// Built requests waiting to be sent (the one being sent is not counted).
+    pub queue_batches: usize,
+    pub flush_interval: Duration,
+    /// One request attempt, connection included.
+    pub timeout: Duration,
+    pub retry: RetrySettings,
+}
+
+impl RemoteWriteSettings {
+    /// Settings for tests: `url`, small batches, a fast flush and fast retries.
+    pub fn for_test(url: &str) -> RemoteWriteSettings {
+        RemoteWriteSettings {
+            url: url.parse().unwrap_or_else(|_| Uri::from_static("http://127.0.0.1:9/api/v1/write")),
+            headers: ExtraHeaders::default(),
+            batch_size: 100,
+            queue_batches: 8,
+            flush_interval: Duration::from_millis(50),
+            timeout: Duration::from_secs(2),
+            retry: RetrySettings {
+                initial_backoff: Duration::from_millis(10),
+                max_backoff: Duration::from_millis(100),
+                max_attempts: 3,
+            },
+        }
+    }
+
+    /// How many series may wait for the next flush: as many samples as the queue holds.
+    pub fn max_pending_series(&self) -> usize {
+        self.batch_size.saturating_mul(self.queue_batches)
+    }
+}
+
+/// Validates `export`; `None` when there is no export or a problem was reported to `issue`.
+pub fn validate(raw: &RawExport, issue: &mut impl FnMut(&str, String)) -> Option<RemoteWriteSettings> {
+    let rw = raw.remote_write.as_ref()?;
+    let mut ok = true;
+    let mut fail = |key: &str, message: String| {
+        ok = false;
+        issue(key, message);
+    };
+    let url = match rw.url.as_deref().map(str::trim) {
+        None | Some("") => {
+            fail("export.remote_write.url", "is required (e.g. http://prometheus:9090/api/v1/write)".into());
+            None
+        }
+        Some(text) => match parse_url(text) {
+            Ok(url) => Some(url),
+            Err(reason) => {
+                fail("export.remote_write.url", format!("{text:?}: {reason}"));
+                None
+            }
+        },
+    };
+    let mut headers = Vec::new();
+    for (name, value) in &rw.headers {
+        let key = format!("export.remote_write.headers.{name}");
+        let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
+            fail(&key, "is not a valid HTTP header name".into());
+            continue;
+        };
+        if RESERVED_HEADERS.contains(&header.as_str()) {
+            fail(&key, "is set by the exporter itself and cannot be configured".into());
+            continue;
+        }
+        match HeaderValue::from_str(value) {
+            Ok(mut header_value) => {
+                header_value.set_sensitive(true);
+                headers.push((header, header_value));
+            }
+            Err(_) => fail(&key, "the value is not a valid HTTP header value".into()),
+        }
+    }
+    if !(1..=MAX_BATCH_SIZE).contains(&rw.batch_size) {
+        fail("export.remote_write.batch_size", format!("{} is outside 1..={MAX_BATCH_SIZE}", rw.batch_size));
+    }
+    if !(1..=MAX_QUEUE_BATCHES).contains(&rw.queue_batches) {
+        fail("export.remote_write.queue_batches", format!("{} is outside 1..={MAX_QUEUE_BATCHES}", rw.queue_batches));
+    }
+    for (key, value) in [
+        ("export.remote_write.flush_interval", rw.flush_interval),
+        ("export.remote_write.timeout", rw.timeout),
+        ("export.remote_write.retry.initial_backoff", rw.retry.initial_backoff),
+    ] {
+        if value.0.is_zero() {
+            fail(key, "must be greater than zero".into());
+        }
+    }
+    if rw.retry.max_backoff.0 < rw.retry.initial_backoff.0 {
+        fail("export.remote_write.retry.max_backoff", "must be at least retry.initial_backoff".into());
+    }
+    if rw.retry.max_attempts == 0 {
+        fail("export.remote_write.retry.max_attempts", "must be at least 1 (the first attempt counts)".into());
+    }
+    let url = url?;
+    ok.then(|| RemoteWriteSettings {
+        url,
+        headers: ExtraHeaders(headers),
+        batch_size: rw.batch_size,
+        queue_batches: rw.queue_batches,
+        flush_interval: rw.flush_interval.0,
+        timeout: rw.timeout.0,
+        retry: RetrySettings {
+            initial_backoff: rw.retry.initial_backoff.0,
+            max_backoff: rw.retry.max_backoff.0,
+            max_attempts: rw.retry.max_attempts,
+        },
+    })
+}
+
+/// An `http://` or `https://` URL with a host and no credentials (those go in `headers`).
+fn parse_url(text: &str) -> Result<Uri, String> {
+    let url: Uri = text.parse().map_err(|e| format!("not a URL: {e}"))?;
+    match url.scheme_str() {
+        Some("http" | "https") => {}
+        _ => return Err("the scheme must be http or https".into()),
+    }
+    let Some(authority) = url.authority() else { return Err("has no host".into()) };
+    if authority.as_str().contains('@') {
+        return Err("credentials in the URL are refused; set an Authorization header in headers".into());
+    }
+    if authority.host().is_empty() {
+        return Err("has no host".into());
+    }
+    Ok(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn raw(url: &str) -> RawRemoteWrite {
+        RawRemoteWrite {
+            url: Some(url.into()),
+            headers: BTreeMap::new(),
+            batch_size: default_batch_size(),
+            queue_batches: default_queue_batches(),
+            flush_interval: default_flush_interval(),
+            timeout: default_timeout(),
+            retry: RawRetry::default(),
+        }
+    }
+
+    fn check(rw: RawRemoteWrite) -> (Option<RemoteWriteSettings>, Vec<(String, String)>) {
+        let mut issues = Vec::new();
+        let settings = validate(&RawExport { remote_write: Some(rw) }, &mut |k: &str, m: String| issues.push((k.to_string(), m)));
+        (settings, issues)
+    }
+
+    #[test]
+    fn absent_means_no_export() {
+        let mut issues = Vec::new();
+        assert!(validate(&RawExport::default(), &mut |k: &str, m: String| issues.push((k.to_string(), m))).is_none());
+        assert!(issues.is_empty());
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let (settings, issues) = check(raw("http://prom:9090/api/v1/write"));
+        assert!(issues.is_empty(), "{issues:?}");
+        let settings = settings.expect("valid");
+        assert_eq!(settings.batch_size, 1000);
+        assert_eq!(settings.retry.max_attempts, 5);
+        assert_eq!(settings.url.path(), "/api/v1/write");
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_key() {
+        let mut rw = raw("ftp://user:pw@x/");
+        rw.batch_size = 0;
+        rw.queue_batches = 0;
+        rw.flush_interval = DurationSetting(Duration::ZERO);
+        rw.retry.max_backoff = DurationSetting(Duration::from_millis(1));
+        rw.retry.max_attempts = 0;
+        rw.headers.insert("Content-Type".into(), "text/plain".into());
+        rw.headers.insert("bad header".into(), "x".into());
+        let (settings, issues) = check(rw);
+        assert!(settings.is_none());
+        let keys: Vec<&str> = issues.iter().map(|(k, _)| k.as_str()).collect();
+        for key in [
+            "export.remote_write.url",
+            "export.remote_write.batch_size",
+            "export.remote_write.queue_batches",
+            "export.remote_write.flush_interval",
+            "export.remote_write.retry.max_backoff",
+            "export.remote_write.retry.max_attempts",
+            "export.remote_write.headers.Content-Type",
+            "export.remote_write.headers.bad header",
+        ] {
+            assert!(keys.contains(&key), "{key} not reported in {issues:?}");
+        }
+    }
+
+    #[test]
+    fn urls_need_http_a_host_and_no_credentials() {
+        assert!(parse_url("https://mimir.example/api/v1/push").is_ok());
+        assert!(parse_url("http://127.0.0.1:9090/api/v1/write").is_ok());
+        assert!(parse_url("prom:9090/api/v1/write").is_err());
+        assert!(parse_url("http://u:p@prom/api/v1/write").is_err());
+        assert!(parse_url("/api/v1/write").is_err());
+        assert!(check(RawRemoteWrite { url: None, ..raw("") }).0.is_none());
+    }
+
+    #[test]
+    fn the_section_loads_from_a_file_and_its_headers_are_redacted_in_the_config_view() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("node.yaml");
+        let text = "export:\n  remote_write:\n    url: https://mimir.example/api/v1/push\n    headers:\n      \
+                    Authorization: Bearer s3cret\n      X-Scope-OrgID: team-a\n    batch_size: 500\n    retry:\n      max_attempts: 2\n";
+        std::fs::write(&path, text).expect("write");
+        let sources = crate::config::ConfigSources { uris: vec![format!("file:{}", path.display())], ..Default::default() };
+        let env = Arc::new(hotrule_confmap::MapEnv::new(Vec::<(String, String)>::new()));
+        let loaded = crate::config::load(&sources, env).expect("valid");
+        let export = loaded.config.export.clone().expect("export configured");
+        assert_eq!(export.batch_size, 500);
+        assert_eq!(export.retry.max_attempts, 2);
+        assert_eq!(export.headers.0.len(), 2);
+        let view = crate::config::ConfigState::new(loaded).view().to_string();
+        assert!(!view.contains("s3cret") && !view.contains("team-a"), "{view}");
+        assert!(view.contains("mimir.example"), "the URL is shown");
+
+        std::fs::write(&path, "export:\n  remote_write:\n    urll: http://x/\n").expect("write");
+        let env = Arc::new(hotrule_confmap::MapEnv::new(Vec::<(String, String)>::new()));
+        let errors = match crate::config::load(&sources, env) {
+            Ok(_) => panic!("an unknown key is refused"),
+            Err(errors) => errors.to_string(),
+        };
+        assert!(errors.contains("urll"), "{errors}");
+    }
+
+    #[test]
+    fn header_values_never_show_in_debug() {
+        let mut rw = raw("http://prom/api/v1/write");
+        rw.headers.insert("Authorization".into(), "Bearer s3cret".into());
+        let settings = check(rw).0.expect("valid");
+        let shown = format!("{settings:?}");
+        assert!(shown.contains("authorization"), "{shown}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+}
