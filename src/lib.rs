@@ -14,6 +14,7 @@ pub mod client;
 pub mod compile_pool;
 pub mod config;
 pub mod data;
+pub mod dispatch;
 pub mod http;
 pub mod ids;
 pub mod listen;

@@ -1,0 +1,103 @@
+//! The `dispatch` section of the node configuration: queue bound, evaluation threads and the
+//! drain bound, as read ([`RawDispatch`]) and as validated ([`DispatchSettings`]).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::model::DurationSetting;
+
+fn default_queue_batches() -> usize {
+    1024
+}
+fn default_drain_timeout() -> DurationSetting {
+    DurationSetting(crate::runtime::DEFAULT_DRAIN_TIMEOUT)
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDispatch {
+    /// Batches waiting for evaluation before receivers are answered 429 (queue_full).
+    #[serde(default = "default_queue_batches")]
+    pub queue_batches: usize,
+    /// Evaluation threads; 0: one per available core.
+    #[serde(default)]
+    pub workers: usize,
+    /// How long a structural apply, an inactivate or a peer's pause waits for the evaluations
+    /// of the old content to finish.
+    #[serde(default = "default_drain_timeout")]
+    pub drain_timeout: DurationSetting,
+}
+
+impl Default for RawDispatch {
+    fn default() -> Self {
+        RawDispatch { queue_batches: default_queue_batches(), workers: 0, drain_timeout: default_drain_timeout() }
+    }
+}
+
+/// Validated dispatch settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchSettings {
+    pub queue_batches: usize,
+    /// Resolved: at least 1.
+    pub workers: usize,
+    pub drain_timeout: Duration,
+}
+
+impl Default for DispatchSettings {
+    fn default() -> Self {
+        DispatchSettings::from_valid(&RawDispatch::default())
+    }
+}
+
+impl DispatchSettings {
+    /// Settings for tests: a small queue, two threads, a 2 s drain bound.
+    pub fn for_test() -> DispatchSettings {
+        DispatchSettings { queue_batches: 64, workers: 2, drain_timeout: Duration::from_secs(2) }
+    }
+
+    fn from_valid(raw: &RawDispatch) -> DispatchSettings {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        DispatchSettings {
+            queue_batches: raw.queue_batches.max(1),
+            workers: if raw.workers == 0 { cores } else { raw.workers },
+            drain_timeout: raw.drain_timeout.0,
+        }
+    }
+}
+
+impl RawDispatch {
+    /// Reports every problem through `issue` and returns the settings (meaningful only when
+    /// nothing was reported).
+    pub fn validate(&self, issue: &mut impl FnMut(&str, String)) -> DispatchSettings {
+        if self.queue_batches == 0 {
+            issue("dispatch.queue_batches", "must be at least 1".into());
+        }
+        if self.workers > 1024 {
+            issue("dispatch.workers", format!("{} is more than 1024 threads", self.workers));
+        }
+        if self.drain_timeout.0.is_zero() {
+            issue("dispatch.drain_timeout", "must be greater than zero".into());
+        }
+        DispatchSettings::from_valid(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_resolve_and_bad_values_are_reported() {
+        let mut issues = Vec::new();
+        let settings = RawDispatch::default().validate(&mut |k: &str, m| issues.push((k.to_string(), m)));
+        assert!(issues.is_empty());
+        assert_eq!(settings.queue_batches, 1024);
+        assert!(settings.workers >= 1);
+        assert_eq!(settings.drain_timeout, Duration::from_secs(5));
+        let raw = RawDispatch { queue_batches: 0, workers: 5000, drain_timeout: DurationSetting(Duration::ZERO) };
+        raw.validate(&mut |k: &str, m| issues.push((k.to_string(), m)));
+        let keys: Vec<&str> = issues.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["dispatch.queue_batches", "dispatch.workers", "dispatch.drain_timeout"]);
+    }
+}
