@@ -18,6 +18,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("data", &["metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
     ("metrics", &["data", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
     ("telemetry", &["data", "metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
+    ("dispatch", &["http", "workflow", "scan", "replication", "cluster", "bus", "node", "ingest", "query", "export"]),
     ("compile_pool", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
 ];
 

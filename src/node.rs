@@ -69,6 +69,8 @@ pub struct NodeSettings {
     pub agent_tls: Option<crate::tls::TlsFiles>,
     /// Timeouts and connection caps of the admin, bus and data listeners.
     pub limits: ListenLimits,
+    /// The data plane's dispatch queue, evaluation threads and drain bound.
+    pub dispatch: crate::dispatch::DispatchSettings,
 }
 
 impl NodeSettings {
@@ -89,6 +91,7 @@ impl NodeSettings {
             agent_flush_interval: std::time::Duration::from_millis(500),
             agent_tls: None,
             limits: ListenLimits::default(),
+            dispatch: crate::dispatch::DispatchSettings::for_test(),
         }
     }
 
@@ -115,6 +118,7 @@ impl NodeSettings {
             agent_flush_interval: crate::agent::maintenance::default_flush_interval(),
             agent_tls: config.agents.tls.clone(),
             limits: config.limits.clone(),
+            dispatch: config.dispatch.clone(),
         }
     }
 }
@@ -158,6 +162,8 @@ pub enum NodeError {
     Cluster(crate::cluster::ClusterError),
     #[error("agent data listener TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    #[error("dispatch: {0}")]
+    Dispatch(#[from] crate::dispatch::DispatchError),
 }
 
 /// The agent data listener, plain or TLS.
@@ -338,6 +344,16 @@ impl RunningNode {
             AgentService::new(settings.agents.clone(), Arc::new(StoreConfigSource::new(store.clone())), agent_registry)
                 .with_catch_up(caught_up),
         );
+        // The data plane's dispatch: batches from receivers, evaluated against the loaded rules
+        // under their gates, written to the metric writers (storage, exporter) it is given.
+        let telemetry = Arc::new(crate::telemetry::Telemetry::new());
+        let dispatcher = Arc::new(crate::dispatch::Dispatcher::new(
+            settings.dispatch.clone(),
+            runtime.clone(),
+            store.clone(),
+            telemetry,
+            Vec::new(),
+        )?);
         let state = Arc::new(AdminState {
             node_id: node_id.clone(),
             workflow: workflow.clone(),
@@ -352,6 +368,7 @@ impl RunningNode {
             cluster: cluster.as_ref().map(|parts| parts.cluster.clone()),
             list_cache: std::sync::Mutex::new(None),
             agents: agents.clone(),
+            dispatcher,
         });
 
         // 4. Boot: one synchronous scan before the admin port serves anything.
@@ -438,6 +455,11 @@ impl RunningNode {
         let report = self.workers.shutdown(WORKER_SHUTDOWN_BOUND).await;
         if !report.aborted.is_empty() {
             tracing::error!(workers = ?report.aborted, "workers aborted at shutdown");
+        }
+        // The evaluation threads finish what is queued (bounded by the queue) and stop.
+        let dispatcher = self.state.dispatcher.clone();
+        if tokio::task::spawn_blocking(move || dispatcher.stop()).await.is_err() {
+            tracing::error!("stopping dispatch failed");
         }
         // Gossip stops here whoever still holds the membership, so the node's gossip address
         // is free for a restart in the same process.

@@ -423,6 +423,8 @@ pub struct RawConfig {
     pub agents: RawAgents,
     #[serde(default)]
     pub limits: RawLimits,
+    #[serde(default)]
+    pub dispatch: crate::dispatch::RawDispatch,
 }
 
 /// The validated configuration of a node.
@@ -445,6 +447,8 @@ pub struct NodeConfig {
     pub agents: AgentsConfig,
     /// Timeouts and connection caps of the listeners.
     pub limits: crate::listen::ListenLimits,
+    /// The data plane's dispatch queue, evaluation threads and drain bound.
+    pub dispatch: crate::dispatch::DispatchSettings,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
 }

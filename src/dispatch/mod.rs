@@ -219,6 +219,11 @@ impl Dispatcher {
         &self.settings
     }
 
+    /// The node's own metrics this dispatcher counts into.
+    pub fn telemetry(&self) -> &Arc<Telemetry> {
+        &self.shared.telemetry
+    }
+
     /// Adds a destination of computed values (storage, exporter, a test twin).
     pub fn add_writer(&self, writer: Arc<dyn MetricWriter>) {
         self.shared.writers.write().unwrap_or_else(|p| p.into_inner()).push(writer);

@@ -61,6 +61,9 @@ pub struct AdminState {
     pub agents: Arc<crate::agent::AgentService>,
     /// The list view's rendered rows, reused until the runtime or the store changes.
     pub list_cache: std::sync::Mutex<Option<reads::ListCache>>,
+    /// The data plane's dispatcher: receivers submit batches to it (`BatchSink`); the list
+    /// shows its per-file evaluation state.
+    pub dispatcher: Arc<crate::dispatch::Dispatcher>,
 }
 
 impl AdminState {
