@@ -1,0 +1,181 @@
+//! Dispatch through a real in-process node and its admin API: the data boundary of a
+//! structural apply (the 200 comes after the batch in flight finished; nothing evaluated after
+//! it used the old content), inactivate stopping evaluation, and the live evaluation state in
+//! `/runtime/rule/list`. Batches are submitted to the node's dispatcher as a receiver would.
+
+mod harness;
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use harness::{TestNode, wait_until};
+use hotrule::data::{Batch, BatchSink, Catalog, Protocol, Sample};
+use hotrule::dispatch::EvaluationProbe;
+use hotrule::ids::{ContentHash, RuleKey};
+use hotrule::metrics::{MetricStoreError, MetricWriter};
+use hotrule::node::NodeSettings;
+use hotrule_mal_engine::{MetricValue, labels};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+const OLD: &str = "metricPrefix: d\nmetricsRules:\n  - name: old_requests\n    exp: requests_total.sum(['svc']).service(['svc'], Layer.GENERAL)\n";
+const NEW: &str = "metricPrefix: d\nmetricsRules:\n  - name: new_requests\n    exp: requests_total.sum(['svc']).service(['svc'], Layer.GENERAL)\n";
+
+/// A writer that can be held shut (a slow batch) and records when each write finished.
+#[derive(Default)]
+struct SlowWriter {
+    held: Mutex<bool>,
+    blocked: Mutex<usize>,
+    changed: Condvar,
+    written: Mutex<Vec<(Instant, String)>>,
+}
+
+impl SlowWriter {
+    fn set_held(&self, held: bool) {
+        *self.held.lock().expect("lock") = held;
+        self.changed.notify_all();
+    }
+
+    fn wait_blocked(&self) {
+        let deadline = Instant::now() + WAIT;
+        let mut blocked = self.blocked.lock().expect("lock");
+        while *blocked == 0 {
+            assert!(Instant::now() < deadline, "no write blocked");
+            blocked = self.changed.wait_timeout(blocked, Duration::from_millis(50)).expect("wait").0;
+        }
+    }
+
+    fn written(&self) -> Vec<(Instant, String)> {
+        self.written.lock().expect("lock").clone()
+    }
+}
+
+impl MetricWriter for SlowWriter {
+    fn write(&self, values: &[MetricValue]) -> Result<(), MetricStoreError> {
+        let mut held = self.held.lock().expect("lock");
+        if *held {
+            *self.blocked.lock().expect("lock") += 1;
+            self.changed.notify_all();
+            while *held {
+                held = self.changed.wait(held).expect("wait");
+            }
+            *self.blocked.lock().expect("lock") -= 1;
+        }
+        drop(held);
+        let now = Instant::now();
+        self.written.lock().expect("lock").extend(values.iter().map(|v| (now, v.metric.clone())));
+        Ok(())
+    }
+}
+
+/// The content version of every evaluation that wrote, with when it finished.
+#[derive(Default)]
+struct Versions(Mutex<Vec<(Instant, ContentHash)>>);
+
+impl EvaluationProbe for Versions {
+    fn evaluated(&self, _key: &RuleKey, content: &ContentHash, _values: &[MetricValue]) {
+        self.0.lock().expect("lock").push((Instant::now(), content.clone()));
+    }
+}
+
+fn batch(service: &str) -> Vec<Batch> {
+    let sample = Sample::new("requests_total", labels([("svc", service)]), 7.0, 1_795_598_820_000);
+    vec![Batch { protocol: Protocol::Otlp, catalog: Catalog::Otel, samples: vec![sample], received_ms: 0 }]
+}
+
+async fn idle(node: &TestNode) {
+    let dispatcher = node.node.state.dispatcher.clone();
+    let idle = tokio::task::spawn_blocking(move || dispatcher.wait_idle(WAIT)).await.expect("wait");
+    assert!(idle, "dispatch went idle");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_structural_apply_answers_after_the_batch_in_flight_and_nothing_later_uses_the_old_rule() {
+    let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    let dispatcher = node.node.state.dispatcher.clone();
+    let writer = Arc::new(SlowWriter::default());
+    let versions = Arc::new(Versions::default());
+    dispatcher.add_writer(writer.clone());
+    dispatcher.set_probe(Some(versions.clone()));
+    let (code, json) = node.push("otel-rules", "boundary", OLD, &[]).await;
+    assert_eq!(code, 200, "{json}");
+
+    // Phase 1: a batch of the old content is in flight, blocked in the writer.
+    writer.set_held(true);
+    dispatcher.submit(batch("a")).expect("accepted");
+    let blocked = writer.clone();
+    tokio::task::spawn_blocking(move || blocked.wait_blocked()).await.expect("blocked");
+
+    // Phase 2: the structural apply suspends, then waits for that batch.
+    let apply = {
+        let client = node.client.clone();
+        tokio::spawn(async move {
+            let url = hotrule::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "boundary")]);
+            let reply = client.post(&url, NEW.as_bytes().to_vec()).await.expect("post");
+            (reply.status.as_u16(), reply.json().unwrap_or_default(), Instant::now())
+        })
+    };
+    wait_until(WAIT, "the file is suspended by the apply (or the apply answered)", || async {
+        apply.is_finished() || node.row("otel-rules", "boundary").await.is_some_and(|row| row["localState"] == "SUSPENDED")
+    })
+    .await;
+    assert!(!apply.is_finished(), "the apply answered while a batch of the old content was in flight");
+    let mut apply = apply;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut apply).await.is_err(),
+        "the apply must not answer while a batch of the old content is in flight"
+    );
+    // Batches arriving while suspended are dropped, never evaluated by either version.
+    dispatcher.submit(batch("dropped")).expect("accepted");
+
+    // Phase 3: the batch finishes; only then the 200.
+    writer.set_held(false);
+    let (code, json, answered) = apply.await.expect("apply task");
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("structural_applied")), "{json}");
+    let old_writes: Vec<Instant> = writer.written().iter().filter(|(_, m)| m == "d_old_requests").map(|(at, _)| *at).collect();
+    assert_eq!(old_writes.len(), 1, "the in-flight batch was written: {:?}", writer.written());
+    assert!(old_writes[0] <= answered, "the old content's values were written before the 200");
+
+    // Phase 4: everything after the 200 runs the new content.
+    for service in ["b", "c", "d"] {
+        dispatcher.submit(batch(service)).expect("accepted");
+    }
+    idle(&node).await;
+    let old_hash = ContentHash::of(OLD.as_bytes());
+    let new_hash = ContentHash::of(NEW.as_bytes());
+    let after: Vec<ContentHash> =
+        versions.0.lock().expect("lock").iter().filter(|(at, _)| *at > answered).map(|(_, hash)| hash.clone()).collect();
+    assert_eq!(after, vec![new_hash; 3], "no evaluation after the 200 used the old content");
+    assert!(versions.0.lock().expect("lock").iter().any(|(_, hash)| *hash == old_hash));
+    let row = node.row("otel-rules", "boundary").await.expect("row");
+    assert_eq!(row["evaluation"]["samplesDropped"], 1, "{row}");
+    node.node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inactivate_stops_evaluation_and_the_list_shows_the_live_state() {
+    let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    let dispatcher = node.node.state.dispatcher.clone();
+    let writer = Arc::new(SlowWriter::default());
+    dispatcher.add_writer(writer.clone());
+    let (code, json) = node.push("otel-rules", "live", OLD, &[]).await;
+    assert_eq!(code, 200, "{json}");
+    dispatcher.submit(batch("a")).expect("accepted");
+    dispatcher.submit(batch("b")).expect("accepted");
+    idle(&node).await;
+    let row = node.row("otel-rules", "live").await.expect("row");
+    let evaluation = &row["evaluation"];
+    assert_eq!((evaluation["samplesIn"].as_u64(), evaluation["valuesOut"].as_u64()), (Some(2), Some(2)), "{row}");
+    assert_eq!(evaluation["evaluations"], 2, "{row}");
+    assert_eq!(evaluation["lastError"], "", "{row}");
+    assert!(evaluation["lastEvaluationTime"].is_u64(), "{row}");
+
+    let (code, json) = node.post("/runtime/rule/inactivate", &[("catalog", "otel-rules"), ("name", "live")]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("inactivated")), "{json}");
+    dispatcher.submit(batch("c")).expect("accepted");
+    idle(&node).await;
+    assert_eq!(writer.written().len(), 2, "nothing evaluated after the inactivate");
+    let row = node.row("otel-rules", "live").await.expect("row");
+    assert_eq!(row["evaluation"]["samplesIn"], 2, "{row}");
+    node.node.shutdown().await;
+}
