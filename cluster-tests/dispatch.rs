@@ -179,3 +179,37 @@ async fn inactivate_stops_evaluation_and_the_list_shows_the_live_state() {
     assert_eq!(row["evaluation"]["samplesIn"], 2, "{row}");
     node.node.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_past_its_bound_fails_the_apply_and_changes_nothing() {
+    let settings = NodeSettings {
+        dispatch: hotrule::dispatch::DispatchSettings {
+            drain_timeout: Duration::from_millis(200),
+            ..hotrule::dispatch::DispatchSettings::for_test()
+        },
+        ..NodeSettings::for_test()
+    };
+    let (node, _kv) = TestNode::in_memory(settings).await;
+    let dispatcher = node.node.state.dispatcher.clone();
+    let writer = Arc::new(SlowWriter::default());
+    dispatcher.add_writer(writer.clone());
+    let (code, json) = node.push("otel-rules", "stuck", OLD, &[]).await;
+    assert_eq!(code, 200, "{json}");
+    writer.set_held(true);
+    dispatcher.submit(batch("a")).expect("accepted");
+    let blocked = writer.clone();
+    tokio::task::spawn_blocking(move || blocked.wait_blocked()).await.expect("blocked");
+
+    let (code, json) = node.push("otel-rules", "stuck", NEW, &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (500, Some("apply_failed")), "{json}");
+    assert!(json["message"].as_str().is_some_and(|m| m.contains("dispatch.drain_timeout")), "{json}");
+    let row = node.row("otel-rules", "stuck").await.expect("row");
+    assert_eq!(row["localState"], "RUNNING", "resumed: {row}");
+    assert_eq!(row["contentHash"], ContentHash::of(OLD.as_bytes()).as_str(), "nothing persisted: {row}");
+
+    writer.set_held(false);
+    idle(&node).await;
+    let (code, json) = node.push("otel-rules", "stuck", NEW, &[]).await;
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("structural_applied")), "a retry passes: {json}");
+    node.node.shutdown().await;
+}
