@@ -5,14 +5,13 @@
 
 mod harness;
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use harness::{TestNode, wait_until};
+use harness::{SlowWriter, TestNode, wait_until};
 use hotrule::data::{Batch, BatchSink, Catalog, Protocol, Sample};
 use hotrule::dispatch::EvaluationProbe;
 use hotrule::ids::{ContentHash, RuleKey};
-use hotrule::metrics::{MetricStoreError, MetricWriter};
 use hotrule::node::NodeSettings;
 use hotrule_mal_engine::{MetricValue, labels};
 
@@ -20,53 +19,6 @@ const WAIT: Duration = Duration::from_secs(10);
 
 const OLD: &str = "metricPrefix: d\nmetricsRules:\n  - name: old_requests\n    exp: requests_total.sum(['svc']).service(['svc'], Layer.GENERAL)\n";
 const NEW: &str = "metricPrefix: d\nmetricsRules:\n  - name: new_requests\n    exp: requests_total.sum(['svc']).service(['svc'], Layer.GENERAL)\n";
-
-/// A writer that can be held shut (a slow batch) and records when each write finished.
-#[derive(Default)]
-struct SlowWriter {
-    held: Mutex<bool>,
-    blocked: Mutex<usize>,
-    changed: Condvar,
-    written: Mutex<Vec<(Instant, String)>>,
-}
-
-impl SlowWriter {
-    fn set_held(&self, held: bool) {
-        *self.held.lock().expect("lock") = held;
-        self.changed.notify_all();
-    }
-
-    fn wait_blocked(&self) {
-        let deadline = Instant::now() + WAIT;
-        let mut blocked = self.blocked.lock().expect("lock");
-        while *blocked == 0 {
-            assert!(Instant::now() < deadline, "no write blocked");
-            blocked = self.changed.wait_timeout(blocked, Duration::from_millis(50)).expect("wait").0;
-        }
-    }
-
-    fn written(&self) -> Vec<(Instant, String)> {
-        self.written.lock().expect("lock").clone()
-    }
-}
-
-impl MetricWriter for SlowWriter {
-    fn write(&self, values: &[MetricValue]) -> Result<(), MetricStoreError> {
-        let mut held = self.held.lock().expect("lock");
-        if *held {
-            *self.blocked.lock().expect("lock") += 1;
-            self.changed.notify_all();
-            while *held {
-                held = self.changed.wait(held).expect("wait");
-            }
-            *self.blocked.lock().expect("lock") -= 1;
-        }
-        drop(held);
-        let now = Instant::now();
-        self.written.lock().expect("lock").extend(values.iter().map(|v| (now, v.metric.clone())));
-        Ok(())
-    }
-}
 
 /// The content version of every evaluation that wrote, with when it finished.
 #[derive(Default)]

@@ -350,7 +350,7 @@ impl RunningNode {
         let dispatcher = Arc::new(crate::dispatch::Dispatcher::new(
             settings.dispatch.clone(),
             runtime.clone(),
-            store.clone(),
+            Arc::new(crate::dispatch::NodeRegistry::new(store.clone(), runtime.clone())),
             telemetry,
             Vec::new(),
         )?);

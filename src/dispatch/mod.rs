@@ -39,14 +39,37 @@ use queue::{BatchQueue, PushRefused};
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// The shapes of registered measures: a value is written only when its metric is here with the
-/// same shape. The node's schema registry (`Store`) is one; tests use a map.
+/// same shape. The node's is [`NodeRegistry`]; tests use a map.
 pub trait MeasureRegistry: Send + Sync + 'static {
     fn shape(&self, metric: &str) -> Option<MetricShape>;
 }
 
-impl MeasureRegistry for crate::store::Store {
+/// The node's registry: the measure its schema registry (`Store`) holds; for a metric it holds
+/// none of, the shape an ACTIVE file (entry or bundled) claims for it. Measures are written on
+/// the main only (with the entry that needs them, or by the main's scan), so a peer's store
+/// lacks them; the claims, which follow the entries everywhere, stand for the registry there.
+pub struct NodeRegistry {
+    store: Arc<crate::store::Store>,
+    runtime: Arc<Runtime>,
+}
+
+impl NodeRegistry {
+    pub fn new(store: Arc<crate::store::Store>, runtime: Arc<Runtime>) -> NodeRegistry {
+        NodeRegistry { store, runtime }
+    }
+}
+
+impl MeasureRegistry for NodeRegistry {
     fn shape(&self, metric: &str) -> Option<MetricShape> {
-        self.measure(metric).map(|m| m.shape)
+        if let Some(measure) = self.store.measure(metric) {
+            return Some(measure.shape);
+        }
+        self.runtime.claims.with_all(|files| {
+            files.values().filter(|held| !held.inactive).find_map(|held| match &held.claims {
+                crate::rules::classify::Claims::Mal(metrics) => metrics.get(metric).copied(),
+                crate::rules::classify::Claims::Lal(_) => None,
+            })
+        })
     }
 }
 

@@ -350,3 +350,26 @@ fn a_content_change_carries_counter_windows_unless_the_shape_changed() {
 }
 
 use std::collections::BTreeMap;
+
+#[tokio::test]
+async fn the_node_registry_prefers_stored_measures_and_falls_back_to_active_claims() {
+    use crate::rules::ownership::FileClaims;
+    use crate::store::{Change, Measure, Store, kv::MemKv};
+    let store = Arc::new(Store::open(Arc::new(MemKv::new())).expect("store"));
+    let runtime = Arc::new(Runtime::new());
+    let registry = NodeRegistry::new(store.clone(), runtime.clone());
+    let vm = key("vm");
+    let compiled = compile(DslKind::Mal, V1.as_bytes()).expect("compiles");
+    let Compiled::Mal(file) = &compiled else { panic!("MAL") };
+    let claimed = file.metrics()["t_requests"];
+    assert_eq!(registry.shape("t_requests"), None, "nothing claims it");
+    runtime.claims.set(&vm, FileClaims::of(&compiled, false, false));
+    assert_eq!(registry.shape("t_requests"), Some(claimed), "an ACTIVE file's claim stands in");
+    runtime.claims.set(&vm, FileClaims::of(&compiled, true, false));
+    assert_eq!(registry.shape("t_requests"), None, "an INACTIVE file's claim does not");
+    let stored = MetricShape { downsampling: hotrule_mal_engine::Downsampling::Sum, ..claimed };
+    let measure = Measure { metric: "t_requests".into(), shape: stored, owner: vm.clone(), revision: crate::ids::Revision::zero() };
+    store.commit(Change { measures: vec![measure], ..Change::default() }).await.expect("commit");
+    runtime.claims.set(&vm, FileClaims::of(&compiled, false, false));
+    assert_eq!(registry.shape("t_requests"), Some(stored), "the stored measure wins");
+}
