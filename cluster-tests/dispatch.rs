@@ -165,3 +165,36 @@ async fn a_drain_past_its_bound_fails_the_apply_and_changes_nothing() {
     assert_eq!((code, json["applyStatus"].as_str()), (200, Some("structural_applied")), "a retry passes: {json}");
     node.node.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_exporter_scrape_runs_through_the_bundled_vm_rules() {
+    let settings = NodeSettings { rules_dir: Some(harness::corpus_dir()), ..NodeSettings::for_test() };
+    let (node, _kv) = TestNode::in_memory(settings).await;
+    let dispatcher = node.node.state.dispatcher.clone();
+    let writer = Arc::new(SlowWriter::default());
+    dispatcher.add_writer(writer.clone());
+    let text = include_str!("../src/mal-engine/tests/data/node-exporter/scrape1.prom");
+    let parsed = hotrule_mal_engine::exposition::parse(text, 1_795_598_820_000, usize::MAX).expect("fixture parses");
+    let samples: Vec<Sample> = parsed
+        .samples
+        .into_iter()
+        .map(|s| {
+            let mut labels = s.labels.as_ref().clone();
+            labels.insert("job_name".into(), "vm-monitoring".into());
+            labels.insert("node_identifier_host_name".into(), "host-1".into());
+            Sample::new(s.name, Arc::new(labels), s.value, s.timestamp_ms)
+        })
+        .collect();
+    let count = samples.len();
+    dispatcher
+        .submit(vec![Batch { protocol: Protocol::Scrape, catalog: Catalog::Otel, samples, received_ms: 0 }])
+        .expect("accepted");
+    idle(&node).await;
+    let row = node.row("otel-rules", "vm").await.expect("vm row");
+    let evaluation = &row["evaluation"];
+    assert!(evaluation["samplesIn"].as_u64().is_some_and(|n| n > 20 && n < count as u64), "{row}");
+    assert!(evaluation["valuesOut"].as_u64().is_some_and(|n| n > 0), "{row}");
+    assert_eq!((evaluation["errors"].as_u64(), evaluation["valuesRejected"].as_u64()), (Some(0), Some(0)), "{row}");
+    assert!(writer.written().iter().all(|(_, metric)| metric.starts_with("meter_vm_")), "only vm.yaml reads node_exporter names");
+    node.node.shutdown().await;
+}
