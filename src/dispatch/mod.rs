@@ -16,7 +16,7 @@ mod evaluate;
 mod queue;
 pub mod stats;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -133,14 +133,15 @@ impl Shared {
     /// Keeps the state of files still loaded, adds new ones, forgets unloaded ones (a file
     /// loaded again starts with fresh counter windows) and the stats of files that are gone.
     fn rebuild(&self, slots: &mut Slots, version: u64) {
-        let loaded: Vec<RuleKey> = self.runtime.with_all(|rules| {
-            rules
+        let (loaded, known): (Vec<RuleKey>, HashSet<RuleKey>) = self.runtime.with_all(|rules| {
+            let loaded = rules
                 .iter()
                 .filter(|(key, state)| {
                     evaluates(key.catalog) && state.loaded.as_ref().is_some_and(|l| matches!(*l.compiled, Compiled::Mal(_)))
                 })
                 .map(|(key, _)| key.clone())
-                .collect()
+                .collect();
+            (loaded, rules.keys().filter(|key| evaluates(key.catalog)).cloned().collect())
         });
         let mut by_key: HashMap<RuleKey, Slot> = HashMap::with_capacity(loaded.len());
         let mut by_catalog: HashMap<ids::Catalog, Vec<(RuleKey, Slot)>> = HashMap::new();
@@ -152,7 +153,9 @@ impl Shared {
         slots.by_key = by_key;
         slots.by_catalog = by_catalog.into_iter().map(|(c, files)| (c, Arc::new(files))).collect();
         slots.runtime_version = Some(version);
-        self.stats.retain(|key| self.runtime.get(key).is_some() || self.runtime.claims.get(key).is_some());
+        // A file keeps its stats while the node knows it (loaded, suspended, or an entry or
+        // bundled file that claims names, INACTIVE included).
+        self.runtime.claims.with_all(|claims| self.stats.retain(|key| known.contains(key) || claims.contains_key(key)));
     }
 
     fn reject(&self, reason: &str, values: usize) {
