@@ -100,4 +100,18 @@ mod tests {
         let keys: Vec<&str> = issues.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["dispatch.queue_batches", "dispatch.workers", "dispatch.drain_timeout"]);
     }
+
+    #[test]
+    fn the_section_loads_from_a_config_source_and_an_unknown_key_is_reported() {
+        use crate::config::{ConfigSources, load};
+        let env: std::sync::Arc<dyn hotrule_confmap::Env> = std::sync::Arc::new(hotrule_confmap::MapEnv::new(Vec::<(String, String)>::new()));
+        let sources = |uri: &str| ConfigSources { uris: vec![uri.to_string()], ..ConfigSources::default() };
+        let loaded = load(&sources("yaml:dispatch::queue_batches: 8"), env.clone()).expect("valid");
+        assert_eq!(loaded.config.dispatch.queue_batches, 8);
+        assert_eq!(loaded.config.dispatch.drain_timeout, Duration::from_secs(5));
+        let loaded = load(&sources("yaml:dispatch::drain_timeout: 250ms"), env.clone()).expect("valid");
+        assert_eq!(loaded.config.dispatch.drain_timeout, Duration::from_millis(250));
+        let Err(errors) = load(&sources("yaml:dispatch::queue_batch: 8"), env) else { panic!("unknown key accepted") };
+        assert_eq!(errors.0[0].key, "dispatch.queue_batch");
+    }
 }
