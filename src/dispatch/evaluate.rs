@@ -39,9 +39,13 @@ impl Prepared {
         Some(Prepared { hash: hash.clone(), file, inputs, shapes })
     }
 
-    /// How many of `batch`'s samples this file reads.
-    fn reads(&self, batch: &Batch) -> usize {
-        batch.samples.iter().filter(|s| self.inputs.contains(&s.name)).count()
+    /// How many of a batch's samples this file reads, from the batch's count per name.
+    fn reads(&self, names: &Names<'_>) -> usize {
+        if names.len() < self.inputs.len() {
+            names.iter().filter(|(name, _)| self.inputs.contains(**name)).map(|(_, n)| n).sum()
+        } else {
+            self.inputs.iter().filter_map(|input| names.get(input.as_str())).sum()
+        }
     }
 }
 
@@ -51,11 +55,18 @@ pub(super) fn restarted_metrics(old: &BTreeMap<String, MetricShape>, new: &BTree
     old.iter().filter(|(name, shape)| new.get(*name).is_some_and(|s| s != *shape)).map(|(name, _)| name.clone()).collect()
 }
 
+/// A batch's sample count per sample name, counted once for all files.
+type Names<'a> = HashMap<&'a str, usize>;
+
 /// One file's evaluation state, owned by dispatch.
 #[derive(Default)]
 pub(super) struct FileEval {
     prepared: Option<Prepared>,
     state: EngineState,
+    /// The runtime version at which `prepared` was last confirmed to be the loaded content:
+    /// while the runtime has not changed since, a batch the prepared file reads nothing of is
+    /// skipped without opening the gate (the common case: most files read few names).
+    verified_at: Option<u64>,
 }
 
 impl FileEval {
@@ -87,6 +98,11 @@ fn lock(slot: &Slot) -> MutexGuard<'_, FileEval> {
 /// first, then the busy ones in turn.
 pub(super) fn run_batch(shared: &Shared, batch: &Batch) {
     let files = shared.files_of(batch.catalog);
+    let mut names: Names<'_> = HashMap::new();
+    for sample in &batch.samples {
+        *names.entry(sample.name.as_str()).or_default() += 1;
+    }
+    let batch = (batch, &names);
     let mut pending: Vec<&(RuleKey, Slot)> = files.iter().collect();
     while !pending.is_empty() {
         let mut busy = Vec::with_capacity(pending.len());
@@ -107,15 +123,20 @@ pub(super) fn run_batch(shared: &Shared, batch: &Batch) {
     }
 }
 
-fn evaluate_file(shared: &Shared, key: &RuleKey, file: &mut FileEval, batch: &Batch) {
+fn evaluate_file(shared: &Shared, key: &RuleKey, file: &mut FileEval, (batch, names): (&Batch, &Names<'_>)) {
+    let version = shared.runtime.version();
+    if file.verified_at == Some(version) && file.prepared.as_ref().is_some_and(|p| p.reads(names) == 0) {
+        return;
+    }
     let guard = match shared.runtime.begin_eval(key) {
         Ok(guard) => guard,
         Err(GateClosed::NotLoaded) => return,
         Err(GateClosed::Suspended(loaded)) => {
             let dropped = match file.prepare(&loaded) {
-                true => file.prepared.as_ref().map_or(0, |p| p.reads(batch)),
+                true => file.prepared.as_ref().map_or(0, |p| p.reads(names)),
                 false => 0,
             };
+            file.verified_at = Some(version);
             if dropped > 0 {
                 let rule = key.to_string();
                 shared.telemetry.samples_dropped.get_or_create(&labels([("rule", &rule), ("reason", "suspended")])).inc_by(dropped as u64);
@@ -127,9 +148,10 @@ fn evaluate_file(shared: &Shared, key: &RuleKey, file: &mut FileEval, batch: &Ba
     if !file.prepare(&guard.loaded) {
         return;
     }
-    let FileEval { prepared, state } = file;
+    file.verified_at = Some(version);
+    let FileEval { prepared, state, .. } = file;
     let Some(prepared) = prepared.as_ref() else { return };
-    let read = prepared.reads(batch);
+    let read = prepared.reads(names);
     if read == 0 {
         return;
     }

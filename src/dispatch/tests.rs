@@ -373,3 +373,25 @@ async fn the_node_registry_prefers_stored_measures_and_falls_back_to_active_clai
     runtime.claims.set(&vm, FileClaims::of(&compiled, false, false));
     assert_eq!(registry.shape("t_requests"), Some(stored), "the stored measure wins");
 }
+
+#[test]
+fn a_new_version_reading_other_names_is_evaluated_at_once() {
+    let f = fixture(DispatchSettings { workers: 1, ..DispatchSettings::for_test() });
+    let vm = key("vm");
+    install(&f.runtime, &vm, V1);
+    let errors = V1.replace("requests_total", "errors_total");
+    f.registry.register(V1);
+    let errors_batch = || {
+        let mut b = batch(&["a"], 1.0);
+        b.samples[0].name = "errors_total".into();
+        b
+    };
+    f.dispatcher.submit(vec![errors_batch()]).expect("accepted");
+    idle(&f);
+    assert!(f.twin.values().is_empty(), "V1 reads no errors_total");
+    assert_eq!(f.dispatcher.evaluation(&vm).evaluations, 0, "a batch the file reads nothing of is not evaluated");
+    install(&f.runtime, &vm, &errors);
+    f.dispatcher.submit(vec![errors_batch()]).expect("accepted");
+    idle(&f);
+    assert_eq!(f.twin.values().len(), 1, "the new version reads it");
+}
