@@ -223,7 +223,9 @@ impl Runtime {
         gates.entry(key.clone()).or_default();
         if state.loaded.is_none() && state.origin == SuspendOrigin::None && state.last_apply_error.is_empty() {
             rules.remove(key);
-            orphans.push(key.clone());
+            if !orphans.contains(key) {
+                orphans.push(key.clone());
+            }
         }
         // A gate outlives its state only while an evaluation still holds it.
         orphans.retain(|orphan| {
