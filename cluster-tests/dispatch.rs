@@ -77,8 +77,9 @@ async fn a_structural_apply_answers_after_the_batch_in_flight_and_nothing_later_
         tokio::time::timeout(Duration::from_millis(300), &mut apply).await.is_err(),
         "the apply must not answer while a batch of the old content is in flight"
     );
-    // Batches arriving while suspended are dropped, never evaluated by either version.
-    dispatcher.submit(batch("dropped")).expect("accepted");
+    // A batch arriving now reaches the gate either while suspended (dropped) or after the
+    // resume (the new content); never the old content.
+    dispatcher.submit(batch("paused")).expect("accepted");
 
     // Phase 3: the batch finishes; only then the 200.
     writer.set_held(false);
@@ -97,10 +98,13 @@ async fn a_structural_apply_answers_after_the_batch_in_flight_and_nothing_later_
     let new_hash = ContentHash::of(NEW.as_bytes());
     let after: Vec<ContentHash> =
         versions.0.lock().expect("lock").iter().filter(|(at, _)| *at > answered).map(|(_, hash)| hash.clone()).collect();
-    assert_eq!(after, vec![new_hash; 3], "no evaluation after the 200 used the old content");
-    assert!(versions.0.lock().expect("lock").iter().any(|(_, hash)| *hash == old_hash));
+    assert!(after.len() >= 3 && after.iter().all(|hash| *hash == new_hash), "no evaluation after the 200 used the old content: {after:?}");
+    let old_evaluations = versions.0.lock().expect("lock").iter().filter(|(_, hash)| *hash == old_hash).count();
+    assert_eq!(old_evaluations, 1, "the batch in flight, and only it");
     let row = node.row("otel-rules", "boundary").await.expect("row");
-    assert_eq!(row["evaluation"]["samplesDropped"], 1, "{row}");
+    let dropped = row["evaluation"]["samplesDropped"].as_u64().expect("dropped");
+    let paused_evaluated = after.len() - 3;
+    assert_eq!(dropped as usize + paused_evaluated, 1, "the paused batch was dropped or evaluated by the new content: {row}");
     node.node.shutdown().await;
 }
 
