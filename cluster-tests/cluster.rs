@@ -876,7 +876,9 @@ fn requests_batch(service: &str) -> Vec<hotrule::data::Batch> {
 async fn a_peer_drains_its_evaluations_before_it_answers_the_pause() {
     use hotrule::data::BatchSink;
     let s = "peer-drain";
-    let cluster = TestCluster::start(2).await;
+    // A long Suspend deadline, so n2's drain bound (half of it, at most dispatch.drain_timeout)
+    // cannot pass while the test holds the batch.
+    let cluster = TestCluster::start_tuned(2, ReplicationSettings { suspend_timeout: Duration::from_secs(10), ..TestCluster::replication() }).await;
     let old = "metricPrefix: pd\nmetricsRules:\n  - name: old_requests\n    exp: requests_total.sum(['svc']).service(['svc'], Layer.GENERAL)\n";
     let new = old.replace("old_requests", "new_requests");
     phase(s, "the old content runs on both nodes");

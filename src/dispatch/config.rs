@@ -51,9 +51,10 @@ impl Default for DispatchSettings {
 }
 
 impl DispatchSettings {
-    /// Settings for tests: a small queue, two threads, a 2 s drain bound.
+    /// Settings for tests: a small queue, two threads, a 10 s drain bound (tests that hold a
+    /// batch in flight must not see the bound pass on a loaded machine).
     pub fn for_test() -> DispatchSettings {
-        DispatchSettings { queue_batches: 64, workers: 2, drain_timeout: Duration::from_secs(2) }
+        DispatchSettings { queue_batches: 64, workers: 2, drain_timeout: Duration::from_secs(10) }
     }
 
     fn from_valid(raw: &RawDispatch) -> DispatchSettings {
