@@ -865,3 +865,67 @@ async fn a_slow_main_is_not_deposed_by_bus_timeouts() {
     assert_eq!(code, 200, "{json}");
     cluster.shutdown().await;
 }
+
+fn requests_batch(service: &str) -> Vec<hotrule::data::Batch> {
+    use hotrule::data::{Batch, Catalog, Protocol, Sample};
+    let sample = Sample::new("requests_total", hotrule_mal_engine::labels([("svc", service)]), 7.0, 1_795_598_820_000);
+    vec![Batch { protocol: Protocol::Otlp, catalog: Catalog::Otel, samples: vec![sample], received_ms: 0 }]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_drains_its_evaluations_before_it_answers_the_pause() {
+    use hotrule::data::BatchSink;
+    let s = "peer-drain";
+    // A long Suspend deadline, so n2's drain bound (half of it, at most dispatch.drain_timeout)
+    // cannot pass while the test holds the batch.
+    let cluster = TestCluster::start_tuned(2, ReplicationSettings { suspend_timeout: Duration::from_secs(10), ..TestCluster::replication() }).await;
+    let old = "metricPrefix: pd\nmetricsRules:\n  - name: old_requests\n    exp: requests_total.sum(['svc']).service(['svc'], Layer.GENERAL)\n";
+    let new = old.replace("old_requests", "new_requests");
+    phase(s, "the old content runs on both nodes");
+    let (code, json) = cluster.node(1).push("otel-rules", "pd", old, &[]).await;
+    assert_eq!(code, 200, "{json}");
+    cluster.wait_rule(2, "pd", old).await;
+    let peer = cluster.node(2).node.state.dispatcher.clone();
+    let writer = Arc::new(harness::SlowWriter::default());
+    peer.add_writer(writer.clone());
+    wait_until(WAIT, "n2 evaluates and writes (its registry holds the measure)", || {
+        let (peer, writer) = (peer.clone(), writer.clone());
+        async move {
+            peer.submit(requests_batch("warm")).expect("accepted");
+            tokio::task::spawn_blocking(move || peer.wait_idle(WAIT)).await.expect("idle");
+            !writer.written().is_empty()
+        }
+    })
+    .await;
+
+    phase(s, "a batch of the old content is in flight on n2");
+    writer.set_held(true);
+    peer.submit(requests_batch("a")).expect("accepted");
+    let blocked = writer.clone();
+    tokio::task::spawn_blocking(move || blocked.wait_blocked()).await.expect("blocked");
+
+    phase(s, "the structural apply on the main waits for n2's drain");
+    let apply = {
+        let client = cluster.node(1).client.clone();
+        tokio::spawn(async move {
+            let url = hotrule::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "pd")]);
+            let reply = client.post(&url, new.into_bytes()).await.expect("post");
+            (reply.status.as_u16(), reply.json().unwrap_or_default(), Instant::now())
+        })
+    };
+    wait_until(WAIT, "n2 is paused by the main (or the apply answered)", || async {
+        apply.is_finished() || cluster.node(2).row("otel-rules", "pd").await.is_some_and(|row| row["localState"] == "SUSPENDED")
+    })
+    .await;
+    let mut apply = apply;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut apply).await.is_err(),
+        "the main must not answer while n2 still evaluates the old content"
+    );
+    writer.set_held(false);
+    let (code, json, answered) = apply.await.expect("apply");
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("structural_applied")), "{json}");
+    let last_old = writer.written().iter().filter(|(_, m)| m == "pd_old_requests").map(|(at, _)| *at).max().expect("old writes");
+    assert!(last_old <= answered, "n2's last old-content value was written before the 200");
+    cluster.shutdown().await;
+}

@@ -20,6 +20,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("ingest", &["dispatch", "metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "agent", "node"]),
     ("telemetry", &["data", "metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
     ("export", &["data", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node", "ingest", "dispatch", "query"]),
+    ("dispatch", &["http", "workflow", "scan", "replication", "cluster", "bus", "node", "ingest", "query", "export"]),
     ("compile_pool", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
 ];
 

@@ -15,6 +15,7 @@ pub mod compile_pool;
 pub mod config;
 pub mod data;
 pub mod export;
+pub mod dispatch;
 pub mod http;
 pub mod ids;
 pub mod ingest;

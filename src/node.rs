@@ -72,14 +72,16 @@ pub struct NodeSettings {
     pub limits: ListenLimits,
     /// Receiver body limits and scrape jobs.
     pub ingest: crate::ingest::IngestConfig,
-    /// Where received samples go (the dispatcher); none: the receivers are not served and no
-    /// scrape runs.
-    pub data_sink: Option<crate::ingest::DataSink>,
+    /// Where received samples go instead of the node's dispatcher (tests that record batches);
+    /// none: the dispatcher.
+    pub data_sink: Option<Arc<dyn crate::data::BatchSink>>,
     /// The node's own metrics (`GET /metrics`): one instance, handed to every component that
     /// counts (scan, bus, admin writes; dispatch, ingest, storage and export on the data plane).
     pub telemetry: Arc<Telemetry>,
     /// Remote-write export of computed metrics (`export.remote_write`); none: no export.
     pub export: Option<crate::export::RemoteWriteSettings>,
+    /// The data plane's dispatch queue, evaluation threads and drain bound.
+    pub dispatch: crate::dispatch::DispatchSettings,
 }
 
 impl NodeSettings {
@@ -104,6 +106,7 @@ impl NodeSettings {
             data_sink: None,
             telemetry: Arc::new(Telemetry::new()),
             export: None,
+            dispatch: crate::dispatch::DispatchSettings::for_test(),
         }
     }
 
@@ -134,6 +137,7 @@ impl NodeSettings {
             data_sink: None,
             telemetry: Arc::new(Telemetry::new()),
             export: config.export.clone(),
+            dispatch: config.dispatch.clone(),
         }
     }
 }
@@ -179,6 +183,8 @@ pub enum NodeError {
     Tls(#[from] crate::tls::TlsError),
     #[error("remote-write export: {0}")]
     Export(#[from] crate::export::ExportError),
+    #[error("dispatch: {0}")]
+    Dispatch(#[from] crate::dispatch::DispatchError),
 }
 
 /// The agent data listener, plain or TLS.
@@ -360,6 +366,15 @@ impl RunningNode {
             AgentService::new(settings.agents.clone(), Arc::new(StoreConfigSource::new(store.clone())), agent_registry)
                 .with_catch_up(caught_up),
         );
+        // The data plane's dispatch: batches from receivers, evaluated against the loaded rules
+        // under their gates, written to the metric writers (storage, exporter) it is given.
+        let dispatcher = Arc::new(crate::dispatch::Dispatcher::new(
+            settings.dispatch.clone(),
+            runtime.clone(),
+            Arc::new(crate::dispatch::NodeRegistry::new(store.clone(), runtime.clone())),
+            settings.telemetry.clone(),
+            Vec::new(),
+        )?);
         let state = Arc::new(AdminState {
             node_id: node_id.clone(),
             workflow: workflow.clone(),
@@ -375,12 +390,14 @@ impl RunningNode {
             list_cache: std::sync::Mutex::new(None),
             agents: agents.clone(),
             telemetry: settings.telemetry.clone(),
+            dispatcher,
         });
 
-        let ingest = settings
-            .data_sink
-            .as_ref()
-            .map(|sink| crate::ingest::Ingest::new(sink.sink.clone(), sink.telemetry.clone(), settings.ingest.limits));
+        let sink: Arc<dyn crate::data::BatchSink> = match &settings.data_sink {
+            Some(sink) => sink.clone(),
+            None => state.dispatcher.clone(),
+        };
+        let ingest = crate::ingest::Ingest::new(sink, settings.telemetry.clone(), settings.ingest.limits);
 
         // 4. Boot: one synchronous scan before the admin port serves anything.
         let boot_report = boot::boot(&scanner, &store, &clock).await;
@@ -394,9 +411,7 @@ impl RunningNode {
             cluster.as_ref().map(|parts| Box::new(ViewIsMain(parts.cluster.membership.view())) as Box<dyn MainView>),
         ));
         workers.spawn(MaintenanceWorker::new(agents.clone(), settings.agent_flush_interval));
-        if let Some(ingest) = &ingest
-            && !settings.ingest.scrape_jobs.is_empty()
-        {
+        if !settings.ingest.scrape_jobs.is_empty() {
             workers.spawn(crate::ingest::ScrapeWorker::new(ingest.clone(), &settings.ingest.scrape_jobs));
         }
         if let Some(runtime) = &settings.config {
@@ -435,10 +450,7 @@ impl RunningNode {
         servers.push(("admin", spawn_server(admin_listener, http::router(state.clone()), admin_limits, shutdown.clone(), "admin")));
         if let Some(listener) = data_listener {
             // The receivers share the data listener with the agent config server.
-            let app = match &ingest {
-                Some(ingest) => crate::agent::router(agents.clone()).merge(crate::ingest::router(ingest.clone())),
-                None => crate::agent::router(agents.clone()),
-            };
+            let app = crate::agent::router(agents.clone()).merge(crate::ingest::router(ingest.clone()));
             // The agent routes (and the receivers) refuse an oversized declared length themselves, before reading,
             // with the protocol's error body; the listener leaves that answer to them.
             let limits = settings.limits.listener(settings.limits.data_connections, u64::MAX);
@@ -475,6 +487,11 @@ impl RunningNode {
         let report = self.workers.shutdown(WORKER_SHUTDOWN_BOUND).await;
         if !report.aborted.is_empty() {
             tracing::error!(workers = ?report.aborted, "workers aborted at shutdown");
+        }
+        // The evaluation threads finish what is queued (bounded by the queue) and stop.
+        let dispatcher = self.state.dispatcher.clone();
+        if tokio::task::spawn_blocking(move || dispatcher.stop()).await.is_err() {
+            tracing::error!("stopping dispatch failed");
         }
         // Gossip stops here whoever still holds the membership, so the node's gossip address
         // is free for a restart in the same process.

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use hotrule::client::{AdminClient, with_query};
@@ -197,3 +197,52 @@ pub async fn hotrule_cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, S
     eprintln!("$ hotrule {}\n{stdout}{stderr}", args.join(" "));
     (out.status.code().unwrap_or(-1), stdout, stderr)
 }
+
+/// A metric writer for dispatch tests: can be held shut (a batch in flight stays in flight)
+/// and records when each value was written.
+#[derive(Default)]
+pub struct SlowWriter {
+    held: Mutex<bool>,
+    blocked: Mutex<usize>,
+    changed: Condvar,
+    written: Mutex<Vec<(Instant, String)>>,
+}
+
+impl SlowWriter {
+    pub fn set_held(&self, held: bool) {
+        *self.held.lock().expect("lock") = held;
+        self.changed.notify_all();
+    }
+
+    pub fn wait_blocked(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut blocked = self.blocked.lock().expect("lock");
+        while *blocked == 0 {
+            assert!(Instant::now() < deadline, "no write blocked");
+            blocked = self.changed.wait_timeout(blocked, Duration::from_millis(50)).expect("wait").0;
+        }
+    }
+
+    pub fn written(&self) -> Vec<(Instant, String)> {
+        self.written.lock().expect("lock").clone()
+    }
+}
+
+impl hotrule::metrics::MetricWriter for SlowWriter {
+    fn write(&self, values: &[hotrule::data::MetricValue]) -> Result<(), hotrule::metrics::MetricStoreError> {
+        let mut held = self.held.lock().expect("lock");
+        if *held {
+            *self.blocked.lock().expect("lock") += 1;
+            self.changed.notify_all();
+            while *held {
+                held = self.changed.wait(held).expect("wait");
+            }
+            *self.blocked.lock().expect("lock") -= 1;
+        }
+        drop(held);
+        let now = Instant::now();
+        self.written.lock().expect("lock").extend(values.iter().map(|v| (now, v.metric.clone())));
+        Ok(())
+    }
+}
+

@@ -27,7 +27,7 @@ use crate::compiler::{Compiled, DslKind, compile_bundled};
 
 const SCRAPE_1: &str = include_str!("../mal-engine/tests/data/node-exporter/scrape1.prom");
 const SCRAPE_2: &str = include_str!("../mal-engine/tests/data/node-exporter/scrape2.prom");
-const T0: i64 = 1_795_598_820_000;
+pub(super) const T0: i64 = 1_795_598_820_000;
 const WARM_UP_ROUNDS: usize = 2;
 
 /// What the vm.yaml run measured.
@@ -46,7 +46,7 @@ pub struct VmReport {
 }
 
 /// The two recorded scrapes as (sample, per-round increment) for one host.
-fn recorded() -> Result<Vec<(Sample, f64)>, String> {
+pub(super) fn recorded() -> Result<Vec<(Sample, f64)>, String> {
     let first = exposition::parse(SCRAPE_1, T0, usize::MAX).map_err(|e| format!("scrape1.prom: {e}"))?;
     let second = exposition::parse(SCRAPE_2, T0, usize::MAX).map_err(|e| format!("scrape2.prom: {e}"))?;
     let later: HashMap<(&str, &LabelMap), f64> =

@@ -3,6 +3,7 @@
 pub mod alloc;
 mod chaos;
 pub mod cluster;
+pub mod dispatch;
 pub mod etcd;
 pub mod mal;
 pub mod throughput;
@@ -121,6 +122,25 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 20)]
         corpus_rounds: usize,
     },
+    /// Pause-to-drained of otel-rules/vm.yaml while node_exporter batches keep the dispatch
+    /// queue full: p50/p99 of suspend → last open evaluation finished. Needs no RocksDB.
+    Dispatch {
+        /// The rules directory (vm.yaml is <dir>/otel-rules/vm.yaml).
+        #[arg(long, default_value = "./config/rules")]
+        dir: std::path::PathBuf,
+        /// node_exporter hosts whose scrapes (one batch each) the loader cycles through.
+        #[arg(long, default_value_t = 100)]
+        hosts: usize,
+        /// Evaluation threads (0: one per available core).
+        #[arg(long, default_value_t = 0)]
+        workers: usize,
+        /// Dispatch queue bound, in batches.
+        #[arg(long, default_value_t = 256)]
+        queue: usize,
+        /// Pauses measured.
+        #[arg(long, default_value_t = 500)]
+        pauses: usize,
+    },
     /// A fleet of simulated LoongCollector agents heartbeating a node's data listener.
     Agents(AgentsArgs),
 }
@@ -184,6 +204,15 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         }
         BenchCommand::Agents(args) => report(bench_agents(args).await),
         BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net, None).await),
+        BenchCommand::Dispatch { dir, hosts, workers, queue, pauses } => {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            let settings = crate::dispatch::DispatchSettings {
+                queue_batches: queue.max(1),
+                workers: if workers == 0 { cores } else { workers },
+                ..crate::dispatch::DispatchSettings::default()
+            };
+            report(dispatch::run(&dir, settings, hosts, pauses).await)
+        }
         BenchCommand::Mal { dir, hosts, rounds, corpus_rounds } => {
             // CPU-bound and single-threaded by design: it runs on this thread, off the async
             // scheduler's hands.

@@ -179,6 +179,7 @@ fn decode_sections(value: &Value, issues: &mut Vec<ConfigIssue>) -> RawConfig {
         limits: section::<RawLimits>(value, "limits", issues),
         ingest: section::<crate::ingest::RawIngest>(value, "ingest", issues),
         export: section::<crate::export::RawExport>(value, "export", issues),
+        dispatch: section::<crate::dispatch::RawDispatch>(value, "dispatch", issues),
     }
 }
 

@@ -426,6 +426,7 @@ pub struct RawConfig {
     #[serde(default)]
     pub ingest: crate::ingest::RawIngest,
     pub export: crate::export::RawExport,
+    pub dispatch: crate::dispatch::RawDispatch,
 }
 
 /// The validated configuration of a node.
@@ -452,6 +453,8 @@ pub struct NodeConfig {
     pub ingest: crate::ingest::IngestConfig,
     /// Remote-write export of computed metrics; none: no export.
     pub export: Option<crate::export::RemoteWriteSettings>,
+    /// The data plane's dispatch queue, evaluation threads and drain bound.
+    pub dispatch: crate::dispatch::DispatchSettings,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
 }

@@ -64,6 +64,9 @@ pub struct AdminState {
     pub list_cache: std::sync::Mutex<Option<reads::ListCache>>,
     /// The node's own metrics, served by `GET /metrics`.
     pub telemetry: Arc<crate::telemetry::Telemetry>,
+    /// The data plane's dispatcher: receivers submit batches to it (`BatchSink`); the list
+    /// shows its per-file evaluation state.
+    pub dispatcher: Arc<crate::dispatch::Dispatcher>,
 }
 
 impl AdminState {

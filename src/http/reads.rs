@@ -201,9 +201,10 @@ struct Row<'a> {
 }
 
 /// The rendered rows of the list view, valid for one (runtime, store, claims, filter) version.
+/// Each row is kept with its key: the live `evaluation` object is added at every request.
 pub struct ListCache {
     versions: (u64, u64, u64, Option<Catalog>),
-    rows: Arc<Vec<u8>>,
+    rows: Arc<Vec<(RuleKey, Vec<u8>)>>,
     active: usize,
 }
 
@@ -236,12 +237,31 @@ pub fn list_view(state: &AdminState, filter: Option<Catalog>) -> Vec<u8> {
     })
     .to_string();
     // `head` is a JSON object; reopen it to append the cached rows.
-    let mut out = Vec::with_capacity(head.len() + rows.len() + 10);
+    let mut out = Vec::with_capacity(head.len() + rows.iter().map(|(_, row)| row.len() + 160).sum::<usize>() + 10);
     out.extend_from_slice(&head.as_bytes()[..head.len() - 1]);
-    out.extend_from_slice(b",\"rules\":");
-    out.extend_from_slice(&rows);
-    out.push(b'}');
+    out.extend_from_slice(b",\"rules\":[");
+    for (i, (key, row)) in rows.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_row(&mut out, row, state, key);
+    }
+    out.extend_from_slice(b"]}");
     out
+}
+
+/// One cached row, with the file's live evaluation state when dispatch evaluates its catalog.
+fn write_row(out: &mut Vec<u8>, row: &[u8], state: &AdminState, key: &RuleKey) {
+    if !crate::dispatch::evaluates(key.catalog) || row.last() != Some(&b'}') {
+        out.extend_from_slice(row);
+        return;
+    }
+    out.extend_from_slice(&row[..row.len() - 1]);
+    out.extend_from_slice(b",\"evaluation\":");
+    match serde_json::to_writer(&mut *out, &state.dispatcher.evaluation(key)) {
+        Ok(()) => out.push(b'}'),
+        Err(_) => out.extend_from_slice(b"null}"),
+    }
 }
 
 /// The layers each file claims now (only files that claim any).
@@ -261,10 +281,11 @@ fn render_rows(
     index: &BTreeMap<RuleKey, EntryMeta>,
     layers: &BTreeMap<RuleKey, Vec<LayerDefinition>>,
     filter: Option<Catalog>,
-) -> (Arc<Vec<u8>>, usize) {
+) -> (Arc<Vec<(RuleKey, Vec<u8>)>>, usize) {
     let wanted = |key: &RuleKey| key.catalog.is_rule() && filter.is_none_or(|c| key.catalog == c);
     let layers_of = |key: &RuleKey| layers.get(key).map_or(&[][..], Vec::as_slice);
     let mut rows = Vec::with_capacity(index.len() + state.bundled.len());
+    let mut keys: Vec<&RuleKey> = Vec::with_capacity(rows.capacity());
     for meta in index.values() {
         if meta.status == EntryStatus::Deleted || !wanted(&meta.key) {
             continue;
@@ -272,6 +293,7 @@ fn render_rows(
         let local = runtime.get(&meta.key);
         let loaded = local.and_then(|l| l.loaded.as_ref());
         let bundled = state.bundled.get(&meta.key);
+        keys.push(&meta.key);
         rows.push(Row {
             catalog: meta.key.catalog.as_str(),
             name: meta.key.name.as_str(),
@@ -296,6 +318,7 @@ fn render_rows(
             continue;
         }
         let local = runtime.get(&b.key);
+        keys.push(&b.key);
         rows.push(Row {
             catalog: b.key.catalog.as_str(),
             name: b.key.name.as_str(),
@@ -321,6 +344,7 @@ fn render_rows(
             continue;
         }
         if let Some(loaded) = &local.loaded {
+            keys.push(key);
             rows.push(Row {
                 catalog: key.catalog.as_str(),
                 name: key.name.as_str(),
@@ -342,7 +366,12 @@ fn render_rows(
         }
     }
     let active = runtime.values().filter(|l| l.loaded.is_some()).count();
-    (Arc::new(serde_json::to_vec(&rows).unwrap_or_else(|_| b"[]".to_vec())), active)
+    let rendered = keys
+        .into_iter()
+        .zip(&rows)
+        .filter_map(|(key, row)| serde_json::to_vec(row).ok().map(|json| (key.clone(), json)))
+        .collect();
+    (Arc::new(rendered), active)
 }
 
 /// `GET /cluster/status`: this node, the main, and every member as gossip sees it.

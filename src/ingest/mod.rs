@@ -84,12 +84,6 @@ impl Reason {
     }
 }
 
-/// What the node hands the receivers: the dispatcher and the node's counters.
-#[derive(Clone)]
-pub struct DataSink {
-    pub sink: Arc<dyn BatchSink>,
-    pub telemetry: Arc<Telemetry>,
-}
 
 /// What every receiver shares: where batches go, the counters, the limits.
 pub struct Ingest {

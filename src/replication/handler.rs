@@ -55,7 +55,28 @@ impl NodeBusHandler {
         if state == SuspendState::Rejected {
             tracing::warn!(rule = %key, "ORIGIN CONFLICT: suspend from a peer refused; another main may be applying it");
         }
+        if matches!(state, SuspendState::Suspended | SuspendState::AlreadySuspended) {
+            self.drain(&key).await;
+        }
         BusResponse::SuspendAck { node, state }
+    }
+}
+
+impl NodeBusHandler {
+    /// Before the pause is answered, the evaluations opened before it finish, so the main's
+    /// commit follows the last value this node computed with the old content. Bounded by
+    /// `dispatch.drain_timeout` and by half the main's Suspend deadline (a later answer would
+    /// not be heard); past it the pause is answered anyway and the overrun logged.
+    async fn drain(&self, key: &RuleKey) {
+        let bound = self.runtime.drain_timeout().min(self.cluster.settings.suspend_timeout / 2);
+        if !self.runtime.wait_drained(key, std::time::Instant::now() + bound).await {
+            tracing::warn!(
+                rule = %key,
+                in_flight = self.runtime.in_flight(key),
+                ?bound,
+                "pause answered before the local drain finished; evaluations of the old content may still write"
+            );
+        }
     }
 }
 

@@ -5,11 +5,16 @@
 //! `watch` counter so tests and waiters can wait on a condition instead of sleeping.
 //! Suspension follows the origin lattice `NONE < {SELF, PEER} < BOTH`: SELF is this node's own
 //! apply, PEER a pause from the main. A file is SUSPENDED exactly when its origin is not NONE.
+//!
+//! Each file also has an evaluation gate (see `gate`): dispatch opens an evaluation with
+//! [`Runtime::begin_eval`] under the same lock a suspend takes, so after `suspend` returns no
+//! new evaluation starts and [`Runtime::wait_drained`] waits exactly for those already open.
 
 pub mod claims;
+pub mod gate;
 pub mod locks;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -19,6 +24,10 @@ use tokio::sync::watch;
 use crate::compiler::Compiled;
 use crate::ids::{ContentHash, Revision, RuleKey};
 pub use claims::ClaimIndex;
+pub use gate::{EvalGuard, Gate, GateClosed};
+
+/// The default bound of a drain wait (`dispatch.drain_timeout`).
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where the loaded content came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,12 +152,24 @@ pub struct AlarmReset {
     pub metrics: BTreeSet<String>,
 }
 
+/// The rule states and their evaluation gates, under one lock: a suspend (write lock) and an
+/// evaluation's start (read lock, see [`Runtime::begin_eval`]) exclude each other.
+#[derive(Default)]
+struct Files {
+    rules: BTreeMap<RuleKey, RuleRuntime>,
+    /// One gate per key with a state, kept past the state's removal while an evaluation still
+    /// holds it (`orphans`), so a drain after an unload still sees that evaluation.
+    gates: HashMap<RuleKey, Arc<Gate>>,
+    orphans: Vec<RuleKey>,
+}
+
 pub struct Runtime {
-    rules: RwLock<BTreeMap<RuleKey, RuleRuntime>>,
+    files: RwLock<Files>,
     pub claims: ClaimIndex,
     changes_tx: watch::Sender<u64>,
     alarm_resets: AtomicU64,
     last_alarm_reset: RwLock<Option<AlarmReset>>,
+    drain_timeout_ms: AtomicU64,
 }
 
 impl Default for Runtime {
@@ -161,11 +182,12 @@ impl Runtime {
     pub fn new() -> Runtime {
         let (changes_tx, _) = watch::channel(0);
         Runtime {
-            rules: RwLock::new(BTreeMap::new()),
+            files: RwLock::new(Files::default()),
             claims: ClaimIndex::default(),
             changes_tx,
             alarm_resets: AtomicU64::new(0),
             last_alarm_reset: RwLock::new(None),
+            drain_timeout_ms: AtomicU64::new(DEFAULT_DRAIN_TIMEOUT.as_millis() as u64),
         }
     }
 
@@ -180,29 +202,82 @@ impl Runtime {
     }
 
     pub fn get(&self, key: &RuleKey) -> Option<RuleRuntime> {
-        read(&self.rules).get(key).cloned()
+        read(&self.files).rules.get(key).cloned()
     }
 
     pub fn snapshot(&self) -> BTreeMap<RuleKey, RuleRuntime> {
-        read(&self.rules).clone()
+        read(&self.files).rules.clone()
     }
 
     /// Runs `f` over every file's state under one read lock (no copy).
     pub fn with_all<T>(&self, f: impl FnOnce(&BTreeMap<RuleKey, RuleRuntime>) -> T) -> T {
-        f(&read(&self.rules))
+        f(&read(&self.files).rules)
     }
 
     /// Runs `f` on the file's state (created empty if absent) and publishes the change.
     fn update<T>(&self, key: &RuleKey, f: impl FnOnce(&mut RuleRuntime) -> T) -> T {
-        let mut rules = write(&self.rules);
+        let mut files = write(&self.files);
+        let Files { rules, gates, orphans } = &mut *files;
         let state = rules.entry(key.clone()).or_insert_with(RuleRuntime::empty);
         let out = f(state);
+        gates.entry(key.clone()).or_default();
         if state.loaded.is_none() && state.origin == SuspendOrigin::None && state.last_apply_error.is_empty() {
             rules.remove(key);
+            if !orphans.contains(key) {
+                orphans.push(key.clone());
+            }
         }
-        drop(rules);
+        // A gate outlives its state only while an evaluation still holds it.
+        orphans.retain(|orphan| {
+            let busy = !rules.contains_key(orphan) && gates.get(orphan).is_some_and(|g| g.in_flight() > 0);
+            if !busy && !rules.contains_key(orphan) {
+                gates.remove(orphan);
+            }
+            busy
+        });
+        drop(files);
         self.changes_tx.send_modify(|v| *v = v.wrapping_add(1));
         out
+    }
+
+    /// Opens an evaluation of the file's loaded content: the guard counts it in flight until it
+    /// is dropped. Refused while the file is suspended (the caller drops and counts the
+    /// samples) or not loaded. Taken under the lock a suspend takes, so once `suspend` has
+    /// returned no new evaluation starts, and [`Runtime::wait_drained`] waits exactly for the
+    /// ones already open.
+    pub fn begin_eval(&self, key: &RuleKey) -> Result<EvalGuard, GateClosed> {
+        let files = read(&self.files);
+        let Some(state) = files.rules.get(key) else { return Err(GateClosed::NotLoaded) };
+        let Some(loaded) = &state.loaded else { return Err(GateClosed::NotLoaded) };
+        if state.origin != SuspendOrigin::None {
+            return Err(GateClosed::Suspended(loaded.clone()));
+        }
+        let Some(gate) = files.gates.get(key) else { return Err(GateClosed::NotLoaded) };
+        Ok(EvalGuard::open(gate.clone(), loaded.clone(), state.disabled_metrics.clone()))
+    }
+
+    /// Evaluations of the file open now (0 when none or unknown).
+    pub fn in_flight(&self, key: &RuleKey) -> usize {
+        read(&self.files).gates.get(key).map_or(0, |g| g.in_flight())
+    }
+
+    /// Waits until no evaluation of the file is open, or `deadline` passes. True when drained.
+    /// Exact after a suspend or unload: no evaluation can start in between (see `begin_eval`).
+    pub async fn wait_drained(&self, key: &RuleKey, deadline: Instant) -> bool {
+        let gate = read(&self.files).gates.get(key).cloned();
+        match gate {
+            Some(gate) => gate.wait_idle(deadline).await,
+            None => true,
+        }
+    }
+
+    /// How long a drain may take before the waiter gives up (`dispatch.drain_timeout`).
+    pub fn drain_timeout(&self) -> Duration {
+        Duration::from_millis(self.drain_timeout_ms.load(Ordering::Relaxed))
+    }
+
+    pub fn set_drain_timeout(&self, timeout: Duration) {
+        self.drain_timeout_ms.store(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     /// Swaps in compiled content and clears the last error and the disabled set.
@@ -252,7 +327,7 @@ impl Runtime {
 
     /// Clears `origin` from the file's suspension; the other origin, if set, stays.
     pub fn resume(&self, key: &RuleKey, origin: Origin) -> ResumeResult {
-        if !read(&self.rules).contains_key(key) {
+        if !read(&self.files).rules.contains_key(key) {
             return ResumeResult::NotPresent;
         }
         self.update(key, |s| {

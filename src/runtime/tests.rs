@@ -62,3 +62,43 @@ fn unloading_an_idle_rule_forgets_it_and_changes_are_published() {
     assert!(rt.get(&k).is_none());
     assert!(*rx.borrow() > before);
 }
+
+#[tokio::test]
+async fn evaluations_open_only_while_running_and_a_drain_waits_for_the_open_ones() {
+    let rt = Runtime::new();
+    let k = key();
+    assert!(matches!(rt.begin_eval(&k), Err(GateClosed::NotLoaded)));
+    rt.install(&k, loaded(), BTreeSet::new());
+    let open = rt.begin_eval(&k).expect("running: open");
+    assert_eq!(rt.in_flight(&k), 1);
+    assert_eq!(rt.suspend(&k, Origin::SelfOrigin, true), SuspendResult::Suspended);
+    assert!(matches!(rt.begin_eval(&k), Err(GateClosed::Suspended(_))), "no evaluation starts after a suspend");
+    assert!(!rt.wait_drained(&k, Instant::now()).await, "one still open");
+    let waiter = {
+        let rt = Arc::new(rt);
+        let for_waiter = rt.clone();
+        let waiter = tokio::spawn(async move { for_waiter.wait_drained(&key(), Instant::now() + Duration::from_secs(10)).await });
+        drop(open);
+        assert!(waiter.await.expect("waiter"), "drained when the guard closed");
+        rt
+    };
+    assert_eq!(waiter.in_flight(&k), 0);
+}
+
+#[tokio::test]
+async fn a_drain_after_an_unload_still_sees_the_evaluation_open_before_it() {
+    let rt = Runtime::new();
+    let k = key();
+    rt.install(&k, loaded(), BTreeSet::new());
+    let open = rt.begin_eval(&k).expect("open");
+    rt.unload(&k);
+    assert!(rt.get(&k).is_none(), "the state is gone");
+    assert!(matches!(rt.begin_eval(&k), Err(GateClosed::NotLoaded)));
+    assert!(!rt.wait_drained(&k, Instant::now()).await, "the gate outlives the state while open");
+    drop(open);
+    assert!(rt.wait_drained(&k, Instant::now()).await);
+    // The next change sweeps the idle orphan gate.
+    rt.set_error(&key(), "x");
+    rt.unload(&k);
+    assert_eq!(rt.in_flight(&k), 0);
+}

@@ -167,6 +167,11 @@ impl Workflow {
         if let Err(outcome) = self.suspend_cluster(&key).await {
             return self.end_apply(&apply_id, Phase::Failed, outcome);
         }
+        // The data boundary: after the 200 no sample is evaluated by the old content.
+        if let Err(outcome) = self.drain_local(&key, ApplyStatus::ApplyFailed).await {
+            self.resume_cluster(&key).await;
+            return self.end_apply(&apply_id, Phase::Failed, outcome);
+        }
         self.apply_phase(&apply_id, Phase::Ddl);
         if let Err(e) = self.persist(change).await {
             self.resume_cluster(&key).await;

@@ -7,9 +7,11 @@
 //! as the commit point. Everything before the commit is reversible and is rolled back on
 //! failure; everything after it is finishing work that the periodic scan retries if it fails.
 //!
-//! Structural path: local suspend (SELF) → Suspend broadcast → schema change prepared →
-//! persist entry and measures in one batch (commit) → finalize locally → notify and resume
-//! peers → reset alarm windows. Filter-only path: persist → apply locally; no pause.
+//! Structural path: local suspend (SELF) → Suspend broadcast (each peer drains before it
+//! answers) → local drain (the evaluations of the old content finish) → schema change
+//! prepared → persist entry and measures in one batch (commit) → finalize locally → notify and
+//! resume peers → reset alarm windows. Filter-only path: persist → apply locally; no pause (a
+//! batch evaluates one version whole). Inactivate suspends and drains like a structural apply.
 
 mod add_or_update;
 pub mod agent_objects;
@@ -265,6 +267,25 @@ impl Workflow {
             ));
         }
         Ok(())
+    }
+
+    /// Waits until this node's evaluations of `key` opened before its suspend have finished
+    /// (their values written): after this, nothing is computed by the content being replaced.
+    /// Past `dispatch.drain_timeout` the operation fails with `status`, before anything is
+    /// persisted (the caller resumes): the answer never claims a boundary that did not hold.
+    async fn drain_local(&self, key: &RuleKey, status: ApplyStatus) -> Result<(), Outcome> {
+        let timeout = self.runtime.drain_timeout();
+        if self.runtime.wait_drained(key, std::time::Instant::now() + timeout).await {
+            return Ok(());
+        }
+        tracing::warn!(rule = %key, in_flight = self.runtime.in_flight(key), ?timeout, "drain timed out; operation refused");
+        Err(Outcome::new(
+            status,
+            format!(
+                "evaluations of {key}'s current content were still running after {timeout:?} (dispatch.drain_timeout); \
+                 nothing changed, retry"
+            ),
+        ))
     }
 
     async fn resume_cluster(&self, key: &RuleKey) {

@@ -36,6 +36,10 @@ impl Workflow {
         if let Err(outcome) = self.suspend_cluster(key).await {
             return outcome;
         }
+        if let Err(outcome) = self.drain_local(key, ApplyStatus::InactivateFailed).await {
+            self.resume_cluster(key).await;
+            return outcome;
+        }
         let entry = self.new_entry(key, content, EntryStatus::Inactive, &prior);
         let change = Change { entries: vec![entry.clone()], ..Change::default() };
         if let Err(e) = self.persist(change).await {
@@ -115,6 +119,10 @@ impl Workflow {
         let apply_id = self.start_apply(key, &bundled.hash);
         self.apply_phase(&apply_id, Phase::Fencing);
         if let Err(outcome) = self.suspend_cluster(key).await {
+            return self.end_apply(&apply_id, Phase::Failed, outcome);
+        }
+        if let Err(outcome) = self.drain_local(key, ApplyStatus::RevertToBundledFailed).await {
+            self.resume_cluster(key).await;
             return self.end_apply(&apply_id, Phase::Failed, outcome);
         }
         let tombstone = self.new_entry(key, Vec::new(), EntryStatus::Deleted, prior);

@@ -295,8 +295,7 @@ async fn pushed_exposition_gets_job_and_instance() {
 async fn a_node_serves_the_receivers_next_to_the_agent_config_server() {
     use crate::node::{Listeners, NodeSettings, RunningNode};
     let sink = Arc::new(RecordingSink::new());
-    let telemetry = Arc::new(Telemetry::new());
-    let settings = NodeSettings { data_sink: Some(crate::ingest::DataSink { sink: sink.clone(), telemetry }), ..NodeSettings::for_test() };
+    let settings = NodeSettings { data_sink: Some(sink.clone()), ..NodeSettings::for_test() };
     let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let listeners = Listeners { admin, data: Some(data) };

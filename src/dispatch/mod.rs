@@ -1,0 +1,346 @@
+//! Dispatch: the part of the data plane between receivers and storage, gated by the control
+//! plane.
+//!
+//! Receivers submit [`Batch`]es through [`BatchSink`]; the [`Dispatcher`] keeps them in a
+//! bounded queue (full → [`SubmitError::QueueFull`], counted as `samples_rejected{reason=
+//! "queue_full"}`) and a fixed pool of evaluation threads (off the async workers) takes them one
+//! by one. A batch is evaluated against every loaded MAL file of its catalog (see `evaluate`):
+//! each evaluation opens the file's gate in the runtime, so a suspended file's samples are
+//! dropped and counted, and a drain after a suspend waits exactly for the evaluations already
+//! open. A value is written only when its metric is registered with the shape it carries
+//! ([`MeasureRegistry`]); it then goes to every [`MetricWriter`] (storage, exporter).
+//! Per-file live state (`stats`) feeds `/runtime/rule/list`.
+
+pub mod config;
+mod evaluate;
+mod queue;
+pub mod stats;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hotrule_mal_engine::MetricValue;
+
+pub use config::{DispatchSettings, RawDispatch};
+pub use stats::EvaluationView;
+
+use crate::compiler::{Compiled, MetricShape};
+use crate::data::{Batch, BatchSink, Catalog, SubmitError};
+use crate::ids::{self, ContentHash, RuleKey};
+use crate::metrics::MetricWriter;
+use crate::runtime::{Origin, Runtime, SuspendResult};
+use crate::telemetry::{Telemetry, labels};
+use evaluate::{FileEval, Slot};
+use queue::{BatchQueue, PushRefused};
+
+/// What a full queue tells a receiver to wait before retrying.
+pub const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The shapes of registered measures: a value is written only when its metric is here with the
+/// same shape. The node's is [`NodeRegistry`]; tests use a map.
+pub trait MeasureRegistry: Send + Sync + 'static {
+    fn shape(&self, metric: &str) -> Option<MetricShape>;
+}
+
+/// The node's registry: the measure its schema registry (`Store`) holds; for a metric it holds
+/// none of, the shape an ACTIVE file (entry or bundled) claims for it. Measures are written on
+/// the main only (with the entry that needs them, or by the main's scan), so a peer's store
+/// lacks them; the claims, which follow the entries everywhere, stand for the registry there.
+pub struct NodeRegistry {
+    store: Arc<crate::store::Store>,
+    runtime: Arc<Runtime>,
+}
+
+impl NodeRegistry {
+    pub fn new(store: Arc<crate::store::Store>, runtime: Arc<Runtime>) -> NodeRegistry {
+        NodeRegistry { store, runtime }
+    }
+}
+
+impl MeasureRegistry for NodeRegistry {
+    fn shape(&self, metric: &str) -> Option<MetricShape> {
+        if let Some(measure) = self.store.measure(metric) {
+            return Some(measure.shape);
+        }
+        self.runtime.claims.with_all(|files| {
+            files.values().filter(|held| !held.inactive).find_map(|held| match &held.claims {
+                crate::rules::classify::Claims::Mal(metrics) => metrics.get(metric).copied(),
+                crate::rules::classify::Claims::Lal(_) => None,
+            })
+        })
+    }
+}
+
+/// Sees every evaluation's written values with the content version that computed them, while
+/// the file's gate is still open (tests, and the boundary check of the end-to-end run).
+pub trait EvaluationProbe: Send + Sync + 'static {
+    fn evaluated(&self, key: &RuleKey, content: &ContentHash, values: &[MetricValue]);
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error("starting evaluation thread {index}: {source}")]
+    Spawn { index: usize, source: std::io::Error },
+}
+
+/// The catalogs dispatch evaluates, as rule catalogs.
+pub fn rule_catalog(catalog: Catalog) -> ids::Catalog {
+    match catalog {
+        Catalog::Otel => ids::Catalog::OtelRules,
+        Catalog::Telegraf => ids::Catalog::TelegrafRules,
+        Catalog::LogMal => ids::Catalog::LogMalRules,
+    }
+}
+
+/// Whether files of `catalog` are evaluated by dispatch (and show an `evaluation` in the list).
+pub fn evaluates(catalog: ids::Catalog) -> bool {
+    matches!(catalog, ids::Catalog::OtelRules | ids::Catalog::TelegrafRules | ids::Catalog::LogMalRules)
+}
+
+/// The loaded files per catalog, rebuilt when the runtime changes.
+#[derive(Default)]
+struct Slots {
+    runtime_version: Option<u64>,
+    by_key: HashMap<RuleKey, Slot>,
+    by_catalog: HashMap<ids::Catalog, Arc<Vec<(RuleKey, Slot)>>>,
+}
+
+pub(crate) struct Shared {
+    queue: BatchQueue,
+    runtime: Arc<Runtime>,
+    registry: Arc<dyn MeasureRegistry>,
+    telemetry: Arc<Telemetry>,
+    writers: RwLock<Vec<Arc<dyn MetricWriter>>>,
+    probe: RwLock<Option<Arc<dyn EvaluationProbe>>>,
+    slots: Mutex<Slots>,
+    stats: stats::StatsMap,
+}
+
+impl Shared {
+    /// The loaded MAL files of `catalog` with their evaluation state.
+    fn files_of(&self, catalog: Catalog) -> Arc<Vec<(RuleKey, Slot)>> {
+        let catalog = rule_catalog(catalog);
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let version = self.runtime.version();
+        if slots.runtime_version != Some(version) {
+            self.rebuild(&mut slots, version);
+        }
+        slots.by_catalog.get(&catalog).cloned().unwrap_or_default()
+    }
+
+    /// Keeps the state of files still loaded, adds new ones, forgets unloaded ones (a file
+    /// loaded again starts with fresh counter windows) and the stats of files that are gone.
+    fn rebuild(&self, slots: &mut Slots, version: u64) {
+        let (loaded, known): (Vec<RuleKey>, HashSet<RuleKey>) = self.runtime.with_all(|rules| {
+            let loaded = rules
+                .iter()
+                .filter(|(key, state)| {
+                    evaluates(key.catalog) && state.loaded.as_ref().is_some_and(|l| matches!(*l.compiled, Compiled::Mal(_)))
+                })
+                .map(|(key, _)| key.clone())
+                .collect();
+            (loaded, rules.keys().filter(|key| evaluates(key.catalog)).cloned().collect())
+        });
+        let mut by_key: HashMap<RuleKey, Slot> = HashMap::with_capacity(loaded.len());
+        let mut by_catalog: HashMap<ids::Catalog, Vec<(RuleKey, Slot)>> = HashMap::new();
+        for key in loaded {
+            let slot = slots.by_key.remove(&key).unwrap_or_else(|| Arc::new(Mutex::new(FileEval::default())));
+            by_catalog.entry(key.catalog).or_default().push((key.clone(), slot.clone()));
+            by_key.insert(key, slot);
+        }
+        slots.by_key = by_key;
+        slots.by_catalog = by_catalog.into_iter().map(|(c, files)| (c, Arc::new(files))).collect();
+        slots.runtime_version = Some(version);
+        // A file keeps its stats while the node knows it (loaded, suspended, or an entry or
+        // bundled file that claims names, INACTIVE included).
+        self.runtime.claims.with_all(|claims| self.stats.retain(|key| known.contains(key) || claims.contains_key(key)));
+    }
+
+    fn reject(&self, reason: &str, values: usize) {
+        self.telemetry.values_rejected.get_or_create(&labels([("reason", reason)])).inc_by(values as u64);
+    }
+
+    /// Writes `values` to every writer; returns how many values some writer refused.
+    fn write(&self, key: &RuleKey, values: &[MetricValue]) -> usize {
+        let writers = self.writers.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut failed = 0;
+        for writer in writers {
+            if let Err(e) = writer.write(values) {
+                self.reject("storage_error", values.len());
+                tracing::warn!(rule = %key, values = values.len(), error = %e, "metric values not written");
+                failed = values.len();
+            }
+        }
+        failed
+    }
+
+    fn observe_written(&self, key: &RuleKey, content: &ContentHash, values: &[MetricValue]) {
+        let probe = self.probe.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(probe) = probe {
+            probe.evaluated(key, content, values);
+        }
+    }
+}
+
+/// How long one pause took to drain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PauseTiming {
+    /// From the suspend call to the last open evaluation's end.
+    pub elapsed: Duration,
+    /// False when the drain bound passed first.
+    pub drained: bool,
+    /// Evaluations open right after the suspend.
+    pub in_flight: usize,
+}
+
+/// The dispatcher: a bounded queue and a pool of evaluation threads. Dropping it stops the
+/// threads once they have finished what is queued; [`Dispatcher::stop`] also waits for them.
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    settings: DispatchSettings,
+}
+
+impl Dispatcher {
+    /// Starts `settings.workers` evaluation threads. Also sets the runtime's drain bound.
+    pub fn new(
+        settings: DispatchSettings,
+        runtime: Arc<Runtime>,
+        registry: Arc<dyn MeasureRegistry>,
+        telemetry: Arc<Telemetry>,
+        writers: Vec<Arc<dyn MetricWriter>>,
+    ) -> Result<Dispatcher, DispatchError> {
+        runtime.set_drain_timeout(settings.drain_timeout);
+        let shared = Arc::new(Shared {
+            queue: BatchQueue::new(settings.queue_batches),
+            runtime,
+            registry,
+            telemetry,
+            writers: RwLock::new(writers),
+            probe: RwLock::new(None),
+            slots: Mutex::new(Slots::default()),
+            stats: stats::StatsMap::default(),
+        });
+        let mut threads = Vec::with_capacity(settings.workers);
+        for index in 0..settings.workers.max(1) {
+            let for_thread = shared.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("hotrule-eval-{index}"))
+                .spawn(move || evaluation_loop(&for_thread))
+                .map_err(|source| DispatchError::Spawn { index, source });
+            match thread {
+                Ok(thread) => threads.push(thread),
+                Err(e) => {
+                    shared.queue.stop();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Dispatcher { shared, threads: Mutex::new(threads), settings })
+    }
+
+    pub fn settings(&self) -> &DispatchSettings {
+        &self.settings
+    }
+
+    /// The node's own metrics this dispatcher counts into.
+    pub fn telemetry(&self) -> &Arc<Telemetry> {
+        &self.shared.telemetry
+    }
+
+    /// Adds a destination of computed values (storage, exporter, a test twin).
+    pub fn add_writer(&self, writer: Arc<dyn MetricWriter>) {
+        self.shared.writers.write().unwrap_or_else(|p| p.into_inner()).push(writer);
+    }
+
+    pub fn set_probe(&self, probe: Option<Arc<dyn EvaluationProbe>>) {
+        *self.shared.probe.write().unwrap_or_else(|p| p.into_inner()) = probe;
+    }
+
+    /// The live evaluation state of one file (zeros when it was never evaluated).
+    pub fn evaluation(&self, key: &RuleKey) -> EvaluationView {
+        self.shared.stats.view(key)
+    }
+
+    /// Batches waiting for a thread.
+    pub fn queued(&self) -> usize {
+        self.shared.queue.len()
+    }
+
+    /// Waits until nothing is queued or being evaluated (blocking; tests and benchmarks).
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        self.shared.queue.wait_idle(timeout)
+    }
+
+    /// Suspends `key` (origin SELF), waits for its drain (up to the runtime's drain bound) and
+    /// resumes it: the pause-to-drained time the benchmark reports. None when the file could
+    /// not be suspended (not loaded, or suspended already).
+    pub async fn measure_pause(&self, key: &RuleKey) -> Option<PauseTiming> {
+        let runtime = &self.shared.runtime;
+        let started = Instant::now();
+        if runtime.suspend(key, Origin::SelfOrigin, true) != SuspendResult::Suspended {
+            return None;
+        }
+        let in_flight = runtime.in_flight(key);
+        let drained = runtime.wait_drained(key, started + runtime.drain_timeout()).await;
+        let elapsed = started.elapsed();
+        runtime.resume(key, Origin::SelfOrigin);
+        Some(PauseTiming { elapsed, drained, in_flight })
+    }
+
+    /// Refuses new batches, lets the threads finish what is queued, and waits for them
+    /// (blocking).
+    pub fn stop(&self) {
+        self.shared.queue.stop();
+        let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for thread in threads {
+            if thread.join().is_err() {
+                tracing::error!("an evaluation thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        self.shared.queue.stop();
+    }
+}
+
+impl BatchSink for Dispatcher {
+    fn submit(&self, batches: Vec<Batch>) -> Result<(), SubmitError> {
+        let counts: Vec<(crate::data::Protocol, usize)> = batches.iter().map(|b| (b.protocol, b.samples.len())).collect();
+        match self.shared.queue.push(batches) {
+            Ok(()) => Ok(()),
+            Err(PushRefused::Stopped) => Err(SubmitError::Stopped),
+            Err(PushRefused::Full) => {
+                for (protocol, samples) in counts {
+                    self.shared
+                        .telemetry
+                        .samples_rejected
+                        .get_or_create(&labels([("protocol", protocol.as_str()), ("reason", "queue_full")]))
+                        .inc_by(samples as u64);
+                }
+                Err(SubmitError::QueueFull { retry_after: RETRY_AFTER })
+            }
+        }
+    }
+}
+
+/// One evaluation thread: a batch at a time until the queue stops and empties. A panic in an
+/// evaluation is contained to its batch (the engine should never panic; this keeps a bug from
+/// shrinking the pool).
+fn evaluation_loop(shared: &Shared) {
+    while let Some(batch) = shared.queue.take() {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| evaluate::run_batch(shared, &batch)));
+        if outcome.is_err() {
+            tracing::error!(catalog = batch.catalog.as_str(), samples = batch.samples.len(), "evaluation panicked; batch lost");
+        }
+        shared.queue.done();
+    }
+}
+
+#[cfg(test)]
+mod tests;

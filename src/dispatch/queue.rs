@@ -1,0 +1,163 @@
+//! The bounded batch queue between receivers and the evaluation threads.
+//!
+//! Capacity is counted in batches. A submission is accepted whole or refused whole; one larger
+//! than the whole queue is accepted only into an empty queue (so it is never refused forever),
+//! which bounds the queue at `capacity` plus one request. The queue also counts the batches
+//! taken and not yet finished, so a waiter can tell when dispatch is idle.
+
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::data::Batch;
+
+/// Why a push was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushRefused {
+    Full,
+    Stopped,
+}
+
+#[derive(Default)]
+struct State {
+    batches: VecDeque<Batch>,
+    /// Batches taken by a thread and not yet finished.
+    processing: usize,
+    stopped: bool,
+}
+
+pub struct BatchQueue {
+    capacity: usize,
+    state: Mutex<State>,
+    /// Signalled when a batch arrives or the queue stops (the evaluation threads wait on it).
+    arrived: Condvar,
+    /// Signalled when a batch is finished (idle waiters wait on it).
+    finished: Condvar,
+}
+
+impl BatchQueue {
+    pub fn new(capacity: usize) -> BatchQueue {
+        BatchQueue {
+            capacity: capacity.max(1),
+            state: Mutex::new(State::default()),
+            arrived: Condvar::new(),
+            finished: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Batches waiting (not yet taken).
+    pub fn len(&self) -> usize {
+        self.lock().batches.len()
+    }
+
+    pub fn push(&self, batches: Vec<Batch>) -> Result<(), PushRefused> {
+        let mut state = self.lock();
+        if state.stopped {
+            return Err(PushRefused::Stopped);
+        }
+        let fits = state.batches.len() + batches.len() <= self.capacity;
+        if !fits && !state.batches.is_empty() {
+            return Err(PushRefused::Full);
+        }
+        state.batches.extend(batches);
+        drop(state);
+        self.arrived.notify_all();
+        Ok(())
+    }
+
+    /// The next batch, waiting for one; None once the queue is stopped and empty (batches
+    /// accepted before the stop are still handed out).
+    pub fn take(&self) -> Option<Batch> {
+        let mut state = self.lock();
+        loop {
+            if let Some(batch) = state.batches.pop_front() {
+                state.processing += 1;
+                return Some(batch);
+            }
+            if state.stopped {
+                return None;
+            }
+            state = self.arrived.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Marks one taken batch finished.
+    pub fn done(&self) {
+        let mut state = self.lock();
+        state.processing = state.processing.saturating_sub(1);
+        drop(state);
+        self.finished.notify_all();
+    }
+
+    /// Refuses new batches from now on and wakes the threads so they finish what is queued.
+    pub fn stop(&self) {
+        self.lock().stopped = true;
+        self.arrived.notify_all();
+        self.finished.notify_all();
+    }
+
+    /// Waits until nothing is queued or being evaluated, up to `timeout`; true when idle.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.lock();
+        loop {
+            if state.batches.is_empty() && state.processing == 0 {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self.finished.wait_timeout(state, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{Catalog, Protocol};
+
+    fn batch() -> Batch {
+        Batch { protocol: Protocol::Push, catalog: Catalog::Otel, samples: Vec::new(), received_ms: 0 }
+    }
+
+    #[test]
+    fn submissions_are_accepted_or_refused_whole() {
+        let queue = BatchQueue::new(3);
+        assert_eq!(queue.push(vec![batch(), batch()]), Ok(()));
+        assert_eq!(queue.push(vec![batch(), batch()]), Err(PushRefused::Full), "2 + 2 > 3");
+        assert_eq!(queue.len(), 2);
+        assert_eq!(queue.push(vec![batch()]), Ok(()));
+        assert!(queue.take().is_some());
+        queue.done();
+        assert_eq!(queue.len(), 2);
+    }
+
+    #[test]
+    fn an_oversized_request_enters_only_an_empty_queue() {
+        let queue = BatchQueue::new(2);
+        assert_eq!(queue.push(vec![batch()]), Ok(()));
+        assert_eq!(queue.push(vec![batch(), batch(), batch()]), Err(PushRefused::Full));
+        assert!(queue.take().is_some());
+        queue.done();
+        assert_eq!(queue.push(vec![batch(), batch(), batch()]), Ok(()), "empty: taken whole");
+    }
+
+    #[test]
+    fn a_stopped_queue_refuses_and_still_hands_out_what_it_holds() {
+        let queue = BatchQueue::new(4);
+        assert_eq!(queue.push(vec![batch()]), Ok(()));
+        queue.stop();
+        assert_eq!(queue.push(vec![batch()]), Err(PushRefused::Stopped));
+        assert!(queue.take().is_some());
+        assert!(!queue.wait_idle(Duration::ZERO), "one batch still being processed");
+        queue.done();
+        assert!(queue.take().is_none());
+        assert!(queue.wait_idle(Duration::ZERO));
+    }
+}
