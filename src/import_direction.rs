@@ -18,6 +18,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("data", &["metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
     ("metrics", &["data", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
     ("telemetry", &["data", "metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
+    ("query", &["workflow", "scan", "runtime", "store", "http", "node"]),
     ("compile_pool", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
 ];
 

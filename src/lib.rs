@@ -19,6 +19,7 @@ pub mod ids;
 pub mod listen;
 pub mod metrics;
 pub mod node;
+pub mod query;
 pub mod replication;
 pub mod rules;
 pub mod runtime;

@@ -69,6 +69,9 @@ pub struct NodeSettings {
     pub agent_tls: Option<crate::tls::TlsFiles>,
     /// Timeouts and connection caps of the admin, bus and data listeners.
     pub limits: ListenLimits,
+    /// The metric store queries read (this node's, and peers' cluster-wide queries); none: the
+    /// query routes answer that there is no metric storage.
+    pub metric_reader: Option<Arc<dyn crate::metrics::MetricReader>>,
 }
 
 impl NodeSettings {
@@ -89,6 +92,7 @@ impl NodeSettings {
             agent_flush_interval: std::time::Duration::from_millis(500),
             agent_tls: None,
             limits: ListenLimits::default(),
+            metric_reader: None,
         }
     }
 
@@ -115,6 +119,7 @@ impl NodeSettings {
             agent_flush_interval: crate::agent::maintenance::default_flush_interval(),
             agent_tls: config.agents.tls.clone(),
             limits: config.limits.clone(),
+            metric_reader: None,
         }
     }
 }
@@ -352,6 +357,12 @@ impl RunningNode {
             cluster: cluster.as_ref().map(|parts| parts.cluster.clone()),
             list_cache: std::sync::Mutex::new(None),
             agents: agents.clone(),
+            query: Arc::new(crate::query::QueryService::new(
+                node_id.clone(),
+                settings.metric_reader.clone(),
+                cluster.as_ref().map(|parts| parts.cluster.clone()),
+                crate::query::QuerySettings::default(),
+            )),
         });
 
         // 4. Boot: one synchronous scan before the admin port serves anything.
@@ -379,7 +390,7 @@ impl RunningNode {
             workers.spawn(SyncWorker::new(syncer, pull_requests_rx));
 
             // 6a. The bus, then readiness in gossip.
-            let handler = bus_handler(&cluster, &state, &locks, pulls);
+            let handler = bus_handler(&cluster, &state, &locks, pulls, settings.metric_reader.clone());
             match (bus_server, &memory_network) {
                 (Some((listener, gate)), _) => {
                     let router = crate::bus::router_with_gate(handler, gate);
@@ -516,6 +527,7 @@ fn bus_handler(
     state: &Arc<AdminState>,
     locks: &Arc<FileLocks>,
     pulls: PullQueue,
+    metrics: Option<Arc<dyn crate::metrics::MetricReader>>,
 ) -> Arc<dyn crate::bus::BusHandler> {
     Arc::new(NodeBusHandler {
         cluster: cluster.clone(),
@@ -538,5 +550,6 @@ fn bus_handler(
                 None => b"null".to_vec(),
             })
         },
+        metrics,
     })
 }

@@ -11,6 +11,7 @@ mod dump;
 mod forwarded;
 mod layers;
 mod params;
+mod query;
 mod reads;
 mod rule_test;
 mod writes;
@@ -61,6 +62,8 @@ pub struct AdminState {
     pub agents: Arc<crate::agent::AgentService>,
     /// The list view's rendered rows, reused until the runtime or the store changes.
     pub list_cache: std::sync::Mutex<Option<reads::ListCache>>,
+    /// Metric queries: this node's metric store and the cluster fan-out.
+    pub query: Arc<crate::query::QueryService>,
 }
 
 impl AdminState {
@@ -171,18 +174,26 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/agent/commands", get(agents::list_commands).post(agents::create_command))
         .route("/agent/commands/{name}", delete(agents::delete_command))
         .route("/agent/agents", get(agents::list_agents))
-        .route("/agent/agents/{instance_id}", get(agents::show_agent));
+        .route("/agent/agents/{instance_id}", get(agents::show_agent))
+        .route("/query/metrics", get(query::metrics))
+        .route("/query/metrics/list", get(query::list))
+        .route("/query/metrics/entities", get(query::entities));
     #[cfg(feature = "failpoints")]
     let rules = rules.route("/debug/failpoints", post(writes::set_failpoint)).route("/debug/drop", post(writes::set_drop));
     // The token is checked first (the last layer added runs first), then repeated parameters.
     let protected = rules
         .route_layer(middleware::from_fn(refuse_repeated_parameters))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    // The Prometheus API takes repeated parameters (`match[]`), so it is outside the
+    // repeated-parameter refusal, behind the same token.
+    let prometheus = crate::query::prom_api::router(state.query.clone())
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
         .merge(protected)
         .fallback(unknown_route)
         .with_state(state)
+        .merge(prometheus)
 }
 
 async fn healthz() -> Response {
