@@ -191,11 +191,19 @@ impl QueryService {
     }
 
     /// Sends `request` to every live peer at once; each answer or why there is none, by peer in
-    /// id order. Each call is bounded by `timeout`, so the whole fan-out is too.
+    /// id order. Each call is bounded by `timeout`, so the whole fan-out is too. A member the
+    /// view holds dead is not asked but listed (its data is missing from the answer too).
     async fn ask_peers(&self, request: BusRequest, timeout: Duration) -> Vec<(NodeId, Result<BusResponse, String>)> {
         let Some(cluster) = &self.cluster else { return Vec::new() };
-        let mut peers: Vec<_> = cluster.view().live_peers().cloned().collect();
+        let view = cluster.view();
+        let mut peers: Vec<_> = view.live_peers().cloned().collect();
         peers.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+        let dead = view
+            .members
+            .iter()
+            .filter(|m| !m.live && m.node_id != view.self_id)
+            .map(|m| (m.node_id.clone(), Err("not live in this node's cluster view".to_string())));
+        let dead: Vec<_> = dead.collect();
         let calls = peers.into_iter().map(|peer| {
             let cluster = cluster.clone();
             let request = request.clone();
@@ -211,7 +219,10 @@ impl QueryService {
                 (peer.node_id, answer)
             }
         });
-        crate::replication::peers::futures_join(calls).await
+        let mut answers = crate::replication::peers::futures_join(calls).await;
+        answers.extend(dead);
+        answers.sort_by(|a, b| a.0.cmp(&b.0));
+        answers
     }
 }
 
