@@ -416,3 +416,29 @@ async fn cluster_queries_merge_by_function_and_name_a_silent_peer_without_hangin
         node.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn the_metrics_cli_prints_tables_and_json() {
+    let node = node_with(Some(sample_store()), Some("s3cret")).await;
+    let server = format!("http://{}", node.node.admin_addr);
+    let env = [("HOTRULE_ADMIN_TOKEN", "s3cret")];
+    let (code, stdout, _) = harness::hotrule_cli(&["metrics", "list", "--server", &server], &env).await;
+    assert_eq!(code, 0);
+    assert!(stdout.starts_with("NAME") && stdout.contains("meter_requests  SERVICE  sumLabeled"), "{stdout}");
+    let args = ["metrics", "query", "--server", &server, "--name", "meter_cpu", "--service", "b", "--start", "2025-01-01 1200", "--end", "2025-01-01 1201"];
+    let (code, stdout, _) = harness::hotrule_cli(&args, &env).await;
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert!(lines[1].contains("2025-01-01T12:00:00.000Z") && lines[1].contains("service=b") && lines[1].ends_with("100"), "{stdout}");
+    let mut json_args = args.to_vec();
+    json_args.push("--json");
+    let (code, stdout, _) = harness::hotrule_cli(&json_args, &env).await;
+    assert_eq!(code, 0);
+    let body: Json = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(body["series"][0]["points"][1]["value"], 101);
+    let (code, _, stderr) = harness::hotrule_cli(&["metrics", "query", "--server", &server, "--name", "m", "--step", "WEEK"], &env).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("invalid_parameter") && stderr.contains("step"), "{stderr}");
+    node.node.shutdown().await;
+}
