@@ -233,6 +233,10 @@ async fn series_labels_and_label_values_with_match() {
     assert!(body["data"]["version"].is_string() && body["data"].get("features").is_none());
     let (_, body) = get(&node.client, "/api/v1/metadata", &[]).await;
     assert_eq!(body["data"]["meter_cpu"][0]["type"], "gauge");
+    let (status, body) = get(&node.client, "/api/v1/query_exemplars", &[("query", "meter_cpu")]).await;
+    assert_eq!((status, body["data"].clone()), (200, json!([])));
+    let (status, body) = get(&node.client, "/api/v1/label/0bad/values", &[]).await;
+    assert_eq!((status, body["error"].as_str()), (400, Some("invalid label name: \"0bad\"")), "{body}");
     node.node.shutdown().await;
 }
 

@@ -32,7 +32,7 @@ pub async fn entities(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Re
     }
 }
 
-fn answer(result: Result<serde_json::Value, crate::status::Outcome>) -> Response {
+fn answer<T: serde::Serialize>(result: Result<T, crate::status::Outcome>) -> Response {
     match result {
         Ok(body) => axum::Json(body).into_response(),
         Err(outcome) => outcome_response(&outcome, "", ""),

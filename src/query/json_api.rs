@@ -140,33 +140,61 @@ fn provenance(body: &mut Value, gathered: &Gathered) {
     body["partial"] = gathered.missing.iter().map(|m| json!({"node": m.node.0, "reason": m.reason})).collect();
 }
 
+/// One bucket of a series in `/query/metrics` (serialized directly: a day of minutes is 1440).
+#[derive(Debug, serde::Serialize)]
+pub struct PointBody {
+    pub bucket: i64,
+    pub time: i64,
+    pub value: Value,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct SeriesBody {
+    pub entity: Value,
+    pub points: Vec<PointBody>,
+}
+
+/// The answer of `/query/metrics`.
+#[derive(Debug, serde::Serialize)]
+pub struct MetricsBody {
+    pub name: String,
+    pub step: &'static str,
+    pub start: i64,
+    pub end: i64,
+    pub cluster: bool,
+    pub metric: Value,
+    pub series: Vec<SeriesBody>,
+    pub nodes: Value,
+    pub partial: Value,
+}
+
 /// `GET /query/metrics`.
-pub async fn metrics(service: &QueryService, params: &HashMap<String, String>) -> Result<Value, Outcome> {
+pub async fn metrics(service: &QueryService, params: &HashMap<String, String>) -> Result<MetricsBody, Outcome> {
     only_known(params, &["name", "service", "instance", "endpoint", "start", "end", "step", "cluster"])?;
     let request = read_request(params, now_ms() as i64, Granularity::Minute, 30)?;
     let reach = service.reach(request.cluster, None);
     let gathered = service.read(&request.filter, request.step, floor_to(request.step, request.start_ms), request.end_ms, reach).await?;
-    let series: Vec<Value> = gathered
+    let series = gathered
         .series
         .iter()
-        .map(|s| {
-            let points: Vec<Value> =
-                s.points.iter().map(|p| json!({"bucket": p.bucket, "time": p.start_ms, "value": value_json(&p.value)})).collect();
-            json!({"entity": entity_json(&s.entity), "points": points})
+        .map(|s| SeriesBody {
+            entity: entity_json(&s.entity),
+            points: s.points.iter().map(|p| PointBody { bucket: p.bucket, time: p.start_ms, value: value_json(&p.value) }).collect(),
         })
         .collect();
-    let info = gathered.metrics.get(&request.filter.metric);
-    let mut body = json!({
-        "name": request.filter.metric,
-        "step": request.step.as_str(),
-        "start": request.start_ms,
-        "end": request.end_ms,
-        "cluster": reach.cluster,
-        "metric": info.map_or(Value::Null, info_json),
-        "series": series,
-    });
-    provenance(&mut body, &gathered);
-    Ok(body)
+    let mut provenance_body = json!({});
+    provenance(&mut provenance_body, &gathered);
+    Ok(MetricsBody {
+        step: request.step.as_str(),
+        start: request.start_ms,
+        end: request.end_ms,
+        cluster: reach.cluster,
+        metric: gathered.metrics.get(&request.filter.metric).map_or(Value::Null, info_json),
+        name: request.filter.metric,
+        series,
+        nodes: provenance_body["nodes"].take(),
+        partial: provenance_body["partial"].take(),
+    })
 }
 
 /// `GET /query/metrics/list`.

@@ -34,6 +34,7 @@ pub fn router(service: Arc<QueryService>) -> Router {
         .route("/api/v1/labels", get(labels).post(labels))
         .route("/api/v1/label/{name}/values", get(label_values))
         .route("/api/v1/metadata", get(metadata))
+        .route("/api/v1/query_exemplars", get(no_exemplars).post(no_exemplars))
         .route("/api/v1/status/buildinfo", get(buildinfo))
         .with_state(service)
 }
@@ -393,7 +394,13 @@ pub fn unescape_label_name(name: &str) -> Option<String> {
 async fn label_values(State(service): State<Arc<QueryService>>, Path(name): Path<String>, uri: Uri, headers: HeaderMap) -> Response {
     let form = Form::read(&uri, &headers, &[]);
     let run = async {
-        let label = unescape_label_name(&name).filter(|n| !n.is_empty()).ok_or_else(|| ApiError::bad(format!("invalid label name: {name:?}")))?;
+        let legacy = |n: &str| {
+            let mut chars = n.chars();
+            chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        let label = unescape_label_name(&name)
+            .filter(|n| !n.is_empty() && (name.starts_with("U__") || legacy(n)))
+            .ok_or_else(|| ApiError::bad(format!("invalid label name: {name:?}")))?;
         let selectors = selectors(&form)?;
         let limit = form.limit()?;
         let mut warnings = Vec::new();
@@ -433,6 +440,12 @@ async fn metadata(State(service): State<Arc<QueryService>>, uri: Uri, headers: H
         Ok::<_, ApiError>(success(Value::Object(data), warnings(&gathered.missing)))
     };
     run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `/api/v1/query_exemplars`: hotrule stores no exemplars (Grafana asks when a panel has them
+/// switched on; an empty answer is what Prometheus gives for series without any).
+async fn no_exemplars() -> Response {
+    success(json!([]), Vec::new())
 }
 
 /// `/api/v1/status/buildinfo`: Grafana reads it to tell Prometheus from Mimir (no `features`:

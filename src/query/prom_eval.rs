@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::metrics::prom::{Labels, expand};
-use crate::metrics::{Granularity, Series};
+use crate::metrics::prom::{Labels, expand, series_labels};
+use crate::metrics::{Granularity, Series, Value};
 
 use super::matcher::{Matcher, matches_all};
 
@@ -52,6 +52,18 @@ pub fn granularity_for_window(window_ms: i64) -> Granularity {
 pub fn to_prom_series(series: &[Series], matchers: &[Matcher]) -> Vec<PromSeries> {
     let mut by_labels: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
     for one in series {
+        // Single values carry the entity's labels alone: built and matched once per series.
+        if one.points.iter().all(|p| matches!(p.value, Value::Single(_))) {
+            let labels = series_labels(&one.metric, &one.entity);
+            if matches_all(matchers, &labels) {
+                let samples = by_labels.entry(labels).or_default();
+                samples.extend(one.points.iter().filter_map(|p| match p.value {
+                    Value::Single(v) => Some((p.start_ms, v as f64)),
+                    _ => None,
+                }));
+            }
+            continue;
+        }
         for point in &one.points {
             for (labels, value) in expand(&one.metric, &one.entity, &point.value) {
                 if matches_all(matchers, &labels) {
@@ -122,7 +134,7 @@ pub fn range(series: &[PromSeries], start: i64, end: i64, step: i64, lookback_ms
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{Entity, Point, Value};
+    use crate::metrics::{Entity, Point};
     use crate::query::matcher::MatchOp;
     use hotrule_mal_engine::ScopeType;
 
