@@ -14,6 +14,7 @@
 //! The pure parts (parsing, matching, evaluation, merging) have no IO.
 
 pub mod json_api;
+mod lexer;
 pub mod matcher;
 pub mod memory;
 pub mod merge;

@@ -96,13 +96,36 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Prometheus's success envelope, serialized directly (a day of minute steps is 1441 pairs).
+#[derive(serde::Serialize)]
+struct Envelope<T> {
+    status: &'static str,
+    data: T,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
+}
+
 /// A successful answer: `data`, and `warnings` when there are any.
-pub fn success(data: Value, warnings: Vec<String>) -> Response {
-    let mut body = json!({"status": "success", "data": data});
-    if !warnings.is_empty() {
-        body["warnings"] = json!(warnings);
-    }
-    axum::Json(body).into_response()
+pub fn success<T: serde::Serialize>(data: T, warnings: Vec<String>) -> Response {
+    axum::Json(Envelope { status: "success", data, warnings }).into_response()
+}
+
+/// A `matrix` result: series with `[time, "value"]` pairs.
+#[derive(serde::Serialize)]
+struct Matrix {
+    #[serde(rename = "resultType")]
+    result_type: &'static str,
+    result: Vec<MatrixSeries>,
+}
+
+#[derive(serde::Serialize)]
+struct MatrixSeries {
+    metric: Labels,
+    values: Vec<(Value, String)>,
+}
+
+fn matrix_series(metric: Labels, values: Vec<(i64, f64)>) -> MatrixSeries {
+    MatrixSeries { metric, values: values.into_iter().map(|(t, v)| (prom_timestamp(t), prom_value(v))).collect() }
 }
 
 /// The parameters of a call: the query string, then a form-encoded body (Go's `r.Form` order).
@@ -274,23 +297,22 @@ async fn range_query(service: &QueryService, form: &Form) -> Result<Response, Ap
     let lookback = lookback(service, form)?;
     let reach = form.reach(service)?;
     let limit = form.limit()?;
-    let points = |values: Vec<(i64, f64)>| -> Value { values.into_iter().map(|(t, v)| json!([prom_timestamp(t), prom_value(v)])).collect() };
     match query {
         Query::Scalar(value) => {
             let steps = (0..=(end - start) / step).map(|k| (start + k * step, value)).collect();
-            Ok(success(json!({"resultType": "matrix", "result": [{"metric": {}, "values": points(steps)}]}), Vec::new()))
+            Ok(success(Matrix { result_type: "matrix", result: vec![matrix_series(Labels::new(), steps)] }, Vec::new()))
         }
         Query::Selector(selector) => {
             let granularity = prom_eval::granularity_for_step(step);
             let lookback = lookback.max(granularity.millis());
             let (series, missing) = select(service, &selector, granularity, start - lookback, end, reach).await?;
-            let mut result: Vec<Value> = prom_eval::range(&series, start, end, step, lookback)
+            let mut result: Vec<MatrixSeries> = prom_eval::range(&series, start, end, step, lookback)
                 .into_iter()
-                .map(|(labels, values)| json!({"metric": metric_json(&labels), "values": points(values)}))
+                .map(|(labels, values)| matrix_series(labels, values))
                 .collect();
             let mut warnings = warnings(&missing);
             truncate(&mut result, limit, &mut warnings);
-            Ok(success(json!({"resultType": "matrix", "result": result}), warnings))
+            Ok(success(Matrix { result_type: "matrix", result }, warnings))
         }
     }
 }
