@@ -22,6 +22,7 @@ pub mod ingest;
 pub mod listen;
 pub mod metrics;
 pub mod node;
+pub mod query;
 pub mod replication;
 pub mod rules;
 pub mod runtime;

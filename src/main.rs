@@ -61,6 +61,13 @@ enum Command {
         #[command(subcommand)]
         command: AgentGroupCommand,
     },
+    /// Stored metric values (`/query/metrics`): list the metrics, query one.
+    Metrics {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        command: hotrule::client::metrics::MetricsCommand,
+    },
     /// Inspect a configuration without running a node.
     Config {
         #[command(subcommand)]
@@ -435,6 +442,10 @@ fn main() -> ExitCode {
                 Err(code) => code,
             },
             Command::Bench { command } => hotrule::bench::run(command).await,
+            Command::Metrics { server, command } => match admin_client(&server) {
+                Ok(client) => exit_code(hotrule::client::metrics::run(&client, command).await),
+                Err(code) => code,
+            },
             Command::Agent { server, command } => agent(server, AgentCli::Agent(command)).await,
             Command::AgentConfig { server, command } => agent(server, AgentCli::Config(command)).await,
             Command::AgentGroup { server, command } => agent(server, AgentCli::Group(command)).await,

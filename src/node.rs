@@ -82,6 +82,9 @@ pub struct NodeSettings {
     pub export: Option<crate::export::RemoteWriteSettings>,
     /// The data plane's dispatch queue, evaluation threads and drain bound.
     pub dispatch: crate::dispatch::DispatchSettings,
+    /// The metric store queries read (this node's, and peers' cluster-wide queries); none: the
+    /// query routes answer that there is no metric storage.
+    pub metric_reader: Option<Arc<dyn crate::metrics::MetricReader>>,
 }
 
 impl NodeSettings {
@@ -107,6 +110,7 @@ impl NodeSettings {
             telemetry: Arc::new(Telemetry::new()),
             export: None,
             dispatch: crate::dispatch::DispatchSettings::for_test(),
+            metric_reader: None,
         }
     }
 
@@ -138,6 +142,7 @@ impl NodeSettings {
             telemetry: Arc::new(Telemetry::new()),
             export: config.export.clone(),
             dispatch: config.dispatch.clone(),
+            metric_reader: None,
         }
     }
 }
@@ -391,6 +396,12 @@ impl RunningNode {
             agents: agents.clone(),
             telemetry: settings.telemetry.clone(),
             dispatcher,
+            query: Arc::new(crate::query::QueryService::new(
+                node_id.clone(),
+                settings.metric_reader.clone(),
+                cluster.as_ref().map(|parts| parts.cluster.clone()),
+                crate::query::QuerySettings::default(),
+            )),
         });
 
         let sink: Arc<dyn crate::data::BatchSink> = match &settings.data_sink {
@@ -427,7 +438,7 @@ impl RunningNode {
             workers.spawn(SyncWorker::new(syncer, pull_requests_rx));
 
             // 6a. The bus, then readiness in gossip.
-            let handler = bus_handler(&cluster, &state, &locks, pulls);
+            let handler = bus_handler(&cluster, &state, &locks, pulls, settings.metric_reader.clone());
             match (bus_server, &memory_network) {
                 (Some((listener, gate)), _) => {
                     let router = crate::bus::router_with_gate(handler, gate);
@@ -571,6 +582,7 @@ fn bus_handler(
     state: &Arc<AdminState>,
     locks: &Arc<FileLocks>,
     pulls: PullQueue,
+    metrics: Option<Arc<dyn crate::metrics::MetricReader>>,
 ) -> Arc<dyn crate::bus::BusHandler> {
     Arc::new(NodeBusHandler {
         cluster: cluster.clone(),
@@ -593,5 +605,6 @@ fn bus_handler(
                 None => b"null".to_vec(),
             })
         },
+        metrics,
     })
 }

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod dispatch;
 pub mod etcd;
 pub mod mal;
+pub mod query;
 pub mod throughput;
 mod writes;
 
@@ -143,6 +144,16 @@ pub enum BenchCommand {
     },
     /// A fleet of simulated LoongCollector agents heartbeating a node's data listener.
     Agents(AgentsArgs),
+    /// One day of one metric at minute steps read back through the query APIs (Prometheus
+    /// query_range and /query/metrics) of an in-process node on the in-memory metric store.
+    Query {
+        /// Services stored (one is read back).
+        #[arg(long, default_value_t = 100)]
+        entities: usize,
+        /// Sequential requests per API.
+        #[arg(long, default_value_t = 1000)]
+        requests: usize,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -203,6 +214,7 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit)).await)
         }
         BenchCommand::Agents(args) => report(bench_agents(args).await),
+        BenchCommand::Query { entities, requests } => report(query::run(entities, requests).await),
         BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net, None).await),
         BenchCommand::Dispatch { dir, hosts, workers, queue, pauses } => {
             let cores = std::thread::available_parallelism().map_or(1, usize::from);

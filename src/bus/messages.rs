@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::BusError;
+use super::query::{MetricInfoWire, MetricQuery, SeriesWire};
 use crate::ids::{ContentHash, NodeId, Revision, RuleKey};
 use crate::store::{EntryStatus, RuleEntry};
 
@@ -17,6 +18,9 @@ use crate::store::{EntryStatus, RuleEntry};
 /// Version 2: `View` added, and calls carry a nonce and signed answers (see `auth`), and
 /// `NotifyCommitted` carries the committed entry and the revision it follows. Version 2 has not
 /// been released with the shorter `NotifyCommitted`, so both changes share one version.
+/// The metric-query messages (`QueryMetrics`, `ListMetrics` and their answers) are appended
+/// variants: bincode writes a variant's index, so every earlier message encodes as before, and a
+/// node without them refuses only them (an undecodable call), which the asker counts as no answer.
 pub const BUS_FORMAT_VERSION: u8 = 2;
 
 /// The largest encoded message accepted in either direction (64 MiB): a full `Entries` answer
@@ -166,6 +170,10 @@ pub enum BusRequest {
     ConfirmHeld { key: RuleKey, revision: Revision },
     /// A read-only view of the peer, as JSON (cluster-wide admin reads). → `View`
     View { what: NodeView },
+    /// The series the peer stored for a metric read (cluster-wide queries). → `MetricSeries`
+    QueryMetrics { query: MetricQuery },
+    /// The metrics the peer stores. → `MetricList`
+    ListMetrics,
 }
 
 impl BusRequest {
@@ -180,6 +188,8 @@ impl BusRequest {
             BusRequest::FetchEntries { .. } => "fetch_entries",
             BusRequest::ConfirmHeld { .. } => "confirm_held",
             BusRequest::View { .. } => "view",
+            BusRequest::QueryMetrics { .. } => "query_metrics",
+            BusRequest::ListMetrics => "list_metrics",
         }
     }
 }
@@ -219,6 +229,15 @@ pub enum BusResponse {
     View {
         json: Vec<u8>,
     },
+    /// The answer to `QueryMetrics`: the series read, and the metrics they belong to.
+    MetricSeries {
+        metrics: Vec<MetricInfoWire>,
+        series: Vec<SeriesWire>,
+    },
+    /// The answer to `ListMetrics`.
+    MetricList {
+        metrics: Vec<MetricInfoWire>,
+    },
 }
 
 impl BusResponse {
@@ -233,6 +252,8 @@ impl BusResponse {
             BusResponse::Held { .. } => "held",
             BusResponse::Error { .. } => "error",
             BusResponse::View { .. } => "view",
+            BusResponse::MetricSeries { .. } => "metric_series",
+            BusResponse::MetricList { .. } => "metric_list",
         }
     }
 }
@@ -330,6 +351,24 @@ pub(crate) mod tests {
         }
     }
 
+    fn metric_info() -> MetricInfoWire {
+        MetricInfoWire {
+            name: "m".into(),
+            scope: hotrule_mal_engine::ScopeType::Service,
+            data_type: hotrule_mal_engine::DataType::Single,
+            downsampling: hotrule_mal_engine::Downsampling::Sum,
+        }
+    }
+
+    #[test]
+    fn the_existing_messages_keep_their_encoding() {
+        // View is variant 7 of BusRequest and 8 of BusResponse: appending variants moved nothing.
+        let view = encode_request(&BusRequest::View { what: NodeView::Agents }).expect("encode");
+        assert_eq!(view, vec![BUS_FORMAT_VERSION, 7, 1]);
+        let ack = encode_response(&BusResponse::Ack).expect("encode");
+        assert_eq!(ack, vec![BUS_FORMAT_VERSION, 3]);
+    }
+
     pub(crate) fn every_request() -> Vec<BusRequest> {
         let sender = node("10.0.0.1:17128");
         vec![
@@ -400,6 +439,18 @@ pub(crate) mod tests {
             },
             BusRequest::View { what: NodeView::Rules },
             BusRequest::View { what: NodeView::Agents },
+            BusRequest::QueryMetrics {
+                query: MetricQuery {
+                    metric: "meter_vm_cpu".into(),
+                    service: Some("vm-1".into()),
+                    instance: None,
+                    endpoint: None,
+                    granularity: "MINUTE".into(),
+                    start_ms: 1,
+                    end_ms: 2,
+                },
+            },
+            BusRequest::ListMetrics,
         ]
     }
 
@@ -460,6 +511,19 @@ pub(crate) mod tests {
             },
             BusResponse::View {
                 json: b"{\"rules\":[]}".to_vec(),
+            },
+            BusResponse::MetricSeries {
+                metrics: vec![metric_info()],
+                series: vec![SeriesWire {
+                    metric: "m".into(),
+                    entity: crate::bus::query::EntityWire::from(&crate::metrics::Entity::new(
+                        hotrule_mal_engine::ScopeType::Service,
+                    )),
+                    points: vec![(202_501_011_200, 1, crate::bus::query::ValueWire::Single(4))],
+                }],
+            },
+            BusResponse::MetricList {
+                metrics: vec![metric_info()],
             },
         ]
     }

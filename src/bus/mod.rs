@@ -6,6 +6,7 @@
 //! [`BusRequest`] and whose 200 answer is an encoded [`BusResponse`].
 //!
 //! - [`messages`]: the vocabulary and its wire encoding (version byte + bincode, bounded);
+//! - [`query`]: the payloads of the metric-query messages (cluster-wide metric reads);
 //! - [`auth`]: the HMACs over a shared secret (calls and answers), or an explicitly insecure bus;
 //! - [`gate`]: what a call passes before it is handled (headers, replay, length, then the MAC);
 //! - [`server`]: the axum router that authenticates, decodes and hands requests to a
@@ -20,6 +21,7 @@ pub mod client;
 pub mod gate;
 pub mod memory;
 pub mod messages;
+pub mod query;
 pub mod server;
 #[cfg(test)]
 mod tests;

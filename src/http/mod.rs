@@ -12,6 +12,7 @@ mod forwarded;
 mod layers;
 mod metrics;
 mod params;
+mod query;
 mod reads;
 mod rule_test;
 mod writes;
@@ -67,6 +68,8 @@ pub struct AdminState {
     /// The data plane's dispatcher: receivers submit batches to it (`BatchSink`); the list
     /// shows its per-file evaluation state.
     pub dispatcher: Arc<crate::dispatch::Dispatcher>,
+    /// Metric queries: this node's metric store and the cluster fan-out.
+    pub query: Arc<crate::query::QueryService>,
 }
 
 impl AdminState {
@@ -184,18 +187,26 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/agent/commands", get(agents::list_commands).post(agents::create_command))
         .route("/agent/commands/{name}", delete(agents::delete_command))
         .route("/agent/agents", get(agents::list_agents))
-        .route("/agent/agents/{instance_id}", get(agents::show_agent));
+        .route("/agent/agents/{instance_id}", get(agents::show_agent))
+        .route("/query/metrics", get(query::metrics))
+        .route("/query/metrics/list", get(query::list))
+        .route("/query/metrics/entities", get(query::entities));
     #[cfg(feature = "failpoints")]
     let rules = rules.route("/debug/failpoints", post(writes::set_failpoint)).route("/debug/drop", post(writes::set_drop));
     // The token is checked first (the last layer added runs first), then repeated parameters.
     let protected = rules
         .route_layer(middleware::from_fn(refuse_repeated_parameters))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    // The Prometheus API takes repeated parameters (`match[]`), so it is outside the
+    // repeated-parameter refusal, behind the same token.
+    let prometheus = crate::query::prom_api::router(state.query.clone())
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
         .merge(protected)
         .fallback(unknown_route)
         .with_state(state)
+        .merge(prometheus)
 }
 
 async fn healthz() -> Response {

@@ -1,12 +1,15 @@
 //! Answers peers over the bus: Forward (handed to the admin API, see [`ForwardTarget`]),
 //! Suspend/Resume through the origin lattice, commit notices (see `notices`), storage sync, and the
-//! read-only views behind cluster-wide admin reads (so those never carry an operator's token).
+//! read-only views behind cluster-wide admin reads (so those never carry an operator's token),
+//! and reads of this node's metric store behind cluster-wide metric queries.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::bus::messages::{BusRequest, BusResponse, ForwardOp, NodeView, ResumeState, SuspendState};
+use crate::bus::query::{MetricInfoWire, MetricQuery, SeriesWire};
 use crate::bus::server::BusHandler;
+use crate::metrics::MetricReader;
 use crate::ids::RuleKey;
 use crate::runtime::locks::FileLocks;
 use crate::runtime::{Origin, ResumeResult, Runtime, SuspendResult};
@@ -37,6 +40,8 @@ pub struct NodeBusHandler {
     pub notices: NoticeReceiver,
     pub forwarded: Arc<dyn ForwardTarget>,
     pub views: ViewSource,
+    /// This node's metric store, when it has one (peers' cluster-wide metric queries read it).
+    pub metrics: Option<Arc<dyn MetricReader>>,
 }
 
 impl NodeBusHandler {
@@ -123,7 +128,38 @@ impl BusHandler for NodeBusHandler {
                     BusResponse::Held { held: self.store.entry_meta(&key).is_some_and(|m| m.revision >= revision) }
                 }
                 BusRequest::View { what } => BusResponse::View { json: (self.views)(what) },
+                BusRequest::QueryMetrics { query } => read_metrics(self.metrics.clone(), Some(query)).await,
+                BusRequest::ListMetrics => read_metrics(self.metrics.clone(), None).await,
             }
         })
+    }
+}
+
+/// Reads this node's metric store off the async threads: the series of `query` with the
+/// metrics they belong to, or (no query) the metric list.
+async fn read_metrics(reader: Option<Arc<dyn MetricReader>>, query: Option<MetricQuery>) -> BusResponse {
+    let Some(reader) = reader else {
+        return BusResponse::Error { message: "this node has no metric storage".into() };
+    };
+    let read = tokio::task::spawn_blocking(move || -> Result<BusResponse, crate::metrics::MetricStoreError> {
+        let metrics = reader.metrics()?;
+        let Some(query) = query else {
+            return Ok(BusResponse::MetricList { metrics: metrics.iter().map(MetricInfoWire::from).collect() });
+        };
+        let Some(granularity) = query.granularity() else {
+            return Ok(BusResponse::Error { message: format!("unknown granularity {:?}", query.granularity) });
+        };
+        let series = reader.read(&query.filter(), granularity, query.start_ms, query.end_ms)?;
+        let names: std::collections::BTreeSet<&str> = series.iter().map(|s| s.metric.as_str()).collect();
+        Ok(BusResponse::MetricSeries {
+            metrics: metrics.iter().filter(|m| names.contains(m.name.as_str())).map(MetricInfoWire::from).collect(),
+            series: series.iter().map(SeriesWire::from).collect(),
+        })
+    })
+    .await;
+    match read {
+        Ok(Ok(response)) => response,
+        Ok(Err(e)) => BusResponse::Error { message: format!("metric store: {e}") },
+        Err(e) => BusResponse::Error { message: format!("metric read failed: {e}") },
     }
 }
