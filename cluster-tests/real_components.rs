@@ -58,7 +58,6 @@ async fn prometheus_scrapes_node_exporter_remote_writes_and_promtool_reads_back(
     let instant = promtool_instant(&scraper.url(), &selector).await.expect("promtool query instant");
     assert_eq!(instant.len(), 1, "{instant:?}");
     assert_eq!(instant[0].value, mem_total);
-    assert_eq!(instant[0].label("job_name"), Some(VM_JOB));
     assert_eq!(instant[0].label("job"), Some(VM_JOB));
     wait_until(WAIT, "two scrapes in the TSDB", || async {
         let now = unix_now();
@@ -77,7 +76,8 @@ async fn prometheus_scrapes_node_exporter_remote_writes_and_promtool_reads_back(
     })
     .await;
     let written = receiver.query(&selector).await.expect("query the receiver");
-    assert_eq!(written[0].label("job_name"), Some(VM_JOB));
+    assert_eq!(written[0].label("job"), Some(VM_JOB));
+    assert_eq!(written[0].label("instance"), Some(exporter.target().as_str()));
     let now = unix_now();
     let matrix = api_query_range(&receiver.proc.client(), &selector, now - 30, now, 1).await.expect("query_range on the receiver");
     assert!(!matrix.is_empty() && !matrix[0].values.is_empty(), "{matrix:?}");

@@ -14,27 +14,29 @@ use hotrule::client::{AdminClient, with_query};
 
 use super::{Proc, ScrapeJob, start_on_free_port};
 
-/// ALIGN: the scrape-job and export sections of the node configuration (issue 13: "SkyWalking's
-/// prometheus-fetcher shape: job name, static targets, interval, timeout"; "`export.remote_write`
-/// … url, headers, batch size, queue bound, retry with backoff").
+/// ALIGN: the scrape-job and export sections of the node configuration, as the ingest and
+/// export helpers' branches read them on 2026-11-25 (`ingest.scrape_jobs[]` with `job_name`,
+/// `interval`, `timeout`, `static_config.targets/labels`; `export.remote_write` with `url`,
+/// `batch_size`, `flush_interval`). Scrapes and export flushes every second.
 pub fn node_config(scrape: &[ScrapeJob], export_url: Option<&str>) -> String {
     let mut out = String::new();
     if !scrape.is_empty() {
-        out.push_str("ingest:\n  scrape:\n");
+        out.push_str("ingest:\n  scrape_jobs:\n");
         for job in scrape {
-            out.push_str(&format!("    - job_name: {}\n      interval: 1s\n      timeout: 1s\n      targets: [", quoted(&job.job_name)));
+            out.push_str(&format!("    - job_name: {}\n      interval: 1s\n      timeout: 1s\n", quoted(&job.job_name)));
+            out.push_str("      static_config:\n        targets: [");
             out.push_str(&job.targets.iter().map(|t| quoted(t)).collect::<Vec<_>>().join(", "));
             out.push_str("]\n");
             if !job.labels.is_empty() {
-                out.push_str("      labels:\n");
+                out.push_str("        labels:\n");
                 for (name, value) in &job.labels {
-                    out.push_str(&format!("        {name}: {}\n", quoted(value)));
+                    out.push_str(&format!("          {name}: {}\n", quoted(value)));
                 }
             }
         }
     }
     if let Some(url) = export_url {
-        out.push_str(&format!("export:\n  remote_write:\n    url: {}\n    batch_size: 500\n", quoted(url)));
+        out.push_str(&format!("export:\n  remote_write:\n    url: {}\n    batch_size: 1000\n    flush_interval: 1s\n", quoted(url)));
     }
     out
 }

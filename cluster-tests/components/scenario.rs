@@ -10,10 +10,11 @@ pub const VIA_SCRAPE: &str = "via-scrape";
 /// The service of the samples Prometheus scrapes and remote-writes to hotrule.
 pub const VIA_PROMETHEUS: &str = "via-prometheus";
 
-/// The target labels that make node_exporter samples what vm.yaml expects, as SkyWalking's
-/// OpenTelemetry collector configuration adds them (`job_name`, `node_identifier_host_name`).
+/// The target label that makes node_exporter samples what vm.yaml expects: the scope key
+/// `node_identifier_host_name`, which SkyWalking's OpenTelemetry collector configuration adds.
+/// (`job_name` comes from the `job` label, as the collector's `service.name` does.)
 pub fn vm_labels(host: &str) -> Vec<(String, String)> {
-    vec![("job_name".to_string(), VM_JOB.to_string()), ("node_identifier_host_name".to_string(), host.to_string())]
+    vec![("node_identifier_host_name".to_string(), host.to_string())]
 }
 
 const MEMORY_TOTAL: &str = "  - name: memory_total\n    exp: node_memory_MemTotal_bytes\n";
