@@ -4,7 +4,10 @@ pub mod alloc;
 mod chaos;
 pub mod cluster;
 pub mod etcd;
+pub mod ingest;
+mod ingest_node;
 pub mod mal;
+mod prometheus;
 pub mod throughput;
 mod writes;
 
@@ -123,6 +126,10 @@ pub enum BenchCommand {
     },
     /// A fleet of simulated LoongCollector agents heartbeating a node's data listener.
     Agents(AgentsArgs),
+    /// Remote-write ingest (decode, evaluate, store): node_exporter-shaped requests over C
+    /// connections for S seconds; accepted samples/s, errors, latency p50/p99. With
+    /// `--against-prometheus`, the same stream against a real Prometheus first, side by side.
+    Ingest(ingest::IngestArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -183,6 +190,7 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit)).await)
         }
         BenchCommand::Agents(args) => report(bench_agents(args).await),
+        BenchCommand::Ingest(args) => report(ingest::run(args).await),
         BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net, None).await),
         BenchCommand::Mal { dir, hosts, rounds, corpus_rounds } => {
             // CPU-bound and single-threaded by design: it runs on this thread, off the async
