@@ -168,9 +168,11 @@ pub struct QueryPoint {
     pub raw: serde_json::Value,
 }
 
-/// ALIGN: the JSON shape of `/query/metrics`. Read tolerantly: every object in an array named
-/// `points` (or `values`) anywhere in the answer is a point; its time is `startMs` / `start_ms` /
-/// `timestamp` (ms), or `bucket` (`yyyyMMddHHmm`, UTC); its value is `value`.
+/// ALIGN: the JSON shape of `/query/metrics` (the query helper's branch on 2026-11-25:
+/// `{"series": [{"entity", "points": [{"bucket", "time", "value"}]}]}`). Read tolerantly: every
+/// object in an array named `points` (or `values`) anywhere in the answer is a point; its time
+/// is `time` / `startMs` / `start_ms` (ms), or `bucket` (`yyyyMMddHHmm`, UTC); its value is
+/// `value`.
 pub fn query_points_of(json: &serde_json::Value) -> Vec<QueryPoint> {
     let mut out = Vec::new();
     collect_points(json, &mut out);
@@ -197,7 +199,7 @@ fn collect_points(json: &serde_json::Value, out: &mut Vec<QueryPoint>) {
 }
 
 fn point_of(item: &serde_json::Value) -> Option<QueryPoint> {
-    let start_ms = ["startMs", "start_ms", "timestamp"]
+    let start_ms = ["time", "startMs", "start_ms"]
         .iter()
         .find_map(|k| item[*k].as_i64())
         .or_else(|| item["bucket"].as_i64().and_then(minute_bucket_start_ms))?;
