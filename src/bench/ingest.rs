@@ -356,6 +356,9 @@ pub async fn run(args: IngestArgs) -> Result<(), String> {
     if let [(_, prometheus), (_, hotrule)] = lines.as_slice() {
         println!("ratio hotrule / prometheus: {:.2}×", hotrule / prometheus.max(f64::EPSILON));
     }
+    if lines.iter().any(|(_, rate)| *rate <= 0.0) {
+        return Err("a receiver accepted no request (see the errors above)".into());
+    }
     Ok(())
 }
 
