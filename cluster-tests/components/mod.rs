@@ -96,8 +96,9 @@ impl Drop for Proc {
 }
 
 /// Starts `program` with the arguments `args(port)` on a fresh port until `ready(addr)` holds.
-/// A process that exits before it is ready (typically: its port was taken in between) is
-/// restarted on another port, at most [`START_ATTEMPTS`] times.
+/// A process that exits before it is ready because its port was taken in between ("address
+/// already in use" in its log) is restarted on another port, at most [`START_ATTEMPTS`] times;
+/// any other early exit fails the test with the log.
 async fn start_on_free_port<A, R, Fut>(name: &str, program: &str, log: &Path, args: A, env: &[(String, String)], ready: R) -> Proc
 where
     A: Fn(u16) -> Vec<String>,
@@ -128,7 +129,11 @@ where
             }
             if proc.exited() {
                 last_log = proc.log_text();
-                eprintln!("{name} exited before it was ready (attempt {attempt}, port {port}); retrying on another port");
+                assert!(
+                    last_log.to_ascii_lowercase().contains("address already in use"),
+                    "{name} exited before it was ready; log:\n{last_log}"
+                );
+                eprintln!("{name} lost port {port} to another process (attempt {attempt}); retrying on another port");
                 break;
             }
             assert!(Instant::now() < deadline, "{name} not ready on {addr} within {START_TIMEOUT:?}; log:\n{}", proc.log_text());
