@@ -17,6 +17,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("cluster", &["workflow", "replication", "scan", "http", "node"]),
     ("data", &["metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
     ("metrics", &["data", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
+    ("ingest", &["dispatch", "metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "agent", "node"]),
     ("telemetry", &["data", "metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
     ("compile_pool", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
 ];

@@ -16,6 +16,7 @@ pub mod config;
 pub mod data;
 pub mod http;
 pub mod ids;
+pub mod ingest;
 pub mod listen;
 pub mod metrics;
 pub mod node;

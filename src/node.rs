@@ -69,6 +69,11 @@ pub struct NodeSettings {
     pub agent_tls: Option<crate::tls::TlsFiles>,
     /// Timeouts and connection caps of the admin, bus and data listeners.
     pub limits: ListenLimits,
+    /// Receiver body limits and scrape jobs.
+    pub ingest: crate::ingest::IngestConfig,
+    /// Where received samples go (the dispatcher); none: the receivers are not served and no
+    /// scrape runs.
+    pub data_sink: Option<crate::ingest::DataSink>,
 }
 
 impl NodeSettings {
@@ -89,6 +94,8 @@ impl NodeSettings {
             agent_flush_interval: std::time::Duration::from_millis(500),
             agent_tls: None,
             limits: ListenLimits::default(),
+            ingest: crate::ingest::IngestConfig::default(),
+            data_sink: None,
         }
     }
 
@@ -115,6 +122,8 @@ impl NodeSettings {
             agent_flush_interval: crate::agent::maintenance::default_flush_interval(),
             agent_tls: config.agents.tls.clone(),
             limits: config.limits.clone(),
+            ingest: config.ingest.clone(),
+            data_sink: None,
         }
     }
 }
@@ -354,6 +363,11 @@ impl RunningNode {
             agents: agents.clone(),
         });
 
+        let ingest = settings
+            .data_sink
+            .as_ref()
+            .map(|sink| crate::ingest::Ingest::new(sink.sink.clone(), sink.telemetry.clone(), settings.ingest.limits));
+
         // 4. Boot: one synchronous scan before the admin port serves anything.
         let boot_report = boot::boot(&scanner, &store, &clock).await;
         tracing::info!(node = %node_id, actions = boot_report.actions.len(), failed = boot_report.failed.len(), "boot finished");
@@ -366,6 +380,11 @@ impl RunningNode {
             cluster.as_ref().map(|parts| Box::new(ViewIsMain(parts.cluster.membership.view())) as Box<dyn MainView>),
         ));
         workers.spawn(MaintenanceWorker::new(agents.clone(), settings.agent_flush_interval));
+        if let Some(ingest) = &ingest
+            && !settings.ingest.scrape_jobs.is_empty()
+        {
+            workers.spawn(crate::ingest::ScrapeWorker::new(ingest.clone(), &settings.ingest.scrape_jobs));
+        }
         if let Some(runtime) = &settings.config {
             let live = Arc::new(NodeLive { scanner: scanner.clone(), state: state.clone(), log_control: runtime.log_control.clone() });
             let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
@@ -401,8 +420,12 @@ impl RunningNode {
         let admin_limits = settings.limits.listener(settings.limits.admin_connections, http::LARGEST_BODY_BYTES);
         servers.push(("admin", spawn_server(admin_listener, http::router(state.clone()), admin_limits, shutdown.clone(), "admin")));
         if let Some(listener) = data_listener {
-            let app = crate::agent::router(agents.clone());
-            // The agent routes refuse an oversized declared length themselves, before reading,
+            // The receivers share the data listener with the agent config server.
+            let app = match &ingest {
+                Some(ingest) => crate::agent::router(agents.clone()).merge(crate::ingest::router(ingest.clone())),
+                None => crate::agent::router(agents.clone()),
+            };
+            // The agent routes (and the receivers) refuse an oversized declared length themselves, before reading,
             // with the protocol's error body; the listener leaves that answer to them.
             let limits = settings.limits.listener(settings.limits.data_connections, u64::MAX);
             let server = match listener {

@@ -176,6 +176,7 @@ fn decode_sections(value: &Value, issues: &mut Vec<ConfigIssue>) -> RawConfig {
         cluster: section::<RawCluster>(value, "cluster", issues),
         agents: section::<RawAgents>(value, "agents", issues),
         limits: section::<RawLimits>(value, "limits", issues),
+        ingest: section::<crate::ingest::RawIngest>(value, "ingest", issues),
     }
 }
 

@@ -423,6 +423,8 @@ pub struct RawConfig {
     pub agents: RawAgents,
     #[serde(default)]
     pub limits: RawLimits,
+    #[serde(default)]
+    pub ingest: crate::ingest::RawIngest,
 }
 
 /// The validated configuration of a node.
@@ -445,6 +447,8 @@ pub struct NodeConfig {
     pub agents: AgentsConfig,
     /// Timeouts and connection caps of the listeners.
     pub limits: crate::listen::ListenLimits,
+    /// Receiver body limits and scrape jobs.
+    pub ingest: crate::ingest::IngestConfig,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
 }

@@ -1,0 +1,150 @@
+//! Receivers: the protocols samples arrive by, decoded into [`Batch`]es for dispatch.
+//!
+//! Each protocol has a pure decoder (bytes → batches, or an error naming the field or sample)
+//! and a thin HTTP handler around it, served on the node's data listener next to the agent
+//! config server:
+//!
+//! | route | protocol | decoder |
+//! |---|---|---|
+//! | `POST /v1/metrics` | OTLP/HTTP metrics, protobuf or JSON, optional gzip | [`otlp`], [`otlp_json`] |
+//! | `POST /api/v1/write` | Prometheus remote-write 1.0 (snappy + protobuf) | [`remote_write`] |
+//! | `POST /ingest/prometheus?job=&instance=` | pushed text exposition | [`exposition`] |
+//!
+//! Scrape jobs of the node configuration are run by one [`scrape::ScrapeWorker`]. Prometheus data
+//! of every path is converted as SkyWalking's OpenTelemetry path converts it ([`prom`]).
+//!
+//! Receivers know nothing of rules: they hand batches to a [`BatchSink`] (the dispatcher) and
+//! map its refusal to backpressure (429 with `Retry-After`, or a scraper skipping intervals).
+//! Everything refused is counted in `samples_rejected{protocol,reason}`. See `docs/ingest.md`.
+
+pub mod body;
+pub mod config;
+pub mod exposition;
+pub mod http;
+pub mod java;
+pub mod otlp;
+pub mod otlp_json;
+pub mod prom;
+pub mod recording;
+pub mod remote_write;
+pub mod scrape;
+
+use std::sync::Arc;
+
+use crate::data::{Batch, BatchSink, Protocol, SubmitError};
+use crate::telemetry::{Telemetry, labels};
+
+pub use config::{BodyLimits, IngestConfig, RawIngest, ScrapeJob};
+pub use http::router;
+pub use recording::RecordingSink;
+pub use scrape::ScrapeWorker;
+
+/// Why samples (or a whole request) were refused: the `reason` label of `samples_rejected`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The body is not the protocol's format (counted per request).
+    Decode,
+    /// The body exceeds a size limit (per request).
+    TooLarge,
+    /// Unsupported `Content-Type` or `Content-Encoding` (per request).
+    UnsupportedMediaType,
+    /// A request that misses something the route needs, e.g. `job` (per request).
+    BadRequest,
+    /// A remote-write series or exposition sample that is not valid (per sample).
+    InvalidSample,
+    /// An OTLP data point that is not valid (per point).
+    InvalidPoint,
+    /// A Prometheus stale marker (per sample; never evaluated).
+    Stale,
+    /// An OTLP point flagged `NO_RECORDED_VALUE` (per point).
+    NoRecordedValue,
+    /// A point of an OTLP sum of UNSPECIFIED temporality (per point).
+    UnspecifiedTemporality,
+    /// The dispatch queue was full (per sample).
+    QueueFull,
+    /// The data plane is stopping (per sample).
+    Stopped,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Decode => "decode",
+            Reason::TooLarge => "too_large",
+            Reason::UnsupportedMediaType => "unsupported_media_type",
+            Reason::BadRequest => "bad_request",
+            Reason::InvalidSample => "invalid_sample",
+            Reason::InvalidPoint => "invalid_point",
+            Reason::Stale => "stale",
+            Reason::NoRecordedValue => "no_recorded_value",
+            Reason::UnspecifiedTemporality => "unspecified_temporality",
+            Reason::QueueFull => "queue_full",
+            Reason::Stopped => "stopped",
+        }
+    }
+}
+
+/// What the node hands the receivers: the dispatcher and the node's counters.
+#[derive(Clone)]
+pub struct DataSink {
+    pub sink: Arc<dyn BatchSink>,
+    pub telemetry: Arc<Telemetry>,
+}
+
+/// What every receiver shares: where batches go, the counters, the limits.
+pub struct Ingest {
+    sink: Arc<dyn BatchSink>,
+    telemetry: Arc<Telemetry>,
+    limits: BodyLimits,
+}
+
+impl Ingest {
+    pub fn new(sink: Arc<dyn BatchSink>, telemetry: Arc<Telemetry>, limits: BodyLimits) -> Arc<Ingest> {
+        Arc::new(Ingest { sink, telemetry, limits })
+    }
+
+    pub fn limits(&self) -> BodyLimits {
+        self.limits
+    }
+
+    pub fn telemetry(&self) -> &Arc<Telemetry> {
+        &self.telemetry
+    }
+
+    /// Counts `n` refused samples (or requests) of `protocol` for `reason`.
+    pub fn rejected(&self, protocol: Protocol, reason: Reason, n: usize) {
+        if n > 0 {
+            self.telemetry
+                .samples_rejected
+                .get_or_create(&labels([("protocol", protocol.as_str()), ("reason", reason.as_str())]))
+                .inc_by(n as u64);
+        }
+    }
+
+    /// Counts the decoded samples of `batches`, then submits them all together; a refusal is
+    /// counted as `queue_full` or `stopped` for every one of their samples.
+    pub fn submit(&self, protocol: Protocol, batches: Vec<Batch>) -> Result<(), SubmitError> {
+        let samples: usize = batches.iter().map(|b| b.samples.len()).sum();
+        if samples == 0 {
+            return Ok(());
+        }
+        self.telemetry.samples_received.get_or_create(&labels([("protocol", protocol.as_str())])).inc_by(samples as u64);
+        let result = self.sink.submit(batches);
+        match &result {
+            Ok(()) => {}
+            Err(SubmitError::QueueFull { .. }) => self.rejected(protocol, Reason::QueueFull, samples),
+            Err(SubmitError::Stopped) => self.rejected(protocol, Reason::Stopped, samples),
+        }
+        result
+    }
+}
+
+/// Wall-clock epoch milliseconds.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests;
