@@ -10,17 +10,26 @@
 mod components;
 mod harness;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use components::hotrule_node::node_config;
 use components::prom::exposition_value;
-use components::scenario::{self, OTLP_SERVICE, VIA_PROMETHEUS, VM_JOB};
+use components::scenario::{self, OTLP_SERVICE, VIA_PROMETHEUS, VIA_SCRAPE, VM_JOB};
 use components::{
     NodeExporter, Prometheus, PrometheusSettings, ScrapeJob, api_query_range, promtool_instant, promtool_range, require,
     require_otlp_python, send_otlp_fixture, unix_now,
 };
 use harness::{TestNode, wait_until};
 use hotrule::client::with_query;
-use hotrule::node::NodeSettings;
+use hotrule::compiler::{Compiled, DslKind, compile_bundled};
+use hotrule::config::ConfigSources;
+use hotrule::data::{Batch, Protocol, Value as Stored};
+use hotrule::ingest::{DataSink, RecordingSink};
+use hotrule::node::{Listeners, NodeSettings, RunningNode};
+use hotrule::store::kv::MemKv;
+use hotrule::telemetry::Telemetry;
+use hotrule_mal_engine::{EngineState, PreparedFile};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(40);
@@ -264,4 +273,112 @@ async fn the_flowing_data_test_sequence_is_answered_as_expected() {
     assert_eq!((code, answer["applyStatus"].as_str()), (200, Some("deleted")), "{answer}");
     let (code, answer) = node.push("otel-rules", "vm-reshaped", scenario::VM_RESHAPED, &[]).await;
     assert_eq!((code, answer["applyStatus"].as_str()), (200, Some("structural_applied")), "delete freed the name: {answer}");
+}
+
+/// The batches of `protocol` the recording sink holds that carry `name` with the label
+/// `node_identifier_host_name = host` (or any, for an empty `host`).
+fn batches_with(sink: &RecordingSink, protocol: Protocol, name: &str, host: &str) -> Vec<Batch> {
+    sink.batches()
+        .into_iter()
+        .filter(|b| b.protocol == protocol)
+        .filter(|b| b.samples.iter().any(|s| s.name == name && (host.is_empty() || s.label("node_identifier_host_name") == host)))
+        .collect()
+}
+
+fn prepared(content: &str) -> PreparedFile {
+    match compile_bundled(DslKind::Mal, content.as_bytes()) {
+        Ok(Compiled::Mal(file)) => PreparedFile::new(file),
+        Ok(Compiled::Lal(_)) => panic!("not a MAL file"),
+        Err(e) => panic!("does not compile: {e}"),
+    }
+}
+
+/// The single value of `metric` a file computes from one batch.
+fn single_value(file: &PreparedFile, batch: &Batch, metric: &str) -> (String, i64) {
+    let evaluation = file.evaluate(&batch.samples, batch.received_ms, &mut EngineState::default());
+    assert!(evaluation.errors.is_empty(), "{:?}", evaluation.errors);
+    let value = evaluation.values.iter().find(|v| v.metric == metric).unwrap_or_else(|| panic!("{metric} computed"));
+    match value.value {
+        Stored::Single(v) => (value.entity.service_name.clone(), v),
+        ref other => panic!("{metric} is a single value, got {other:?}"),
+    }
+}
+
+/// The input half of `data_plane.rs`, runnable without RocksDB: node_exporter scraped by a scrape
+/// job of the node configuration `data_plane.rs` writes, Prometheus remote-writing the same
+/// exporter, and the OTLP fixture, all into hotrule's real receivers on an in-process node whose
+/// dispatcher is the recording twin; then vm.yaml and the OTLP rule on the batches received.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_components_reach_hotrules_receivers_and_the_rules_compute_the_expected_values() {
+    if !require("real_components_reach_hotrules_receivers", &["prometheus", "prometheus-node-exporter"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exporter = NodeExporter::start(&dir.path().join("exporter")).await;
+    let mem_total = exposition_value(&exporter.scrape().await, "node_memory_MemTotal_bytes", &[]).expect("MemTotal");
+
+    // The scrape job exactly as data_plane.rs configures its nodes, through the real loader.
+    let job = ScrapeJob { job_name: VM_JOB.into(), targets: vec![exporter.target()], labels: scenario::vm_labels(VIA_SCRAPE) };
+    let config_file = dir.path().join("node.yaml");
+    std::fs::write(&config_file, node_config(&[job], None)).expect("write config");
+    let sources = ConfigSources { uris: vec![format!("file:{}", config_file.display())], ..ConfigSources::default() };
+    let loaded = hotrule::config::load(&sources, Arc::new(hotrule_confmap::ProcessEnv)).expect("the e2e node configuration loads");
+    assert_eq!(loaded.config.ingest.scrape_jobs.len(), 1);
+
+    let sink = Arc::new(RecordingSink::new());
+    let settings = NodeSettings {
+        ingest: loaded.config.ingest.clone(),
+        data_sink: Some(DataSink { sink: sink.clone(), telemetry: Arc::new(Telemetry::new()) }),
+        ..NodeSettings::for_test()
+    };
+    let listeners = Listeners {
+        admin: tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind"),
+        data: Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind")),
+    };
+    let node = RunningNode::start_with_listeners(settings, Arc::new(MemKv::new()), listeners, None).await.expect("node starts");
+    let data = node.data_addr.expect("data listener");
+    let _prometheus = Prometheus::start(
+        &dir.path().join("prometheus"),
+        &PrometheusSettings {
+            scrape: vec![ScrapeJob { job_name: VM_JOB.into(), targets: vec![exporter.target()], labels: scenario::vm_labels(VIA_PROMETHEUS) }],
+            remote_write: vec![format!("http://{data}/api/v1/write")],
+            receiver: false,
+        },
+    )
+    .await;
+    let python = require_otlp_python("real_components_reach_hotrules_receivers (OTLP part)");
+    if let Some(python) = &python {
+        let out = send_otlp_fixture(python, &format!("http://{data}/v1/metrics"), OTLP_SERVICE).await.expect("hotrule's receiver accepts it");
+        assert!(out.contains("SUCCESS"), "{out}");
+    }
+
+    for (protocol, host) in [(Protocol::Scrape, VIA_SCRAPE), (Protocol::RemoteWrite, VIA_PROMETHEUS)] {
+        wait_until(WAIT, &format!("a {protocol:?} batch with MemTotal of {host}"), || {
+            let found = !batches_with(&sink, protocol, "node_memory_MemTotal_bytes", host).is_empty();
+            async move { found }
+        })
+        .await;
+        let batch = batches_with(&sink, protocol, "node_memory_MemTotal_bytes", host).remove(0);
+        let sample = batch.samples.iter().find(|s| s.name == "node_memory_MemTotal_bytes").expect("MemTotal");
+        assert_eq!(sample.label("job_name"), VM_JOB, "{sample:?}");
+        assert_eq!(sample.value, mem_total);
+        assert_eq!(batch.catalog, hotrule::data::Catalog::Otel);
+        // vm.yaml on what the receiver handed over: the value data_plane.rs reads back.
+        let vm = prepared(&components::bundled_vm_yaml());
+        assert_eq!(single_value(&vm, &batch, "meter_vm_memory_total"), (host.to_string(), mem_total as i64), "{protocol:?}");
+    }
+
+    if python.is_some() {
+        let batch = batches_with(&sink, Protocol::Otlp, "e2e_temperature", "").remove(0);
+        let rule = prepared(&scenario::otlp_rule());
+        assert_eq!(single_value(&rule, &batch, "meter_e2e_otlp_temperature"), (OTLP_SERVICE.to_string(), 42));
+        assert_eq!(single_value(&rule, &batch, "meter_e2e_otlp_requests"), (OTLP_SERVICE.to_string(), 12));
+        let evaluation = rule.evaluate(&batch.samples, batch.received_ms, &mut EngineState::default());
+        let latency = evaluation.values.iter().find(|v| v.metric == "meter_e2e_otlp_latency").expect("latency");
+        match &latency.value {
+            Stored::Histogram { buckets, .. } => assert_eq!(buckets, &scenario::OTLP_LATENCY_BUCKETS.to_vec()),
+            other => panic!("a histogram, got {other:?}"),
+        }
+    }
+    node.shutdown().await;
 }
