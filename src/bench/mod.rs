@@ -5,8 +5,11 @@ mod chaos;
 pub mod cluster;
 pub mod dispatch;
 pub mod etcd;
+pub mod ingest;
+mod ingest_node;
 pub mod mal;
 pub mod query;
+mod prometheus;
 pub mod throughput;
 mod writes;
 
@@ -154,6 +157,10 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         requests: usize,
     },
+    /// Remote-write ingest (decode, evaluate, store): node_exporter-shaped requests over C
+    /// connections for S seconds; accepted samples/s, errors, latency p50/p99. With
+    /// `--against-prometheus`, the same stream against a real Prometheus first, side by side.
+    Ingest(ingest::IngestArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -215,6 +222,7 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         }
         BenchCommand::Agents(args) => report(bench_agents(args).await),
         BenchCommand::Query { entities, requests } => report(query::run(entities, requests).await),
+        BenchCommand::Ingest(args) => report(ingest::run(args).await),
         BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net, None).await),
         BenchCommand::Dispatch { dir, hosts, workers, queue, pauses } => {
             let cores = std::thread::available_parallelism().map_or(1, usize::from);
