@@ -12,12 +12,13 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("scan", &["workflow", "replication", "http", "cluster", "bus", "node"]),
     ("runtime", &["scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
     ("rules", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
-    ("store", &["rules", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
+    ("store", &["rules", "rolling", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
     ("bus", &["workflow", "replication", "scan", "http", "cluster", "node"]),
     ("cluster", &["workflow", "replication", "scan", "http", "node"]),
     ("data", &["metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
     ("metrics", &["data", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
     ("telemetry", &["data", "metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
+    ("rolling", &["compile_pool", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "client", "data", "metrics", "telemetry", "node"]),
     ("compile_pool", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
 ];
 

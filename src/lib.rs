@@ -20,6 +20,7 @@ pub mod listen;
 pub mod metrics;
 pub mod node;
 pub mod replication;
+pub mod rolling;
 pub mod rules;
 pub mod runtime;
 pub mod scan;
