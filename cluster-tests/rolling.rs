@@ -78,7 +78,9 @@ async fn the_rolling_route_serves_records_put_through_the_store() {
     assert!(text.contains("otel-rules/vm") && text.contains(" 33% in_progress"), "{text}");
 
     // Phase 3: validation and absence.
-    let cases: &[(&[(&str, &str)], u16, &str)] = &[
+    // (query pairs, HTTP status, applyStatus)
+    type Case = (&'static [(&'static str, &'static str)], u16, &'static str);
+    let cases: &[Case] = &[
         (&[("catalog", "otel-rules"), ("name", "other")], 404, "not_found"),
         (&[("catalog", "otel-rules")], 400, "missing_name"),
         (&[("name", "vm")], 400, "missing_catalog"),

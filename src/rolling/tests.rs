@@ -67,7 +67,9 @@ fn seen(node: &str, observation: Observation) -> BTreeMap<NodeId, Observation> {
 #[test]
 fn order_puts_new_nodes_first_then_the_others_then_the_main() {
     let runs = |ids: &[&str]| ids.iter().map(|id| n(id)).collect::<BTreeSet<_>>();
-    let cases: &[(&[&str], &[&str], Option<&str>, &[&str])] = &[
+    // (members, nodes running the rule, main, expected order)
+    type Case<'a> = (&'a [&'a str], &'a [&'a str], Option<&'a str>, &'a [&'a str]);
+    let cases: &[Case] = &[
         (&["c", "a", "b"], &[], None, &["a", "b", "c"]),
         (&["c", "a", "b"], &["a", "b", "c"], Some("a"), &["b", "c", "a"]),
         (&["c", "a", "b", "d"], &["a", "c"], Some("a"), &["b", "d", "c", "a"]),
@@ -328,7 +330,7 @@ fn rollback_and_force_commit_end_a_live_roll_only() {
     for finished in [RollState::Completed, RollState::RolledBack, RollState::ForceCommitted] {
         let mut record = roll(&["a"]);
         record.state = finished.clone();
-        let refused = rollback(&record, T0).err().expect("refused");
+        let refused = rollback(&record, T0).expect_err("refused");
         assert!(refused.to_string().contains(finished.label()), "{refused}");
         assert!(force_commit(&record, T0).is_err());
     }
@@ -352,7 +354,7 @@ fn a_roll_in_progress_or_stopped_holds_the_file() {
     let mut record = roll(&["a", "b", "c"]);
     record.index = 1;
     record.nodes[0].state = NodeState::Healthy { at_ms: 1 };
-    let conflict = write_conflict(Some(&record)).err().expect("409");
+    let conflict = write_conflict(Some(&record)).expect_err("409");
     assert_eq!((conflict.state, conflict.percent), ("in_progress", 33));
     let message = conflict.to_string();
     assert!(message.contains("otel-rules/vm") && message.contains("node 2 of 3: b"), "{message}");
