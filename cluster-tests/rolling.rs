@@ -4,12 +4,16 @@
 
 mod harness;
 
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
 use harness::TestNode;
 use hotrule::client::with_query;
 use hotrule::ids::{Catalog, NodeId, Revision, RuleKey, RuleName};
 use hotrule::node::NodeSettings;
 use hotrule::rolling::view::RollView;
-use hotrule::rolling::{HealthReport, HealthSettings, Observation, RollRecord, StartRoll, advance, codec};
+use hotrule::client::roll::{RollQuery, status_into};
+use hotrule::rolling::{HealthReport, HealthSettings, Observation, RollRecord, StartRoll, advance, codec, force_commit};
 
 fn key(catalog: Catalog, name: &str) -> RuleKey {
     RuleKey::new(catalog, RuleName::parse(name).expect("name"))
@@ -102,4 +106,39 @@ async fn the_rolling_route_serves_records_put_through_the_store() {
     store.delete_roll(&bad).await.expect("delete bad");
     let reply = node.client.get("/runtime/rule/rolling").await.expect("get all");
     assert_eq!(reply.json().expect("json")["rolls"].as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn roll_status_watch_redraws_until_no_roll_is_in_progress() {
+    let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    let store = node.node.state.store.clone();
+    let vm = key(Catalog::OtelRules, "vm");
+    let live = record(vm.clone(), &["n1", "n2"]);
+    store.put_roll(&vm, codec::encode(&live).expect("encode")).await.expect("put");
+
+    // Phase 1: the watch draws the roll in progress and keeps polling.
+    let drawn = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = drawn.clone();
+    let client = node.client.clone();
+    let query = RollQuery::One { catalog: "otel-rules".into(), name: "vm".into() };
+    let watch = tokio::spawn(async move {
+        status_into(&client, &query, Some(Duration::from_millis(20)), false, |text| {
+            sink.lock().expect("sink").push(text.to_string())
+        })
+        .await
+    });
+    harness::wait_until(Duration::from_secs(10), "the first drawing", || {
+        let drawn = drawn.clone();
+        async move { drawn.lock().expect("drawn").iter().any(|t| t.contains("  0% in_progress")) }
+    })
+    .await;
+    assert!(!watch.is_finished(), "a roll in progress keeps the watch going");
+
+    // Phase 2: the roll is force-committed; the watch draws it once more and ends.
+    let done = force_commit(&live, 9_000).expect("force-commit");
+    store.put_roll(&vm, codec::encode(&done).expect("encode")).await.expect("put");
+    let ended = tokio::time::timeout(Duration::from_secs(10), watch).await.expect("the watch ends").expect("task");
+    ended.expect("status");
+    let drawn = drawn.lock().expect("drawn");
+    assert!(drawn.last().is_some_and(|t| t.contains("100% force_committed")), "{drawn:?}");
 }

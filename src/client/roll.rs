@@ -20,21 +20,25 @@ pub enum RollQuery {
 
 /// Prints the rolls once, or with `watch` every `interval` until none is in progress.
 pub async fn status(client: &AdminClient, query: &RollQuery, watch: Option<Duration>, json: bool) -> Result<(), CliError> {
+    status_into(client, query, watch, json, |text| println!("{text}")).await
+}
+
+/// [`status`], handing each rendering (or JSON answer) to `out` instead of stdout.
+pub async fn status_into(
+    client: &AdminClient,
+    query: &RollQuery,
+    watch: Option<Duration>,
+    json: bool,
+    mut out: impl FnMut(&str),
+) -> Result<(), CliError> {
     loop {
         let (text, rolls) = fetch(client, query).await?;
-        if json {
-            println!("{text}");
-        } else {
-            println!("{}", render(&rolls));
-        }
+        out(&if json { text } else { render(&rolls) + "\n" });
         let Some(interval) = watch else { return Ok(()) };
         if !rolls.iter().any(|r| r.state == "in_progress") {
             return Ok(());
         }
         tokio::time::sleep(interval).await;
-        if !json {
-            println!();
-        }
     }
 }
 
