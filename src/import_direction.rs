@@ -12,7 +12,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("scan", &["workflow", "replication", "http", "cluster", "bus", "node"]),
     ("runtime", &["scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
     ("rules", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
-    ("store", &["rules", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
+    ("store", &["rules", "rolling", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
     ("bus", &["workflow", "replication", "scan", "http", "cluster", "node"]),
     ("cluster", &["workflow", "replication", "scan", "http", "node"]),
     ("data", &["metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
@@ -22,6 +22,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("export", &["data", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node", "ingest", "dispatch", "query"]),
     ("dispatch", &["http", "workflow", "scan", "replication", "cluster", "bus", "node", "ingest", "query", "export"]),
     ("query", &["workflow", "scan", "runtime", "store", "http", "node"]),
+    ("rolling", &["compile_pool", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "client", "data", "metrics", "telemetry", "node"]),
     ("compile_pool", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
 ];
 

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod node;
 pub mod query;
 pub mod replication;
+pub mod rolling;
 pub mod rules;
 pub mod runtime;
 pub mod scan;

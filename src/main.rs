@@ -414,12 +414,35 @@ enum RuleCommand {
         #[arg(long)]
         name: Option<String>,
     },
+    /// Rolling changes (one node at a time): see docs/rolling.md.
+    Roll {
+        #[command(subcommand)]
+        command: RollCommand,
+    },
     /// Save a tar.gz backup of the stored rules.
     Dump {
         #[arg(long)]
         catalog: Option<String>,
         #[arg(short, long, default_value = "runtime-rule-dump.tar.gz")]
         output: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum RollCommand {
+    /// Every roll this node holds (or one file's), with a progress bar and each node's state.
+    Status {
+        #[arg(long, requires = "name")]
+        catalog: Option<String>,
+        #[arg(long, requires = "catalog")]
+        name: Option<String>,
+        /// Redraw every --interval-secs until no roll is in progress.
+        #[arg(long)]
+        watch: bool,
+        #[arg(long, default_value_t = 2)]
+        interval_secs: u64,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -514,6 +537,15 @@ async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
             cli::status(&client, &query, json).await
         }
         RuleCommand::Dump { catalog, output } => cli::dump(&client, catalog.as_deref(), &output).await,
+        RuleCommand::Roll { command: RollCommand::Status { catalog, name, watch, interval_secs, json } } => {
+            use hotrule::client::roll::{self, RollQuery};
+            let query = match (catalog, name) {
+                (Some(catalog), Some(name)) => RollQuery::One { catalog, name },
+                _ => RollQuery::All,
+            };
+            let every = watch.then(|| std::time::Duration::from_secs(interval_secs.max(1)));
+            roll::status(&client, &query, every, json).await
+        }
         RuleCommand::Test { catalog, file, samples, interval, labels, json, against_current, name } => {
             return rule_test(&client, catalog, file, samples, &interval, &labels, json, against_current, name).await;
         }

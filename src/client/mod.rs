@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod cli;
 pub mod metrics;
+pub mod roll;
 pub mod rule_test;
 
 use std::time::Duration;

@@ -14,6 +14,7 @@ mod metrics;
 mod params;
 mod query;
 mod reads;
+mod rolling;
 mod rule_test;
 mod writes;
 
@@ -169,6 +170,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/bundled", get(reads::bundled))
         .route("/runtime/rule/list", get(reads::list))
         .route("/runtime/rule/status", get(apply_status::rule_status))
+        .route("/runtime/rule/rolling", get(rolling::rolling))
         .route("/runtime/rule/test", post(rule_test::test_rule))
         .route("/runtime/rule/dump", get(dump::dump_all))
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))

@@ -2,6 +2,9 @@
 //!
 //! - `rule/<catalog>/<name>`: a runtime rule entry (including tombstones);
 //! - `measure/<metric name>`: a schema-registry measure;
+//! - `roll/<catalog>/<name>`: the roll record of a rule file being rolled out node by node
+//!   (issue 15); outside `rule/`, so not in the entry digest (replicating it is designed in
+//!   docs/rolling.md);
 //! - `agent-state/<instance id>`: what this node remembers of an agent heartbeating it. Node-local:
 //!   outside `rule/`, so neither the digest nor the fetch of replication ever sees it.
 //!
@@ -13,6 +16,7 @@ use crate::ids::{Catalog, RuleKey};
 pub const RULE_PREFIX: &[u8] = b"rule/";
 pub const MEASURE_PREFIX: &[u8] = b"measure/";
 pub const AGENT_STATE_PREFIX: &[u8] = b"agent-state/";
+pub const ROLL_PREFIX: &[u8] = b"roll/";
 
 /// `rule/<catalog>/`: every entry of one catalog.
 pub fn catalog_prefix(catalog: Catalog) -> Vec<u8> {
@@ -47,4 +51,20 @@ pub fn measure_key(metric: &str) -> Vec<u8> {
     let mut out = MEASURE_PREFIX.to_vec();
     out.extend_from_slice(metric.as_bytes());
     out
+}
+
+/// `roll/<catalog>/<name>`: the roll record of one rule file.
+pub fn roll_key(key: &RuleKey) -> Vec<u8> {
+    let mut out = ROLL_PREFIX.to_vec();
+    out.extend_from_slice(key.catalog.as_str().as_bytes());
+    out.push(b'/');
+    out.extend_from_slice(key.name.as_str().as_bytes());
+    out
+}
+
+/// The rule file of a `roll/<catalog>/<name>` key; `None` when it names no valid rule file.
+pub fn parse_roll_key(raw_key: &[u8]) -> Option<RuleKey> {
+    let rest = std::str::from_utf8(raw_key.strip_prefix(ROLL_PREFIX)?).ok()?;
+    let (catalog, name) = rest.split_once('/')?;
+    Some(RuleKey::new(Catalog::parse(catalog)?, crate::ids::RuleName::parse(name).ok()?))
 }

@@ -2,7 +2,8 @@
 //!
 //! This is the only module that reads or writes the engine. It holds two record kinds:
 //! runtime rule entries (one per catalog/name, tombstones included) and schema-registry
-//! measures (metric name → shape and owning rule). A logical change is one [`Change`], written
+//! measures (metric name → shape and owning rule), plus the roll records of rolling changes
+//! (`rolls`, opaque bytes). A logical change is one [`Change`], written
 //! as one atomic batch and synced before `commit` returns, so an acknowledged write survives a
 //! crash at any moment.
 //!
@@ -14,6 +15,7 @@
 pub mod codec;
 pub mod keys;
 pub mod kv;
+pub mod rolls;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
