@@ -33,7 +33,11 @@ use crate::listen::{Limits, ListenLimits};
 use crate::runtime::Runtime;
 use crate::runtime::locks::FileLocks;
 use crate::scan::{MainView, ScanReport, ScanSettings, ScanWorker, Scanner, boot};
+use crate::metrics::store::MetricStore;
+use crate::metrics::store::retention::RetentionWorker;
+use crate::metrics::{MetricReader, MetricWriter};
 use crate::store::Store;
+use crate::telemetry::Telemetry;
 use crate::store::kv::KvEngine;
 use crate::workflow::{NoPeers, Peers, Workflow};
 use crate::worker::{JobWorker, Worker, WorkerRunner};
@@ -69,6 +73,8 @@ pub struct NodeSettings {
     pub agent_tls: Option<crate::tls::TlsFiles>,
     /// Timeouts and connection caps of the admin, bus and data listeners.
     pub limits: ListenLimits,
+    /// Metric retention per granularity.
+    pub retention: crate::metrics::store::Retention,
 }
 
 impl NodeSettings {
@@ -89,6 +95,7 @@ impl NodeSettings {
             agent_flush_interval: std::time::Duration::from_millis(500),
             agent_tls: None,
             limits: ListenLimits::default(),
+            retention: crate::metrics::store::Retention::default(),
         }
     }
 
@@ -115,6 +122,7 @@ impl NodeSettings {
             agent_flush_interval: crate::agent::maintenance::default_flush_interval(),
             agent_tls: config.agents.tls.clone(),
             limits: config.limits.clone(),
+            retention: config.retention,
         }
     }
 }
@@ -158,6 +166,8 @@ pub enum NodeError {
     Cluster(crate::cluster::ClusterError),
     #[error("agent data listener TLS: {0}")]
     Tls(#[from] crate::tls::TlsError),
+    #[error("opening metric storage: {0}")]
+    MetricStore(#[from] crate::metrics::MetricStoreError),
 }
 
 /// The agent data listener, plain or TLS.
@@ -213,6 +223,11 @@ pub struct RunningNode {
     pub data_addr: Option<SocketAddr>,
     pub state: Arc<AdminState>,
     pub boot_report: ScanReport,
+    /// The embedded metric store (the series key space of the node's database): dispatch writes
+    /// it, queries and export read it ([`RunningNode::metric_writer`], [`RunningNode::metric_reader`]).
+    pub metric_store: Arc<MetricStore>,
+    /// The node's own metrics (`/metrics`).
+    pub telemetry: Arc<Telemetry>,
     shutdown: CancellationToken,
     /// Admin, agent data and bus servers, in start order.
     servers: Vec<(&'static str, JoinHandle<()>)>,
@@ -295,7 +310,10 @@ impl RunningNode {
             (None, None) => Arc::new(NoPeers),
         };
 
-        // 3. Components, each from its own constructor.
+        // 3. Components, each from its own constructor. Metric series live in the same
+        //    database as rule entries, in their own key space.
+        let telemetry = Arc::new(Telemetry::new());
+        let metric_store = Arc::new(MetricStore::open(kv.series(), settings.retention, telemetry.clone())?);
         let store = Arc::new(Store::open(kv)?);
         let bundled = Arc::new(load_bundled(&settings)?);
         let runtime = Arc::new(Runtime::new());
@@ -366,6 +384,7 @@ impl RunningNode {
             cluster.as_ref().map(|parts| Box::new(ViewIsMain(parts.cluster.membership.view())) as Box<dyn MainView>),
         ));
         workers.spawn(MaintenanceWorker::new(agents.clone(), settings.agent_flush_interval));
+        workers.spawn(RetentionWorker::new(metric_store.clone(), crate::metrics::store::retention::RETENTION_INTERVAL));
         if let Some(runtime) = &settings.config {
             let live = Arc::new(NodeLive { scanner: scanner.clone(), state: state.clone(), log_control: runtime.log_control.clone() });
             let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
@@ -412,7 +431,17 @@ impl RunningNode {
             servers.push(("agent data", server));
         }
         tracing::info!(node = %node_id, admin = %admin_addr, data = ?data_addr, data_tls = settings.agent_tls.is_some(), "serving");
-        Ok(RunningNode { admin_addr, data_addr, state, boot_report, shutdown, servers, workers })
+        Ok(RunningNode { admin_addr, data_addr, state, boot_report, metric_store, telemetry, shutdown, servers, workers })
+    }
+
+    /// Where dispatch writes computed metric values.
+    pub fn metric_writer(&self) -> Arc<dyn MetricWriter> {
+        self.metric_store.clone()
+    }
+
+    /// What queries and export read.
+    pub fn metric_reader(&self) -> Arc<dyn MetricReader> {
+        self.metric_store.clone()
     }
 
     /// Starts one more worker on the node's runner: it stops with the node, and a panic in it

@@ -176,6 +176,7 @@ fn decode_sections(value: &Value, issues: &mut Vec<ConfigIssue>) -> RawConfig {
         cluster: section::<RawCluster>(value, "cluster", issues),
         agents: section::<RawAgents>(value, "agents", issues),
         limits: section::<RawLimits>(value, "limits", issues),
+        storage: section::<crate::metrics::store::config::RawStorage>(value, "storage", issues),
     }
 }
 

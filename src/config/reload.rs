@@ -42,6 +42,7 @@ pub fn diff(old: &NodeConfig, new: &NodeConfig) -> Delta {
     check(old.agents.data_listen != new.agents.data_listen, "agents.data_listen", false);
     check(old.agents.tls != new.agents.tls, "agents.tls", false);
     check(old.limits != new.limits, "limits", false);
+    check(old.retention != new.retention, "storage.retention", false);
     let without_token = |a: &AgentsConfig| AgentServiceSettings { agent_token: None, ..a.service.clone() };
     check(without_token(&old.agents) != without_token(&new.agents), "agents", false);
     delta

@@ -62,6 +62,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
         }
     }
     let limits = limits_config(&raw, &mut issue);
+    let retention = raw.storage.validate(&mut issue);
     let cluster = admin_listen.and_then(|admin| cluster_config(&raw, admin, &mut issue));
     let agents = admin_listen.and_then(|admin| agents_config(&raw, admin, &mut issue));
     if let Err(e) = tracing_subscriber::EnvFilter::try_new(&raw.log.level) {
@@ -84,6 +85,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             cluster,
             agents,
             limits,
+            retention,
             raw,
         }),
         _ => Err(issues),

@@ -6,6 +6,7 @@
 //! function. Readers get finalized values: an `avg` cell is already divided.
 
 pub mod prom;
+pub mod store;
 
 use hotrule_mal_engine::{DataType, Downsampling, ScopeType};
 

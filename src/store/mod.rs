@@ -14,6 +14,7 @@
 pub mod codec;
 pub mod keys;
 pub mod kv;
+pub mod series;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
