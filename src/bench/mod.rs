@@ -5,6 +5,7 @@ mod chaos;
 pub mod cluster;
 pub mod etcd;
 pub mod mal;
+pub mod store;
 pub mod throughput;
 mod writes;
 
@@ -123,6 +124,26 @@ pub enum BenchCommand {
     },
     /// A fleet of simulated LoongCollector agents heartbeating a node's data listener.
     Agents(AgentsArgs),
+    /// The embedded metric store on RocksDB: synced writes of one day of minutes (values/s, one
+    /// and several writers), then "one day of one metric at minute steps" reads (p50/p99).
+    Store {
+        #[arg(long, default_value = "./bench-data")]
+        dir: std::path::PathBuf,
+        /// Metrics per evaluation (each write call carries every metric of every entity).
+        #[arg(long, default_value_t = 10)]
+        metrics: usize,
+        #[arg(long, default_value_t = 20)]
+        entities: usize,
+        /// Minutes written (1440: one day).
+        #[arg(long, default_value_t = 1440)]
+        minutes: usize,
+        /// Concurrent writers of the second write phase.
+        #[arg(long, default_value_t = 4)]
+        writers: usize,
+        /// Reads per query phase.
+        #[arg(long, default_value_t = 400)]
+        queries: usize,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -183,6 +204,11 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit)).await)
         }
         BenchCommand::Agents(args) => report(bench_agents(args).await),
+        BenchCommand::Store { dir, metrics, entities, minutes, writers, queries } => {
+            let bench = store::StoreBench { metrics, entities, minutes, writers, queries };
+            // Blocking storage work with its own threads: off the async scheduler's hands.
+            report(tokio::task::block_in_place(|| store::run(&dir, &bench)))
+        }
         BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net, None).await),
         BenchCommand::Mal { dir, hosts, rounds, corpus_rounds } => {
             // CPU-bound and single-threaded by design: it runs on this thread, off the async
