@@ -118,4 +118,25 @@ mod tests {
         assert_eq!(issues, vec!["storage.retention.hour".to_string()]);
         assert!(serde_json::from_str::<RawStorage>(r#"{"retention": {"week": "1d"}}"#).is_err());
     }
+
+    #[test]
+    fn the_node_configuration_carries_the_storage_section() {
+        use crate::config::{ConfigErrors, ConfigSources, load};
+        let env = || -> std::sync::Arc<dyn hotrule_confmap::Env> {
+            std::sync::Arc::new(hotrule_confmap::MapEnv::new(Vec::<(String, String)>::new()))
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hotrule.yaml");
+        std::fs::write(&path, "storage:\n  retention:\n    minute: 2d\n    day: 30d\n").expect("write");
+        let sources = ConfigSources { uris: vec![format!("file:{}", path.display())], ..ConfigSources::default() };
+        let loaded = load(&sources, env()).expect("valid");
+        assert_eq!(loaded.config.retention, Retention { minute: DAY * 2, hour: DAY * 15, day: DAY * 30 });
+        assert_eq!(load(&ConfigSources::default(), env()).expect("defaults").config.retention, Retention::default());
+
+        std::fs::write(&path, "storage:\n  retention:\n    minute: 0s\n").expect("write");
+        match load(&sources, env()) {
+            Err(ConfigErrors(issues)) => assert!(issues.iter().any(|i| i.key == "storage.retention.minute"), "{issues:?}"),
+            Ok(_) => panic!("a zero retention must be refused"),
+        }
+    }
 }

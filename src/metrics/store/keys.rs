@@ -109,6 +109,20 @@ pub fn decode_cell_key(key: &[u8], prefix_len: usize) -> Result<CellName, KeyErr
     Ok(CellName { bucket, entity, group })
 }
 
+/// The service, instance and endpoint names of a cell key, read in place (no allocation): reads
+/// filter on them before decoding the whole entity. None when the key is too short.
+pub fn entity_names(key: &[u8], prefix_len: usize) -> Option<[&[u8]; 3]> {
+    // bucket (8), scope (1), then the names, each u32 length + bytes.
+    let mut rest = key.get(prefix_len + 9..)?;
+    let mut names: [&[u8]; 3] = [&[]; 3];
+    for name in names.iter_mut() {
+        let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        *name = rest.get(4..4 + len)?;
+        rest = &rest[4 + len..];
+    }
+    Some(names)
+}
+
 pub fn index_key(metric: &str) -> Vec<u8> {
     let mut out = vec![INDEX_PREFIX];
     out.extend_from_slice(metric.as_bytes());
@@ -283,6 +297,9 @@ mod tests {
         let name = decode_cell_key(&key, prefix.len()).expect("decode");
         assert_eq!(name, CellName { bucket: 2026112513, entity, group: "le_group=a".into() });
         assert!(decode_cell_key(&key[..key.len() - 1], prefix.len()).is_err(), "truncated key");
+        let names = entity_names(&key, prefix.len()).expect("names");
+        assert_eq!(names, [b"svc|with,odd=chars".as_slice(), b"".as_slice(), b"".as_slice()]);
+        assert_eq!(entity_names(&key[..prefix.len() + 12], prefix.len()), None);
     }
 
     #[test]

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::metrics::{
     Granularity, MetricInfo, MetricReader, MetricStoreError, MetricValue, MetricWriter, Point, Series, SeriesFilter,
 };
-use crate::store::kv::KvError;
+use crate::store::kv::{KvError, KvPairs};
 use crate::store::series::{SeriesKv, SeriesOp};
 use crate::telemetry::Telemetry;
 pub use config::Retention;
@@ -142,10 +142,12 @@ impl MetricStore {
         let start = keys::bucket_key(metric, granularity, first_bucket);
         let end = keys::bucket_key(metric, granularity, end_bucket);
         for (key, value) in scan_all(self.kv.as_ref(), &start, &end)? {
-            let name = keys::decode_cell_key(&key, prefix_len).map_err(|e| corrupt(&key, e.0))?;
-            if !matches(filter, &name.entity) {
+            // Filter on the names in place before decoding the whole entity.
+            let names = keys::entity_names(&key, prefix_len).ok_or_else(|| corrupt(&key, "cell key cut short".into()))?;
+            if !matches(filter, names) {
                 continue;
             }
+            let name = keys::decode_cell_key(&key, prefix_len).map_err(|e| corrupt(&key, e.0))?;
             let cell = codec::decode_cell(&value).map_err(|detail| corrupt(&key, detail))?;
             let point = Point {
                 bucket: name.bucket,
@@ -193,7 +195,7 @@ impl MetricReader for MetricStore {
 }
 
 /// Every pair in `[start, end)`, read page by page.
-fn scan_all(kv: &dyn SeriesKv, start: &[u8], end: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, KvError> {
+fn scan_all(kv: &dyn SeriesKv, start: &[u8], end: &[u8]) -> Result<KvPairs, KvError> {
     let mut out = Vec::new();
     let mut from = start.to_vec();
     loop {
@@ -210,11 +212,10 @@ fn scan_all(kv: &dyn SeriesKv, start: &[u8], end: &[u8]) -> Result<Vec<(Vec<u8>,
     }
 }
 
-fn matches(filter: &SeriesFilter, entity: &hotrule_mal_engine::Entity) -> bool {
-    let wanted = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
-    wanted(&filter.service, &entity.service_name)
-        && wanted(&filter.instance, &entity.instance_name)
-        && wanted(&filter.endpoint, &entity.endpoint_name)
+/// Whether a cell's `[service, instance, endpoint]` names pass the filter.
+fn matches(filter: &SeriesFilter, [service, instance, endpoint]: [&[u8]; 3]) -> bool {
+    let wanted = |want: &Option<String>, have: &[u8]| want.as_deref().is_none_or(|w| w.as_bytes() == have);
+    wanted(&filter.service, service) && wanted(&filter.instance, instance) && wanted(&filter.endpoint, endpoint)
 }
 
 fn corrupt(key: &[u8], detail: String) -> MetricStoreError {

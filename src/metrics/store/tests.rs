@@ -101,7 +101,8 @@ fn each_function_over_several_writes_at_minute_hour_and_day() {
     // Writes (in this order): 12:00 a, 12:00 b, 12:01 c, 13:05 d. The hour and day cells combine
     // the same deltas (an avg hour is the mean of all emissions, not of the minute means).
     // (function, [a, b, c, d], minutes [12:00, 12:01, 13:05], hours [12, 13], day)
-    let table: &[(Downsampling, [i64; 4], [i64; 3], [i64; 2], i64)] = &[
+    type Row = (Downsampling, [i64; 4], [i64; 3], [i64; 2], i64);
+    let table: &[Row] = &[
         (Downsampling::Avg, [10, 20, 40, 30], [15, 40, 30], [23, 30], 25),
         (Downsampling::Sum, [10, 20, 40, 30], [30, 40, 30], [70, 30], 100),
         (Downsampling::SumPerMin, [600, 1200, 2400, 1800], [1800, 2400, 1800], [70, 30], 4),
@@ -398,4 +399,31 @@ fn a_failed_write_is_reported_and_leaves_no_index_entry() {
     f.kv.set_fail_reads(true);
     assert!(f.store.read(&filter("m"), Granularity::Minute, at(0, 0), at(1, 0)).is_err());
     assert!(f.store.write(&[value("m", &service("s"), minute(12, 0), Value::Single(1), Downsampling::Sum)]).is_err());
+}
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn on_rocksdb_a_reopened_database_keeps_values_index_and_rule_entries_apart() {
+    use crate::store::kv::{KvEngine, KvOp, RocksEngine};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let telemetry = Arc::new(Telemetry::new());
+    let now = at(14, 0);
+    let svc = service("svc");
+    {
+        let engine = RocksEngine::open(&path).expect("open");
+        engine.write(&[KvOp::Put { key: b"rule/otel-rules/vm".to_vec(), value: b"entry".to_vec() }], true).expect("entry");
+        let store = MetricStore::open(engine.series(), Retention::default(), telemetry.clone()).expect("store");
+        let store = store.with_clock(Arc::new(move || now));
+        for mm in 0..3 {
+            store.write(&[value("m", &svc, minute(12, mm), Value::Single(10 * (mm + 1)), Downsampling::Avg)]).expect("write");
+        }
+        assert_eq!(store.expire_page(at(12, 1) + 7 * DAY_MS, None, 10).expect("expire").ranges_deleted, 1);
+    }
+    let engine = RocksEngine::open(&path).expect("reopen");
+    assert_eq!(engine.scan_prefix(b"").expect("entries").len(), 1, "only the rule entry in the default column family");
+    let store = MetricStore::open(engine.series(), Retention::default(), telemetry).expect("store");
+    assert_eq!(store.metrics().expect("metrics").len(), 1);
+    assert_eq!(singles(&store, "m", Granularity::Minute), vec![(minute(12, 1), 20), (minute(12, 2), 30)]);
+    assert_eq!(singles(&store, "m", Granularity::Hour), vec![(2026112512, 20)]);
 }
