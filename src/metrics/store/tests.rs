@@ -427,3 +427,30 @@ fn on_rocksdb_a_reopened_database_keeps_values_index_and_rule_entries_apart() {
     assert_eq!(singles(&store, "m", Granularity::Minute), vec![(minute(12, 1), 20), (minute(12, 2), 30)]);
     assert_eq!(singles(&store, "m", Granularity::Hour), vec![(2026112512, 20)]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_serves_its_metric_store_and_keeps_it_across_a_restart() {
+    use crate::node::{NodeSettings, RunningNode};
+    use crate::store::kv::MemKv;
+    let kv = Arc::new(MemKv::new());
+    // A value one minute old: within every default retention.
+    let bucket = hotrule_mal_engine::minute_bucket(super::wall_clock_ms() - 60_000);
+    let written = value("node_m", &service("svc"), bucket, Value::Single(3), Downsampling::Sum);
+    let start = |kv: Arc<MemKv>| async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        RunningNode::start(NodeSettings::for_test(), kv, listener).await.expect("node")
+    };
+    let node = start(kv.clone()).await;
+    let writer = node.metric_writer();
+    tokio::task::spawn_blocking(move || writer.write(&[written])).await.expect("join").expect("write");
+    node.shutdown().await;
+
+    let node = start(kv).await;
+    let reader = node.metric_reader();
+    let now = super::wall_clock_ms();
+    let series = reader.read(&filter("node_m"), Granularity::Minute, now - 3_600_000, now).expect("read");
+    assert_eq!(series.len(), 1);
+    assert_eq!(series[0].points.iter().map(|p| (p.bucket, p.value.clone())).collect::<Vec<_>>(), vec![(bucket, Value::Single(3))]);
+    assert_eq!(reader.metrics().expect("metrics").len(), 1);
+    node.shutdown().await;
+}
