@@ -259,7 +259,9 @@ pub fn bucket_start_ms(granularity: Granularity, bucket: i64) -> i64 {
         Granularity::Day => (bucket, 0, 0),
     };
     let days = days_from_civil(day_part / 10_000, day_part / 100 % 100, day_part % 100);
-    ((days * 24 + hour) * 60 + minute) * 60_000
+    // Saturating: a bucket far outside any real date (from a bogus sample timestamp) must not
+    // overflow.
+    days.saturating_mul(24).saturating_add(hour).saturating_mul(60).saturating_add(minute).saturating_mul(60_000)
 }
 
 /// The bucket at `granularity` holding the instant `ms`.
@@ -328,5 +330,11 @@ mod tests {
         assert_eq!(next_bucket(Granularity::Minute, 202402292359), 202403010000);
         assert_eq!(next_bucket(Granularity::Hour, 2024022923), 2024030100);
         assert_eq!(next_bucket(Granularity::Day, 20231231), 20240101);
+        // Absurd buckets saturate instead of overflowing.
+        for granularity in Granularity::ALL {
+            for bucket in [i64::MAX, i64::MIN, 0, -1] {
+                let _ = next_bucket(granularity, bucket_of(granularity, bucket_start_ms(granularity, bucket)));
+            }
+        }
     }
 }

@@ -454,3 +454,16 @@ async fn a_node_serves_its_metric_store_and_keeps_it_across_a_restart() {
     assert_eq!(reader.metrics().expect("metrics").len(), 1);
     node.shutdown().await;
 }
+
+#[test]
+fn absurd_buckets_are_handled_without_panic() {
+    let f = fixture();
+    let svc = service("svc");
+    for bucket in [i64::MAX, i64::MIN, 0, -1, 999_999_999_999] {
+        f.store.write(&[value("odd", &svc, bucket, Value::Single(1), Downsampling::Avg)]).expect("write");
+    }
+    // The past ones are expired; the far-future ones are stored and readable.
+    assert!(counter(&f.telemetry.values_rejected, "reason", "expired") >= 3);
+    let series = f.store.read(&filter("odd"), Granularity::Day, i64::MIN, i64::MAX).expect("read");
+    assert!(!series.is_empty());
+}
