@@ -27,6 +27,9 @@ pub trait SeriesKv: Send + Sync + 'static {
     fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, KvError>;
     /// The pairs with keys in `[start, end)`, in key order, at most `limit` of them.
     fn scan_range(&self, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, KvError>;
+    /// Calls `visit` with each pair with a key in `[start, end)`, in key order, without copying
+    /// it, until `visit` returns false (reads that skip most of a range).
+    fn visit_range(&self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), KvError>;
     /// Applies `ops` atomically, in order; with `sync`, returns only once they are durable.
     fn write(&self, ops: &[SeriesOp], sync: bool) -> Result<(), KvError>;
 }
@@ -98,6 +101,20 @@ impl SeriesKv for MemSeriesKv {
             .collect())
     }
 
+    fn visit_range(&self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), KvError> {
+        self.check_read()?;
+        if start >= end {
+            return Ok(());
+        }
+        // The lock is held while visiting, like RocksDB's snapshot of one iterator.
+        for (key, value) in self.data().range(start.to_vec()..end.to_vec()) {
+            if !visit(key, value) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     fn write(&self, ops: &[SeriesOp], _sync: bool) -> Result<(), KvError> {
         if self.fail_writes.load(Ordering::SeqCst) {
             return Err(KvError::Write { kind: KvErrorKind::Injected, detail: "injected write failure (MemSeriesKv)".into() });
@@ -148,6 +165,15 @@ impl SeriesKv for RocksSeries {
             .map_err(|e| KvError::Read { kind: super::kv::rocks_kind(&e), detail: e.to_string() })
     }
 
+    fn visit_range(&self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), KvError> {
+        if start >= end {
+            return Ok(());
+        }
+        self.db
+            .visit_range_cf(hotrule_kv_rocksdb::METRICS_CF, start, end, visit)
+            .map_err(|e| KvError::Read { kind: super::kv::rocks_kind(&e), detail: e.to_string() })
+    }
+
     fn write(&self, ops: &[SeriesOp], sync: bool) -> Result<(), KvError> {
         use hotrule_kv_rocksdb::BatchOp;
         let ops: Vec<BatchOp> = ops
@@ -180,6 +206,13 @@ mod tests {
         kv.write(&[SeriesOp::DeleteRange { start: vec![2], end: vec![5] }], true).expect("delete range");
         assert_eq!(keys(kv.scan_range(&[0], &[9], usize::MAX).expect("scan")), vec![0, 1, 5]);
         assert_eq!(kv.get_many(&[vec![1], vec![3]]).expect("get"), vec![Some(vec![1]), None]);
+        let mut visited = Vec::new();
+        kv.visit_range(&[0], &[9], &mut |k, _| {
+            visited.push(k[0]);
+            visited.len() < 2
+        })
+        .expect("visit");
+        assert_eq!(visited, vec![0, 1]);
         kv.set_fail_writes(true);
         assert!(kv.write(&[SeriesOp::Delete { key: vec![0] }], true).is_err());
         kv.set_fail_reads(true);

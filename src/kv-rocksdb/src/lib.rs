@@ -132,6 +132,30 @@ impl RocksKv {
             .collect()
     }
 
+    /// Calls `visit` with each pair of column family `cf` with a key in `[start, end)`, in key
+    /// order, without copying them, until it returns false.
+    pub fn visit_range_cf(
+        &self,
+        cf: &str,
+        start: &[u8],
+        end: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), RocksKvError> {
+        let handle = self.cf(cf)?;
+        let mut read_options = rocksdb::ReadOptions::default();
+        read_options.set_iterate_upper_bound(end.to_vec());
+        let mut iter = self.db.raw_iterator_cf_opt(handle, read_options);
+        iter.seek(start);
+        while iter.valid() {
+            let (Some(key), Some(value)) = (iter.key(), iter.value()) else { break };
+            if key >= end || !visit(key, value) {
+                break;
+            }
+            iter.next();
+        }
+        iter.status().map_err(RocksKvError::Read)
+    }
+
     /// The pairs of column family `cf` with keys in `[start, end)`, in key order, at most `limit`.
     pub fn scan_range_cf(
         &self,
@@ -239,6 +263,13 @@ mod tests {
             // [start, end) exactly: 3 included, 7 excluded.
             let got = kv.scan_range_cf(METRICS_CF, b"m/a/\x03", b"m/a/\x07", usize::MAX).expect("scan");
             assert_eq!(got.iter().map(|(_, v)| v[0]).collect::<Vec<_>>(), vec![3, 4, 5, 6]);
+            let mut visited = Vec::new();
+            kv.visit_range_cf(METRICS_CF, b"m/a/\x03", b"m/a/\x07", &mut |_, v| {
+                visited.push(v[0]);
+                visited.len() < 3
+            })
+            .expect("visit");
+            assert_eq!(visited, vec![3, 4, 5], "stops when the visitor says so");
             let limited = kv.scan_range_cf(METRICS_CF, b"m/a/", b"m/a0", 2).expect("scan");
             assert_eq!(limited.len(), 2);
             // The default column family does not see series keys, and the other way round.

@@ -109,6 +109,14 @@ pub fn decode_cell_key(key: &[u8], prefix_len: usize) -> Result<CellName, KeyErr
     Ok(CellName { bucket, entity, group })
 }
 
+/// The bucket of a cell key.
+pub fn decode_bucket(key: &[u8], prefix_len: usize) -> Result<i64, KeyError> {
+    let raw = key.get(prefix_len..prefix_len + 8).ok_or_else(|| KeyError("cell key without a bucket".into()))?;
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(raw);
+    Ok((u64::from_be_bytes(bytes) ^ (1 << 63)) as i64)
+}
+
 /// The service, instance and endpoint names of a cell key, read in place (no allocation): reads
 /// filter on them before decoding the whole entity. None when the key is too short.
 pub fn entity_names(key: &[u8], prefix_len: usize) -> Option<[&[u8]; 3]> {

@@ -128,7 +128,8 @@ impl MetricStore {
         Ok(())
     }
 
-    /// Reads one metric's cells at `granularity` in `[first_bucket, end_bucket)` into `out`.
+    /// Reads one metric's cells at `granularity` in `[first_bucket, end_bucket)`: one range
+    /// scan; cells of other entities are skipped on their key's names, without a copy.
     fn read_metric(
         &self,
         metric: &str,
@@ -136,28 +137,54 @@ impl MetricStore {
         granularity: Granularity,
         first_bucket: i64,
         end_bucket: i64,
-        out: &mut BTreeMap<(hotrule_mal_engine::Entity, String), Vec<Point>>,
-    ) -> Result<(), MetricStoreError> {
+    ) -> Result<Vec<Series>, MetricStoreError> {
         let prefix_len = keys::series_prefix(metric, granularity).len();
         let start = keys::bucket_key(metric, granularity, first_bucket);
         let end = keys::bucket_key(metric, granularity, end_bucket);
-        for (key, value) in scan_all(self.kv.as_ref(), &start, &end)? {
-            // Filter on the names in place before decoding the whole entity.
-            let names = keys::entity_names(&key, prefix_len).ok_or_else(|| corrupt(&key, "cell key cut short".into()))?;
-            if !matches(filter, names) {
-                continue;
+        let mut found = SeriesByKey::new();
+        let mut failure = None;
+        self.kv.visit_range(&start, &end, &mut |key, value| match read_cell(key, value, prefix_len, filter, granularity, &mut found) {
+            Ok(()) => true,
+            Err(e) => {
+                failure = Some(e);
+                false
             }
-            let name = keys::decode_cell_key(&key, prefix_len).map_err(|e| corrupt(&key, e.0))?;
-            let cell = codec::decode_cell(&value).map_err(|detail| corrupt(&key, detail))?;
-            let point = Point {
-                bucket: name.bucket,
-                start_ms: keys::bucket_start_ms(granularity, name.bucket),
-                value: cell.finalize(granularity, &name.group),
-            };
-            out.entry((name.entity, name.group)).or_default().push(point);
+        })?;
+        if let Some(e) = failure {
+            return Err(e);
         }
-        Ok(())
+        Ok(found.into_values().map(|(entity, _group, points)| Series { metric: metric.to_string(), entity, points }).collect())
     }
+}
+
+/// Series found by a read, by the entity-and-group part of their keys (each entity is decoded
+/// once, on its first cell).
+type SeriesByKey = BTreeMap<Vec<u8>, (hotrule_mal_engine::Entity, String, Vec<Point>)>;
+
+fn read_cell(
+    key: &[u8],
+    value: &[u8],
+    prefix_len: usize,
+    filter: &SeriesFilter,
+    granularity: Granularity,
+    found: &mut SeriesByKey,
+) -> Result<(), MetricStoreError> {
+    let names = keys::entity_names(key, prefix_len).ok_or_else(|| corrupt(key, "cell key cut short".into()))?;
+    if !matches(filter, names) {
+        return Ok(());
+    }
+    let bucket = keys::decode_bucket(key, prefix_len).map_err(|e| corrupt(key, e.0))?;
+    let suffix = &key[prefix_len + 8..];
+    let cell = codec::decode_cell(value).map_err(|detail| corrupt(key, detail))?;
+    if !found.contains_key(suffix) {
+        let name = keys::decode_cell_key(key, prefix_len).map_err(|e| corrupt(key, e.0))?;
+        found.insert(suffix.to_vec(), (name.entity, name.group, Vec::new()));
+    }
+    if let Some((_, group, points)) = found.get_mut(suffix) {
+        let value = cell.finalize(granularity, group);
+        points.push(Point { bucket, start_ms: keys::bucket_start_ms(granularity, bucket), value });
+    }
+    Ok(())
 }
 
 impl MetricWriter for MetricStore {
@@ -172,7 +199,8 @@ impl MetricReader for MetricStore {
     }
 
     /// One range scan per metric: the buckets holding `start_ms` through the one holding
-    /// `end_ms`. A histogram metric has one series per entity and label group.
+    /// `end_ms`. A histogram metric has one series per entity and label group. Series come in
+    /// the key order of their entities.
     fn read(&self, filter: &SeriesFilter, granularity: Granularity, start_ms: i64, end_ms: i64) -> Result<Vec<Series>, MetricStoreError> {
         if start_ms > end_ms {
             return Ok(Vec::new());
@@ -186,9 +214,7 @@ impl MetricReader for MetricStore {
         let end_bucket = keys::next_bucket(granularity, keys::bucket_of(granularity, end_ms));
         let mut out = Vec::new();
         for metric in metrics {
-            let mut series = BTreeMap::new();
-            self.read_metric(&metric, filter, granularity, first_bucket, end_bucket, &mut series)?;
-            out.extend(series.into_iter().map(|((entity, _group), points)| Series { metric: metric.clone(), entity, points }));
+            out.extend(self.read_metric(&metric, filter, granularity, first_bucket, end_bucket)?);
         }
         Ok(out)
     }
