@@ -21,6 +21,16 @@ pub enum SeriesOp {
     DeleteRange { start: Vec<u8>, end: Vec<u8> },
 }
 
+/// What a range visitor wants after one pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Visit {
+    Next,
+    Stop,
+    /// Go on at the first key at or after this one (a target not after the current key means
+    /// the next key).
+    Seek(Vec<u8>),
+}
+
 /// The series key space of the embedded database.
 pub trait SeriesKv: Send + Sync + 'static {
     /// The values of `keys`, in the order asked.
@@ -28,8 +38,8 @@ pub trait SeriesKv: Send + Sync + 'static {
     /// The pairs with keys in `[start, end)`, in key order, at most `limit` of them.
     fn scan_range(&self, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, KvError>;
     /// Calls `visit` with each pair with a key in `[start, end)`, in key order, without copying
-    /// it, until `visit` returns false (reads that skip most of a range).
-    fn visit_range(&self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), KvError>;
+    /// it; `visit` says whether to go on, stop or seek ahead (reads that skip most of a range).
+    fn visit_range(&self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit) -> Result<(), KvError>;
     /// Applies `ops` atomically, in order; with `sync`, returns only once they are durable.
     fn write(&self, ops: &[SeriesOp], sync: bool) -> Result<(), KvError>;
 }
@@ -101,16 +111,24 @@ impl SeriesKv for MemSeriesKv {
             .collect())
     }
 
-    fn visit_range(&self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), KvError> {
+    fn visit_range(&self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit) -> Result<(), KvError> {
         self.check_read()?;
-        if start >= end {
-            return Ok(());
-        }
         // The lock is held while visiting, like RocksDB's snapshot of one iterator.
-        for (key, value) in self.data().range(start.to_vec()..end.to_vec()) {
-            if !visit(key, value) {
-                break;
+        let data = self.data();
+        let mut from = start.to_vec();
+        'seek: while from.as_slice() < end {
+            for (key, value) in data.range(from.clone()..end.to_vec()) {
+                match visit(key, value) {
+                    Visit::Next => {}
+                    Visit::Stop => return Ok(()),
+                    Visit::Seek(target) if target > *key => {
+                        from = target;
+                        continue 'seek;
+                    }
+                    Visit::Seek(_) => {}
+                }
             }
+            break;
         }
         Ok(())
     }
@@ -165,12 +183,18 @@ impl SeriesKv for RocksSeries {
             .map_err(|e| KvError::Read { kind: super::kv::rocks_kind(&e), detail: e.to_string() })
     }
 
-    fn visit_range(&self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), KvError> {
+    fn visit_range(&self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit) -> Result<(), KvError> {
+        use hotrule_kv_rocksdb::Step;
         if start >= end {
             return Ok(());
         }
+        let mut step = |key: &[u8], value: &[u8]| match visit(key, value) {
+            Visit::Next => Step::Next,
+            Visit::Stop => Step::Stop,
+            Visit::Seek(target) => Step::Seek(target),
+        };
         self.db
-            .visit_range_cf(hotrule_kv_rocksdb::METRICS_CF, start, end, visit)
+            .visit_range_cf(hotrule_kv_rocksdb::METRICS_CF, start, end, &mut step)
             .map_err(|e| KvError::Read { kind: super::kv::rocks_kind(&e), detail: e.to_string() })
     }
 
@@ -206,13 +230,20 @@ mod tests {
         kv.write(&[SeriesOp::DeleteRange { start: vec![2], end: vec![5] }], true).expect("delete range");
         assert_eq!(keys(kv.scan_range(&[0], &[9], usize::MAX).expect("scan")), vec![0, 1, 5]);
         assert_eq!(kv.get_many(&[vec![1], vec![3]]).expect("get"), vec![Some(vec![1]), None]);
+        let fresh = MemSeriesKv::new();
+        fresh.write(&ops, true).expect("write");
         let mut visited = Vec::new();
-        kv.visit_range(&[0], &[9], &mut |k, _| {
-            visited.push(k[0]);
-            visited.len() < 2
-        })
-        .expect("visit");
-        assert_eq!(visited, vec![0, 1]);
+        fresh
+            .visit_range(&[0], &[9], &mut |k, _| {
+                visited.push(k[0]);
+                match k[0] {
+                    0 => Visit::Seek(vec![3]),
+                    3 => Visit::Seek(vec![1]),
+                    _ => Visit::Stop,
+                }
+            })
+            .expect("visit");
+        assert_eq!(visited, vec![0, 3, 4], "seek ahead, a backwards seek is next, stop");
         kv.set_fail_writes(true);
         assert!(kv.write(&[SeriesOp::Delete { key: vec![0] }], true).is_err());
         kv.set_fail_reads(true);

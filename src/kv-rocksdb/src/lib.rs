@@ -30,6 +30,15 @@ pub enum BatchOp {
     DeleteRange { start: Vec<u8>, end: Vec<u8> },
 }
 
+/// What a range visitor wants after one pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Next,
+    Stop,
+    /// Go on at the first key at or after this one.
+    Seek(Vec<u8>),
+}
+
 /// The column family of metric series.
 pub const METRICS_CF: &str = "metrics";
 
@@ -133,13 +142,14 @@ impl RocksKv {
     }
 
     /// Calls `visit` with each pair of column family `cf` with a key in `[start, end)`, in key
-    /// order, without copying them, until it returns false.
+    /// order, without copying them; `visit` says whether to go on, stop, or seek ahead (a seek
+    /// that would not move forward goes to the next key instead).
     pub fn visit_range_cf(
         &self,
         cf: &str,
         start: &[u8],
         end: &[u8],
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Step,
     ) -> Result<(), RocksKvError> {
         let handle = self.cf(cf)?;
         let mut read_options = rocksdb::ReadOptions::default();
@@ -148,10 +158,15 @@ impl RocksKv {
         iter.seek(start);
         while iter.valid() {
             let (Some(key), Some(value)) = (iter.key(), iter.value()) else { break };
-            if key >= end || !visit(key, value) {
+            if key >= end {
                 break;
             }
-            iter.next();
+            match visit(key, value) {
+                Step::Next => iter.next(),
+                Step::Stop => break,
+                Step::Seek(target) if target.as_slice() > key => iter.seek(&target),
+                Step::Seek(_) => iter.next(),
+            }
         }
         iter.status().map_err(RocksKvError::Read)
     }
@@ -264,12 +279,17 @@ mod tests {
             let got = kv.scan_range_cf(METRICS_CF, b"m/a/\x03", b"m/a/\x07", usize::MAX).expect("scan");
             assert_eq!(got.iter().map(|(_, v)| v[0]).collect::<Vec<_>>(), vec![3, 4, 5, 6]);
             let mut visited = Vec::new();
-            kv.visit_range_cf(METRICS_CF, b"m/a/\x03", b"m/a/\x07", &mut |_, v| {
+            kv.visit_range_cf(METRICS_CF, b"m/a/\x01", b"m/a/\x09", &mut |_, v| {
                 visited.push(v[0]);
-                visited.len() < 3
+                match v[0] {
+                    1 => Step::Seek(b"m/a/\x04".to_vec()),
+                    4 => Step::Seek(b"m/a/\x00".to_vec()), // backwards: the next key instead
+                    6 => Step::Stop,
+                    _ => Step::Next,
+                }
             })
             .expect("visit");
-            assert_eq!(visited, vec![3, 4, 5], "stops when the visitor says so");
+            assert_eq!(visited, vec![1, 4, 5, 6], "seeks ahead and stops when the visitor says so");
             let limited = kv.scan_range_cf(METRICS_CF, b"m/a/", b"m/a0", 2).expect("scan");
             assert_eq!(limited.len(), 2);
             // The default column family does not see series keys, and the other way round.

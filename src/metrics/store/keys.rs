@@ -109,6 +109,14 @@ pub fn decode_cell_key(key: &[u8], prefix_len: usize) -> Result<CellName, KeyErr
     Ok(CellName { bucket, entity, group })
 }
 
+/// The start of every entity key of `scope` whose service name is `service` (the first two
+/// fields of the entity encoding): a read for one service seeks to it within each bucket.
+pub fn service_start(scope: ScopeType, service: &str) -> Vec<u8> {
+    let mut out = vec![scope_code(scope)];
+    put_str(&mut out, service);
+    out
+}
+
 /// The bucket of a cell key.
 pub fn decode_bucket(key: &[u8], prefix_len: usize) -> Result<i64, KeyError> {
     let raw = key.get(prefix_len..prefix_len + 8).ok_or_else(|| KeyError("cell key without a bucket".into()))?;

@@ -33,7 +33,7 @@ use crate::metrics::{
     Granularity, MetricInfo, MetricReader, MetricStoreError, MetricValue, MetricWriter, Point, Series, SeriesFilter,
 };
 use crate::store::kv::{KvError, KvPairs};
-use crate::store::series::{SeriesKv, SeriesOp};
+use crate::store::series::{SeriesKv, SeriesOp, Visit};
 use crate::telemetry::Telemetry;
 pub use config::Retention;
 
@@ -141,13 +141,26 @@ impl MetricStore {
         let prefix_len = keys::series_prefix(metric, granularity).len();
         let start = keys::bucket_key(metric, granularity, first_bucket);
         let end = keys::bucket_key(metric, granularity, end_bucket);
+        // With a service filter, each bucket's matching cells are one contiguous run: seek to
+        // it instead of stepping over the other services' cells.
+        let service_start = match (&filter.service, self.info(metric)) {
+            (Some(service), Some(info)) => Some(keys::service_start(info.scope, service)),
+            _ => None,
+        };
         let mut found = SeriesByKey::new();
         let mut failure = None;
-        self.kv.visit_range(&start, &end, &mut |key, value| match read_cell(key, value, prefix_len, filter, granularity, &mut found) {
-            Ok(()) => true,
-            Err(e) => {
-                failure = Some(e);
-                false
+        self.kv.visit_range(&start, &end, &mut |key, value| {
+            if let Some(wanted) = &service_start
+                && let Some(seek) = seek_to_service(metric, granularity, prefix_len, key, wanted)
+            {
+                return seek;
+            }
+            match read_cell(key, value, prefix_len, filter, granularity, &mut found) {
+                Ok(()) => Visit::Next,
+                Err(e) => {
+                    failure = Some(e);
+                    Visit::Stop
+                }
             }
         })?;
         if let Some(e) = failure {
@@ -155,6 +168,28 @@ impl MetricStore {
         }
         Ok(found.into_values().map(|(entity, _group, points)| Series { metric: metric.to_string(), entity, points }).collect())
     }
+}
+
+/// Where to go from `key` when only entities starting with `wanted` (scope and service) are
+/// read: none when `key` is one of them; otherwise the wanted run of this bucket (before it) or
+/// of the next one (past it).
+fn seek_to_service(metric: &str, granularity: Granularity, prefix_len: usize, key: &[u8], wanted: &[u8]) -> Option<Visit> {
+    let Some(entity) = key.get(prefix_len + 8..) else { return Some(Visit::Next) };
+    if entity.starts_with(wanted) {
+        return None;
+    }
+    let Ok(bucket) = keys::decode_bucket(key, prefix_len) else { return Some(Visit::Next) };
+    let target_bucket = if entity < wanted {
+        bucket
+    } else {
+        match bucket.checked_add(1) {
+            Some(next) => next,
+            None => return Some(Visit::Stop),
+        }
+    };
+    let mut target = keys::bucket_key(metric, granularity, target_bucket);
+    target.extend_from_slice(wanted);
+    Some(Visit::Seek(target))
 }
 
 /// Series found by a read, by the entity-and-group part of their keys (each entity is decoded

@@ -467,3 +467,30 @@ fn absurd_buckets_are_handled_without_panic() {
     let series = f.store.read(&filter("odd"), Granularity::Day, i64::MIN, i64::MAX).expect("read");
     assert!(!series.is_empty());
 }
+
+#[test]
+fn a_service_read_seeks_past_other_services_exactly() {
+    let f = fixture();
+    let names = ["a", "b", "bb", "b\u{0}", "c"];
+    for mm in 0..4 {
+        let values: Vec<MetricValue> =
+            names.iter().enumerate().map(|(i, n)| value("m", &service(n), minute(12, mm), Value::Single(i as i64 * 10 + mm), Downsampling::Sum)).collect();
+        f.store.write(&values).expect("write");
+    }
+    for (i, name) in names.iter().enumerate() {
+        let wanted = SeriesFilter { metric: "m".into(), service: Some(name.to_string()), ..SeriesFilter::default() };
+        let series = f.store.read(&wanted, Granularity::Minute, at(12, 1), at(12, 3)).expect("read");
+        assert_eq!(series.len(), 1, "{name:?}");
+        assert_eq!(series[0].entity.service_name, *name);
+        let got: Vec<(i64, Value)> = series[0].points.iter().map(|p| (p.bucket, p.value.clone())).collect();
+        let expected: Vec<(i64, Value)> = (1..4).map(|mm| (minute(12, mm), Value::Single(i as i64 * 10 + mm))).collect();
+        assert_eq!(got, expected, "{name:?}");
+    }
+    for absent in ["", "0", "ba", "zzz"] {
+        let wanted = SeriesFilter { metric: "m".into(), service: Some(absent.to_string()), ..SeriesFilter::default() };
+        assert!(f.store.read(&wanted, Granularity::Minute, at(0, 0), at(23, 59)).expect("read").is_empty(), "{absent:?}");
+    }
+    let hours = SeriesFilter { metric: "m".into(), service: Some("bb".into()), ..SeriesFilter::default() };
+    let series = f.store.read(&hours, Granularity::Hour, at(0, 0), at(23, 59)).expect("read");
+    assert_eq!(series[0].points.iter().map(|p| p.value.clone()).collect::<Vec<_>>(), vec![Value::Single(20 * 4 + 6)]);
+}
