@@ -100,6 +100,13 @@ fn write_phase(store: &Arc<MetricStore>, bench: &StoreBench, entities: &[Entity]
     Ok(total as f64 / start.elapsed().as_secs_f64())
 }
 
+/// The 1, 5 and 15 minute load averages (`/proc/loadavg`): the machine is shared.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -107,21 +114,53 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// Runs `queries` reads of `filter` over the first day at minute steps; (p50, p99, points).
-fn query_phase(store: &MetricStore, filters: &[SeriesFilter], queries: usize) -> Result<(Duration, Duration, usize), String> {
+/// This thread's CPU time: on a shared machine, what a query costs apart from waiting for a core.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), u32::try_from(ts.tv_nsec).unwrap_or(0))
+}
+
+/// Latencies of one query phase: wall clock and this thread's CPU time, p50 and p99.
+struct QueryTimes {
+    wall: (Duration, Duration),
+    cpu: (Duration, Duration),
+    points: usize,
+}
+
+/// Runs `queries` reads of `filters` (in turn) over the first day at minute steps.
+fn query_phase(store: &MetricStore, filters: &[SeriesFilter], queries: usize) -> Result<QueryTimes, String> {
     let start_ms = bucket_start_ms(Granularity::Minute, FIRST_MINUTE);
     let end_ms = start_ms + 86_400_000 - 1;
-    let mut took = Vec::with_capacity(queries);
+    let mut wall = Vec::with_capacity(queries);
+    let mut cpu = Vec::with_capacity(queries);
     let mut points = 0;
     for i in 0..queries {
         let filter = &filters[i % filters.len()];
-        let begin = Instant::now();
+        let (begin, begin_cpu) = (Instant::now(), thread_cpu_time());
         let series = store.read(filter, Granularity::Minute, start_ms, end_ms).map_err(|e| e.to_string())?;
-        took.push(begin.elapsed());
+        cpu.push(thread_cpu_time().saturating_sub(begin_cpu));
+        wall.push(begin.elapsed());
         points = series.iter().map(|s| s.points.len()).sum();
     }
-    took.sort();
-    Ok((percentile(&took, 0.5), percentile(&took, 0.99), points))
+    wall.sort();
+    cpu.sort();
+    Ok(QueryTimes {
+        wall: (percentile(&wall, 0.5), percentile(&wall, 0.99)),
+        cpu: (percentile(&cpu, 0.5), percentile(&cpu, 0.99)),
+        points,
+    })
+}
+
+fn print_query(what: &str, t: &QueryTimes) {
+    println!(
+        "query one day of one metric at minute steps, {what}: p50 {:.2?}, p99 {:.2?} wall; p50 {:.2?}, p99 {:.2?} CPU ({} points)",
+        t.wall.0, t.wall.1, t.cpu.0, t.cpu.1, t.points
+    );
 }
 
 pub fn run(dir: &Path, bench: &StoreBench) -> Result<(), String> {
@@ -143,6 +182,7 @@ pub fn run(dir: &Path, bench: &StoreBench) -> Result<(), String> {
         bench.metrics, bench.entities, bench.minutes
     );
 
+    println!("load average before: {}", load_average());
     let one = write_phase(&store, bench, &entities, bench.minutes, 1, "a")?;
     println!("write, 1 writer:  {one:.0} values/s ({:.1} calls/s)", one / per_call as f64);
     if bench.writers > 1 {
@@ -155,11 +195,10 @@ pub fn run(dir: &Path, bench: &StoreBench) -> Result<(), String> {
     let one_entity: Vec<SeriesFilter> = (0..bench.entities.min(16))
         .map(|e| SeriesFilter { metric: "a_metric_00".into(), service: Some(entities[e].service_name.clone()), ..SeriesFilter::default() })
         .collect();
-    let (p50, p99, points) = query_phase(&store, &one_entity, bench.queries)?;
-    println!("query one day of one metric at minute steps, one entity: p50 {p50:?}, p99 {p99:?} ({points} points)");
+    print_query("one entity", &query_phase(&store, &one_entity, bench.queries)?);
     let whole = vec![SeriesFilter { metric: "a_metric_00".into(), ..SeriesFilter::default() }];
-    let (p50, p99, points) = query_phase(&store, &whole, (bench.queries / 4).max(1))?;
-    println!("query one day of one metric at minute steps, all {} entities: p50 {p50:?}, p99 {p99:?} ({points} points)", bench.entities);
+    print_query(&format!("all {} entities", bench.entities), &query_phase(&store, &whole, (bench.queries / 4).max(1))?);
+    println!("load average after: {}", load_average());
     drop(store);
     drop(engine);
     let _ = std::fs::remove_dir_all(&path);
