@@ -417,6 +417,7 @@ fn on_rocksdb_a_reopened_database_keeps_values_index_and_rule_entries_apart() {
         let store = store.with_clock(Arc::new(move || now));
         for mm in 0..3 {
             store.write(&[value("m", &svc, minute(12, mm), Value::Single(10 * (mm + 1)), Downsampling::Avg)]).expect("write");
+            store.write(&[value("m", &service("other"), minute(12, mm), Value::Single(1), Downsampling::Avg)]).expect("write");
         }
         assert_eq!(store.expire_page(at(12, 1) + 7 * DAY_MS, None, 10).expect("expire").ranges_deleted, 1);
     }
@@ -424,8 +425,18 @@ fn on_rocksdb_a_reopened_database_keeps_values_index_and_rule_entries_apart() {
     assert_eq!(engine.scan_prefix(b"").expect("entries").len(), 1, "only the rule entry in the default column family");
     let store = MetricStore::open(engine.series(), Retention::default(), telemetry).expect("store");
     assert_eq!(store.metrics().expect("metrics").len(), 1);
-    assert_eq!(singles(&store, "m", Granularity::Minute), vec![(minute(12, 1), 20), (minute(12, 2), 30)]);
-    assert_eq!(singles(&store, "m", Granularity::Hour), vec![(2026112512, 20)]);
+    // A service read seeks past the other service's cells in each bucket.
+    let read = |name: &str, granularity| -> Vec<(i64, Value)> {
+        let wanted = SeriesFilter { metric: "m".into(), service: Some(name.into()), ..SeriesFilter::default() };
+        let series = store.read(&wanted, granularity, at(0, 0), at(23, 59)).expect("read");
+        assert_eq!(series.len(), 1, "{name}");
+        series[0].points.iter().map(|p| (p.bucket, p.value.clone())).collect()
+    };
+    assert_eq!(read("svc", Granularity::Minute), vec![(minute(12, 1), Value::Single(20)), (minute(12, 2), Value::Single(30))]);
+    assert_eq!(read("svc", Granularity::Hour), vec![(2026112512, Value::Single(20))]);
+    assert_eq!(read("other", Granularity::Minute).len(), 2);
+    let all = store.read(&filter("m"), Granularity::Minute, at(0, 0), at(23, 59)).expect("read");
+    assert_eq!(all.len(), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
