@@ -228,7 +228,7 @@ async fn the_cli_prints_values_json_and_the_difference_from_the_stored_file() {
     assert_eq!(node.list().await["rules"], list_before["rules"]);
 
     // Usage errors exit 2.
-    let (code, _, err) = run(args(&["--interval", "5d"])).await;
+    let (code, _, err) = run(args(&["--interval", "5w"])).await;
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = run(args(&["--label", "novalue"])).await;
     assert_eq!(code, 2, "{err}");

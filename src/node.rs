@@ -33,6 +33,9 @@ use crate::listen::{Limits, ListenLimits};
 use crate::runtime::Runtime;
 use crate::runtime::locks::FileLocks;
 use crate::scan::{MainView, ScanReport, ScanSettings, ScanWorker, Scanner, boot};
+use crate::metrics::store::MetricStore;
+use crate::metrics::store::retention::RetentionWorker;
+use crate::metrics::{MetricReader, MetricWriter};
 use crate::store::Store;
 use crate::store::kv::KvEngine;
 use crate::telemetry::Telemetry;
@@ -82,9 +85,11 @@ pub struct NodeSettings {
     pub export: Option<crate::export::RemoteWriteSettings>,
     /// The data plane's dispatch queue, evaluation threads and drain bound.
     pub dispatch: crate::dispatch::DispatchSettings,
-    /// The metric store queries read (this node's, and peers' cluster-wide queries); none: the
-    /// query routes answer that there is no metric storage.
+    /// The metric reader queries use instead of the node's metric store (tests); none: the
+    /// node's store.
     pub metric_reader: Option<Arc<dyn crate::metrics::MetricReader>>,
+    /// Metric retention per granularity.
+    pub retention: crate::metrics::store::Retention,
 }
 
 impl NodeSettings {
@@ -111,6 +116,7 @@ impl NodeSettings {
             export: None,
             dispatch: crate::dispatch::DispatchSettings::for_test(),
             metric_reader: None,
+            retention: crate::metrics::store::Retention::default(),
         }
     }
 
@@ -143,6 +149,7 @@ impl NodeSettings {
             export: config.export.clone(),
             dispatch: config.dispatch.clone(),
             metric_reader: None,
+            retention: config.retention,
         }
     }
 }
@@ -190,6 +197,8 @@ pub enum NodeError {
     Export(#[from] crate::export::ExportError),
     #[error("dispatch: {0}")]
     Dispatch(#[from] crate::dispatch::DispatchError),
+    #[error("opening metric storage: {0}")]
+    MetricStore(#[from] crate::metrics::MetricStoreError),
 }
 
 /// The agent data listener, plain or TLS.
@@ -245,6 +254,11 @@ pub struct RunningNode {
     pub data_addr: Option<SocketAddr>,
     pub state: Arc<AdminState>,
     pub boot_report: ScanReport,
+    /// The embedded metric store (the series key space of the node's database): dispatch writes
+    /// it, queries and export read it ([`RunningNode::metric_writer`], [`RunningNode::metric_reader`]).
+    pub metric_store: Arc<MetricStore>,
+    /// The node's own metrics (`/metrics`).
+    pub telemetry: Arc<Telemetry>,
     shutdown: CancellationToken,
     /// Admin, agent data and bus servers, in start order.
     servers: Vec<(&'static str, JoinHandle<()>)>,
@@ -327,7 +341,20 @@ impl RunningNode {
             (None, None) => Arc::new(NoPeers),
         };
 
-        // 3. Components, each from its own constructor.
+        // 3. Components, each from its own constructor. Metric series live in the same
+        //    database as rule entries, in their own key space.
+        let telemetry = settings.telemetry.clone();
+        let metric_store = Arc::new(MetricStore::open(kv.series(), settings.retention, telemetry.clone())?);
+        // Queries read the node's store unless a test hands them another reader.
+        let metric_reader: Arc<dyn MetricReader> = settings.metric_reader.clone().unwrap_or_else(|| metric_store.clone());
+        // Dispatch writes the store, then (when configured) the remote-write exporter.
+        let metric_writer = crate::export::wire(
+            settings.export.clone(),
+            metric_store.clone(),
+            metric_reader.clone(),
+            telemetry.clone(),
+            &mut workers,
+        )?;
         let store = Arc::new(Store::open(kv)?);
         let bundled = Arc::new(load_bundled(&settings)?);
         let runtime = Arc::new(Runtime::new());
@@ -378,7 +405,7 @@ impl RunningNode {
             runtime.clone(),
             Arc::new(crate::dispatch::NodeRegistry::new(store.clone(), runtime.clone())),
             settings.telemetry.clone(),
-            Vec::new(),
+            vec![metric_writer],
         )?);
         let state = Arc::new(AdminState {
             node_id: node_id.clone(),
@@ -398,7 +425,7 @@ impl RunningNode {
             dispatcher,
             query: Arc::new(crate::query::QueryService::new(
                 node_id.clone(),
-                settings.metric_reader.clone(),
+                Some(metric_reader.clone()),
                 cluster.as_ref().map(|parts| parts.cluster.clone()),
                 crate::query::QuerySettings::default(),
             )),
@@ -425,6 +452,7 @@ impl RunningNode {
         if !settings.ingest.scrape_jobs.is_empty() {
             workers.spawn(crate::ingest::ScrapeWorker::new(ingest.clone(), &settings.ingest.scrape_jobs));
         }
+        workers.spawn(RetentionWorker::new(metric_store.clone(), crate::metrics::store::retention::RETENTION_INTERVAL));
         if let Some(runtime) = &settings.config {
             let live = Arc::new(NodeLive { scanner: scanner.clone(), state: state.clone(), log_control: runtime.log_control.clone() });
             let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
@@ -438,7 +466,7 @@ impl RunningNode {
             workers.spawn(SyncWorker::new(syncer, pull_requests_rx));
 
             // 6a. The bus, then readiness in gossip.
-            let handler = bus_handler(&cluster, &state, &locks, pulls, settings.metric_reader.clone());
+            let handler = bus_handler(&cluster, &state, &locks, pulls, Some(metric_reader.clone()));
             match (bus_server, &memory_network) {
                 (Some((listener, gate)), _) => {
                     let router = crate::bus::router_with_gate(handler, gate);
@@ -472,7 +500,17 @@ impl RunningNode {
             servers.push(("agent data", server));
         }
         tracing::info!(node = %node_id, admin = %admin_addr, data = ?data_addr, data_tls = settings.agent_tls.is_some(), "serving");
-        Ok(RunningNode { admin_addr, data_addr, state, boot_report, shutdown, servers, workers })
+        Ok(RunningNode { admin_addr, data_addr, state, boot_report, metric_store, telemetry, shutdown, servers, workers })
+    }
+
+    /// Where dispatch writes computed metric values.
+    pub fn metric_writer(&self) -> Arc<dyn MetricWriter> {
+        self.metric_store.clone()
+    }
+
+    /// What queries and export read.
+    pub fn metric_reader(&self) -> Arc<dyn MetricReader> {
+        self.metric_store.clone()
     }
 
     /// Starts one more worker on the node's runner: it stops with the node, and a panic in it

@@ -10,6 +10,7 @@ mod ingest_node;
 pub mod mal;
 pub mod query;
 mod prometheus;
+pub mod store;
 pub mod throughput;
 mod writes;
 
@@ -161,6 +162,26 @@ pub enum BenchCommand {
     /// connections for S seconds; accepted samples/s, errors, latency p50/p99. With
     /// `--against-prometheus`, the same stream against a real Prometheus first, side by side.
     Ingest(ingest::IngestArgs),
+    /// The embedded metric store on RocksDB: synced writes of one day of minutes (values/s, one
+    /// and several writers), then "one day of one metric at minute steps" reads (p50/p99).
+    Store {
+        #[arg(long, default_value = "./bench-data")]
+        dir: std::path::PathBuf,
+        /// Metrics per evaluation (each write call carries every metric of every entity).
+        #[arg(long, default_value_t = 10)]
+        metrics: usize,
+        #[arg(long, default_value_t = 20)]
+        entities: usize,
+        /// Minutes written (1440: one day).
+        #[arg(long, default_value_t = 1440)]
+        minutes: usize,
+        /// Concurrent writers of the second write phase.
+        #[arg(long, default_value_t = 4)]
+        writers: usize,
+        /// Reads per query phase.
+        #[arg(long, default_value_t = 400)]
+        queries: usize,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -223,6 +244,11 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         BenchCommand::Agents(args) => report(bench_agents(args).await),
         BenchCommand::Query { entities, requests } => report(query::run(entities, requests).await),
         BenchCommand::Ingest(args) => report(ingest::run(args).await),
+        BenchCommand::Store { dir, metrics, entities, minutes, writers, queries } => {
+            let bench = store::StoreBench { metrics, entities, minutes, writers, queries };
+            // Blocking storage work with its own threads: off the async scheduler's hands.
+            report(tokio::task::block_in_place(|| store::run(&dir, &bench)))
+        }
         BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net, None).await),
         BenchCommand::Dispatch { dir, hosts, workers, queue, pauses } => {
             let cores = std::thread::available_parallelism().map_or(1, usize::from);

@@ -180,6 +180,7 @@ fn decode_sections(value: &Value, issues: &mut Vec<ConfigIssue>) -> RawConfig {
         ingest: section::<crate::ingest::RawIngest>(value, "ingest", issues),
         export: section::<crate::export::RawExport>(value, "export", issues),
         dispatch: section::<crate::dispatch::RawDispatch>(value, "dispatch", issues),
+        storage: section::<crate::metrics::store::config::RawStorage>(value, "storage", issues),
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-/// A duration written as `500ms`, `30s`, `5m`, `24h`, or a bare number of seconds.
+/// A duration written as `500ms`, `30s`, `5m`, `24h`, `7d`, or a bare number of seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DurationSetting(pub Duration);
 
@@ -26,7 +26,8 @@ impl DurationSetting {
             "" | "s" => n.checked_mul(1000),
             "m" => n.checked_mul(60_000),
             "h" => n.checked_mul(3_600_000),
-            other => return Err(format!("{text:?} has unknown unit {other:?} (use ms, s, m or h)")),
+            "d" => n.checked_mul(86_400_000),
+            other => return Err(format!("{text:?} has unknown unit {other:?} (use ms, s, m, h or d)")),
         };
         millis.map(|ms| DurationSetting(Duration::from_millis(ms))).ok_or_else(|| format!("{text:?} is out of range"))
     }
@@ -57,7 +58,7 @@ impl<'de> Deserialize<'de> for DurationSetting {
         impl Visitor<'_> for DurationVisitor {
             type Value = DurationSetting;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a duration such as 500ms, 30s, 5m, 24h, or a number of seconds")
+                f.write_str("a duration such as 500ms, 30s, 5m, 24h, 7d, or a number of seconds")
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<DurationSetting, E> {
                 Ok(DurationSetting(Duration::from_secs(v)))
@@ -427,6 +428,9 @@ pub struct RawConfig {
     pub ingest: crate::ingest::RawIngest,
     pub export: crate::export::RawExport,
     pub dispatch: crate::dispatch::RawDispatch,
+    /// Metric storage (retention per granularity).
+    #[serde(default)]
+    pub storage: crate::metrics::store::config::RawStorage,
 }
 
 /// The validated configuration of a node.
@@ -455,6 +459,8 @@ pub struct NodeConfig {
     pub export: Option<crate::export::RemoteWriteSettings>,
     /// The data plane's dispatch queue, evaluation threads and drain bound.
     pub dispatch: crate::dispatch::DispatchSettings,
+    /// Metric retention per granularity.
+    pub retention: crate::metrics::store::Retention,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
 }

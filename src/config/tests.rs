@@ -187,10 +187,10 @@ fn an_invalid_reload_is_rejected_and_the_previous_config_stays() {
 
 #[test]
 fn durations_parse_every_documented_form() {
-    for (text, ms) in [("500ms", 500), ("30s", 30_000), ("30", 30_000), ("5m", 300_000), ("24h", 86_400_000)] {
+    for (text, ms) in [("500ms", 500), ("30s", 30_000), ("30", 30_000), ("5m", 300_000), ("24h", 86_400_000), ("7d", 604_800_000)] {
         assert_eq!(DurationSetting::parse(text).map(|d| d.0.as_millis()), Ok(ms), "{text}");
     }
-    for bad in ["", "s", "5d", "1.5s", "99999999999999999999s"] {
+    for bad in ["", "s", "5w", "1.5s", "99999999999999999999s"] {
         assert!(DurationSetting::parse(bad).is_err(), "{bad}");
     }
     assert_eq!(DurationSetting(Duration::from_millis(1500)).to_string(), "1500ms");

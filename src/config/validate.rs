@@ -64,6 +64,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
     let limits = limits_config(&raw, &mut issue);
     let ingest = crate::ingest::config::validate(&raw.ingest, &mut issue);
     let dispatch = raw.dispatch.validate(&mut issue);
+    let retention = raw.storage.validate(&mut issue);
     let cluster = admin_listen.and_then(|admin| cluster_config(&raw, admin, &mut issue));
     let agents = admin_listen.and_then(|admin| agents_config(&raw, admin, &mut issue));
     let export = crate::export::config::validate(&raw.export, &mut issue);
@@ -90,6 +91,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             ingest,
             export,
             dispatch,
+            retention,
             raw,
         }),
         _ => Err(issues),

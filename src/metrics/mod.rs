@@ -6,6 +6,7 @@
 //! function. Readers get finalized values: an `avg` cell is already divided.
 
 pub mod prom;
+pub mod store;
 
 use hotrule_mal_engine::{DataType, Downsampling, ScopeType};
 
@@ -79,7 +80,8 @@ pub struct Point {
     pub value: Value,
 }
 
-/// The points of one metric for one entity, in bucket order.
+/// The points of one metric for one entity, in bucket order. A histogram metric has one series
+/// per entity and label group (the group is in each point's `Value::Histogram::labels`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Series {
     pub metric: String,

@@ -4,10 +4,16 @@
 //! prefix scans and atomic, optionally synced, write batches. `RocksEngine` (feature `rocksdb`)
 //! is the production engine; `MemKv` is the twin used by in-process tests. It can be told to
 //! fail reads or writes, so storage outages are testable without a real disk fault.
+//!
+//! Every engine also hands out its series key space ([`KvEngine::series`], see `series`): the
+//! same database, a separate key space, so the metric store opens from the engine the rule store
+//! opens from.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::series::{MemSeriesKv, SeriesKv};
 
 /// One change inside an atomic batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +80,8 @@ pub trait KvEngine: Send + Sync + 'static {
     fn scan_prefix(&self, prefix: &[u8]) -> Result<KvPairs, KvError>;
     /// Applies `ops` atomically; with `sync`, returns only once they are durable.
     fn write(&self, ops: &[KvOp], sync: bool) -> Result<(), KvError>;
+    /// The metric series key space of the same database.
+    fn series(&self) -> Arc<dyn SeriesKv>;
 }
 
 /// The in-memory twin of the embedded database, with switchable read and write failures.
@@ -82,6 +90,7 @@ pub struct MemKv {
     data: Mutex<BTreeMap<Vec<u8>, Vec<u8>>>,
     fail_reads: AtomicBool,
     fail_writes: AtomicBool,
+    series: Arc<MemSeriesKv>,
 }
 
 impl MemKv {
@@ -97,6 +106,12 @@ impl MemKv {
     /// Makes every later write fail (true) or succeed (false).
     pub fn set_fail_writes(&self, fail: bool) {
         self.fail_writes.store(fail, Ordering::SeqCst);
+    }
+
+    /// The twin's series key space (shared by every [`KvEngine::series`] of this `MemKv`), to
+    /// switch its failures on in tests.
+    pub fn series_twin(&self) -> Arc<MemSeriesKv> {
+        self.series.clone()
     }
 
     fn data(&self) -> std::sync::MutexGuard<'_, BTreeMap<Vec<u8>, Vec<u8>>> {
@@ -145,12 +160,16 @@ impl KvEngine for MemKv {
         }
         Ok(())
     }
+
+    fn series(&self) -> Arc<dyn SeriesKv> {
+        self.series.clone()
+    }
 }
 
 /// RocksDB, through the one crate that links it.
 #[cfg(feature = "rocksdb")]
 pub struct RocksEngine {
-    db: hotrule_kv_rocksdb::RocksKv,
+    db: Arc<hotrule_kv_rocksdb::RocksKv>,
 }
 
 #[cfg(feature = "rocksdb")]
@@ -158,7 +177,7 @@ impl RocksEngine {
     pub fn open(path: &std::path::Path) -> Result<RocksEngine, KvError> {
         let db = hotrule_kv_rocksdb::RocksKv::open(path)
             .map_err(|e| KvError::Open { kind: rocks_kind(&e), detail: e.to_string() })?;
-        Ok(RocksEngine { db })
+        Ok(RocksEngine { db: Arc::new(db) })
     }
 }
 
@@ -183,11 +202,15 @@ impl KvEngine for RocksEngine {
             .collect();
         self.db.write(&ops, sync).map_err(|e| KvError::Write { kind: rocks_kind(&e), detail: e.to_string() })
     }
+
+    fn series(&self) -> Arc<dyn SeriesKv> {
+        Arc::new(super::series::RocksSeries { db: self.db.clone() })
+    }
 }
 
 /// RocksDB's error kind as the engine-neutral [`KvErrorKind`].
 #[cfg(feature = "rocksdb")]
-fn rocks_kind(error: &hotrule_kv_rocksdb::RocksKvError) -> KvErrorKind {
+pub(super) fn rocks_kind(error: &hotrule_kv_rocksdb::RocksKvError) -> KvErrorKind {
     use hotrule_kv_rocksdb::ErrorKind;
     match error.kind() {
         ErrorKind::NotFound => KvErrorKind::NotFound,

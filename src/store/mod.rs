@@ -16,6 +16,7 @@ pub mod codec;
 pub mod keys;
 pub mod kv;
 pub mod rolls;
+pub mod series;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
