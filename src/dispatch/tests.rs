@@ -313,7 +313,9 @@ fn an_unloaded_file_is_no_longer_evaluated_and_a_reload_starts_fresh() {
         b.samples[0].timestamp_ms += minute * 60_000;
         b
     };
+    // One at a time: two evaluation threads could otherwise take the two batches in either order.
     f.dispatcher.submit(vec![at(10.0, 0)]).expect("accepted");
+    idle(&f);
     f.dispatcher.submit(vec![at(15.0, 1)]).expect("accepted");
     idle(&f);
     f.runtime.unload(&vm);
