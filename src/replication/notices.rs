@@ -43,6 +43,7 @@ pub struct NoticeReceiver {
 impl NoticeReceiver {
     pub async fn receive(&self, notice: Notice) -> BusResponse {
         let Notice { key, revision, previous, entry, sender } = notice;
+        let mut timer = crate::workflow::timing::PhaseTimer::start("notice");
         if let Some(entry) = &entry
             && (entry.key != key || entry.revision != revision)
         {
@@ -77,6 +78,7 @@ impl NoticeReceiver {
                 }
             }
         }
+        timer.mark("apply");
         let held = self.store.entry_meta(&key).is_some_and(|m| m.revision >= revision);
         if held { BusResponse::Ack } else { BusResponse::Error { message: format!("{key} at {revision} not held") } }
     }
