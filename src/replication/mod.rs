@@ -10,6 +10,7 @@
 //! (`rules::merge`). Imports run one way: `handler` → `notices` → `pulls` ← `sync`; the handler
 //! never calls the sync worker's pulls itself, it queues a request (`pulls`).
 
+pub mod error;
 pub mod forward;
 pub mod handler;
 pub mod notices;

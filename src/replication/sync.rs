@@ -17,35 +17,22 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::bus::BusError;
 use crate::bus::messages::{BusRequest, BusResponse};
 use crate::cluster::keys::{Fact, digest_of};
 use crate::cluster::view::Member;
-use crate::ids::{NodeId, RuleKey};
+use crate::ids::RuleKey;
 use crate::rules::merge::{Version, keys_to_pull};
 use crate::scan::Scanner;
 use crate::store::Store;
 use crate::worker::{Worker, WorkerState};
 use crate::workflow::Workflow;
-use crate::workflow::error::ReplicatedError;
 
 use super::pulls::PullRequest;
 use super::{Cluster, summaries, version_of};
 
 const FETCH_CHUNK: usize = 64;
 
-/// Why a pull from a peer stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    #[error("{peer} answered {answer} to a {request}")]
-    UnexpectedAnswer { peer: NodeId, request: &'static str, answer: &'static str },
-    #[error("{request} from {peer}: {source}")]
-    Bus { peer: NodeId, request: &'static str, source: BusError },
-    #[error("{peer} is not a member")]
-    NotMember { peer: NodeId },
-    #[error("{0}")]
-    Apply(#[from] ReplicatedError),
-}
+pub use super::error::SyncError;
 
 /// Fetches `keys` from `from` and applies them through the workflow's replicated-write path.
 pub async fn pull_keys(cluster: &Cluster, workflow: &Workflow, from: &Member, keys: Vec<RuleKey>) -> Result<usize, SyncError> {
@@ -164,21 +151,38 @@ impl Syncer {
             (Some(member), PullRequest::Newer { .. }) => pull_newer(&self.cluster, &self.store, &self.workflow, member).await,
             (Some(member), PullRequest::Keys { keys, .. }) => pull_keys(&self.cluster, &self.workflow, member, keys.clone()).await,
         };
-        match (&result, request) {
-            (_, PullRequest::Keys { done, .. }) => {
-                let _ = done.send(result.as_ref().map(|n| *n).map_err(|e| e.to_string()));
+        if result.as_ref().is_ok_and(|applied| *applied > 0) {
+            self.scanner.poke();
+        }
+        match (result, request) {
+            (result, PullRequest::Keys { done, .. }) => {
+                // The notice may have stopped waiting (its bound passed): nobody to tell.
+                let _ = done.send(result);
             }
             (Err(e), PullRequest::Newer { .. }) => tracing::debug!(%from, error = %e, "sync after a notice's gap skipped"),
             (Ok(_), PullRequest::Newer { .. }) => {}
-        }
-        if result.is_ok_and(|applied| applied > 0) {
-            self.scanner.poke();
         }
     }
 
     fn digest(&self) -> String {
         digest_of(&summaries(&self.store))
     }
+}
+
+/// The pulls to carry out for `requests`, in order: every fetch of keys (a notice waits for
+/// each), and one pull of everything newer per sender (the first; later ones from the same sender
+/// would pull the same entries again). Under `commit_replicas` the main answers before its
+/// slower peer confirms, so that peer can take a key's notices out of order and see a "gap" for
+/// every reordered pair: without this, each became a digest call and a fetch of its own.
+fn coalesce(requests: Vec<PullRequest>) -> Vec<PullRequest> {
+    let mut senders = std::collections::BTreeSet::new();
+    requests
+        .into_iter()
+        .filter(|request| match request {
+            PullRequest::Newer { from } => senders.insert(from.clone()),
+            PullRequest::Keys { .. } => true,
+        })
+        .collect()
 }
 
 /// What woke the sync worker.
@@ -234,7 +238,17 @@ impl Worker for SyncWorker {
             Some(SyncReason::ViewChanged) => {
                 self.syncer.sync_once(Some(&self.published)).await;
             }
-            Some(SyncReason::Pull(request)) => self.syncer.pull_for_notice(request).await,
+            Some(SyncReason::Pull(request)) => {
+                // Requests queued meanwhile go with it; one pull of everything newer from a
+                // sender covers every gap its notices showed.
+                let mut requests = vec![request];
+                while let Ok(more) = self.pull_requests_rx.try_recv() {
+                    requests.push(more);
+                }
+                for request in coalesce(requests) {
+                    self.syncer.pull_for_notice(request).await;
+                }
+            }
             Some(SyncReason::StoreChanged) | None => {}
         }
         let digest = self.syncer.digest();
@@ -270,5 +284,47 @@ impl Worker for SyncWorker {
             }
         });
         WorkerState::Busy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::NodeId;
+
+    fn newer(from: &str) -> PullRequest {
+        PullRequest::Newer { from: NodeId(from.into()) }
+    }
+
+    fn keys(from: &str) -> (PullRequest, tokio::sync::oneshot::Receiver<Result<usize, SyncError>>) {
+        let (done, done_rx) = tokio::sync::oneshot::channel();
+        (PullRequest::Keys { from: NodeId(from.into()), keys: Vec::new(), done }, done_rx)
+    }
+
+    fn shape(requests: &[PullRequest]) -> Vec<String> {
+        requests
+            .iter()
+            .map(|r| match r {
+                PullRequest::Newer { from } => format!("newer {from}"),
+                PullRequest::Keys { from, .. } => format!("keys {from}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn coalescing_keeps_every_fetch_and_one_newer_pull_per_sender() {
+        let (k1, _k1_rx) = keys("main");
+        let (k2, _k2_rx) = keys("main");
+        let cases: Vec<(Vec<PullRequest>, Vec<&str>)> = vec![
+            (vec![], vec![]),
+            (vec![newer("main")], vec!["newer main"]),
+            (vec![newer("main"), newer("main"), newer("main")], vec!["newer main"]),
+            (vec![newer("a"), newer("b"), newer("a")], vec!["newer a", "newer b"]),
+            (vec![k1, newer("main"), k2, newer("main")], vec!["keys main", "newer main", "keys main"]),
+        ];
+        for (requests, expected) in cases {
+            let before = shape(&requests);
+            assert_eq!(shape(&coalesce(requests)), expected, "from {before:?}");
+        }
     }
 }
