@@ -13,6 +13,7 @@
 pub mod error;
 pub mod forward;
 pub mod handler;
+pub mod notice_order;
 pub mod notices;
 pub mod peers;
 pub mod pulls;

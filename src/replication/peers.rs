@@ -14,16 +14,19 @@ use crate::workflow::{Peers, SuspendVote};
 use crate::worker::JobQueue;
 
 use super::Cluster;
+use super::notice_order::NoticeOrder;
 
 pub struct ClusterPeers {
     cluster: Arc<Cluster>,
     /// Best-effort commit notices go out on the node's commit-notice worker.
     notices: JobQueue,
+    /// One key's notices reach each peer in commit order.
+    order: Arc<NoticeOrder>,
 }
 
 impl ClusterPeers {
     pub fn new(cluster: Arc<Cluster>, notices: JobQueue) -> ClusterPeers {
-        ClusterPeers { cluster, notices }
+        ClusterPeers { cluster, notices, order: Arc::default() }
     }
 }
 
@@ -90,7 +93,16 @@ impl Peers for ClusterPeers {
             let notices = peers.into_iter().map(|peer| {
                 let cluster = self.cluster.clone();
                 let request = request.clone();
-                async move { matches!(cluster.call(&peer, request, timeout).await, Ok(BusResponse::Ack)) }
+                let order = self.order.clone();
+                // Taken now, in commit order (the iterator is consumed before any await below).
+                let mut ticket = order.enter(&peer.node_id, &entry.key);
+                async move {
+                    // Bounded: behind a hung peer's notice, timeouts must not add up.
+                    let _ = tokio::time::timeout(timeout, ticket.wait_turn()).await;
+                    let held = matches!(cluster.call(&peer, request, timeout).await, Ok(BusResponse::Ack));
+                    order.leave(ticket);
+                    held
+                }
             });
             if required == 0 {
                 // Best effort and off the answer's path: peers also converge by gossip and scan.
