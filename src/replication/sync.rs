@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use crate::bus::messages::{BusRequest, BusResponse};
 use crate::cluster::keys::{Fact, digest_of};
 use crate::cluster::view::Member;
-use crate::ids::RuleKey;
+use crate::ids::{NodeId, RuleKey};
 use crate::rules::merge::{Version, keys_to_pull};
 use crate::scan::Scanner;
 use crate::store::Store;
@@ -104,10 +104,40 @@ pub struct Syncer {
     pub catch_up: CatchUp,
 }
 
+/// What a sync on a membership change compares: this node's published digest, and per source
+/// the gossiped digest of its last successful pull.
+pub struct DigestFilter<'a> {
+    pub mine: &'a str,
+    pub pulled_against: &'a mut BTreeMap<NodeId, String>,
+}
+
+/// Whether a sync on a membership change pulls from a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DigestStep {
+    /// The source gossips this node's own digest: nothing to pull, and this node is confirmed.
+    Same,
+    /// The source's gossiped digest has not moved since this node last pulled from it
+    /// successfully: that pull already took everything it stood for (a source's entries only
+    /// get newer). Under a steady write load the view changes many times a second (every gossiped
+    /// fact of every member), while the main's digest differs from a peer's almost all the time;
+    /// pulling on each change fetched the entries whose notices were in flight, for nothing.
+    AlreadyPulled,
+    Pull,
+}
+
+fn digest_step(mine: &str, theirs: Option<&str>, pulled_against: Option<&String>) -> DigestStep {
+    match theirs {
+        Some(theirs) if theirs == mine => DigestStep::Same,
+        Some(theirs) if pulled_against.is_some_and(|d| d == theirs) => DigestStep::AlreadyPulled,
+        _ => DigestStep::Pull,
+    }
+}
+
 impl Syncer {
     /// One sync: the main pulls from live peers, a peer pulls from the main. With
-    /// `only_differing`, sources whose gossiped digest equals this node's are skipped.
-    pub async fn sync_once(&self, only_differing: Option<&str>) -> usize {
+    /// `only_differing`, sources whose gossiped digest equals this node's, or has not moved
+    /// since the last pull from them, are skipped.
+    pub async fn sync_once(&self, mut only_differing: Option<DigestFilter<'_>>) -> usize {
         let view = self.cluster.view();
         let candidates: Vec<Member> = if view.is_main() {
             view.live_peers().cloned().collect()
@@ -119,16 +149,23 @@ impl Syncer {
         }
         let mut applied = 0;
         for source in candidates {
-            if let (Some(mine), Some(theirs)) = (only_differing, source.digest.as_deref())
-                && mine == theirs
-            {
-                self.catch_up.confirm("a peer gossips the same digest");
-                continue;
+            if let Some(filter) = &only_differing {
+                match digest_step(filter.mine, source.digest.as_deref(), filter.pulled_against.get(&source.node_id)) {
+                    DigestStep::Same => {
+                        self.catch_up.confirm("a peer gossips the same digest");
+                        continue;
+                    }
+                    DigestStep::AlreadyPulled => continue,
+                    DigestStep::Pull => {}
+                }
             }
             match pull_newer(&self.cluster, &self.store, &self.workflow, &source).await {
                 Ok(n) => {
                     applied += n;
                     self.catch_up.confirm("pulled from a peer");
+                    if let (Some(filter), Some(theirs)) = (only_differing.as_mut(), source.digest.as_ref()) {
+                        filter.pulled_against.insert(source.node_id.clone(), theirs.clone());
+                    }
                 }
                 Err(e) => tracing::debug!(from = %source.node_id, error = %e, "sync skipped"),
             }
@@ -207,6 +244,8 @@ pub struct SyncWorker {
     view_changes: tokio::sync::watch::Receiver<crate::cluster::ClusterView>,
     published: String,
     published_scan: u64,
+    /// Per source, the gossiped digest of the last successful pull on a membership change.
+    pulled_against: BTreeMap<NodeId, String>,
     pending: Option<SyncReason>,
 }
 
@@ -219,6 +258,7 @@ impl SyncWorker {
             pull_requests_rx,
             published: String::new(),
             published_scan: 0,
+            pulled_against: BTreeMap::new(),
             pending: None,
         }
     }
@@ -236,7 +276,8 @@ impl Worker for SyncWorker {
                 self.syncer.sync_once(None).await;
             }
             Some(SyncReason::ViewChanged) => {
-                self.syncer.sync_once(Some(&self.published)).await;
+                let filter = DigestFilter { mine: &self.published, pulled_against: &mut self.pulled_against };
+                self.syncer.sync_once(Some(filter)).await;
             }
             Some(SyncReason::Pull(request)) => {
                 // Requests queued meanwhile go with it; one pull of everything newer from a
@@ -290,7 +331,23 @@ impl Worker for SyncWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::NodeId;
+
+    #[test]
+    fn a_membership_sync_pulls_only_from_a_source_whose_digest_differs_and_moved_since_the_last_pull() {
+        let last = "d1".to_string();
+        let cases = [
+            ("mine", Some("mine"), None, DigestStep::Same),
+            ("mine", Some("mine"), Some(&last), DigestStep::Same),
+            ("mine", Some("d1"), Some(&last), DigestStep::AlreadyPulled),
+            ("mine", Some("d2"), Some(&last), DigestStep::Pull),
+            ("mine", Some("d1"), None, DigestStep::Pull),
+            // A source that gossips no digest yet: pull, as before.
+            ("mine", None, Some(&last), DigestStep::Pull),
+        ];
+        for (mine, theirs, pulled, expected) in cases {
+            assert_eq!(digest_step(mine, theirs, pulled), expected, "{mine} {theirs:?} {pulled:?}");
+        }
+    }
 
     fn newer(from: &str) -> PullRequest {
         PullRequest::Newer { from: NodeId(from.into()) }
