@@ -35,6 +35,7 @@ async fn add_or_update_in(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let mut timer = crate::workflow::timing::PhaseTimer::start("http_add_or_update");
     let (params, catalog_echo, name_echo) = match parse(raw, fixed) {
         Ok(parsed) => parsed,
         Err(response) => return response,
@@ -62,6 +63,7 @@ async fn add_or_update_in(
             return outcome_response(&outcome, &catalog_echo, &name_echo);
         }
     };
+    timer.mark("body");
     if content.iter().all(u8::is_ascii_whitespace) {
         let outcome = Outcome::new(ApplyStatus::EmptyBody, "the body must hold the rule file's YAML");
         return outcome_response(&outcome, &catalog_echo, &name_echo);
@@ -82,8 +84,12 @@ async fn add_or_update_in(
     {
         return response;
     }
+    timer.mark("forward_check");
     let outcome = state.workflow.add_or_update(request).await;
-    outcome_response(&outcome, &catalog_echo, &name_echo)
+    timer.mark("workflow");
+    let response = outcome_response(&outcome, &catalog_echo, &name_echo);
+    timer.mark("render");
+    response
 }
 
 async fn inactivate_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>) -> Response {

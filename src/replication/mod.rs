@@ -10,8 +10,10 @@
 //! (`rules::merge`). Imports run one way: `handler` → `notices` → `pulls` ← `sync`; the handler
 //! never calls the sync worker's pulls itself, it queues a request (`pulls`).
 
+pub mod error;
 pub mod forward;
 pub mod handler;
+pub mod notice_order;
 pub mod notices;
 pub mod peers;
 pub mod pulls;

@@ -43,6 +43,7 @@ pub struct NoticeReceiver {
 impl NoticeReceiver {
     pub async fn receive(&self, notice: Notice) -> BusResponse {
         let Notice { key, revision, previous, entry, sender } = notice;
+        let mut timer = crate::workflow::timing::PhaseTimer::start("notice");
         if let Some(entry) = &entry
             && (entry.key != key || entry.revision != revision)
         {
@@ -60,7 +61,10 @@ impl NoticeReceiver {
                 }
                 self.scanner.poke();
                 if plan == NoticePlan::ApplyThenSync {
-                    tracing::info!(rule = %key, from = %sender, held = ?stored, follows = ?previous, "commit notice shows missed writes; syncing");
+                    // Also seen when notices to this node overtake each other (the main answers at
+                    // its first `commit_replicas` confirmations): debug, the pull logs what it
+                    // actually applied.
+                    tracing::debug!(rule = %key, from = %sender, held = ?stored, follows = ?previous, "commit notice shows missed writes; syncing");
                     self.pulls.request(PullRequest::Newer { from: sender });
                 }
             }
@@ -71,12 +75,13 @@ impl NoticeReceiver {
                 }
                 match tokio::time::timeout(self.pull_wait, done_rx).await {
                     Ok(Ok(Ok(_))) => self.scanner.poke(),
-                    Ok(Ok(Err(message))) => return BusResponse::Error { message },
+                    Ok(Ok(Err(e))) => return BusResponse::Error { message: format!("{key}: {e}") },
                     Ok(Err(_)) => return BusResponse::Error { message: format!("{key}: the sync worker stopped") },
                     Err(_) => return BusResponse::Error { message: format!("{key}: pull not done within {:?}", self.pull_wait) },
                 }
             }
         }
+        timer.mark("apply");
         let held = self.store.entry_meta(&key).is_some_and(|m| m.revision >= revision);
         if held { BusResponse::Ack } else { BusResponse::Error { message: format!("{key} at {revision} not held") } }
     }

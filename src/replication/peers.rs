@@ -1,6 +1,8 @@
 //! The workflow's `Peers` over the cluster bus: Suspend/Resume broadcasts (best effort, a
 //! deadline per peer, unreachable peers logged and skipped) and commit notices that carry the
-//! committed entry (up to `notice_entry_limit` bytes of content).
+//! committed entry (up to `notice_entry_limit` bytes of content). With `commit_replicas` N, the
+//! answer waits for the first N peers that confirm, not for every peer; the other notices finish
+//! on the commit-notice worker.
 
 use std::sync::Arc;
 
@@ -12,16 +14,19 @@ use crate::workflow::{Peers, SuspendVote};
 use crate::worker::JobQueue;
 
 use super::Cluster;
+use super::notice_order::NoticeOrder;
 
 pub struct ClusterPeers {
     cluster: Arc<Cluster>,
     /// Best-effort commit notices go out on the node's commit-notice worker.
     notices: JobQueue,
+    /// One key's notices reach each peer in commit order.
+    order: Arc<NoticeOrder>,
 }
 
 impl ClusterPeers {
     pub fn new(cluster: Arc<Cluster>, notices: JobQueue) -> ClusterPeers {
-        ClusterPeers { cluster, notices }
+        ClusterPeers { cluster, notices, order: Arc::default() }
     }
 }
 
@@ -88,7 +93,16 @@ impl Peers for ClusterPeers {
             let notices = peers.into_iter().map(|peer| {
                 let cluster = self.cluster.clone();
                 let request = request.clone();
-                async move { matches!(cluster.call(&peer, request, timeout).await, Ok(BusResponse::Ack)) }
+                let order = self.order.clone();
+                // Taken now, in commit order (the iterator is consumed before any await below).
+                let mut ticket = order.enter(&peer.node_id, &entry.key);
+                async move {
+                    // Bounded: behind a hung peer's notice, timeouts must not add up.
+                    let _ = tokio::time::timeout(timeout, ticket.wait_turn()).await;
+                    let held = matches!(cluster.call(&peer, request, timeout).await, Ok(BusResponse::Ack));
+                    order.leave(ticket);
+                    held
+                }
             });
             if required == 0 {
                 // Best effort and off the answer's path: peers also converge by gossip and scan.
@@ -98,7 +112,17 @@ impl Peers for ClusterPeers {
                 }));
                 return 0;
             }
-            futures_join(notices).await.into_iter().filter(|held| *held).count()
+            let mut pending: tokio::task::JoinSet<bool> = tokio::task::JoinSet::new();
+            for notice in notices {
+                pending.spawn(notice);
+            }
+            let confirmed = first_confirmations(&mut pending, required).await;
+            if !pending.is_empty() {
+                // The slower peers' notices finish off the answer's path (dropping the set
+                // would abort them).
+                self.notices.push(Box::pin(async move { while pending.join_next().await.is_some() {} }));
+            }
+            confirmed
         })
     }
 
@@ -117,6 +141,22 @@ pub fn notice(entry: &RuleEntry, previous: Option<&Revision>, limit: usize, send
         entry: (entry.content.len() <= limit).then(|| entry.clone()),
         sender: sender.clone(),
     }
+}
+
+/// Waits for notices in `pending` until `required` peers confirmed (or every notice is done), and
+/// returns how many confirmed: the answer waits for the fastest `required` peers, not the slowest.
+async fn first_confirmations(pending: &mut tokio::task::JoinSet<bool>, required: usize) -> usize {
+    let mut confirmed = 0;
+    while confirmed < required {
+        match pending.join_next().await {
+            Some(Ok(true)) => confirmed += 1,
+            Some(Ok(false)) => {}
+            // A panicked call counts as no answer; the panic itself is not swallowed.
+            Some(Err(e)) => tracing::error!(error = %e, "commit notice task failed"),
+            None => break,
+        }
+    }
+    confirmed
 }
 
 /// Runs futures concurrently and collects their outputs in order.
@@ -143,6 +183,28 @@ mod tests {
     use super::*;
     use crate::ids::{Catalog, ContentHash, RuleName};
     use crate::store::EntryStatus;
+
+    #[tokio::test]
+    async fn confirmations_return_at_the_first_required_peers_without_waiting_for_the_slowest() {
+        let (slow_tx, slow_rx) = tokio::sync::oneshot::channel::<()>();
+        let mut pending = tokio::task::JoinSet::new();
+        pending.spawn(async { true });
+        pending.spawn(async { false });
+        // The slowest peer answers only when told; the wait must not need it.
+        pending.spawn(async move { slow_rx.await.is_ok() });
+        let confirmed = tokio::time::timeout(std::time::Duration::from_secs(10), first_confirmations(&mut pending, 1))
+            .await
+            .expect("returned without the slowest peer");
+        assert_eq!(confirmed, 1);
+        assert!(!pending.is_empty(), "the slow notice is still running");
+        // With more required than can confirm, every notice is awaited and the count is honest.
+        let _ = slow_tx.send(());
+        let mut all = tokio::task::JoinSet::new();
+        all.spawn(async { true });
+        all.spawn(async { false });
+        assert_eq!(first_confirmations(&mut all, 2).await, 1);
+        assert!(all.is_empty());
+    }
 
     #[test]
     fn a_notice_carries_its_entry_up_to_the_limit_and_names_what_preceded_it() {

@@ -9,6 +9,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::ids::{NodeId, RuleKey};
 
+use super::error::SyncError;
+
 /// How many requests wait at most; beyond that a request is dropped (the periodic sync covers it).
 pub const PULL_QUEUE_CAPACITY: usize = 64;
 
@@ -19,7 +21,7 @@ pub enum PullRequest {
     Newer { from: NodeId },
     /// A notice came without its entry: fetch `keys` from `from`, and report how many entries
     /// moved (or why not).
-    Keys { from: NodeId, keys: Vec<RuleKey>, done: oneshot::Sender<Result<usize, String>> },
+    Keys { from: NodeId, keys: Vec<RuleKey>, done: oneshot::Sender<Result<usize, SyncError>> },
 }
 
 /// The sending end, held by the bus handler.

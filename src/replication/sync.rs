@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::bus::BusError;
 use crate::bus::messages::{BusRequest, BusResponse};
 use crate::cluster::keys::{Fact, digest_of};
 use crate::cluster::view::Member;
@@ -27,25 +26,13 @@ use crate::scan::Scanner;
 use crate::store::Store;
 use crate::worker::{Worker, WorkerState};
 use crate::workflow::Workflow;
-use crate::workflow::error::ReplicatedError;
 
 use super::pulls::PullRequest;
 use super::{Cluster, summaries, version_of};
 
 const FETCH_CHUNK: usize = 64;
 
-/// Why a pull from a peer stopped.
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    #[error("{peer} answered {answer} to a {request}")]
-    UnexpectedAnswer { peer: NodeId, request: &'static str, answer: &'static str },
-    #[error("{request} from {peer}: {source}")]
-    Bus { peer: NodeId, request: &'static str, source: BusError },
-    #[error("{peer} is not a member")]
-    NotMember { peer: NodeId },
-    #[error("{0}")]
-    Apply(#[from] ReplicatedError),
-}
+pub use super::error::SyncError;
 
 /// Fetches `keys` from `from` and applies them through the workflow's replicated-write path.
 pub async fn pull_keys(cluster: &Cluster, workflow: &Workflow, from: &Member, keys: Vec<RuleKey>) -> Result<usize, SyncError> {
@@ -117,10 +104,40 @@ pub struct Syncer {
     pub catch_up: CatchUp,
 }
 
+/// What a sync on a membership change compares: this node's published digest, and per source
+/// the gossiped digest of its last successful pull.
+pub struct DigestFilter<'a> {
+    pub mine: &'a str,
+    pub pulled_against: &'a mut BTreeMap<NodeId, String>,
+}
+
+/// Whether a sync on a membership change pulls from a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DigestStep {
+    /// The source gossips this node's own digest: nothing to pull, and this node is confirmed.
+    Same,
+    /// The source's gossiped digest has not moved since this node last pulled from it
+    /// successfully: that pull already took everything it stood for (a source's entries only
+    /// get newer). Under a steady write load the view changes many times a second (every gossiped
+    /// fact of every member), while the main's digest differs from a peer's almost all the time;
+    /// pulling on each change fetched the entries whose notices were in flight, for nothing.
+    AlreadyPulled,
+    Pull,
+}
+
+fn digest_step(mine: &str, theirs: Option<&str>, pulled_against: Option<&String>) -> DigestStep {
+    match theirs {
+        Some(theirs) if theirs == mine => DigestStep::Same,
+        Some(theirs) if pulled_against.is_some_and(|d| d == theirs) => DigestStep::AlreadyPulled,
+        _ => DigestStep::Pull,
+    }
+}
+
 impl Syncer {
     /// One sync: the main pulls from live peers, a peer pulls from the main. With
-    /// `only_differing`, sources whose gossiped digest equals this node's are skipped.
-    pub async fn sync_once(&self, only_differing: Option<&str>) -> usize {
+    /// `only_differing`, sources whose gossiped digest equals this node's, or has not moved
+    /// since the last pull from them, are skipped.
+    pub async fn sync_once(&self, mut only_differing: Option<DigestFilter<'_>>) -> usize {
         let view = self.cluster.view();
         let candidates: Vec<Member> = if view.is_main() {
             view.live_peers().cloned().collect()
@@ -132,16 +149,23 @@ impl Syncer {
         }
         let mut applied = 0;
         for source in candidates {
-            if let (Some(mine), Some(theirs)) = (only_differing, source.digest.as_deref())
-                && mine == theirs
-            {
-                self.catch_up.confirm("a peer gossips the same digest");
-                continue;
+            if let Some(filter) = &only_differing {
+                match digest_step(filter.mine, source.digest.as_deref(), filter.pulled_against.get(&source.node_id)) {
+                    DigestStep::Same => {
+                        self.catch_up.confirm("a peer gossips the same digest");
+                        continue;
+                    }
+                    DigestStep::AlreadyPulled => continue,
+                    DigestStep::Pull => {}
+                }
             }
             match pull_newer(&self.cluster, &self.store, &self.workflow, &source).await {
                 Ok(n) => {
                     applied += n;
                     self.catch_up.confirm("pulled from a peer");
+                    if let (Some(filter), Some(theirs)) = (only_differing.as_mut(), source.digest.as_ref()) {
+                        filter.pulled_against.insert(source.node_id.clone(), theirs.clone());
+                    }
                 }
                 Err(e) => tracing::debug!(from = %source.node_id, error = %e, "sync skipped"),
             }
@@ -164,21 +188,38 @@ impl Syncer {
             (Some(member), PullRequest::Newer { .. }) => pull_newer(&self.cluster, &self.store, &self.workflow, member).await,
             (Some(member), PullRequest::Keys { keys, .. }) => pull_keys(&self.cluster, &self.workflow, member, keys.clone()).await,
         };
-        match (&result, request) {
-            (_, PullRequest::Keys { done, .. }) => {
-                let _ = done.send(result.as_ref().map(|n| *n).map_err(|e| e.to_string()));
+        if result.as_ref().is_ok_and(|applied| *applied > 0) {
+            self.scanner.poke();
+        }
+        match (result, request) {
+            (result, PullRequest::Keys { done, .. }) => {
+                // The notice may have stopped waiting (its bound passed): nobody to tell.
+                let _ = done.send(result);
             }
             (Err(e), PullRequest::Newer { .. }) => tracing::debug!(%from, error = %e, "sync after a notice's gap skipped"),
             (Ok(_), PullRequest::Newer { .. }) => {}
-        }
-        if result.is_ok_and(|applied| applied > 0) {
-            self.scanner.poke();
         }
     }
 
     fn digest(&self) -> String {
         digest_of(&summaries(&self.store))
     }
+}
+
+/// The pulls to carry out for `requests`, in order: every fetch of keys (a notice waits for
+/// each), and one pull of everything newer per sender (the first; later ones from the same sender
+/// would pull the same entries again). Under `commit_replicas` the main answers before its
+/// slower peer confirms, so that peer can take a key's notices out of order and see a "gap" for
+/// every reordered pair: without this, each became a digest call and a fetch of its own.
+fn coalesce(requests: Vec<PullRequest>) -> Vec<PullRequest> {
+    let mut senders = std::collections::BTreeSet::new();
+    requests
+        .into_iter()
+        .filter(|request| match request {
+            PullRequest::Newer { from } => senders.insert(from.clone()),
+            PullRequest::Keys { .. } => true,
+        })
+        .collect()
 }
 
 /// What woke the sync worker.
@@ -203,6 +244,8 @@ pub struct SyncWorker {
     view_changes: tokio::sync::watch::Receiver<crate::cluster::ClusterView>,
     published: String,
     published_scan: u64,
+    /// Per source, the gossiped digest of the last successful pull on a membership change.
+    pulled_against: BTreeMap<NodeId, String>,
     pending: Option<SyncReason>,
 }
 
@@ -215,6 +258,7 @@ impl SyncWorker {
             pull_requests_rx,
             published: String::new(),
             published_scan: 0,
+            pulled_against: BTreeMap::new(),
             pending: None,
         }
     }
@@ -232,9 +276,20 @@ impl Worker for SyncWorker {
                 self.syncer.sync_once(None).await;
             }
             Some(SyncReason::ViewChanged) => {
-                self.syncer.sync_once(Some(&self.published)).await;
+                let filter = DigestFilter { mine: &self.published, pulled_against: &mut self.pulled_against };
+                self.syncer.sync_once(Some(filter)).await;
             }
-            Some(SyncReason::Pull(request)) => self.syncer.pull_for_notice(request).await,
+            Some(SyncReason::Pull(request)) => {
+                // Requests queued meanwhile go with it; one pull of everything newer from a
+                // sender covers every gap its notices showed.
+                let mut requests = vec![request];
+                while let Ok(more) = self.pull_requests_rx.try_recv() {
+                    requests.push(more);
+                }
+                for request in coalesce(requests) {
+                    self.syncer.pull_for_notice(request).await;
+                }
+            }
             Some(SyncReason::StoreChanged) | None => {}
         }
         let digest = self.syncer.digest();
@@ -270,5 +325,63 @@ impl Worker for SyncWorker {
             }
         });
         WorkerState::Busy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_membership_sync_pulls_only_from_a_source_whose_digest_differs_and_moved_since_the_last_pull() {
+        let last = "d1".to_string();
+        let cases = [
+            ("mine", Some("mine"), None, DigestStep::Same),
+            ("mine", Some("mine"), Some(&last), DigestStep::Same),
+            ("mine", Some("d1"), Some(&last), DigestStep::AlreadyPulled),
+            ("mine", Some("d2"), Some(&last), DigestStep::Pull),
+            ("mine", Some("d1"), None, DigestStep::Pull),
+            // A source that gossips no digest yet: pull, as before.
+            ("mine", None, Some(&last), DigestStep::Pull),
+        ];
+        for (mine, theirs, pulled, expected) in cases {
+            assert_eq!(digest_step(mine, theirs, pulled), expected, "{mine} {theirs:?} {pulled:?}");
+        }
+    }
+
+    fn newer(from: &str) -> PullRequest {
+        PullRequest::Newer { from: NodeId(from.into()) }
+    }
+
+    fn keys(from: &str) -> (PullRequest, tokio::sync::oneshot::Receiver<Result<usize, SyncError>>) {
+        let (done, done_rx) = tokio::sync::oneshot::channel();
+        (PullRequest::Keys { from: NodeId(from.into()), keys: Vec::new(), done }, done_rx)
+    }
+
+    fn shape(requests: &[PullRequest]) -> Vec<String> {
+        requests
+            .iter()
+            .map(|r| match r {
+                PullRequest::Newer { from } => format!("newer {from}"),
+                PullRequest::Keys { from, .. } => format!("keys {from}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn coalescing_keeps_every_fetch_and_one_newer_pull_per_sender() {
+        let (k1, _k1_rx) = keys("main");
+        let (k2, _k2_rx) = keys("main");
+        let cases: Vec<(Vec<PullRequest>, Vec<&str>)> = vec![
+            (vec![], vec![]),
+            (vec![newer("main")], vec!["newer main"]),
+            (vec![newer("main"), newer("main"), newer("main")], vec!["newer main"]),
+            (vec![newer("a"), newer("b"), newer("a")], vec!["newer a", "newer b"]),
+            (vec![k1, newer("main"), k2, newer("main")], vec!["keys main", "newer main", "keys main"]),
+        ];
+        for (requests, expected) in cases {
+            let before = shape(&requests);
+            assert_eq!(shape(&coalesce(requests)), expected, "from {before:?}");
+        }
     }
 }

@@ -43,7 +43,16 @@ pub enum Purged {
     Busy,
 }
 
-pub type PurgeFuture<'a> = crate::BoxFuture<'a, Result<Purged, String>>;
+pub type PurgeFuture<'a> = crate::BoxFuture<'a, Result<Purged, PurgeError>>;
+
+/// Why the writer could not purge a tombstone (the scan asks again next time).
+#[derive(Debug, thiserror::Error)]
+pub enum PurgeError {
+    #[error("reading {key}: {source}")]
+    Read { key: RuleKey, source: crate::store::StoreError },
+    #[error("removing {key}: {source}")]
+    Write { key: RuleKey, source: crate::store::StoreError },
+}
 
 /// The one writer of rule entries (the workflow), as the scan sees it. The scan decides that a
 /// tombstone has outlived its retention; the writer purges it under the file's lock, and only if

@@ -46,7 +46,7 @@ pub enum KvErrorKind {
     Injected,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum KvError {
     #[error("storage read failed: {detail}")]
     Read { kind: KvErrorKind, detail: String },

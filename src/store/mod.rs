@@ -5,7 +5,7 @@
 //! measures (metric name → shape and owning rule), plus the roll records of rolling changes
 //! (`rolls`, opaque bytes). A logical change is one [`Change`], written
 //! as one atomic batch and synced before `commit` returns, so an acknowledged write survives a
-//! crash at any moment.
+//! crash at any moment. Concurrent changes share one synced batch (group commit, `committer`).
 //!
 //! A metadata index of all entries (no content) and the whole registry are cached in memory,
 //! so list and registry lookups never touch the disk. The cache is updated only after a
@@ -13,6 +13,7 @@
 //! is what the periodic scan relies on.
 
 pub mod codec;
+mod committer;
 pub mod keys;
 pub mod kv;
 pub mod rolls;
@@ -111,6 +112,8 @@ pub enum StoreError {
     Encode { key: String, source: codec::CodecError },
     #[error("storage task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error("starting the store's committer thread: {0}")]
+    Committer(std::io::Error),
 }
 
 /// The typed management store.
@@ -119,6 +122,8 @@ pub struct Store {
     index: RwLock<BTreeMap<RuleKey, EntryMeta>>,
     measures: RwLock<BTreeMap<String, Measure>>,
     changes_tx: tokio::sync::watch::Sender<u64>,
+    /// Writes every change's synced batch, grouping concurrent ones.
+    committer: committer::Committer,
 }
 
 impl Store {
@@ -129,6 +134,7 @@ impl Store {
         let measures = read_measures(kv.as_ref())?;
         Ok(Store {
             changes_tx: tokio::sync::watch::channel(0).0,
+            committer: committer::Committer::start(kv.clone()).map_err(StoreError::Committer)?,
             kv,
             index: RwLock::new(entries.into_iter().map(|e| (e.key.clone(), e.meta())).collect()),
             measures: RwLock::new(measures.into_iter().map(|m| (m.metric.clone(), m)).collect()),
@@ -151,7 +157,8 @@ impl Store {
         blocking(move || read_entries(kv.as_ref())).await
     }
 
-    /// Writes `change` atomically and durably, then updates the caches.
+    /// Writes `change` atomically and durably, then updates the caches. Concurrent changes are
+    /// written together in one synced batch, each answered once that batch is durable.
     pub async fn commit(&self, change: Change) -> Result<(), StoreError> {
         let mut ops = Vec::with_capacity(change.entries.len() + change.measures.len());
         for entry in &change.entries {
@@ -173,8 +180,7 @@ impl Store {
         for key in &change.purge_entries {
             ops.push(KvOp::Delete { key: keys::rule_key(key) });
         }
-        let kv = self.kv.clone();
-        blocking(move || kv.write(&ops, true).map_err(StoreError::from)).await?;
+        self.committer.write(ops).await?;
 
         let mut index = write_lock(&self.index);
         for entry in &change.entries {
@@ -325,12 +331,11 @@ fn decode_entry(key: &[u8], bytes: &[u8]) -> Result<RuleEntry, StoreError> {
     })
 }
 
-/// Runs blocking engine work (a synced write, a full scan).
+/// Runs blocking engine work (a full scan).
 ///
 /// On the multi-threaded runtime it runs in place on the current worker, which hands its other
-/// tasks to a fresh thread: no cross-thread wakeup on the sequential path, and concurrent writers
-/// still reach the engine at the same time, so RocksDB group-commits them into one fsync. On a
-/// current-thread runtime (unit tests) it goes to the blocking pool instead.
+/// tasks to a fresh thread. On a current-thread runtime (unit tests) it goes to the blocking pool
+/// instead.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, StoreError> {

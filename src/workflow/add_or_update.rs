@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 
+use super::timing::PhaseTimer;
 use super::{AddOrUpdate, Phase, Workflow, compile_new_off_thread, compile_off_thread, faults, loaded_rule};
 use crate::compiler::Compiled;
 use crate::rules::classify::{self, ChangeKind, Claims, Classification};
@@ -43,10 +44,12 @@ impl Workflow {
 
     pub async fn add_or_update(&self, request: AddOrUpdate) -> Outcome {
         let key = request.key.clone();
+        let mut timer = PhaseTimer::start("add_or_update");
         let (_guard, prior) = match self.begin(&key).await {
             Ok(started) => started,
             Err(outcome) => return outcome,
         };
+        timer.mark("lock_prior");
         if let Some(twin) = self.case_twin(&key) {
             return Outcome::new(
                 ApplyStatus::InvalidName,
@@ -81,11 +84,13 @@ impl Workflow {
             }
         };
 
+        timer.mark("decide");
         // Compile fully before any pause or persist: every invalid input is an honest 400.
         let compiled = match compile_new_off_thread(&key, &request.content).await {
             Ok(compiled) => compiled,
             Err(e) => return Outcome::new(ApplyStatus::CompileFailed, e.to_string()),
         };
+        timer.mark("compile");
         let layer_step = match self.check_layers(&key, &compiled, bundled.is_some()).await {
             Ok(step) => step,
             Err(outcome) => return outcome,
@@ -134,6 +139,7 @@ impl Workflow {
             );
         }
 
+        timer.mark("classify");
         let entry = self.new_entry(&key, request.content, EntryStatus::Active, &prior);
         let measures = self.measures_for(&key, &compiled, &entry.revision);
         let change = Change { entries: vec![entry.clone()], measures, purge_entries: Vec::new() };
@@ -142,8 +148,10 @@ impl Workflow {
             if let Err(e) = self.persist(change).await {
                 return Outcome::new(ApplyStatus::PersistFailed, format!("{key} not persisted: {e}"));
             }
+            timer.mark("persist");
             self.set_claims(&key, &compiled, false);
             let confirmed = self.peers.notify_committed(&entry, prior.last_revision.as_ref()).await;
+            timer.mark("notify");
             let note = super::replicas_note(self.peers.replicas_required(), confirmed);
             if let Some(argument) = faults::injected(faults::AFTER_PERSIST) {
                 self.runtime.set_error(&key, format!("local apply deferred ({argument}); the scan retries"));
@@ -158,6 +166,7 @@ impl Workflow {
                 loaded_rule(compiled, entry.content_hash.clone(), Some(entry.revision.clone()), LoaderKind::Runtime),
                 BTreeSet::new(),
             );
+            timer.mark("install");
             return Outcome::new(ApplyStatus::FilterOnlyApplied, format!("{}{note}", classification.summary()))
                 .at(&entry.revision);
         }

@@ -22,6 +22,7 @@ mod layers;
 pub mod peers;
 mod purge;
 mod remove;
+pub mod timing;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -309,13 +310,16 @@ impl Workflow {
         let mut applied = 0;
         for entry in entries {
             let key = entry.key.clone();
+            let mut timer = timing::PhaseTimer::start("apply_replicated");
             let Ok(_guard) = self.lock(&key).await else {
                 return Err(ReplicatedError::LockBusy { key });
             };
+            timer.mark("lock");
             let local = match self.store.get_entry(&key).await {
                 Ok(local) => local,
                 Err(source) => return Err(ReplicatedError::Store { key, source }),
             };
+            timer.mark("read");
             self.clock.observe(&entry.revision);
             if !merge::merge(local.as_ref().map(version).as_ref(), &version(&entry)).writes() {
                 continue;
@@ -325,11 +329,13 @@ impl Workflow {
             } else {
                 None
             };
+            timer.mark("compile");
             let inactive = entry.status == EntryStatus::Inactive;
             let live = entry.is_live();
             if let Err(source) = self.store.commit(Change { entries: vec![entry], ..Change::default() }).await {
                 return Err(ReplicatedError::Store { key, source });
             }
+            timer.mark("commit");
             match (&compiled, live) {
                 (Some(compiled), true) => self.set_claims(&key, compiled, inactive),
                 _ if !key.catalog.is_rule() => {}

@@ -3,7 +3,7 @@
 
 use super::Workflow;
 use crate::ids::{Revision, RuleKey};
-use crate::scan::{PurgeFuture, Purged, TombstonePurger};
+use crate::scan::{PurgeError, PurgeFuture, Purged, TombstonePurger};
 use crate::store::{Change, EntryStatus};
 
 impl TombstonePurger for Workflow {
@@ -12,12 +12,13 @@ impl TombstonePurger for Workflow {
     fn purge_tombstone<'a>(&'a self, key: &'a RuleKey, revision: &'a Revision) -> PurgeFuture<'a> {
         Box::pin(async move {
             let Some(_guard) = self.locks.try_lock(key) else { return Ok(Purged::Busy) };
-            let stored = self.store.get_entry(key).await.map_err(|e| format!("reading {key}: {e}"))?;
+            let stored =
+                self.store.get_entry(key).await.map_err(|source| PurgeError::Read { key: key.clone(), source })?;
             if !stored.is_some_and(|e| e.status == EntryStatus::Deleted && e.revision == *revision) {
                 return Ok(Purged::Moved);
             }
             let change = Change { purge_entries: vec![key.clone()], ..Change::default() };
-            self.store.commit(change).await.map_err(|e| e.to_string())?;
+            self.store.commit(change).await.map_err(|source| PurgeError::Write { key: key.clone(), source })?;
             Ok(Purged::Purged)
         })
     }

@@ -18,6 +18,7 @@ use crate::scan::ScanSettings;
 use crate::store::EntryStatus;
 use crate::store::kv::MemKv;
 use crate::workflow::NoPeers;
+use crate::replication::error::SyncError;
 
 const RULE: &str = "expSuffix: service(['svc'], Layer.GENERAL)\nmetricPrefix: nt\nmetricsRules:\n  - name: requests\n    exp: requests_total.sum(['svc'])\n";
 
@@ -149,7 +150,7 @@ async fn a_notice_without_its_entry_waits_for_the_pull() {
         Some(PullRequest::Keys { from, keys, done }) => {
             assert_eq!((from, keys), (main_id(), vec![key()]));
             let applied = receiver.workflow.apply_replicated(vec![big.clone()]).await;
-            done.send(applied.map_err(|e| e.to_string())).expect("the notice waits");
+            done.send(applied.map_err(SyncError::from)).expect("the notice waits");
         }
         other => panic!("expected a pull of the key, got {other:?}"),
     }
@@ -163,7 +164,9 @@ async fn a_notice_without_its_entry_waits_for_the_pull() {
         async move { receiver.receive(notice).await }
     });
     match tokio::time::timeout(Duration::from_secs(5), pull_requests_rx.recv()).await.expect("a pull is asked") {
-        Some(PullRequest::Keys { done, .. }) => done.send(Err("main unreachable".into())).expect("the notice waits"),
+        Some(PullRequest::Keys { done, .. }) => {
+            done.send(Err(SyncError::NotMember { peer: main_id() })).expect("the notice waits")
+        }
         other => panic!("expected a pull of the key, got {other:?}"),
     }
     assert!(matches!(taking.await.expect("task"), BusResponse::Error { .. }));

@@ -1,0 +1,18 @@
+//! Why a pull from a peer stopped: the sync worker's error, also what a commit notice that asked
+//! for a pull (`pulls::PullRequest::Keys`) gets back.
+
+use crate::bus::BusError;
+use crate::ids::NodeId;
+use crate::workflow::error::ReplicatedError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error("{peer} answered {answer} to a {request}")]
+    UnexpectedAnswer { peer: NodeId, request: &'static str, answer: &'static str },
+    #[error("{request} from {peer}: {source}")]
+    Bus { peer: NodeId, request: &'static str, source: BusError },
+    #[error("{peer} is not a member")]
+    NotMember { peer: NodeId },
+    #[error("{0}")]
+    Apply(#[from] ReplicatedError),
+}
