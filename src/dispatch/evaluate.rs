@@ -67,6 +67,8 @@ pub(super) struct FileEval {
     /// while the runtime has not changed since, a batch the prepared file reads nothing of is
     /// skipped without opening the gate (the common case: most files read few names).
     verified_at: Option<u64>,
+    /// The content whose metric shapes the writers were last told about.
+    shapes_ensured: Option<ContentHash>,
 }
 
 impl FileEval {
@@ -149,6 +151,14 @@ fn evaluate_file(shared: &Shared, key: &RuleKey, file: &mut FileEval, (batch, na
         return;
     }
     file.verified_at = Some(version);
+    // A new version's shapes reach the writers before its first values: a metric whose shape
+    // changed starts its new series there (the old version drained before this one loaded).
+    if let Some(p) = file.prepared.as_ref()
+        && file.shapes_ensured.as_ref() != Some(&p.hash)
+    {
+        shared.ensure_shapes(key, &p.shapes);
+        file.shapes_ensured = Some(p.hash.clone());
+    }
     let FileEval { prepared, state, .. } = file;
     let Some(prepared) = prepared.as_ref() else { return };
     let read = prepared.reads(names);

@@ -162,6 +162,24 @@ impl Shared {
         self.telemetry.values_rejected.get_or_create(&labels([("reason", reason)])).inc_by(values as u64);
     }
 
+    /// Tells every writer the shapes of a newly prepared version (see `MetricWriter::ensure_shape`).
+    fn ensure_shapes(&self, key: &RuleKey, shapes: &std::collections::BTreeMap<String, hotrule_rule_compiler::MetricShape>) {
+        let writers = self.writers.read().unwrap_or_else(|p| p.into_inner()).clone();
+        for (name, shape) in shapes {
+            let info = crate::metrics::MetricInfo {
+                name: name.clone(),
+                scope: shape.scope,
+                data_type: shape.data_type,
+                downsampling: shape.downsampling,
+            };
+            for writer in &writers {
+                if let Err(e) = writer.ensure_shape(&info) {
+                    tracing::warn!(rule = %key, metric = %name, error = %e, "metric shape not applied to storage");
+                }
+            }
+        }
+    }
+
     /// Writes `values` to every writer; returns how many values some writer refused.
     fn write(&self, key: &RuleKey, values: &[MetricValue]) -> usize {
         let writers = self.writers.read().unwrap_or_else(|p| p.into_inner()).clone();

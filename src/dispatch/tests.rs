@@ -60,6 +60,8 @@ struct Twin {
     /// Writers currently blocked in `write` because the twin is held.
     blocked: Mutex<usize>,
     fail: std::sync::atomic::AtomicBool,
+    /// Every shape announced through `ensure_shape`, in order.
+    shapes: Mutex<Vec<crate::metrics::MetricInfo>>,
 }
 
 impl Twin {
@@ -104,6 +106,11 @@ impl MetricWriter for Twin {
         self.written.lock().expect("lock").extend_from_slice(values);
         self.writes.notify_all();
         Ok(())
+    }
+
+    fn ensure_shape(&self, info: &crate::metrics::MetricInfo) -> Result<bool, MetricStoreError> {
+        self.shapes.lock().expect("lock").push(info.clone());
+        Ok(false)
     }
 }
 
@@ -396,4 +403,31 @@ fn a_new_version_reading_other_names_is_evaluated_at_once() {
     f.dispatcher.submit(vec![errors_batch()]).expect("accepted");
     idle(&f);
     assert_eq!(f.twin.values().len(), 1, "the new version reads it");
+}
+
+#[test]
+fn each_new_version_announces_its_shapes_to_the_writers_before_its_first_values() {
+    use hotrule_mal_engine::{DataType, Downsampling, ScopeType};
+    let f = fixture(DispatchSettings::for_test());
+    let vm = key("vm");
+    install(&f.runtime, &vm, V1);
+    f.registry.register(V1);
+    f.dispatcher.submit(vec![batch(&["a"], 1.0)]).expect("accepted");
+    idle(&f);
+    f.dispatcher.submit(vec![batch(&["a"], 2.0)]).expect("accepted");
+    idle(&f);
+    let expected = crate::metrics::MetricInfo {
+        name: "t_requests".into(),
+        scope: ScopeType::Service,
+        data_type: DataType::Single,
+        downsampling: Downsampling::Avg,
+    };
+    assert_eq!(*f.twin.shapes.lock().expect("lock"), vec![expected.clone()], "once per version, not per batch");
+    assert_eq!(f.twin.values().len(), 2);
+    // A new version announces again, before it writes.
+    install(&f.runtime, &vm, V2_FILTER);
+    f.registry.register(V2_FILTER);
+    f.dispatcher.submit(vec![batch(&["a"], 3.0)]).expect("accepted");
+    idle(&f);
+    assert_eq!(*f.twin.shapes.lock().expect("lock"), vec![expected.clone(), expected]);
 }

@@ -33,7 +33,7 @@ mod tests;
 
 use std::sync::{Arc, Mutex};
 
-use crate::metrics::{MetricReader, MetricStoreError, MetricValue, MetricWriter};
+use crate::metrics::{MetricInfo, MetricReader, MetricStoreError, MetricValue, MetricWriter};
 use crate::telemetry::{Telemetry, labels};
 pub use config::{RawExport, RemoteWriteSettings};
 pub use worker::{ExportWorker, FINAL_FLUSH_BOUND};
@@ -151,5 +151,9 @@ impl MetricWriter for StoreThenExport {
     fn write(&self, values: &[MetricValue]) -> Result<(), MetricStoreError> {
         self.store.write(values)?;
         self.export.write(values)
+    }
+
+    fn ensure_shape(&self, info: &MetricInfo) -> Result<bool, MetricStoreError> {
+        self.store.ensure_shape(info)
     }
 }

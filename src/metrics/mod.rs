@@ -111,6 +111,15 @@ pub enum MetricStoreError {
 /// a restart loses nothing it acknowledged.
 pub trait MetricWriter: Send + Sync + 'static {
     fn write(&self, values: &[MetricValue]) -> Result<(), MetricStoreError>;
+
+    /// Makes `info` the stored shape of its metric before values of that shape arrive. When the
+    /// writer holds the metric under another shape (a structural apply with
+    /// `allowStorageChange`, or a deleted rule's name reused with a new shape), the old series
+    /// are dropped and the new one starts; the same shape, or a metric it has never seen, changes
+    /// nothing. True when a reshape happened. Writers that keep no shapes ignore it.
+    fn ensure_shape(&self, _info: &MetricInfo) -> Result<bool, MetricStoreError> {
+        Ok(false)
+    }
 }
 
 /// What queries read.

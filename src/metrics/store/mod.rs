@@ -226,6 +226,17 @@ impl MetricWriter for MetricStore {
     fn write(&self, values: &[MetricValue]) -> Result<(), MetricStoreError> {
         self.write_values(values)
     }
+
+    fn ensure_shape(&self, info: &MetricInfo) -> Result<bool, MetricStoreError> {
+        match self.info(&info.name) {
+            Some(known) if known != *info => {
+                tracing::info!(metric = %info.name, from = ?known, to = ?info, "metric reshaped: its old series are dropped");
+                self.reshape(&info.name, info.clone())?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }
 
 impl MetricReader for MetricStore {

@@ -505,3 +505,21 @@ fn a_service_read_seeks_past_other_services_exactly() {
     let series = f.store.read(&hours, Granularity::Hour, at(0, 0), at(23, 59)).expect("read");
     assert_eq!(series[0].points.iter().map(|p| p.value.clone()).collect::<Vec<_>>(), vec![Value::Single(20 * 4 + 6)]);
 }
+
+#[test]
+fn ensure_shape_reshapes_only_a_metric_stored_under_another_shape() {
+    let f = fixture();
+    let svc = service("svc");
+    let single = MetricInfo { name: "m".into(), scope: ScopeType::Service, data_type: DataType::Single, downsampling: Downsampling::Avg };
+    assert!(!f.store.ensure_shape(&single).expect("unknown metric"), "a metric never stored is not reshaped");
+    f.store.write(&[value("m", &svc, minute(12, 0), Value::Single(5), Downsampling::Avg)]).expect("write");
+    assert!(!f.store.ensure_shape(&single).expect("same shape"), "the same shape keeps the series");
+    assert_eq!(singles(&f.store, "m", Granularity::Minute), vec![(minute(12, 0), 5)]);
+
+    let labeled = MetricInfo { data_type: DataType::Labeled, ..single.clone() };
+    assert!(f.store.ensure_shape(&labeled).expect("reshape"), "another shape starts a new series");
+    assert!(points(&f.store, "m", Granularity::Minute).is_empty(), "old cells are dropped");
+    f.store.write(&[value("m", &svc, minute(12, 1), Value::Labeled(vec![("k=v".into(), 3)]), Downsampling::Avg)]).expect("write");
+    assert_eq!(points(&f.store, "m", Granularity::Minute).len(), 1, "values of the new shape are stored");
+    assert_eq!(counter(&f.telemetry.values_rejected, "reason", "shape_mismatch"), 0);
+}
