@@ -78,19 +78,8 @@ pub fn minute_bucket_start_ms(bucket: i64) -> Option<i64> {
     if bucket < 0 || minute > 59 || hour > 23 || !(1..=31).contains(&day) || !(1..=12).contains(&month) {
         return None;
     }
-    let days = days_from_civil(year, month, day);
+    let days = hotrule_mal_engine::days_from_civil(year, month, day);
     Some(((days * 24 + hour) * 60 + minute) * 60_000)
-}
-
-/// Howard Hinnant's civil-to-days algorithm (proleptic Gregorian), days since 1970-01-01.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[cfg(test)]

@@ -41,8 +41,8 @@ pub use counter::{CounterConfig, CounterState, RuleKey};
 pub use error::{EvalError, RuleError, Warning};
 pub use k8s::K8sMetadata;
 pub use output::{
-    DataType, DetectPoint, Downsampling, Entity, MetricValue, ScopeType, Value, minute_bucket,
-    to_long,
+    DataType, DetectPoint, Downsampling, Entity, MetricValue, ScopeType, Value, civil_from_days,
+    days_from_civil, minute_bucket, to_long,
 };
 pub use regex_cache::RegexCache;
 pub use sample::{Family, LabelMap, Labels, Sample, labels};

@@ -114,8 +114,20 @@ pub fn minute_bucket(timestamp_ms: i64) -> i64 {
     ((year * 100 + month) * 100 + day) * 10_000 + (minute_of_day / 60) * 100 + minute_of_day % 60
 }
 
-/// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
+/// Days since 1970-01-01 of a proleptic Gregorian civil date (Howard Hinnant's days-from-civil).
+pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The civil date `(year, month, day)` of a day count since 1970-01-01 (Howard Hinnant's
+/// days-to-civil, proleptic Gregorian).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

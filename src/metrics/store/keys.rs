@@ -256,17 +256,6 @@ pub fn decode_entity(reader: &mut Reader<'_>) -> Result<Entity, String> {
     Ok(entity)
 }
 
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's days-from-civil).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let yoe = year.rem_euclid(400);
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// The start, epoch milliseconds (UTC), of `bucket` at `granularity`.
 pub fn bucket_start_ms(granularity: Granularity, bucket: i64) -> i64 {
     let (day_part, hour, minute) = match granularity {
@@ -274,7 +263,7 @@ pub fn bucket_start_ms(granularity: Granularity, bucket: i64) -> i64 {
         Granularity::Hour => (bucket / 100, bucket % 100, 0),
         Granularity::Day => (bucket, 0, 0),
     };
-    let days = days_from_civil(day_part / 10_000, day_part / 100 % 100, day_part % 100);
+    let days = hotrule_mal_engine::days_from_civil(day_part / 10_000, day_part / 100 % 100, day_part % 100);
     // Saturating: a bucket far outside any real date (from a bogus sample timestamp) must not
     // overflow.
     days.saturating_mul(24).saturating_add(hour).saturating_mul(60).saturating_add(minute).saturating_mul(60_000)
