@@ -20,6 +20,7 @@ mod components;
 mod harness;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use components::hotrule_node::{DROPPED_FAMILY, HotruleNode, QueryPoint, node_config};
@@ -271,18 +272,44 @@ async fn control_plane_actions_take_effect_on_flowing_data() {
         eprintln!("SKIP (part): suspended drops need a build with the `failpoints` feature to hold the pause");
     }
     let dropped_before = counter(&node, DROPPED_FAMILY, &[("reason", "suspended")]).await;
+    // Scrapes every second may time out on a loaded machine; a pusher sends the exporter's own
+    // text to the push receiver (same job, same host) every 200 ms while the apply is held, so
+    // the suspended file meets samples whatever the scrapes do. Bounded: 40 pushes or the stop.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pusher = {
+        let text = exporter.scrape().await;
+        let data = hotrule::client::AdminClient::new(&node.data_addr().expect("data listener").to_string(), None).expect("client");
+        let path = hotrule::client::with_query("/ingest/prometheus", &[("job", VM_JOB), ("instance", VIA_SCRAPE)]);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut accepted = 0;
+            for _ in 0..40 {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                if data.post(&path, text.clone().into_bytes()).await.is_ok_and(|r| r.status.is_success()) {
+                    accepted += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            accepted
+        })
+    };
     let posted_at = unix_now_ms();
     let started = Instant::now();
     let (code, answer, _) =
         node.post("/runtime/rule/addOrUpdate", &[vm_key[0], vm_key[1], ("allowStorageChange", "true")], &scenario::vm_yaml_tripled(&vm)).await;
     let answered_at = unix_now_ms();
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let pushed = pusher.await.expect("pusher");
+    assert!(pushed > 0, "the push receiver accepted the exporter's text");
     assert_eq!((code, answer["applyStatus"].as_str()), (200, Some("structural_applied")), "{answer}");
     if held {
         assert!(started.elapsed() >= Duration::from_millis(2900), "the apply was held");
         let (code, answer, _) = node.post("/debug/failpoints", &[("name", "workflow::before_persist"), ("action", "off")], "").await;
         assert_eq!(code, 200, "{answer}");
         let dropped = counter(&node, DROPPED_FAMILY, &[("reason", "suspended")]).await - dropped_before;
-        assert!(dropped > 0.0, "scrapes during the 3 s pause were dropped and counted as suspended ({DROPPED_FAMILY})");
+        assert!(dropped > 0.0, "samples sent during the 3 s pause were dropped and counted as suspended ({DROPPED_FAMILY})");
         eprintln!("[e2e] {dropped} samples dropped while suspended");
     }
 
