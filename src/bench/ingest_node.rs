@@ -77,7 +77,8 @@ impl IngestNode {
             text.lines()
                 .filter(|l| l.starts_with(family) && l.contains(filter))
                 .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                .sum()
+                // fold from +0.0: an empty `sum()` of f64 is -0.0, printed "-0".
+                .fold(0.0, |total, v| total + v)
         };
         format!(
             "node /metrics: {} remote-write samples received, {} rejected, {} dropped, {} values stored",
