@@ -70,16 +70,7 @@ pub fn encode(request: &WriteRequest) -> Result<EncodedBatch, snap::Error> {
 /// The start, in epoch milliseconds (UTC), of minute bucket `yyyyMMddHHmm`; `None` for a bucket
 /// that names no minute.
 pub fn minute_bucket_start_ms(bucket: i64) -> Option<i64> {
-    let minute = bucket % 100;
-    let hour = bucket / 100 % 100;
-    let day = bucket / 10_000 % 100;
-    let month = bucket / 1_000_000 % 100;
-    let year = bucket / 100_000_000;
-    if bucket < 0 || minute > 59 || hour > 23 || !(1..=31).contains(&day) || !(1..=12).contains(&month) {
-        return None;
-    }
-    let days = hotrule_mal_engine::days_from_civil(year, month, day);
-    Some(((days * 24 + hour) * 60 + minute) * 60_000)
+    crate::metrics::Granularity::Minute.bucket_start_ms(bucket)
 }
 
 #[cfg(test)]

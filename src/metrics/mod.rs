@@ -51,6 +51,31 @@ impl Granularity {
         }
     }
 
+    /// The bucket holding the instant `ms` (epoch milliseconds, UTC).
+    pub fn bucket_of(self, ms: i64) -> i64 {
+        self.from_minute_bucket(hotrule_mal_engine::minute_bucket(ms))
+    }
+
+    /// The start (epoch milliseconds, UTC) of `bucket` at this granularity; `None` when it names
+    /// no real minute, hour or day (`202601011260`, February 30th, a negative bucket).
+    pub fn bucket_start_ms(self, bucket: i64) -> Option<i64> {
+        let (day_bucket, hour, minute) = match self {
+            Granularity::Minute => (bucket / 10_000, bucket / 100 % 100, bucket % 100),
+            Granularity::Hour => (bucket / 100, bucket % 100, 0),
+            Granularity::Day => (bucket, 0, 0),
+        };
+        let date = (day_bucket / 10_000, day_bucket / 100 % 100, day_bucket % 100);
+        if bucket < 0 || !(0..24).contains(&hour) || !(0..60).contains(&minute) || !(1..=12).contains(&date.1) {
+            return None;
+        }
+        let days = hotrule_mal_engine::days_from_civil(date.0, date.1, date.2);
+        // A day past its month's end comes back as another date.
+        if hotrule_mal_engine::civil_from_days(days) != date {
+            return None;
+        }
+        days.checked_mul(24)?.checked_add(hour)?.checked_mul(60)?.checked_add(minute)?.checked_mul(60_000)
+    }
+
     /// The bucket of `minute_bucket` (`yyyyMMddHHmm`) at this granularity.
     pub fn from_minute_bucket(self, minute_bucket: i64) -> i64 {
         match self {
@@ -134,4 +159,26 @@ pub trait MetricReader: Send + Sync + 'static {
         start_ms: i64,
         end_ms: i64,
     ) -> Result<Vec<Series>, MetricStoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Granularity;
+
+    #[test]
+    fn buckets_round_trip_and_invalid_ones_have_no_start() {
+        // 2024-02-29 23:59 UTC (a leap day).
+        let ms = 1_709_251_140_000;
+        assert_eq!(Granularity::Minute.bucket_of(ms), 202402292359);
+        assert_eq!(Granularity::Hour.bucket_of(ms), 2024022923);
+        assert_eq!(Granularity::Day.bucket_of(ms), 20240229);
+        assert_eq!(Granularity::Minute.bucket_start_ms(202402292359), Some(ms));
+        assert_eq!(Granularity::Hour.bucket_start_ms(2024022923), Some(ms - 59 * 60_000));
+        assert_eq!(Granularity::Day.bucket_start_ms(20240229), Some(ms - (23 * 60 + 59) * 60_000));
+        for bad in [202302290000, 202601011260, 202601012400, 202613010000, 202600010000, -1] {
+            assert_eq!(Granularity::Minute.bucket_start_ms(bad), None, "{bad}");
+        }
+        assert_eq!(Granularity::Day.bucket_start_ms(20250431), None, "April has 30 days");
+        assert_eq!(Granularity::Minute.bucket_start_ms(i64::MAX), None, "no overflow");
+    }
 }

@@ -45,25 +45,12 @@ fn civil_ms(year: i64, month: i64, day: i64, hour: i64, minute: i64, second: i64
 
 /// The bucket (at `granularity`) holding the instant `ms`.
 pub fn bucket_of(granularity: Granularity, ms: i64) -> i64 {
-    let days = ms.div_euclid(86_400_000);
-    let in_day = ms.rem_euclid(86_400_000) / 1000;
-    let (y, m, d) = civil_from_days(days);
-    let day_bucket = y * 10_000 + m * 100 + d;
-    match granularity {
-        Granularity::Day => day_bucket,
-        Granularity::Hour => day_bucket * 100 + in_day / 3600,
-        Granularity::Minute => (day_bucket * 100 + in_day / 3600) * 100 + (in_day % 3600) / 60,
-    }
+    granularity.bucket_of(ms)
 }
 
 /// The start (epoch ms, UTC) of a bucket, or `None` if it is not a valid bucket.
 pub fn bucket_start_ms(granularity: Granularity, bucket: i64) -> Option<i64> {
-    let (day_bucket, hour, minute) = match granularity {
-        Granularity::Day => (bucket, 0, 0),
-        Granularity::Hour => (bucket / 100, bucket % 100, 0),
-        Granularity::Minute => (bucket / 10_000, (bucket / 100) % 100, bucket % 100),
-    };
-    civil_ms(day_bucket / 10_000, (day_bucket / 100) % 100, day_bucket % 100, hour, minute, 0)
+    granularity.bucket_start_ms(bucket)
 }
 
 /// The start of the bucket holding `ms`.

@@ -271,7 +271,7 @@ pub fn bucket_start_ms(granularity: Granularity, bucket: i64) -> i64 {
 
 /// The bucket at `granularity` holding the instant `ms`.
 pub fn bucket_of(granularity: Granularity, ms: i64) -> i64 {
-    granularity.from_minute_bucket(hotrule_mal_engine::minute_bucket(ms))
+    granularity.bucket_of(ms)
 }
 
 /// The bucket after `bucket` at `granularity`.
