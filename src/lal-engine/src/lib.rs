@@ -283,7 +283,7 @@ fn run_one(
     auto_mode: bool,
     state: &mut LalState,
 ) -> RuleOutcome {
-    let finished = exec::Run::new(
+    exec::Run::new(
         log,
         &prepared.key,
         rule.output_type.as_deref(),
@@ -292,21 +292,7 @@ fn run_one(
         now_ms,
         auto_mode,
     )
-    .run(&rule.dsl);
-    RuleOutcome {
-        rule: prepared.key.clone(),
-        decision: finished.decision,
-        save: finished.save,
-        aborted: finished.aborted,
-        record: finished.record,
-        persisted: finished.persisted,
-        samples: finished.samples,
-        warnings: finished.warnings,
-        error: finished.error.map(|error| RuleError {
-            rule: prepared.key.clone(),
-            error,
-        }),
-    }
+    .run(&rule.dsl)
 }
 
 fn prepare_rule(rule: &LalRule) -> PreparedRule {

@@ -14,13 +14,13 @@ use hotrule_rule_compiler::ast::{Block, Call, Else, Expr, ExprKind, IfStmt, Span
 use regex::Regex;
 use serde_json::Value as Json;
 
-use crate::error::EvalError;
+use crate::error::{EvalError, RuleError};
 use crate::eval::{Env, cast};
 use crate::log::LogData;
 use crate::parse::{self, Parsed};
 use crate::sampler::LalState;
 use crate::value::Val;
-use crate::{Decision, LogRecord, Warning};
+use crate::{Decision, LogRecord, RuleOutcome, Warning};
 
 mod extract;
 
@@ -98,18 +98,6 @@ pub(crate) struct Run<'a> {
     pub warnings: Vec<Warning>,
 }
 
-/// The result of one run, assembled by the caller.
-pub(crate) struct Finished {
-    pub decision: Decision,
-    pub save: bool,
-    pub aborted: bool,
-    pub record: LogRecord,
-    pub persisted: Vec<LogRecord>,
-    pub samples: Vec<Sample>,
-    pub warnings: Vec<Warning>,
-    pub error: Option<EvalError>,
-}
-
 impl<'a> Run<'a> {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -153,7 +141,7 @@ impl<'a> Run<'a> {
     }
 
     /// Runs the whole script (the compiler guarantees a top-level `filter { ... }`).
-    pub fn run(mut self, script: &Block) -> Finished {
+    pub fn run(mut self, script: &Block) -> RuleOutcome {
         let mut result = Ok(());
         for statement in &script.statements {
             if let StmtKind::Expr(Expr {
@@ -190,7 +178,8 @@ impl<'a> Run<'a> {
             Some(record) => record.clone(),
             None => self.record(),
         };
-        Finished {
+        RuleOutcome {
+            rule: self.rule_key.to_string(),
             decision,
             save: self.save,
             aborted: self.abort,
@@ -198,7 +187,7 @@ impl<'a> Run<'a> {
             persisted: self.persisted,
             samples: self.samples,
             warnings: self.warnings,
-            error,
+            error: error.map(|error| RuleError { rule: self.rule_key.to_string(), error }),
         }
     }
 
