@@ -27,7 +27,7 @@
 //! and supports casts to the types in `lal_values.rs`.
 
 use crate::CompileError;
-use crate::ast::{Block, Call, CallStyle, Else, Expr, ExprKind, Ident, IfStmt, Span, StmtKind};
+use crate::ast::{Block, Call, Else, Expr, ExprKind, IfStmt, Span, StmtKind};
 use crate::lal_values::{check_expr, check_regexp, check_rpm};
 use crate::model::pos_of;
 
@@ -276,17 +276,7 @@ impl Validator {
                 kind: ExprKind::Name(name),
                 span,
             }) => {
-                let call = Call {
-                    receiver: None,
-                    safe: false,
-                    namespace: None,
-                    method: Ident {
-                        name: name.clone(),
-                        span: *span,
-                    },
-                    args: Vec::new(),
-                    style: CallStyle::Command,
-                };
+                let call = Call::bare(name, *span);
                 self.call_statement(&call, context)
             }
             _ if top => Err(pos_of(span).error(LalError::NotAFilter)),

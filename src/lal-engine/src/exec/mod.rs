@@ -205,17 +205,7 @@ impl<'a> Run<'a> {
                     kind: ExprKind::Name(name),
                     span,
                 }) => {
-                    let call = Call {
-                        receiver: None,
-                        safe: false,
-                        namespace: None,
-                        method: hotrule_rule_compiler::ast::Ident {
-                            name: name.clone(),
-                            span: *span,
-                        },
-                        args: Vec::new(),
-                        style: hotrule_rule_compiler::ast::CallStyle::Command,
-                    };
+                    let call = Call::bare(name, *span);
                     self.statement(&call, ctx)?;
                 }
                 StmtKind::Expr(expr) => {

@@ -172,6 +172,21 @@ pub struct Call {
     pub style: CallStyle,
 }
 
+impl Call {
+    /// A bare name used as a statement (`extractor`, `rpm`, `abort`): a receiver-less,
+    /// argument-less command call, the form LAL's statements are checked and run in.
+    pub fn bare(name: &str, span: Span) -> Call {
+        Call {
+            receiver: None,
+            safe: false,
+            namespace: None,
+            method: Ident { name: name.to_string(), span },
+            args: Vec::new(),
+            style: CallStyle::Command,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallStyle {
     /// `m(a, b)`, possibly followed by a trailing closure `m(a) { ... }`.
