@@ -21,16 +21,22 @@ fn tombstone(key: &RuleKey, millis: u64) -> RuleEntry {
     }
 }
 
-#[tokio::test]
-async fn tombstones_past_retention_are_purged_through_the_writer() {
+/// A scanner over an empty in-memory store, with the real workflow as its writer: the store and
+/// the file locks it shares with that workflow.
+fn scanner_with(settings: ScanSettings) -> (Scanner, Arc<Store>, Arc<FileLocks>) {
     let store = Arc::new(Store::open(Arc::new(MemKv::new())).expect("store"));
     let runtime = Arc::new(Runtime::new());
     let bundled = Arc::new(Bundled::empty());
     let locks = Arc::new(FileLocks::default());
     let clock = Arc::new(RevisionClock::new(NodeId("n1".into())));
     let workflow = Arc::new(Workflow::new(store.clone(), runtime.clone(), bundled.clone(), clock, Arc::new(NoPeers), locks.clone()));
+    (Scanner::new(store.clone(), runtime, bundled, locks.clone(), settings, workflow), store, locks)
+}
+
+#[tokio::test]
+async fn tombstones_past_retention_are_purged_through_the_writer() {
     let settings = ScanSettings { tombstone_retention: Duration::from_secs(60), ..ScanSettings::default() };
-    let scanner = Scanner::new(store.clone(), runtime, bundled, locks.clone(), settings, workflow);
+    let (scanner, store, locks) = scanner_with(settings);
     let old = RuleKey::new(Catalog::OtelRules, RuleName::parse("old").expect("name"));
     let busy = RuleKey::new(Catalog::AgentGroups, RuleName::parse("busy").expect("name"));
     let fresh = RuleKey::new(Catalog::OtelRules, RuleName::parse("fresh").expect("name"));
@@ -52,14 +58,8 @@ async fn tombstones_past_retention_are_purged_through_the_writer() {
 
 #[tokio::test]
 async fn every_scan_is_timed_and_counted_by_result() {
-    let store = Arc::new(Store::open(Arc::new(MemKv::new())).expect("store"));
-    let runtime = Arc::new(Runtime::new());
-    let bundled = Arc::new(Bundled::empty());
-    let locks = Arc::new(FileLocks::default());
-    let clock = Arc::new(RevisionClock::new(NodeId("n1".into())));
-    let workflow = Arc::new(Workflow::new(store.clone(), runtime.clone(), bundled.clone(), clock, Arc::new(NoPeers), locks.clone()));
     let telemetry = Arc::new(Telemetry::new());
-    let scanner = Scanner::new(store, runtime, bundled, locks, ScanSettings::default(), workflow).with_telemetry(telemetry.clone());
+    let scanner = scanner_with(ScanSettings::default()).0.with_telemetry(telemetry.clone());
     scanner.run_once(true).await;
     scanner.run_once(false).await;
     assert_eq!(Telemetry::counter_value(&telemetry.scan_results, &labels([("result", "ok")])), 2);
