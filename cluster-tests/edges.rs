@@ -296,15 +296,9 @@ async fn healthz_answers_promptly_while_large_files_compile() {
 async fn an_agent_flooding_its_free_text_is_stored_bounded() {
     use hotrule::agent::bounds::{MAX_FIELD_BYTES, MAX_RECORD_TEXT_BYTES, TRUNCATION_MARKER};
     use hotrule::agent::proto;
-    use hotrule::node::{Listeners, RunningNode};
     use prost::Message;
 
-    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let listeners = Listeners { admin, data: Some(data) };
-    let node = RunningNode::start_with_listeners(NodeSettings::for_test(), Arc::new(MemKv::new()), listeners, None)
-        .await
-        .expect("node starts");
+    let node = harness::start_with_data_listener(NodeSettings::for_test()).await;
     let data_addr = node.data_addr.expect("data listener");
     let mut extras = std::collections::HashMap::new();
     for i in 0..200 {
@@ -371,13 +365,7 @@ fn listener_limits_are_validated() {
 
 #[tokio::test]
 async fn a_huge_declared_length_on_the_data_port_gets_the_protocol_413_at_once() {
-    use hotrule::node::{Listeners, RunningNode};
-    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let listeners = Listeners { admin, data: Some(data) };
-    let node = RunningNode::start_with_listeners(NodeSettings::for_test(), Arc::new(MemKv::new()), listeners, None)
-        .await
-        .expect("node starts");
+    let node = harness::start_with_data_listener(NodeSettings::for_test()).await;
     let started = Instant::now();
     let answer = exchange(
         node.data_addr.expect("data listener"),

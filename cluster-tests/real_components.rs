@@ -26,8 +26,7 @@ use hotrule::compiler::{Compiled, DslKind, compile_bundled};
 use hotrule::config::ConfigSources;
 use hotrule::data::{Batch, Protocol, Value as Stored};
 use hotrule::ingest::RecordingSink;
-use hotrule::node::{Listeners, NodeSettings, RunningNode};
-use hotrule::store::kv::MemKv;
+use hotrule::node::NodeSettings;
 use hotrule_mal_engine::{EngineState, PreparedFile};
 use serde_json::{Value, json};
 
@@ -330,11 +329,7 @@ async fn real_components_reach_hotrules_receivers_and_the_rules_compute_the_expe
         data_sink: Some(sink.clone()),
         ..NodeSettings::for_test()
     };
-    let listeners = Listeners {
-        admin: tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind"),
-        data: Some(tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind")),
-    };
-    let node = RunningNode::start_with_listeners(settings, Arc::new(MemKv::new()), listeners, None).await.expect("node starts");
+    let node = harness::start_with_data_listener(settings).await;
     let data = node.data_addr.expect("data listener");
     let _prometheus = Prometheus::start(
         &dir.path().join("prometheus"),

@@ -38,6 +38,15 @@ where
     }
 }
 
+/// An in-process node on a fresh in-memory store with a data listener (receivers and the agent
+/// config server) next to its admin listener, both on port 0.
+pub async fn start_with_data_listener(settings: NodeSettings) -> RunningNode {
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listeners = hotrule::node::Listeners { admin, data: Some(data) };
+    RunningNode::start_with_listeners(settings, Arc::new(MemKv::new()), listeners, None).await.expect("node starts")
+}
+
 /// An in-process node with a client pointed at it.
 pub struct TestNode {
     pub node: RunningNode,
