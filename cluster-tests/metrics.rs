@@ -4,17 +4,14 @@
 mod harness;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use harness::{TestNode, wait_until};
 use hotrule::bus::MemNetwork;
 use hotrule::client::AdminClient;
-use hotrule::cluster::{GossipNetwork, GossipTransport, MembershipSettings};
+use hotrule::cluster::{GossipNetwork, MembershipSettings};
 use hotrule::ids::NodeId;
-use hotrule::node::{BusWiring, ClusterWiring, NodeSettings, RunningNode};
-use hotrule::replication::ReplicationSettings;
-use hotrule::store::kv::{KvEngine, MemKv};
+use hotrule::node::NodeSettings;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -115,22 +112,10 @@ fn gossip_addr(i: usize) -> SocketAddr {
 }
 
 async fn clustered_node(i: usize, size: usize, gossip: &GossipNetwork, bus: &MemNetwork) -> TestNode {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let admin = listener.local_addr().expect("addr").to_string();
     let mut membership = MembershipSettings::for_test(NodeId(format!("n{i}")), gossip_addr(i));
     membership.seeds = (1..=size).filter(|j| *j != i).map(|j| gossip_addr(j).to_string()).collect();
-    let wiring = ClusterWiring {
-        membership,
-        gossip: GossipTransport::InMemory(gossip.clone()),
-        bus: BusWiring::Memory { network: bus.clone() },
-        replication: ReplicationSettings { sync_timeout: Duration::from_secs(2), ..ReplicationSettings::default() },
-        admin_advertise: admin.clone(),
-    };
     let settings = NodeSettings { node_id: Some(format!("n{i}")), ..NodeSettings::for_test() };
-    let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
-    let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring).await.expect("node starts");
-    let client = AdminClient::new(&admin, None).expect("client");
-    TestNode { node, client, kv }
+    TestNode::clustered_in_memory(settings, membership, gossip, bus).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

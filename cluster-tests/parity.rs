@@ -10,7 +10,6 @@
 mod harness;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use harness::{TestNode, hotrule_cli, wait_until};
@@ -310,11 +309,8 @@ fn tar_names(bytes: &[u8]) -> Vec<String> {
 async fn a_status_read_on_a_peer_is_served_by_the_main() {
     let _serial = SERIAL.lock().await;
     use hotrule::bus::MemNetwork;
-    use hotrule::cluster::{GossipNetwork, GossipTransport, MembershipSettings};
+    use hotrule::cluster::{GossipNetwork, MembershipSettings};
     use hotrule::ids::NodeId;
-    use hotrule::node::{BusWiring, ClusterWiring, RunningNode};
-    use hotrule::replication::ReplicationSettings;
-    use hotrule::store::kv::{KvEngine, MemKv};
 
     let scenario = "status-on-a-peer";
     let gossip = GossipNetwork::new();
@@ -323,22 +319,10 @@ async fn a_status_read_on_a_peer_is_served_by_the_main() {
     let mut nodes = Vec::new();
     phase(scenario, "start three nodes");
     for i in 1..=3usize {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let admin = listener.local_addr().expect("addr").to_string();
         let mut membership = MembershipSettings::for_test(NodeId(format!("n{i}")), gossip_addr(i));
         membership.seeds = (1..=3).filter(|j| *j != i).map(|j| gossip_addr(j).to_string()).collect();
-        let wiring = ClusterWiring {
-            membership,
-            gossip: GossipTransport::InMemory(gossip.clone()),
-            bus: BusWiring::Memory { network: bus.clone() },
-            replication: ReplicationSettings { sync_timeout: Duration::from_secs(2), ..ReplicationSettings::default() },
-            admin_advertise: admin.clone(),
-        };
         let settings = NodeSettings { node_id: Some(format!("n{i}")), ..NodeSettings::for_test() };
-        let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
-        let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring).await.expect("node starts");
-        let client = hotrule::client::AdminClient::new(&admin, None).expect("client");
-        nodes.push(TestNode { node, client, kv });
+        nodes.push(TestNode::clustered_in_memory(settings, membership, &gossip, &bus).await);
     }
     for node in &nodes {
         wait_until(WAIT, "every node sees n1 as main and three live members", || async {

@@ -12,15 +12,14 @@ use std::time::{Duration, Instant};
 use harness::{TestNode, wait_until};
 use hotrule::bus::MemNetwork;
 use hotrule::client::{AdminClient, Reply, with_query};
-use hotrule::cluster::{GossipNetwork, GossipTransport, MembershipSettings};
+use hotrule::cluster::{GossipNetwork, MembershipSettings};
 use hotrule::compiler::{DataType, Downsampling, ScopeType};
 use hotrule::ids::NodeId;
 use hotrule::metrics::{Entity, Granularity, MetricInfo, MetricReader, MetricStoreError, Series, SeriesFilter, Value};
-use hotrule::node::{BusWiring, ClusterWiring, NodeSettings, RunningNode};
+use hotrule::node::{NodeSettings, RunningNode};
 use hotrule::query::memory::MemMetrics;
 use hotrule::query::time::bucket_of;
-use hotrule::replication::ReplicationSettings;
-use hotrule::store::kv::{KvEngine, MemKv};
+use hotrule::store::kv::MemKv;
 use serde_json::{Value as Json, json};
 
 /// 2025-01-01T12:00:00Z.
@@ -340,21 +339,11 @@ fn node_store(i: usize) -> Arc<MemMetrics> {
 async fn start_cluster(size: usize, gossip: &GossipNetwork, bus: &MemNetwork) -> Vec<RunningNode> {
     let mut nodes = Vec::new();
     for i in 1..=size {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let admin = listener.local_addr().expect("addr").to_string();
         let mut membership = MembershipSettings::for_test(node_id(i), gossip_addr(i));
         membership.seeds = (1..=size).filter(|j| *j != i).map(|j| gossip_addr(j).to_string()).collect();
-        let wiring = ClusterWiring {
-            membership,
-            gossip: GossipTransport::InMemory(gossip.clone()),
-            bus: BusWiring::Memory { network: bus.clone() },
-            replication: ReplicationSettings { sync_timeout: Duration::from_secs(2), ..ReplicationSettings::default() },
-            admin_advertise: admin,
-        };
         let reader: Arc<dyn MetricReader> = node_store(i);
         let settings = NodeSettings { node_id: Some(node_id(i).0), metric_reader: Some(reader), ..NodeSettings::for_test() };
-        let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
-        nodes.push(RunningNode::start_clustered(settings, kv, listener, wiring).await.expect("node starts"));
+        nodes.push(TestNode::clustered_in_memory(settings, membership, gossip, bus).await.node);
     }
     nodes
 }

@@ -71,6 +71,34 @@ impl TestNode {
         TestNode { node, client, kv }
     }
 
+    /// A node of an in-process cluster on the gossip and bus twins, on a fresh in-memory store,
+    /// its admin listener on port 0 (also what it advertises). `settings.node_id` should be
+    /// `membership`'s id.
+    pub async fn clustered_in_memory(
+        settings: NodeSettings,
+        membership: hotrule::cluster::MembershipSettings,
+        gossip: &hotrule::cluster::GossipNetwork,
+        bus: &hotrule::bus::MemNetwork,
+    ) -> TestNode {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let admin = listener.local_addr().expect("addr").to_string();
+        let wiring = hotrule::node::ClusterWiring {
+            membership,
+            gossip: hotrule::cluster::GossipTransport::InMemory(gossip.clone()),
+            bus: hotrule::node::BusWiring::Memory { network: bus.clone() },
+            replication: hotrule::replication::ReplicationSettings {
+                sync_timeout: Duration::from_secs(2),
+                ..hotrule::replication::ReplicationSettings::default()
+            },
+            admin_advertise: admin.clone(),
+        };
+        let token = settings.admin_token.clone();
+        let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
+        let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring).await.expect("node starts");
+        let client = AdminClient::new(&admin, token).expect("client");
+        TestNode { node, client, kv }
+    }
+
     /// A node on a fresh in-memory store.
     pub async fn in_memory(settings: NodeSettings) -> (TestNode, Arc<MemKv>) {
         let kv = Arc::new(MemKv::new());
