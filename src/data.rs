@@ -86,3 +86,39 @@ pub enum SubmitError {
 pub trait BatchSink: Send + Sync + 'static {
     fn submit(&self, batches: Vec<Batch>) -> Result<(), SubmitError>;
 }
+
+pub use hotrule_lal_engine::LogData;
+
+/// Where a log batch came from: the `protocol` label of the log counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LogProtocol {
+    /// OTLP/HTTP logs, `POST /v1/logs`.
+    Otlp,
+    /// SkyWalking's native log HTTP API, `POST /v3/logs`.
+    SkyWalking,
+}
+
+impl LogProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogProtocol::Otlp => "otlp",
+            LogProtocol::SkyWalking => "skywalking",
+        }
+    }
+}
+
+/// One unit of LAL evaluation: the logs of one request (one OTLP `ResourceLogs`, one native
+/// JSON array), evaluated against the active files of the `lal` catalog.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogBatch {
+    pub protocol: LogProtocol,
+    pub logs: Vec<LogData>,
+    /// Wall clock at receipt, epoch milliseconds.
+    pub received_ms: i64,
+}
+
+/// Where log receivers submit decoded batches; like [`BatchSink`], all batches of one request
+/// are accepted together or refused together.
+pub trait LogSink: Send + Sync + 'static {
+    fn submit_logs(&self, batches: Vec<LogBatch>) -> Result<(), SubmitError>;
+}

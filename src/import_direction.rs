@@ -21,6 +21,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("telemetry", &["data", "metrics", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
     ("export", &["data", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node", "ingest", "dispatch", "query"]),
     ("dispatch", &["http", "workflow", "scan", "replication", "cluster", "bus", "node", "ingest", "query", "export"]),
+    ("logs", &["data", "dispatch", "ingest", "query", "export", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
     ("query", &["workflow", "scan", "runtime", "store", "http", "node"]),
     ("rolling", &["compile_pool", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "client", "data", "metrics", "telemetry", "node"]),
     ("compile_pool", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),

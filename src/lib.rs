@@ -20,6 +20,7 @@ pub mod http;
 pub mod ids;
 pub mod ingest;
 pub mod listen;
+pub mod logs;
 pub mod metrics;
 pub mod node;
 pub mod query;

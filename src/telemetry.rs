@@ -74,6 +74,19 @@ pub struct Telemetry {
     pub export_series_dropped: CounterFamily,
     /// Scrapes, by `job` and `result` (ok, error, timeout, queue_full).
     pub scrapes: CounterFamily,
+    /// Logs received, by `protocol` (otlp, skywalking), counted once decoded.
+    pub logs_received: CounterFamily,
+    /// Logs or log requests refused at a receiver, by `protocol` and `reason`.
+    pub logs_rejected: CounterFamily,
+    /// What LAL rules did with logs, by `rule` and `outcome` (kept, sampled, dropped, aborted,
+    /// failed, no_sink, no_layer) and logs a rule never ran on, by `rule` and `outcome=suspended`.
+    pub logs_by_rule: CounterFamily,
+    /// Kept logs written to log storage, and log writes that failed, by `result`.
+    pub logs_stored: CounterFamily,
+    /// OTLP log export: logs sent, batches dropped by `reason`, queue depth.
+    pub export_logs_sent: CounterFamily,
+    pub export_log_batches_dropped: CounterFamily,
+    pub export_log_queue_depth: GaugeFamily,
 }
 
 impl Default for Telemetry {
@@ -122,6 +135,13 @@ impl Telemetry {
             export_send_seconds: histogram(r, "export_send_seconds", "Time to send one export batch", duration_histogram),
             export_series_dropped: counter(r, "export_series_dropped", "Written series not exported, by reason"),
             scrapes: counter(r, "scrapes", "Scrapes, by job and result"),
+            logs_received: counter(r, "logs_received", "Logs received, by protocol"),
+            logs_rejected: counter(r, "logs_rejected", "Logs refused at a receiver, by protocol and reason"),
+            logs_by_rule: counter(r, "logs_by_rule", "What LAL rules did with logs, by rule and outcome"),
+            logs_stored: counter(r, "logs_stored", "Kept logs written to log storage, by result"),
+            export_logs_sent: counter(r, "export_logs_sent", "Logs sent by the OTLP log exporter"),
+            export_log_batches_dropped: counter(r, "export_log_batches_dropped", "OTLP log export batches dropped, by reason"),
+            export_log_queue_depth: gauge(r, "export_log_queue_depth", "Batches waiting in the OTLP log export queue"),
             registry: Mutex::new(registry),
         }
     }

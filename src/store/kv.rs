@@ -82,6 +82,9 @@ pub trait KvEngine: Send + Sync + 'static {
     fn write(&self, ops: &[KvOp], sync: bool) -> Result<(), KvError>;
     /// The metric series key space of the same database.
     fn series(&self) -> Arc<dyn SeriesKv>;
+    /// The kept-log key space of the same database (same operations as the series space, its
+    /// own column family `logs`).
+    fn logs(&self) -> Arc<dyn SeriesKv>;
 }
 
 /// The in-memory twin of the embedded database, with switchable read and write failures.
@@ -91,6 +94,7 @@ pub struct MemKv {
     fail_reads: AtomicBool,
     fail_writes: AtomicBool,
     series: Arc<MemSeriesKv>,
+    logs: Arc<MemSeriesKv>,
 }
 
 impl MemKv {
@@ -164,6 +168,10 @@ impl KvEngine for MemKv {
     fn series(&self) -> Arc<dyn SeriesKv> {
         self.series.clone()
     }
+
+    fn logs(&self) -> Arc<dyn SeriesKv> {
+        self.logs.clone()
+    }
 }
 
 /// RocksDB, through the one crate that links it.
@@ -204,7 +212,11 @@ impl KvEngine for RocksEngine {
     }
 
     fn series(&self) -> Arc<dyn SeriesKv> {
-        Arc::new(super::series::RocksSeries { db: self.db.clone() })
+        Arc::new(super::series::RocksSeries { db: self.db.clone(), cf: hotrule_kv_rocksdb::METRICS_CF })
+    }
+
+    fn logs(&self) -> Arc<dyn SeriesKv> {
+        Arc::new(super::series::RocksSeries { db: self.db.clone(), cf: hotrule_kv_rocksdb::LOGS_CF })
     }
 }
 

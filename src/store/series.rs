@@ -160,17 +160,18 @@ impl SeriesKv for MemSeriesKv {
     }
 }
 
-/// The `metrics` column family of a RocksDB database.
+/// One column family of a RocksDB database (`metrics` for series, `logs` for kept logs).
 #[cfg(feature = "rocksdb")]
 pub struct RocksSeries {
     pub(super) db: std::sync::Arc<hotrule_kv_rocksdb::RocksKv>,
+    pub(super) cf: &'static str,
 }
 
 #[cfg(feature = "rocksdb")]
 impl SeriesKv for RocksSeries {
     fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
         self.db
-            .multi_get_cf(hotrule_kv_rocksdb::METRICS_CF, keys)
+            .multi_get_cf(self.cf, keys)
             .map_err(|e| KvError::Read { kind: super::kv::rocks_kind(&e), detail: e.to_string() })
     }
 
@@ -179,7 +180,7 @@ impl SeriesKv for RocksSeries {
             return Ok(Vec::new());
         }
         self.db
-            .scan_range_cf(hotrule_kv_rocksdb::METRICS_CF, start, end, limit)
+            .scan_range_cf(self.cf, start, end, limit)
             .map_err(|e| KvError::Read { kind: super::kv::rocks_kind(&e), detail: e.to_string() })
     }
 
@@ -194,7 +195,7 @@ impl SeriesKv for RocksSeries {
             Visit::Seek(target) => Step::Seek(target),
         };
         self.db
-            .visit_range_cf(hotrule_kv_rocksdb::METRICS_CF, start, end, &mut step)
+            .visit_range_cf(self.cf, start, end, &mut step)
             .map_err(|e| KvError::Read { kind: super::kv::rocks_kind(&e), detail: e.to_string() })
     }
 
@@ -209,7 +210,7 @@ impl SeriesKv for RocksSeries {
             })
             .collect();
         self.db
-            .write_cf(hotrule_kv_rocksdb::METRICS_CF, &ops, sync)
+            .write_cf(self.cf, &ops, sync)
             .map_err(|e| KvError::Write { kind: super::kv::rocks_kind(&e), detail: e.to_string() })
     }
 }

@@ -10,7 +10,7 @@
 //! write from several threads share fsyncs.
 //!
 //! Besides the default column family (management records), the database has the column family
-//! [`METRICS_CF`] for metric series: its own key space, range scans and delete-range (retention),
+//! [`METRICS_CF`] for metric series and [`LOGS_CF`] for kept logs: their own key spaces, range scans and delete-range (retention),
 //! never mixed with the default one. A database created before it existed opens unchanged: the
 //! missing column family is created on open.
 
@@ -42,8 +42,11 @@ pub enum Step {
 /// The column family of metric series.
 pub const METRICS_CF: &str = "metrics";
 
+/// The column family of kept logs.
+pub const LOGS_CF: &str = "logs";
+
 /// Every column family besides `default`, created on open when missing.
-const COLUMN_FAMILIES: [&str; 1] = [METRICS_CF];
+const COLUMN_FAMILIES: [&str; 2] = [METRICS_CF, LOGS_CF];
 
 #[derive(Debug, thiserror::Error)]
 pub enum RocksKvError {
