@@ -12,6 +12,9 @@
 //!   logs carrying that input type;
 //! - a runtime error stops that rule for that log and is returned with the rule's key; other
 //!   rules and logs are unaffected; nothing panics.
+//!
+//! [`analyze`] shares one sampler state among the files; [`analyze_files`] routes the same way
+//! over files that each own their state (dispatch, which swaps files one at a time).
 
 pub mod bench;
 mod error;
@@ -199,15 +202,120 @@ impl PreparedLalFile {
 }
 
 /// Runs a log through every rule of `files` that applies to it (intake and routing as the
-/// module documentation describes).
+/// module documentation describes), with one sampler state for all of them.
 pub fn analyze(
     files: &[&PreparedLalFile],
     log: &LogData,
     now_ms: i64,
     state: &mut LalState,
 ) -> LogAnalysis {
+    let mut sources = OneState { files, state };
+    match route(&mut sources, log, now_ms, true) {
+        None => LogAnalysis::Ignored,
+        Some(outcomes) => LogAnalysis::Ran(outcomes.into_iter().map(|(_, o)| o).collect()),
+    }
+}
+
+/// One file with its own sampler state, for [`analyze_files`].
+pub struct FileRun<'a> {
+    pub file: &'a PreparedLalFile,
+    pub state: &'a mut LalState,
+}
+
+/// What happened to one log in [`analyze_files`]: each outcome with the index of its file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileAnalysis {
+    /// No service: SkyWalking ignores such logs.
+    Ignored,
+    /// `(file index, outcome)` of every rule that ran, in file order (auto rules first).
+    Ran(Vec<(usize, RuleOutcome)>),
+}
+
+/// [`analyze`] with a sampler state per file (a caller that swaps one file keeps the others'
+/// counters). Routing spans the files exactly as in `analyze`. With `general_fallback` false, a
+/// log without a layer that no `auto` rule claims does not go to the `GENERAL` rules (the
+/// caller knows of an `auto` rule that could have claimed it but is not running now).
+pub fn analyze_files(
+    files: &mut [FileRun<'_>],
+    log: &LogData,
+    now_ms: i64,
+    general_fallback: bool,
+) -> FileAnalysis {
+    match route(files, log, now_ms, general_fallback) {
+        None => FileAnalysis::Ignored,
+        Some(outcomes) => FileAnalysis::Ran(outcomes),
+    }
+}
+
+impl PreparedLalFile {
+    /// Whether some rule of this file could run on `log`: a rule of its layer or, for a log
+    /// without a layer, an `auto` or a `GENERAL` rule; accepting its typed input either way.
+    pub fn may_run(&self, log: &LogData) -> bool {
+        if log.service.is_empty() {
+            return false;
+        }
+        if log.layer.is_empty() {
+            self.runs_in(None, log) || self.runs_in(Some(GENERAL_LAYER), log)
+        } else {
+            self.runs_in(Some(&log.layer), log)
+        }
+    }
+
+    /// Whether an `auto` rule of this file could claim `log` (a log without a layer).
+    pub fn may_claim(&self, log: &LogData) -> bool {
+        !log.service.is_empty() && log.layer.is_empty() && self.runs_in(None, log)
+    }
+
+    fn runs_in(&self, layer: Option<&str>, log: &LogData) -> bool {
+        self.file
+            .rules
+            .iter()
+            .enumerate()
+            .any(|(index, rule)| rule_layer(rule) == layer && self.accepts(index, log))
+    }
+}
+
+/// The files a log is routed over, each with the sampler state its rules use.
+trait Sources {
+    fn count(&self) -> usize;
+    fn get(&mut self, index: usize) -> Option<(&PreparedLalFile, &mut LalState)>;
+}
+
+/// Every file sharing one state ([`analyze`]).
+struct OneState<'a, 'f> {
+    files: &'a [&'f PreparedLalFile],
+    state: &'a mut LalState,
+}
+
+impl Sources for OneState<'_, '_> {
+    fn count(&self) -> usize {
+        self.files.len()
+    }
+    fn get(&mut self, index: usize) -> Option<(&PreparedLalFile, &mut LalState)> {
+        let file: &PreparedLalFile = self.files.get(index)?;
+        Some((file, &mut *self.state))
+    }
+}
+
+impl Sources for [FileRun<'_>] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn get(&mut self, index: usize) -> Option<(&PreparedLalFile, &mut LalState)> {
+        let run = self.get_mut(index)?;
+        Some((run.file, &mut *run.state))
+    }
+}
+
+/// Intake and routing; None when the log is ignored.
+fn route<S: Sources + ?Sized>(
+    files: &mut S,
+    log: &LogData,
+    now_ms: i64,
+    general_fallback: bool,
+) -> Option<Vec<(usize, RuleOutcome)>> {
     if log.service.is_empty() {
-        return LogAnalysis::Ignored;
+        return None;
     }
     let stamped;
     let log = if log.timestamp_ms == 0 {
@@ -221,9 +329,9 @@ pub fn analyze(
     };
     let mut outcomes = Vec::new();
     if log.layer.is_empty() {
-        run_layer(files, log, None, now_ms, true, state, &mut outcomes);
-        let claimed = outcomes.iter().any(|outcome| !outcome.aborted);
-        if !claimed {
+        run_layer(files, log, None, now_ms, true, &mut outcomes);
+        let claimed = outcomes.iter().any(|(_, outcome)| !outcome.aborted);
+        if !claimed && general_fallback {
             let general = LogData {
                 layer: GENERAL_LAYER.to_owned(),
                 ..log.clone()
@@ -234,43 +342,39 @@ pub fn analyze(
                 Some(GENERAL_LAYER),
                 now_ms,
                 false,
-                state,
                 &mut outcomes,
             );
         }
     } else {
-        run_layer(
-            files,
-            log,
-            Some(&log.layer),
-            now_ms,
-            false,
-            state,
-            &mut outcomes,
-        );
+        run_layer(files, log, Some(&log.layer), now_ms, false, &mut outcomes);
     }
-    LogAnalysis::Ran(outcomes)
+    Some(outcomes)
 }
 
-fn run_layer(
-    files: &[&PreparedLalFile],
+/// The layer a rule routes on: None for an `auto` rule (layer `auto` or absent).
+fn rule_layer(rule: &LalRule) -> Option<&str> {
+    rule.layer
+        .as_deref()
+        .filter(|l| !l.eq_ignore_ascii_case(hotrule_rule_compiler::AUTO_LAYER))
+}
+
+fn run_layer<S: Sources + ?Sized>(
+    files: &mut S,
     log: &LogData,
     layer: Option<&str>,
     now_ms: i64,
     auto_mode: bool,
-    state: &mut LalState,
-    outcomes: &mut Vec<RuleOutcome>,
+    outcomes: &mut Vec<(usize, RuleOutcome)>,
 ) {
-    for file in files {
-        for (index, (rule, prepared)) in file.file.rules.iter().zip(&file.rules).enumerate() {
-            let rule_layer = rule
-                .layer
-                .as_deref()
-                .filter(|l| !l.eq_ignore_ascii_case(hotrule_rule_compiler::AUTO_LAYER));
-            if rule_layer != layer || !file.accepts(index, log) {
+    for index in 0..files.count() {
+        let Some((file, state)) = files.get(index) else {
+            continue;
+        };
+        for (rule_index, (rule, prepared)) in file.file.rules.iter().zip(&file.rules).enumerate() {
+            if rule_layer(rule) != layer || !file.accepts(rule_index, log) {
                 continue;
             }
-            outcomes.push(run_one(rule, prepared, log, now_ms, auto_mode, state));
+            outcomes.push((index, run_one(rule, prepared, log, now_ms, auto_mode, state)));
         }
     }
 }
