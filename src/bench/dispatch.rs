@@ -211,7 +211,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_short_run_measures_every_pause_under_load() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/rules");
-        let settings = DispatchSettings { queue_batches: 8, workers: 2, drain_timeout: Duration::from_secs(5) };
+        let settings = DispatchSettings { queue_batches: 8, workers: 2, drain_timeout: Duration::from_secs(5), ..DispatchSettings::default() };
         let report = measure(&dir, settings, 4, 5).await.expect("run");
         assert_eq!(report.pauses.len(), 5);
         assert_eq!(report.not_drained, 0);

@@ -1,5 +1,6 @@
-//! The `dispatch` section of the node configuration: queue bound, evaluation threads and the
-//! drain bound, as read ([`RawDispatch`]) and as validated ([`DispatchSettings`]).
+//! The `dispatch` section of the node configuration: queue bounds, evaluation threads (for
+//! metric batches and for log batches) and the drain bound, as read ([`RawDispatch`]) and as
+//! validated ([`DispatchSettings`]).
 
 use std::time::Duration;
 
@@ -9,6 +10,12 @@ use crate::config::model::DurationSetting;
 
 fn default_queue_batches() -> usize {
     1024
+}
+fn default_log_queue_batches() -> usize {
+    1024
+}
+fn default_log_workers() -> usize {
+    2
 }
 fn default_drain_timeout() -> DurationSetting {
     DurationSetting(crate::runtime::DEFAULT_DRAIN_TIMEOUT)
@@ -27,11 +34,23 @@ pub struct RawDispatch {
     /// of the old content to finish.
     #[serde(default = "default_drain_timeout")]
     pub drain_timeout: DurationSetting,
+    /// Log batches waiting for LAL evaluation before log receivers are answered 429.
+    #[serde(default = "default_log_queue_batches")]
+    pub log_queue_batches: usize,
+    /// LAL evaluation threads (see `dispatch::lal` for why two).
+    #[serde(default = "default_log_workers")]
+    pub log_workers: usize,
 }
 
 impl Default for RawDispatch {
     fn default() -> Self {
-        RawDispatch { queue_batches: default_queue_batches(), workers: 0, drain_timeout: default_drain_timeout() }
+        RawDispatch {
+            queue_batches: default_queue_batches(),
+            workers: 0,
+            drain_timeout: default_drain_timeout(),
+            log_queue_batches: default_log_queue_batches(),
+            log_workers: default_log_workers(),
+        }
     }
 }
 
@@ -42,6 +61,9 @@ pub struct DispatchSettings {
     /// Resolved: at least 1.
     pub workers: usize,
     pub drain_timeout: Duration,
+    pub log_queue_batches: usize,
+    /// At least 1.
+    pub log_workers: usize,
 }
 
 impl Default for DispatchSettings {
@@ -54,7 +76,13 @@ impl DispatchSettings {
     /// Settings for tests: a small queue, two threads, a 10 s drain bound (tests that hold a
     /// batch in flight must not see the bound pass on a loaded machine).
     pub fn for_test() -> DispatchSettings {
-        DispatchSettings { queue_batches: 64, workers: 2, drain_timeout: Duration::from_secs(10) }
+        DispatchSettings {
+            queue_batches: 64,
+            workers: 2,
+            drain_timeout: Duration::from_secs(10),
+            log_queue_batches: 64,
+            log_workers: 2,
+        }
     }
 
     fn from_valid(raw: &RawDispatch) -> DispatchSettings {
@@ -63,6 +91,8 @@ impl DispatchSettings {
             queue_batches: raw.queue_batches.max(1),
             workers: if raw.workers == 0 { cores } else { raw.workers },
             drain_timeout: raw.drain_timeout.0,
+            log_queue_batches: raw.log_queue_batches.max(1),
+            log_workers: raw.log_workers.max(1),
         }
     }
 }
@@ -80,6 +110,12 @@ impl RawDispatch {
         if self.drain_timeout.0.is_zero() {
             issue("dispatch.drain_timeout", "must be greater than zero".into());
         }
+        if self.log_queue_batches == 0 {
+            issue("dispatch.log_queue_batches", "must be at least 1".into());
+        }
+        if self.log_workers == 0 || self.log_workers > 64 {
+            issue("dispatch.log_workers", format!("{} is not between 1 and 64", self.log_workers));
+        }
         DispatchSettings::from_valid(self)
     }
 }
@@ -96,10 +132,20 @@ mod tests {
         assert_eq!(settings.queue_batches, 1024);
         assert!(settings.workers >= 1);
         assert_eq!(settings.drain_timeout, Duration::from_secs(5));
-        let raw = RawDispatch { queue_batches: 0, workers: 5000, drain_timeout: DurationSetting(Duration::ZERO) };
+        assert_eq!((settings.log_queue_batches, settings.log_workers), (1024, 2));
+        let raw = RawDispatch {
+            queue_batches: 0,
+            workers: 5000,
+            drain_timeout: DurationSetting(Duration::ZERO),
+            log_queue_batches: 0,
+            log_workers: 0,
+        };
         raw.validate(&mut |k: &str, m| issues.push((k.to_string(), m)));
         let keys: Vec<&str> = issues.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(keys, ["dispatch.queue_batches", "dispatch.workers", "dispatch.drain_timeout"]);
+        assert_eq!(
+            keys,
+            ["dispatch.queue_batches", "dispatch.workers", "dispatch.drain_timeout", "dispatch.log_queue_batches", "dispatch.log_workers"]
+        );
     }
 
     #[test]

@@ -10,9 +10,16 @@
 //! open. A value is written only when its metric is registered with the shape it carries
 //! ([`MeasureRegistry`]); it then goes to every [`MetricWriter`] (storage, exporter).
 //! Per-file live state (`stats`) feeds `/runtime/rule/list`.
+//!
+//! Log batches ([`crate::data::LogSink`]) take the LAL path (`lal`): their own bounded queue
+//! and threads, every `lal` file's gate opened the same way, kept logs to every
+//! [`LogWriter`], emitted samples through the MAL path above against `log-mal-rules`.
 
 pub mod config;
 mod evaluate;
+mod lal;
+mod log_queue;
+pub mod log_stats;
 mod queue;
 pub mod stats;
 
@@ -24,10 +31,12 @@ use std::time::{Duration, Instant};
 use hotrule_mal_engine::MetricValue;
 
 pub use config::{DispatchSettings, RawDispatch};
+pub use log_stats::LogEvaluationView;
 pub use stats::EvaluationView;
 
 use crate::compiler::{Compiled, MetricShape};
-use crate::data::{Batch, BatchSink, Catalog, SubmitError};
+use crate::data::{Batch, BatchSink, Catalog, LogBatch, LogSink, SubmitError};
+use crate::logs::LogWriter;
 use crate::ids::{self, ContentHash, RuleKey};
 use crate::metrics::MetricWriter;
 use crate::runtime::{Origin, Runtime, SuspendResult};
@@ -96,7 +105,15 @@ pub fn rule_catalog(catalog: Catalog) -> ids::Catalog {
 
 /// Whether files of `catalog` are evaluated by dispatch (and show an `evaluation` in the list).
 pub fn evaluates(catalog: ids::Catalog) -> bool {
-    matches!(catalog, ids::Catalog::OtelRules | ids::Catalog::TelegrafRules | ids::Catalog::LogMalRules)
+    matches!(catalog, ids::Catalog::OtelRules | ids::Catalog::TelegrafRules | ids::Catalog::LogMalRules | ids::Catalog::Lal)
+}
+
+/// A list row's `evaluation`: a MAL file's or a LAL file's live state.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(untagged)]
+pub enum RuleEvaluation {
+    Metrics(EvaluationView),
+    Logs(LogEvaluationView),
 }
 
 /// The loaded files per catalog, rebuilt when the runtime changes.
@@ -219,6 +236,7 @@ pub struct Dispatcher {
     shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     settings: DispatchSettings,
+    logs: Arc<lal::LogPlane>,
 }
 
 impl Dispatcher {
@@ -256,7 +274,15 @@ impl Dispatcher {
                 }
             }
         }
-        Ok(Dispatcher { shared, threads: Mutex::new(threads), settings })
+        let (logs, log_threads) = match lal::LogPlane::start(&settings, shared.clone()) {
+            Ok(started) => started,
+            Err(e) => {
+                shared.queue.stop();
+                return Err(e);
+            }
+        };
+        threads.extend(log_threads);
+        Ok(Dispatcher { shared, threads: Mutex::new(threads), settings, logs })
     }
 
     pub fn settings(&self) -> &DispatchSettings {
@@ -273,6 +299,11 @@ impl Dispatcher {
         self.shared.writers.write().unwrap_or_else(|p| p.into_inner()).push(writer);
     }
 
+    /// Adds a destination of kept logs (storage, exporter, a test twin).
+    pub fn add_log_writer(&self, writer: Arc<dyn LogWriter>) {
+        self.logs.add_writer(writer);
+    }
+
     pub fn set_probe(&self, probe: Option<Arc<dyn EvaluationProbe>>) {
         *self.shared.probe.write().unwrap_or_else(|p| p.into_inner()) = probe;
     }
@@ -282,14 +313,29 @@ impl Dispatcher {
         self.shared.stats.view(key)
     }
 
+    /// The live state of one file: a LAL file's logs, any other file's samples.
+    pub fn evaluation_of(&self, key: &RuleKey) -> RuleEvaluation {
+        match key.catalog {
+            ids::Catalog::Lal => RuleEvaluation::Logs(self.logs.view(key)),
+            _ => RuleEvaluation::Metrics(self.evaluation(key)),
+        }
+    }
+
     /// Batches waiting for a thread.
     pub fn queued(&self) -> usize {
         self.shared.queue.len()
     }
 
-    /// Waits until nothing is queued or being evaluated (blocking; tests and benchmarks).
+    /// Log batches waiting for a LAL thread.
+    pub fn queued_logs(&self) -> usize {
+        self.logs.queued()
+    }
+
+    /// Waits until nothing is queued or being evaluated, logs included (blocking; tests and
+    /// benchmarks).
     pub fn wait_idle(&self, timeout: Duration) -> bool {
-        self.shared.queue.wait_idle(timeout)
+        let deadline = Instant::now() + timeout;
+        self.logs.wait_idle(deadline) && self.shared.queue.wait_idle(deadline.saturating_duration_since(Instant::now()))
     }
 
     /// Suspends `key` (origin SELF), waits for its drain (up to the runtime's drain bound) and
@@ -312,6 +358,7 @@ impl Dispatcher {
     /// (blocking).
     pub fn stop(&self) {
         self.shared.queue.stop();
+        self.logs.stop();
         let threads: Vec<JoinHandle<()>> = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
         for thread in threads {
             if thread.join().is_err() {
@@ -324,6 +371,13 @@ impl Dispatcher {
 impl Drop for Dispatcher {
     fn drop(&mut self) {
         self.shared.queue.stop();
+        self.logs.stop();
+    }
+}
+
+impl LogSink for Dispatcher {
+    fn submit_logs(&self, batches: Vec<LogBatch>) -> Result<(), SubmitError> {
+        self.logs.submit(batches)
     }
 }
 
@@ -362,3 +416,5 @@ fn evaluation_loop(shared: &Shared) {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod lal_tests;

@@ -258,7 +258,7 @@ fn write_row(out: &mut Vec<u8>, row: &[u8], state: &AdminState, key: &RuleKey) {
     }
     out.extend_from_slice(&row[..row.len() - 1]);
     out.extend_from_slice(b",\"evaluation\":");
-    match serde_json::to_writer(&mut *out, &state.dispatcher.evaluation(key)) {
+    match serde_json::to_writer(&mut *out, &state.dispatcher.evaluation_of(key)) {
         Ok(()) => out.push(b'}'),
         Err(_) => out.extend_from_slice(b"null}"),
     }
