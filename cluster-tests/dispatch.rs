@@ -202,3 +202,133 @@ async fn a_node_exporter_scrape_runs_through_the_bundled_vm_rules() {
     assert!(writer.written().iter().all(|(_, metric)| metric.starts_with("meter_vm_")), "only vm.yaml reads node_exporter names");
     node.node.shutdown().await;
 }
+
+// ---- LAL: the same boundary for log batches (the node's dispatcher as the log receivers' sink).
+
+/// A GENERAL rule (`lal/<file>`) that keeps every log, stamped with `version`.
+fn lal_content(version: &str) -> String {
+    format!("rules:\n  - name: boundary\n    layer: GENERAL\n    dsl: |\n      filter {{\n        extractor {{ tag version: '{version}' }}\n        sink {{}}\n      }}\n")
+}
+
+/// A log writer that records `(when, file, version tag)` and can be held shut.
+#[derive(Default)]
+struct HeldLogs {
+    held: Mutex<bool>,
+    blocked: Mutex<usize>,
+    changed: std::sync::Condvar,
+    written: Mutex<Vec<(Instant, String, String)>>,
+}
+
+impl HeldLogs {
+    fn set_held(&self, held: bool) {
+        *self.held.lock().expect("lock") = held;
+        self.changed.notify_all();
+    }
+
+    fn wait_blocked(&self) {
+        let deadline = Instant::now() + WAIT;
+        let mut blocked = self.blocked.lock().expect("lock");
+        while *blocked == 0 {
+            assert!(Instant::now() < deadline, "no log write blocked");
+            blocked = self.changed.wait_timeout(blocked, Duration::from_millis(50)).expect("wait").0;
+        }
+    }
+
+    /// `(when, version)` of the logs `lal/boundary` kept.
+    fn boundary(&self) -> Vec<(Instant, String)> {
+        let written = self.written.lock().expect("lock");
+        written.iter().filter(|(_, file, _)| file == "lal/boundary").map(|(at, _, v)| (*at, v.clone())).collect()
+    }
+}
+
+impl hotrule::logs::LogWriter for HeldLogs {
+    fn write(&self, logs: &[hotrule::logs::KeptLog]) -> Result<(), hotrule::logs::LogStoreError> {
+        let mut held = self.held.lock().expect("lock");
+        if *held {
+            *self.blocked.lock().expect("lock") += 1;
+            self.changed.notify_all();
+            while *held {
+                held = self.changed.wait(held).expect("wait");
+            }
+            *self.blocked.lock().expect("lock") -= 1;
+        }
+        drop(held);
+        let now = Instant::now();
+        let mut written = self.written.lock().expect("lock");
+        written.extend(logs.iter().map(|log| (now, log.file.clone(), log.record.tag("version").unwrap_or_default().to_string())));
+        Ok(())
+    }
+}
+
+fn log_batch(n: usize) -> Vec<hotrule::data::LogBatch> {
+    let log = hotrule::data::LogData {
+        timestamp_ms: 1_795_598_820_000,
+        service: "svc".into(),
+        layer: "GENERAL".into(),
+        body: hotrule_lal_engine::Body::Text("a line".into()),
+        ..hotrule::data::LogData::default()
+    };
+    vec![hotrule::data::LogBatch { protocol: hotrule::data::LogProtocol::SkyWalking, logs: vec![log; n], received_ms: 0 }]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_structural_lal_apply_answers_after_the_log_batch_in_flight_and_nothing_later_uses_the_old_rule() {
+    use hotrule::data::LogSink;
+    let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    let dispatcher = node.node.state.dispatcher.clone();
+    let logs = Arc::new(HeldLogs::default());
+    dispatcher.add_log_writer(logs.clone());
+    let (code, json) = node.push("lal", "boundary", &lal_content("old"), &[]).await;
+    assert_eq!(code, 200, "{json}");
+
+    // Phase 1: a log batch of the old content is in flight, blocked in the log writer.
+    logs.set_held(true);
+    dispatcher.submit_logs(log_batch(2)).expect("accepted");
+    let blocked = logs.clone();
+    tokio::task::spawn_blocking(move || blocked.wait_blocked()).await.expect("blocked");
+
+    // Phase 2: the structural apply suspends, then waits for that batch.
+    let apply = {
+        let client = node.client.clone();
+        let content = lal_content("new");
+        tokio::spawn(async move {
+            let url = hotrule::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "lal"), ("name", "boundary")]);
+            let reply = client.post(&url, content.into_bytes()).await.expect("post");
+            (reply.status.as_u16(), reply.json().unwrap_or_default(), Instant::now())
+        })
+    };
+    wait_until(WAIT, "the LAL file is suspended by the apply (or the apply answered)", || async {
+        apply.is_finished() || node.row("lal", "boundary").await.is_some_and(|row| row["localState"] == "SUSPENDED")
+    })
+    .await;
+    let mut apply = apply;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), &mut apply).await.is_err(),
+        "the apply must not answer while a log batch of the old content is in flight"
+    );
+    dispatcher.submit_logs(log_batch(1)).expect("accepted");
+
+    // Phase 3: the batch is written; only then the 200.
+    logs.set_held(false);
+    let (code, json, answered) = apply.await.expect("apply task");
+    assert_eq!((code, json["applyStatus"].as_str()), (200, Some("structural_applied")), "{json}");
+    let old: Vec<Instant> = logs.boundary().into_iter().filter(|(_, v)| v == "old").map(|(at, _)| at).collect();
+    assert_eq!(old.len(), 2, "the in-flight batch was written: {:?}", logs.boundary());
+    assert!(old.iter().all(|at| *at <= answered), "the old content's logs were written before the 200");
+
+    // Phase 4: everything after the 200 runs the new content.
+    dispatcher.submit_logs(log_batch(3)).expect("accepted");
+    idle(&node).await;
+    let after: Vec<String> = logs.boundary().into_iter().filter(|(at, _)| *at > answered).map(|(_, v)| v).collect();
+    assert!(after.len() >= 3 && after.iter().all(|v| v == "new"), "no log after the 200 used the old content: {after:?}");
+    let row = node.row("lal", "boundary").await.expect("row");
+    let evaluation = &row["evaluation"];
+    let (logs_in, dropped) = (evaluation["logsIn"].as_u64(), evaluation["logsDropped"].as_u64());
+    assert_eq!(
+        logs_in.zip(dropped).map(|(i, d)| i + d),
+        Some(6),
+        "2 old + 3 new evaluated, the paused one dropped or evaluated by the new content: {row}"
+    );
+    assert_eq!(evaluation["kept"].as_u64(), logs_in, "{row}");
+    node.node.shutdown().await;
+}
