@@ -340,7 +340,11 @@ impl LogPlane {
             if file.tally.failed > 0 {
                 telemetry.evaluation_errors.get_or_create(&labels([("rule", file.file.as_str())])).inc_by(file.tally.failed);
             }
-            self.stats.of(&file.key).add(&file.tally, file.evaluated, now_ms);
+            // A file none of whose rules ran on any log of the batch was not evaluated.
+            let evaluated = file.evaluated && file.tally.logs_in > 0;
+            if evaluated || file.tally != LogTally::default() {
+                self.stats.of(&file.key).add(&file.tally, evaluated, now_ms);
+            }
         }
         // The gates close only now: a drain covers the writes of the content it drained.
         drop(analysis);

@@ -416,10 +416,13 @@ fn a_suspended_auto_file_withholds_the_general_fallback_it_might_have_preempted(
     f.idle();
     assert_eq!(f.logs.logs().len(), 2, "no fallback while the auto file that might claim is paused");
     assert_eq!(f.view(&auto).logs_dropped, 2);
+    f.runtime.resume(&auto, Origin::Peer);
+    let evaluations = f.view(&auto).evaluations;
     f.submit(vec![log("GENERAL", "layered", &[])]);
     f.idle();
     assert_eq!(f.logs.logs().len(), 3, "a layered log is not the auto file's");
     assert_eq!(f.view(&auto).logs_dropped, 2);
+    assert_eq!(f.view(&auto).evaluations, evaluations, "a batch none of the file's rules ran on is not its evaluation");
 }
 
 #[test]
