@@ -23,6 +23,8 @@ pub mod report;
 pub mod worker;
 
 #[cfg(test)]
+mod gossip_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;

@@ -42,7 +42,8 @@ impl HealthPublisher {
         clock: Clock,
         changes: Vec<watch::Receiver<u64>>,
     ) -> HealthPublisher {
-        let mut tick = tokio::time::interval(tick);
+        // The first unit runs at once (initial state Busy); the first tick comes a period later.
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + tick, tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         HealthPublisher { self_id, records, facts, board, clock, baselines: BTreeMap::new(), tick, changes }
     }

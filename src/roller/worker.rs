@@ -44,7 +44,8 @@ pub struct RollWorker {
 
 impl RollWorker {
     pub fn new(actions: Arc<dyn RollActions>, board: Arc<dyn HealthBoard>, tick: Duration, clock: Clock) -> RollWorker {
-        let mut tick = tokio::time::interval(tick);
+        // The first unit runs at once (initial state Busy); the first tick comes a period later.
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + tick, tick);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         RollWorker { actions, board, clock, tick }
     }
