@@ -25,6 +25,8 @@ pub mod worker;
 #[cfg(test)]
 mod gossip_tests;
 #[cfg(test)]
+mod node_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
