@@ -24,6 +24,7 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
     ("logs", &["data", "dispatch", "ingest", "query", "export", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "node"]),
     ("query", &["workflow", "scan", "runtime", "store", "http", "node"]),
     ("rolling", &["compile_pool", "runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "client", "data", "metrics", "telemetry", "node"]),
+    ("roller", &["http", "workflow", "replication", "scan", "bus", "ingest", "query", "export", "node"]),
     ("compile_pool", &["runtime", "scan", "workflow", "replication", "http", "cluster", "bus", "store", "node"]),
 ];
 

@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod node;
 pub mod query;
 pub mod replication;
+pub mod roller;
 pub mod rolling;
 pub mod rules;
 pub mod runtime;

@@ -90,6 +90,8 @@ pub struct NodeSettings {
     pub metric_reader: Option<Arc<dyn crate::metrics::MetricReader>>,
     /// Metric retention per granularity.
     pub retention: crate::metrics::store::Retention,
+    /// Rolling rule changes: the roll tick.
+    pub rolling: crate::roller::RollerSettings,
 }
 
 impl NodeSettings {
@@ -117,6 +119,7 @@ impl NodeSettings {
             dispatch: crate::dispatch::DispatchSettings::for_test(),
             metric_reader: None,
             retention: crate::metrics::store::Retention::default(),
+            rolling: crate::roller::RollerSettings::for_test(),
         }
     }
 
@@ -150,6 +153,7 @@ impl NodeSettings {
             dispatch: config.dispatch.clone(),
             metric_reader: None,
             retention: config.retention,
+            rolling: config.rolling.clone(),
         }
     }
 }
@@ -458,6 +462,26 @@ impl RunningNode {
             let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
             workers.spawn(ReloadWorker::new(reloader));
         }
+        // Rolling changes (issue 15): every node publishes its roll health (in gossip, or to
+        // itself when alone); the main's roll worker advances the rolls through the workflow.
+        // TODO(lead): pass `Some(workflow.clone())` once the workflow implements `roller::RollActions`.
+        let roll_actions: Option<Arc<dyn crate::roller::RollActions>> = None;
+        let roll_board: Arc<dyn crate::roller::HealthBoard> = match &cluster {
+            Some(parts) => Arc::new(crate::roller::GossipBoard::new(parts.cluster.membership.clone())),
+            None => Arc::new(crate::roller::LocalBoard::new(node_id.clone())),
+        };
+        crate::roller::spawn(
+            &mut workers,
+            &settings.rolling,
+            crate::roller::RollerParts {
+                self_id: node_id.clone(),
+                board: roll_board,
+                records: Arc::new(crate::roller::StoreRecords::new(store.clone())),
+                facts: Arc::new(crate::roller::RuntimeFacts::new(runtime.clone(), state.dispatcher.clone())),
+                changes: vec![runtime.subscribe(), store.subscribe()],
+            },
+            roll_actions,
+        );
         if let (Some(parts), Some(catch_up)) = (cluster, catch_up) {
             let ClusterParts { cluster, bus_server, memory_network } = parts;
             workers.spawn(notice_worker);

@@ -397,6 +397,25 @@ impl Membership {
         Ok(())
     }
 
+    /// Runs `f` on this node's own gossip state under chitchat's lock (the roll keys of
+    /// `roll_health`).
+    pub(super) async fn with_self_state<T>(&self, f: impl FnOnce(&mut chitchat::NodeState) -> T) -> T {
+        f(self.chitchat.lock().await.self_node_state())
+    }
+
+    /// The value every known node incarnation holds under `key`, by (node id, generation).
+    pub(super) async fn member_values(&self, key: &str) -> std::collections::BTreeMap<(NodeId, u64), String> {
+        let chitchat = self.chitchat.lock().await;
+        chitchat
+            .node_states()
+            .iter()
+            .filter_map(|(id, state)| {
+                let value = state.get(key)?;
+                Some(((NodeId(id.node_id.to_string()), id.generation_id), value.to_string()))
+            })
+            .collect()
+    }
+
     /// Records what a bus call to `node` met: `Ok` for any answer, `Err` for a failure that says
     /// something about the node's liveness. A failure wakes the view worker at once.
     pub fn report_bus_call(&self, node: &NodeId, outcome: Result<(), BusFailure>) {

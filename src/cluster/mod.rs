@@ -16,6 +16,8 @@
 //! - [`membership`]: [`Membership`], which owns the chitchat instance and publishes views;
 //! - [`sealed`] and [`secure_udp`]: every UDP datagram sealed with an HMAC over the cluster
 //!   secret; a datagram that does not prove the secret never reaches chitchat;
+//! - [`roll_health`]: each node's health report for the files it rolls (issue 15), one small
+//!   typed key per file, and the main's typed read of every member's report;
 //! - [`heartbeats`]: the bound on heartbeats a member may claim (an absurd jump splits a cluster).
 //!
 //! chitchat types stay inside this module.
@@ -26,6 +28,7 @@ pub mod keys;
 pub mod liveness;
 pub mod main_select;
 pub mod membership;
+pub mod roll_health;
 pub mod sealed;
 pub mod secure_udp;
 pub mod view;
@@ -41,6 +44,7 @@ pub use keys::{Fact, MAX_FACT_VALUE_BYTES, digest_of};
 pub use main_select::{BusFailure, Liveness, LivenessEvidence, dedup_generations, judge_liveness, select_main};
 pub use membership::{GossipNetwork, GossipTransport, Membership, MembershipSettings};
 pub use sealed::GossipCounterSnapshot;
+pub use roll_health::{MAX_ROLL_REPORT_BYTES, RollHealth};
 pub use view::{ClusterView, Member};
 
 /// Why a membership operation failed.
@@ -52,6 +56,16 @@ pub enum ClusterError {
         len: usize,
         max: usize,
     },
+    #[error("the roll report of {key} is {len} bytes; roll reports are capped at {max} bytes")]
+    RollReportTooLarge {
+        key: String,
+        len: usize,
+        max: usize,
+    },
+    #[error("the roll report of {key} carries a content hash that is not 64 hex digits")]
+    RollReportHash { key: String },
+    #[error("the roll report of {key} could not be encoded: {reason}")]
+    RollReportEncode { key: String, reason: String },
     #[error("invalid membership settings: {reason}")]
     InvalidSettings { reason: String },
     #[error("gossip did not start on {listen_addr}: {reason}")]

@@ -181,6 +181,7 @@ fn decode_sections(value: &Value, issues: &mut Vec<ConfigIssue>) -> RawConfig {
         export: section::<crate::export::RawExport>(value, "export", issues),
         dispatch: section::<crate::dispatch::RawDispatch>(value, "dispatch", issues),
         storage: section::<crate::metrics::store::config::RawStorage>(value, "storage", issues),
+        rolling: section::<crate::roller::RawRolling>(value, "rolling", issues),
     }
 }
 

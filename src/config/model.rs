@@ -431,6 +431,9 @@ pub struct RawConfig {
     /// Metric storage (retention per granularity).
     #[serde(default)]
     pub storage: crate::metrics::store::config::RawStorage,
+    /// Rolling rule changes (the main's roll tick).
+    #[serde(default)]
+    pub rolling: crate::roller::RawRolling,
 }
 
 /// The validated configuration of a node.
@@ -461,6 +464,8 @@ pub struct NodeConfig {
     pub dispatch: crate::dispatch::DispatchSettings,
     /// Metric retention per granularity.
     pub retention: crate::metrics::store::Retention,
+    /// Rolling rule changes (the main's roll tick).
+    pub rolling: crate::roller::RollerSettings,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
 }

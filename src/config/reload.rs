@@ -46,6 +46,7 @@ pub fn diff(old: &NodeConfig, new: &NodeConfig) -> Delta {
     check(old.export != new.export, "export", false);
     check(old.dispatch != new.dispatch, "dispatch", false);
     check(old.retention != new.retention, "storage.retention", false);
+    check(old.rolling != new.rolling, "rolling", false);
     let without_token = |a: &AgentsConfig| AgentServiceSettings { agent_token: None, ..a.service.clone() };
     check(without_token(&old.agents) != without_token(&new.agents), "agents", false);
     delta

@@ -65,6 +65,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
     let ingest = crate::ingest::config::validate(&raw.ingest, &mut issue);
     let dispatch = raw.dispatch.validate(&mut issue);
     let retention = raw.storage.validate(&mut issue);
+    let rolling = raw.rolling.validate(&mut issue);
     let cluster = admin_listen.and_then(|admin| cluster_config(&raw, admin, &mut issue));
     let agents = admin_listen.and_then(|admin| agents_config(&raw, admin, &mut issue));
     let export = crate::export::config::validate(&raw.export, &mut issue);
@@ -92,6 +93,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             export,
             dispatch,
             retention,
+            rolling,
             raw,
         }),
         _ => Err(issues),
