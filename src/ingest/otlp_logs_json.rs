@@ -1,9 +1,10 @@
 //! OTLP/JSON logs into the protobuf messages, by the OTLP specification's JSON rules (see
 //! [`super::otlp_json`], whose readers this shares), not the `opentelemetry-proto` crate's
-//! serde derive. For logs the derive loses the same way it does for metrics: an attribute
-//! `"intValue": "x"` or `"doubleValue": "NaN"` gives an attribute without a value and an
-//! `arrayValue` whose elements it cannot read gives an empty array, silently (see the test
-//! `the_crates_serde_loses_log_values_and_ours_does_not`).
+//! serde derive. For logs the derive does not lose values silently as it does for metrics (64-bit
+//! strings, arrays, kvlists and bytes read right), but it refuses valid OTLP/JSON: a
+//! `"doubleValue": "NaN"` (or `"Infinity"`, `"-Infinity"`) fails the whole request, and its
+//! errors give a line and column instead of the field (see the test
+//! `the_crates_serde_refuses_valid_otlp_doubles_and_names_no_field_and_ours_does_both`).
 //!
 //! - Attribute values are read in full: arrays and kvlists element by element (a tag of an
 //!   array value is its protobuf text), `bytesValue` as base64.

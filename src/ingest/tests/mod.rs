@@ -5,6 +5,7 @@ mod fuzz;
 mod http;
 mod otlp;
 mod otlp_json;
+mod otlp_logs;
 mod prom;
 mod remote_write;
 mod scrape;
