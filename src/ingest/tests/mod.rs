@@ -3,6 +3,9 @@
 
 mod fuzz;
 mod http;
+mod logs_fuzz;
+mod logs_http;
+mod native_logs;
 mod otlp;
 mod otlp_json;
 mod otlp_logs;
