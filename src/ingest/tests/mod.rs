@@ -5,6 +5,7 @@ mod fuzz;
 mod http;
 mod logs_fuzz;
 mod logs_http;
+mod logs_python;
 mod native_logs;
 mod otlp;
 mod otlp_json;
