@@ -77,3 +77,39 @@ fn no_log_decoder_panics_on_random_or_mutated_input() {
     // Some mutations still decode (so the mapping ran on odd but valid input too).
     assert!(decoded > 0);
 }
+
+#[test]
+fn deeply_nested_array_attributes_decode_within_the_limit_and_map_without_overflow() {
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, ArrayValue, KeyValue, any_value};
+    use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+    let nested = |depth: usize| {
+        let mut value = AnyValue { value: Some(any_value::Value::IntValue(1)) };
+        for _ in 0..depth {
+            value = AnyValue { value: Some(any_value::Value::ArrayValue(ArrayValue { values: vec![value] })) };
+        }
+        let service = KeyValue {
+            key: "service.name".into(),
+            value: Some(AnyValue { value: Some(any_value::Value::StringValue("s".into())) }),
+            ..Default::default()
+        };
+        let record = LogRecord { attributes: vec![KeyValue { key: "deep".into(), value: Some(value), ..Default::default() }], ..Default::default() };
+        ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                resource: Some(Resource { attributes: vec![service], ..Default::default() }),
+                scope_logs: vec![ScopeLogs { log_records: vec![record], ..Default::default() }],
+                ..Default::default()
+            }],
+        }
+        .encode_to_vec()
+    };
+    // Within prost's recursion limit: decoded, and the protobuf text of the tag is complete.
+    let request = otlp_logs::decode_protobuf(&nested(40)).expect("decodes");
+    let mapped = otlp_logs::map_request(&request, 0).expect("maps");
+    let tag = &mapped.batches[0].logs[0].tags[0].1;
+    assert_eq!(tag.matches("array_value {").count(), 39);
+    assert!(tag.contains("int_value: 1\n"), "{tag}");
+    // Beyond it: refused as undecodable, not a stack overflow.
+    assert!(otlp_logs::decode_protobuf(&nested(150)).is_err());
+}
