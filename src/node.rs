@@ -78,6 +78,9 @@ pub struct NodeSettings {
     /// Where received samples go instead of the node's dispatcher (tests that record batches);
     /// none: the dispatcher.
     pub data_sink: Option<Arc<dyn crate::data::BatchSink>>,
+    /// Where received logs go instead of the node's default (tests that record log batches);
+    /// none: the node's log dispatcher, when it has one (else the log routes answer 503).
+    pub log_sink: Option<Arc<dyn crate::data::LogSink>>,
     /// The node's own metrics (`GET /metrics`): one instance, handed to every component that
     /// counts (scan, bus, admin writes; dispatch, ingest, storage and export on the data plane).
     pub telemetry: Arc<Telemetry>,
@@ -114,6 +117,7 @@ impl NodeSettings {
             limits: ListenLimits::default(),
             ingest: crate::ingest::IngestConfig::default(),
             data_sink: None,
+            log_sink: None,
             telemetry: Arc::new(Telemetry::new()),
             export: None,
             dispatch: crate::dispatch::DispatchSettings::for_test(),
@@ -148,6 +152,7 @@ impl NodeSettings {
             limits: config.limits.clone(),
             ingest: config.ingest.clone(),
             data_sink: None,
+            log_sink: None,
             telemetry: Arc::new(Telemetry::new()),
             export: config.export.clone(),
             dispatch: config.dispatch.clone(),
@@ -439,7 +444,7 @@ impl RunningNode {
             Some(sink) => sink.clone(),
             None => state.dispatcher.clone(),
         };
-        let ingest = crate::ingest::Ingest::new(sink, settings.telemetry.clone(), settings.ingest.limits);
+        let ingest = crate::ingest::Ingest::with_logs(sink, settings.log_sink.clone(), settings.telemetry.clone(), settings.ingest.limits);
 
         // 4. Boot: one synchronous scan before the admin port serves anything.
         let boot_report = boot::boot(&scanner, &store, &clock).await;

@@ -33,6 +33,8 @@ pub fn router(ingest: Arc<Ingest>) -> Router {
         .route("/v1/metrics", post(otlp_metrics))
         .route("/api/v1/write", post(remote_write_handler))
         .route("/ingest/prometheus", post(push))
+        .route("/v1/logs", post(super::logs_http::otlp_logs))
+        .route("/v3/logs", post(super::logs_http::native_logs))
         .with_state(ingest)
 }
 
@@ -47,7 +49,7 @@ pub struct RpcStatus {
 
 /// How an OTLP request is encoded (and so its answer).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum OtlpFormat {
+pub(super) enum OtlpFormat {
     Protobuf,
     Json,
 }
@@ -125,7 +127,7 @@ impl Refusal {
     }
 }
 
-fn otlp_body(status: StatusCode, format: OtlpFormat, protobuf: Vec<u8>, json: serde_json::Value) -> Response {
+pub(super) fn otlp_body(status: StatusCode, format: OtlpFormat, protobuf: Vec<u8>, json: serde_json::Value) -> Response {
     match format {
         OtlpFormat::Protobuf => (status, [(header::CONTENT_TYPE, "application/x-protobuf")], protobuf).into_response(),
         OtlpFormat::Json => (status, [(header::CONTENT_TYPE, "application/json")], json.to_string()).into_response(),
@@ -133,7 +135,7 @@ fn otlp_body(status: StatusCode, format: OtlpFormat, protobuf: Vec<u8>, json: se
 }
 
 /// The media type of `Content-Type`, lowercased, without parameters; and its parameters.
-fn media_type(headers: &HeaderMap) -> Option<(String, String)> {
+pub(super) fn media_type(headers: &HeaderMap) -> Option<(String, String)> {
     let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
     let (essence, params) = value.split_once(';').unwrap_or((value, ""));
     Some((essence.trim().to_ascii_lowercase(), params.trim().to_ascii_lowercase()))

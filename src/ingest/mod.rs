@@ -9,34 +9,44 @@
 //! | `POST /v1/metrics` | OTLP/HTTP metrics, protobuf or JSON, optional gzip | [`otlp`], [`otlp_json`] |
 //! | `POST /api/v1/write` | Prometheus remote-write 1.0 (snappy + protobuf) | [`remote_write`] |
 //! | `POST /ingest/prometheus?job=&instance=` | pushed text exposition | [`exposition`] |
+//! | `POST /v1/logs` | OTLP/HTTP logs, protobuf or JSON, optional gzip | [`otlp_logs`], [`otlp_logs_json`] |
+//! | `POST /v3/logs` | SkyWalking's native log API (JSON array of LogData) | [`native_logs`] |
 //!
 //! Scrape jobs of the node configuration are run by one [`scrape::ScrapeWorker`]. Prometheus data
 //! of every path is converted as SkyWalking's OpenTelemetry path converts it ([`prom`]).
 //!
 //! Receivers know nothing of rules: they hand batches to a [`BatchSink`] (the dispatcher) and
 //! map its refusal to backpressure (429 with `Retry-After`, or a scraper skipping intervals).
-//! Everything refused is counted in `samples_rejected{protocol,reason}`. See `docs/ingest.md`.
+//! Everything refused is counted in `samples_rejected{protocol,reason}`. Logs go the same way
+//! as [`crate::data::LogBatch`]es to a [`LogSink`] ([`logs_http`]), counted in
+//! `logs_received` / `logs_rejected`. See `docs/ingest.md`.
 
 pub mod body;
 pub mod config;
 pub mod exposition;
 pub mod http;
 pub mod java;
+pub mod logs_http;
+pub mod native_logs;
 pub mod otlp;
 pub mod otlp_json;
+pub mod otlp_logs;
+pub mod otlp_logs_json;
 pub mod prom;
 pub mod recording;
+pub mod recording_logs;
 pub mod remote_write;
 pub mod scrape;
 
 use std::sync::Arc;
 
-use crate::data::{Batch, BatchSink, Protocol, SubmitError};
+use crate::data::{Batch, BatchSink, LogSink, Protocol, SubmitError};
 use crate::telemetry::{Telemetry, labels};
 
 pub use config::{BodyLimits, IngestConfig, RawIngest, ScrapeJob};
 pub use http::router;
 pub use recording::RecordingSink;
+pub use recording_logs::RecordingLogSink;
 pub use scrape::ScrapeWorker;
 
 /// Why samples (or a whole request) were refused: the `reason` label of `samples_rejected`.
@@ -90,11 +100,23 @@ pub struct Ingest {
     sink: Arc<dyn BatchSink>,
     telemetry: Arc<Telemetry>,
     limits: BodyLimits,
+    /// Where logs go; none: the log routes answer 503 `logs_unavailable`.
+    log_sink: Option<Arc<dyn LogSink>>,
 }
 
 impl Ingest {
     pub fn new(sink: Arc<dyn BatchSink>, telemetry: Arc<Telemetry>, limits: BodyLimits) -> Arc<Ingest> {
-        Arc::new(Ingest { sink, telemetry, limits })
+        Ingest::with_logs(sink, None, telemetry, limits)
+    }
+
+    /// Receivers for samples and, when `log_sink` is set, logs.
+    pub fn with_logs(
+        sink: Arc<dyn BatchSink>,
+        log_sink: Option<Arc<dyn LogSink>>,
+        telemetry: Arc<Telemetry>,
+        limits: BodyLimits,
+    ) -> Arc<Ingest> {
+        Arc::new(Ingest { sink, telemetry, limits, log_sink })
     }
 
     pub fn limits(&self) -> BodyLimits {

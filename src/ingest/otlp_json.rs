@@ -36,7 +36,7 @@ pub struct JsonError {
     pub message: String,
 }
 
-type Result<T> = std::result::Result<T, JsonError>;
+pub(super) type Result<T> = std::result::Result<T, JsonError>;
 
 /// Parses an OTLP/JSON `ExportMetricsServiceRequest`.
 pub fn decode(body: &[u8]) -> Result<ExportMetricsServiceRequest> {
@@ -45,16 +45,16 @@ pub fn decode(body: &[u8]) -> Result<ExportMetricsServiceRequest> {
     Ok(ExportMetricsServiceRequest { resource_metrics: list(root, "$", "resourceMetrics", resource_metrics)? })
 }
 
-fn error(path: &str, message: impl Into<String>) -> JsonError {
+pub(super) fn error(path: &str, message: impl Into<String>) -> JsonError {
     JsonError { path: path.to_owned(), message: message.into() }
 }
 
-fn child(path: &str, key: &str) -> String {
+pub(super) fn child(path: &str, key: &str) -> String {
     if path == "$" { key.to_owned() } else { format!("{path}.{key}") }
 }
 
 /// What a JSON value is, for error messages (never the whole value).
-fn kind(value: &Value) -> String {
+pub(super) fn kind(value: &Value) -> String {
     match value {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
@@ -66,24 +66,24 @@ fn kind(value: &Value) -> String {
     }
 }
 
-fn object<'v>(value: &'v Value, path: &str) -> Result<&'v Map<String, Value>> {
+pub(super) fn object<'v>(value: &'v Value, path: &str) -> Result<&'v Map<String, Value>> {
     value.as_object().ok_or_else(|| error(path, format!("expected an object, found {}", kind(value))))
 }
 
 /// A present, non-null field.
-fn field<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
+pub(super) fn field<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
     map.get(key).filter(|v| !v.is_null())
 }
 
 /// A repeated field: each element read by `read` at its indexed path.
-fn list<T>(map: &Map<String, Value>, path: &str, key: &str, read: impl Fn(&Value, &str) -> Result<T>) -> Result<Vec<T>> {
+pub(super) fn list<T>(map: &Map<String, Value>, path: &str, key: &str, read: impl Fn(&Value, &str) -> Result<T>) -> Result<Vec<T>> {
     let path = child(path, key);
     let Some(value) = field(map, key) else { return Ok(Vec::new()) };
     let items = value.as_array().ok_or_else(|| error(&path, format!("expected an array, found {}", kind(value))))?;
     items.iter().enumerate().map(|(i, item)| read(item, &format!("{path}[{i}]"))).collect()
 }
 
-fn string(map: &Map<String, Value>, path: &str, key: &str) -> Result<String> {
+pub(super) fn string(map: &Map<String, Value>, path: &str, key: &str) -> Result<String> {
     match field(map, key) {
         None => Ok(String::new()),
         Some(Value::String(s)) => Ok(s.clone()),
@@ -91,7 +91,7 @@ fn string(map: &Map<String, Value>, path: &str, key: &str) -> Result<String> {
     }
 }
 
-fn boolean(map: &Map<String, Value>, path: &str, key: &str) -> Result<bool> {
+pub(super) fn boolean(map: &Map<String, Value>, path: &str, key: &str) -> Result<bool> {
     match field(map, key) {
         None => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),
@@ -100,7 +100,7 @@ fn boolean(map: &Map<String, Value>, path: &str, key: &str) -> Result<bool> {
 }
 
 /// A 64-bit integer: a decimal string or a JSON integer.
-fn int64_value(value: &Value, path: &str) -> Result<i128> {
+pub(super) fn int64_value(value: &Value, path: &str) -> Result<i128> {
     let parsed = match value {
         Value::Number(n) => n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)),
         Value::String(s) => s.trim().parse::<i128>().ok(),
@@ -109,30 +109,30 @@ fn int64_value(value: &Value, path: &str) -> Result<i128> {
     parsed.ok_or_else(|| error(path, format!("expected a 64-bit integer (a decimal string or an integer), found {}", kind(value))))
 }
 
-fn ranged<T: TryFrom<i128>>(value: i128, path: &str, what: &str) -> Result<T> {
+pub(super) fn ranged<T: TryFrom<i128>>(value: i128, path: &str, what: &str) -> Result<T> {
     T::try_from(value).map_err(|_| error(path, format!("{value} is out of the range of {what}")))
 }
 
-fn u64_at(value: &Value, path: &str) -> Result<u64> {
+pub(super) fn u64_at(value: &Value, path: &str) -> Result<u64> {
     ranged(int64_value(value, path)?, path, "a uint64")
 }
 
-fn u64_field(map: &Map<String, Value>, path: &str, key: &str) -> Result<u64> {
+pub(super) fn u64_field(map: &Map<String, Value>, path: &str, key: &str) -> Result<u64> {
     field(map, key).map_or(Ok(0), |v| u64_at(v, &child(path, key)))
 }
 
-fn i64_at(value: &Value, path: &str) -> Result<i64> {
+pub(super) fn i64_at(value: &Value, path: &str) -> Result<i64> {
     ranged(int64_value(value, path)?, path, "an int64")
 }
 
-fn i32_field(map: &Map<String, Value>, path: &str, key: &str) -> Result<i32> {
+pub(super) fn i32_field(map: &Map<String, Value>, path: &str, key: &str) -> Result<i32> {
     field(map, key).map_or(Ok(0), |v| {
         let path = child(path, key);
         ranged(int64_value(v, &path)?, &path, "an int32")
     })
 }
 
-fn u32_field(map: &Map<String, Value>, path: &str, key: &str) -> Result<u32> {
+pub(super) fn u32_field(map: &Map<String, Value>, path: &str, key: &str) -> Result<u32> {
     field(map, key).map_or(Ok(0), |v| {
         let path = child(path, key);
         ranged(int64_value(v, &path)?, &path, "a uint32")
@@ -140,7 +140,7 @@ fn u32_field(map: &Map<String, Value>, path: &str, key: &str) -> Result<u32> {
 }
 
 /// A double: a number, `"NaN"`, `"Infinity"`, `"-Infinity"`, or a decimal string.
-fn double_at(value: &Value, path: &str) -> Result<f64> {
+pub(super) fn double_at(value: &Value, path: &str) -> Result<f64> {
     let parsed = match value {
         Value::Number(n) => n.as_f64(),
         Value::String(s) => match s.as_str() {

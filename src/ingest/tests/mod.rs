@@ -3,8 +3,13 @@
 
 mod fuzz;
 mod http;
+mod logs_fuzz;
+mod logs_http;
+mod logs_python;
+mod native_logs;
 mod otlp;
 mod otlp_json;
+mod otlp_logs;
 mod prom;
 mod remote_write;
 mod scrape;
