@@ -182,7 +182,7 @@ fn render_rule(rule: &Value) -> String {
                 text(&metric["metric"]),
                 super::entity_text(&metric["entity"]),
                 text(&metric["bucket"]),
-                text(&metric["value"]),
+                metric_value(&metric["value"]),
                 text(&metric["file"])
             ),
         );
@@ -195,6 +195,16 @@ fn render_rule(rule: &Value) -> String {
     }
     field("error", text(&rule["error"]));
     out
+}
+
+/// A single value as is; a labeled value as `key: value` per label set.
+fn metric_value(value: &Value) -> String {
+    match value {
+        Value::Object(map) if map.values().all(Value::is_number) => {
+            map.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", ")
+        }
+        other => text(other),
+    }
 }
 
 /// Epoch milliseconds, with the UTC time when it is one.
@@ -220,7 +230,7 @@ mod tests {
                                "tags": [["level", "error"]], "outputType": null, "traceId": "", "spanId": null},
                     "samples": [{"name": "nginx_error_log_count", "labels": {"level": "error"}, "value": 1.0, "timestampMs": 1}],
                     "metrics": [{"metric": "meter_nginx_service_error_log_count", "entity": {"scope": "SERVICE", "service": "nginx-1"},
-                                 "bucket": 202311142213_i64, "value": 1, "file": "log-mal-rules/nginx"}],
+                                 "bucket": 202311142213_i64, "value": {"level=error": 1}, "file": "log-mal-rules/nginx"}],
                     "warnings": [], "error": "boom"}]},
                 {"line": 2, "error": "not JSON: x"},
             ],
@@ -235,7 +245,7 @@ mod tests {
             "    timestamp  1700000000000 (2023-11-14T22:13:20.000Z)",
             "    tags       level=error",
             "    sample     nginx_error_log_count{level=error} 1.0 @1",
-            "    metric     meter_nginx_service_error_log_count SERVICE service=nginx-1 bucket=202311142213 = 1 (log-mal-rules/nginx)",
+            "    metric     meter_nginx_service_error_log_count SERVICE service=nginx-1 bucket=202311142213 = level=error: 1 (log-mal-rules/nginx)",
             "    error      boom",
             "line 2: not run: not JSON: x",
             "log-mal-rules: log-mal-rules/nginx (request)",
