@@ -404,8 +404,10 @@ enum RuleCommand {
         /// line (as POST /v3/logs takes them), e.g.
         /// {"service":"nginx-1","serviceInstance":"i1","layer":"NGINX","timestamp":1700000000000,
         /// "tags":{"data":[{"key":"LOG_KIND","value":"NGINX_ACCESS_LOG"}]},
-        /// "body":{"text":{"text":"GET / 200"}}}. Blank lines are skipped; a bad line is
-        /// reported with its number and the others still run.
+        /// "body":{"text":{"text":"GET / 200"}}}. Also: "endpoint", "traceContext":{"traceId",
+        /// "traceSegmentId","spanId"}, a body {"json":{"json":"<text>"}} or {"yaml":{"yaml":"<text>"}};
+        /// timestamp 0 or absent is now. Blank lines are skipped; a bad line is reported with its
+        /// number and the others still run.
         #[arg(long, value_name = "FILE.jsonl")]
         logs: Option<PathBuf>,
         /// A log-mal-rules file the emitted samples go through (repeatable; named after the
