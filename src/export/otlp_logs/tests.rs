@@ -420,3 +420,26 @@ async fn wire_builds_the_exporter_only_when_configured() {
     runner.shutdown(Duration::from_secs(10)).await;
     assert_eq!(receiver.holding("through the trait").len(), 1);
 }
+
+#[tokio::test]
+async fn a_node_builds_the_exporter_from_its_settings_and_flushes_it_at_shutdown() {
+    use crate::node::{NodeSettings, RunningNode};
+    let start = |settings: NodeSettings| async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        RunningNode::start(settings, Arc::new(crate::store::kv::MemKv::new()), listener).await.expect("node")
+    };
+    let plain = start(NodeSettings::for_test()).await;
+    assert!(plain.log_exporter.is_none(), "no export.otlp_logs, no exporter");
+    plain.shutdown().await;
+
+    let (receiver, url, _stop) = start_receiver().await;
+    let mut logs_export = OtlpLogsSettings::for_test(&url);
+    logs_export.max_delay = Duration::from_secs(3600);
+    let node = start(NodeSettings { otlp_logs_export: Some(logs_export), ..NodeSettings::for_test() }).await;
+    let exporter = node.log_exporter.clone().expect("the exporter is built");
+    exporter.write(&[log("a", "kept by a rule")]).expect("writes");
+    let text = node.telemetry.render();
+    assert!(text.contains("hotrule_export_log_batches_dropped_total{reason=\"queue_full\"} 0"), "on the node's /metrics: {text}");
+    node.shutdown().await;
+    assert_eq!(receiver.holding("kept by a rule").len(), 1, "the node's shutdown flushes the filling batch");
+}
