@@ -1,7 +1,7 @@
 //! `POST /runtime/rule/test` over HTTP against an in-process node, and `hotrule rule test` end to
 //! end (the real CLI binary against the same kind of node): hand-checked values over two batches
 //! 60 s apart, compile errors with their position, per-rule evaluation errors, bounded input,
-//! and nothing stored.
+//! and nothing stored; and a LAL file (`lal/nginx.yaml`) on sample nginx logs with `--logs`.
 
 mod harness;
 
@@ -143,10 +143,10 @@ async fn refused_input_answers_413_or_400() {
         let (code, answer) = post_test(&node, "otel-rules", "t", body).await;
         assert_eq!(code, 400, "{answer}");
     }
-    // LAL has no dry run yet; parameters are validated as on the write route.
+    // A LAL file takes logs, not sample batches.
     let (code, answer) = post_test(&node, "lal", "t", request("rules: []", &[(T0, "a 1")])).await;
-    assert_eq!((code, answer["applyStatus"].as_str()), (400, Some("invalid_catalog")));
-    assert!(answer["message"].as_str().is_some_and(|m| m.contains("LAL data plane")), "{answer}");
+    assert_eq!((code, answer["applyStatus"].as_str()), (400, Some("invalid_parameter")));
+    assert!(answer["message"].as_str().is_some_and(|m| m.contains("not a LAL test request")), "{answer}");
     let (code, answer) = post_test(&node, "otel-rules", "", request(FILE, &[(T0, "a 1")])).await;
     assert_eq!((code, answer["applyStatus"].as_str()), (400, Some("missing_name")));
     assert!(node.list().await["rules"].as_array().is_none_or(Vec::is_empty));
@@ -266,4 +266,103 @@ async fn vm_yaml_on_the_recorded_node_exporter_scrapes() {
     assert_eq!(value_in(&report, "filesystem_percentage", 1), json!({"mountpoint=/": 77}));
     assert_eq!(rule(&report, "cpu_total_percentage")["values"][1]["entity"]["service"], "recorded-host");
     assert!(report["rules"].as_array().expect("rules").iter().all(|r| r["errors"].is_null()), "{report}");
+}
+
+/// nginx access and error logs, as `POST /v3/logs` takes them (one per line), with a blank line
+/// and two bad lines among them.
+const NGINX_LOGS: &str = concat!(
+    r#"{"service":"nginx-1","serviceInstance":"i1","layer":"NGINX","timestamp":1700000000000,"tags":{"data":[{"key":"LOG_KIND","value":"NGINX_ACCESS_LOG"}]},"body":{"text":{"text":"10.0.0.1 - - [14/Nov/2023:22:13:20 +0000] \"GET /index.html HTTP/1.1\" 404 153 \"-\" \"curl/8\""}}}"#,
+    "\n",
+    r#"{"service":"nginx-1","serviceInstance":"i1","layer":"NGINX","timestamp":1700000000000,"tags":{"data":[{"key":"LOG_KIND","value":"NGINX_ACCESS_LOG"}]},"body":{"text":{"text":"10.0.0.2 - - [14/Nov/2023:22:13:21 +0000] \"POST /api HTTP/1.1\" 200 12 \"-\" \"curl/8\""}}}"#,
+    "\n\n",
+    r#"{"service":"nginx-1","serviceInstance":"i1","layer":"NGINX","timestamp":1700000000000,"tags":{"data":[{"key":"LOG_KIND","value":"NGINX_ERROR_LOG"}]},"body":{"text":{"text":"2023/11/14 22:13:20 [error] 7#7: *1 open() \"/usr/share/nginx/html/x\" failed"}}}"#,
+    "\n",
+    "{not json\n",
+    r#"{"service":["a"]}"#,
+    "\n",
+);
+
+#[tokio::test]
+async fn the_cli_runs_a_lal_file_on_sample_logs() {
+    // The node's bundled rules include log-mal-rules/nginx.yaml.
+    let (node, _kv) = TestNode::in_memory(NodeSettings { rules_dir: Some(harness::corpus_dir()), ..NodeSettings::for_test() }).await;
+    let list_before = node.list().await;
+    let server = node.node.admin_addr.to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lal = root.join("config/rules/lal/nginx.yaml").display().to_string();
+    let mal = root.join("config/rules/log-mal-rules/nginx.yaml").display().to_string();
+    let logs = dir.path().join("nginx.jsonl");
+    std::fs::write(&logs, NGINX_LOGS).expect("write");
+    let logs = logs.display().to_string();
+    let run = |extra: &[&str]| {
+        let mut args: Vec<String> =
+            ["rule", "test", "--server", server.as_str(), "--catalog", "lal", lal.as_str(), "--logs", logs.as_str()]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        async move {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            hotrule_cli(&refs, &[]).await
+        }
+    };
+
+    // The table: per log and rule, the extraction and decision; the bad lines on stderr.
+    let (code, out, err) = run(&["--mal", &mal]).await;
+    assert_eq!(code, 1, "two bad lines fail the run:\n{out}{err}");
+    for expected in [
+        "line 1: service=nginx-1 layer=NGINX",
+        "  rule NGINX:nginx-access-log: kept",
+        "    tags       LOG_KIND=NGINX_ACCESS_LOG, http.status_code=404",
+        "    tags       LOG_KIND=NGINX_ACCESS_LOG, http.status_code=200",
+        "  rule NGINX:nginx-error-log: no_sink",
+        "line 4: service=nginx-1 layer=NGINX",
+        "  rule NGINX:nginx-error-log: kept",
+        "    tags       LOG_KIND=NGINX_ERROR_LOG, level=error",
+        "    sample     nginx_error_log_count{level=error, service=nginx-1, service_instance_id=i1} 1.0 @1700000000000",
+        "line 5: not run: not JSON",
+        "line 6: not run: not a LogData",
+        "log-mal-rules: log-mal-rules/nginx (request)",
+    ] {
+        assert!(out.contains(expected), "{expected:?} missing from:\n{out}");
+    }
+    // The error log's timestamp comes from its text (yyyy/MM/dd HH:mm:ss, in the node's zone).
+    let error_block = out.split("line 4:").nth(1).expect("line 4");
+    assert!(error_block.contains("    timestamp  "), "{error_block}");
+    let metric_lines: Vec<&str> = error_block.lines().filter(|l| l.starts_with("    metric ")).collect();
+    assert_eq!(metric_lines.len(), 2, "{error_block}");
+    assert!(metric_lines[0].contains("meter_nginx_service_error_log_count SERVICE") && metric_lines[0].contains("service=nginx-1"), "{metric_lines:?}");
+    // sum(['level','service','service_instance_id']) then service(['service']): labeled by what is left.
+    assert!(metric_lines[0].trim_end().ends_with("= level=error,service_instance_id=i1: 1 (log-mal-rules/nginx)"), "{metric_lines:?}");
+    assert!(metric_lines[1].trim_end().ends_with("= level=error: 1 (log-mal-rules/nginx)"), "{metric_lines:?}");
+    assert!(metric_lines[1].contains("meter_nginx_instance_error_log_count SERVICE_INSTANCE") && metric_lines[1].contains("instance=i1"), "{metric_lines:?}");
+    let summary = out.lines().find(|l| l.starts_with("NGINX:nginx-access-log")).expect("summary row");
+    assert_eq!(summary.split_whitespace().collect::<Vec<_>>(), vec!["NGINX:nginx-access-log", "2", "0", "0", "0", "1", "0", "0"]);
+    assert!(err.contains("nginx.jsonl:5: not JSON") && err.contains("nginx.jsonl:6: not a LogData"), "{err}");
+    assert!(err.contains("2 bad log line(s), 0 rule evaluation(s) failed"), "{err}");
+
+    // --json: the node's answer; without --mal the node's bundled log-mal-rules apply.
+    let (code, out, _) = run(&["--json"]).await;
+    assert_eq!(code, 1);
+    let report: Value = serde_json::from_str(out.trim()).expect("--json prints JSON");
+    let logs = report["logs"].as_array().expect("logs");
+    assert_eq!(logs.iter().map(|l| l["line"].as_i64().unwrap_or(0)).collect::<Vec<_>>(), vec![1, 2, 4, 5, 6]);
+    let error_rule = &logs[2]["rules"][1];
+    assert_eq!(error_rule["record"]["instance"], "i1");
+    assert_eq!(error_rule["samples"][0]["labels"]["service_instance_id"], "i1");
+    assert!(report["mal"].as_array().expect("mal").iter().any(|m| m["name"] == "nginx" && m["source"] == "bundled"), "{}", report["mal"]);
+    assert_eq!(error_rule["metrics"].as_array().map(Vec::len), Some(2), "{error_rule}");
+
+    // Only good lines: exit 0. Usage errors: exit 2.
+    let good = dir.path().join("good.jsonl");
+    std::fs::write(&good, NGINX_LOGS.lines().take(2).collect::<Vec<_>>().join("\n")).expect("write");
+    let good = good.display().to_string();
+    let (code, _, err) = hotrule_cli(&["rule", "test", "--server", &server, "--catalog", "lal", &lal, "--logs", &good], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = hotrule_cli(&["rule", "test", "--server", &server, "--catalog", "otel-rules", &lal, "--logs", &good], &[]).await;
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = hotrule_cli(&["rule", "test", "--server", &server, "--catalog", "lal", &lal, "--logs", &good, "--samples", &good], &[]).await;
+    assert_eq!(code, 2, "--logs and --samples conflict: {err}");
+    assert_eq!(node.list().await["rules"], list_before["rules"], "testing changed nothing on the node");
 }

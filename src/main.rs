@@ -388,16 +388,32 @@ enum RuleCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Dry-run a MAL file on sample files (Prometheus text exposition) without storing it:
-    /// prints the values each rule would produce, and rule errors on stderr (exit 1).
+    /// Dry-run a MAL file on sample files (Prometheus text exposition), or a LAL file
+    /// (--catalog lal) on sample logs (--logs), without storing it: prints the values each rule
+    /// would produce, or per log the extraction, the sink's decision and the emitted samples;
+    /// rule errors and bad log lines on stderr (exit 1).
     Test {
         #[arg(long)]
         catalog: String,
         /// The rule file to test.
         file: PathBuf,
         /// A batch of samples; repeatable, in time order (one batch per file).
-        #[arg(long = "samples", value_name = "FILE", required = true)]
+        #[arg(long = "samples", value_name = "FILE", required_unless_present = "logs", conflicts_with = "logs")]
         samples: Vec<PathBuf>,
+        /// Sample logs for a LAL file (--catalog lal): one SkyWalking LogData JSON object per
+        /// line (as POST /v3/logs takes them), e.g.
+        /// {"service":"nginx-1","serviceInstance":"i1","layer":"NGINX","timestamp":1700000000000,
+        /// "tags":{"data":[{"key":"LOG_KIND","value":"NGINX_ACCESS_LOG"}]},
+        /// "body":{"text":{"text":"GET / 200"}}}. Also: "endpoint", "traceContext":{"traceId",
+        /// "traceSegmentId","spanId"}, a body {"json":{"json":"<text>"}} or {"yaml":{"yaml":"<text>"}};
+        /// timestamp 0 or absent is now. Blank lines are skipped; a bad line is reported with its
+        /// number and the others still run.
+        #[arg(long, value_name = "FILE.jsonl")]
+        logs: Option<PathBuf>,
+        /// A log-mal-rules file the emitted samples go through (repeatable; named after the
+        /// file); none: the node's bundled log-mal-rules files.
+        #[arg(long = "mal", value_name = "FILE", requires = "logs")]
+        mal: Vec<PathBuf>,
         /// Time between batches: the last batch is stamped now, each earlier one an interval
         /// before (500ms, 30s, 5m ...).
         #[arg(long, default_value = "60s")]
@@ -546,7 +562,10 @@ async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
             let every = watch.then(|| std::time::Duration::from_secs(interval_secs.max(1)));
             roll::status(&client, &query, every, json).await
         }
-        RuleCommand::Test { catalog, file, samples, interval, labels, json, against_current, name } => {
+        RuleCommand::Test { catalog, file, samples, logs, mal, interval, labels, json, against_current, name } => {
+            if let Some(logs) = logs {
+                return lal_rule_test(&client, &catalog, file, logs, mal, json, against_current, name).await;
+            }
             return rule_test(&client, catalog, file, samples, &interval, &labels, json, against_current, name).await;
         }
     };
@@ -567,7 +586,7 @@ async fn rule_test(
     against_current: bool,
     name: Option<String>,
 ) -> ExitCode {
-    use hotrule::client::rule_test::{self, TestArgs, TestVerdict};
+    use hotrule::client::rule_test::{self, TestArgs};
     let usage = |message: String| {
         eprintln!("hotrule: {message}");
         ExitCode::from(2)
@@ -581,10 +600,45 @@ async fn rule_test(
         Err(e) => return usage(e),
     };
     let args = TestArgs { catalog, name, file, samples, interval, labels, json, against_current, now_ms: None };
-    match rule_test::test(client, &args).await {
+    test_exit(rule_test::test(client, &args).await)
+}
+
+/// `hotrule rule test --catalog lal FILE --logs LOGS`: exit as [`rule_test`] does; a bad log
+/// line counts as a failure (the other lines still ran).
+#[allow(clippy::too_many_arguments)]
+async fn lal_rule_test(
+    client: &AdminClient,
+    catalog: &str,
+    file: PathBuf,
+    logs: PathBuf,
+    mal: Vec<PathBuf>,
+    json: bool,
+    against_current: bool,
+    name: Option<String>,
+) -> ExitCode {
+    use hotrule::client::rule_test::lal::{self, LalTestArgs};
+    if catalog != "lal" {
+        eprintln!("hotrule: --logs runs a LAL file: use --catalog lal (got {catalog})");
+        return ExitCode::from(2);
+    }
+    if against_current {
+        eprintln!("hotrule: --against-current compares MAL values; it does not apply to --logs");
+        return ExitCode::from(2);
+    }
+    let args = LalTestArgs { name, file, logs, mal, json, now_ms: None };
+    test_exit(lal::test(client, &args).await)
+}
+
+fn test_exit(result: Result<hotrule::client::rule_test::TestVerdict, hotrule::client::cli::CliError>) -> ExitCode {
+    use hotrule::client::rule_test::TestVerdict;
+    match result {
         Ok(TestVerdict::Clean) => ExitCode::SUCCESS,
         Ok(TestVerdict::RuleErrors(n)) => {
             eprintln!("hotrule: {n} rule evaluation(s) failed");
+            ExitCode::FAILURE
+        }
+        Ok(TestVerdict::LogProblems { bad_lines, rule_errors }) => {
+            eprintln!("hotrule: {bad_lines} bad log line(s), {rule_errors} rule evaluation(s) failed");
             ExitCode::FAILURE
         }
         Err(e) => {

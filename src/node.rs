@@ -86,6 +86,8 @@ pub struct NodeSettings {
     pub telemetry: Arc<Telemetry>,
     /// Remote-write export of computed metrics (`export.remote_write`); none: no export.
     pub export: Option<crate::export::RemoteWriteSettings>,
+    /// OTLP/HTTP export of kept logs (`export.otlp_logs`); none: no log export.
+    pub otlp_logs_export: Option<crate::export::otlp_logs::OtlpLogsSettings>,
     /// The data plane's dispatch queue, evaluation threads and drain bound.
     pub dispatch: crate::dispatch::DispatchSettings,
     /// The metric reader queries use instead of the node's metric store (tests); none: the
@@ -120,6 +122,7 @@ impl NodeSettings {
             log_sink: None,
             telemetry: Arc::new(Telemetry::new()),
             export: None,
+            otlp_logs_export: None,
             dispatch: crate::dispatch::DispatchSettings::for_test(),
             metric_reader: None,
             retention: crate::metrics::store::Retention::default(),
@@ -155,6 +158,7 @@ impl NodeSettings {
             log_sink: None,
             telemetry: Arc::new(Telemetry::new()),
             export: config.export.clone(),
+            otlp_logs_export: config.otlp_logs_export.clone(),
             dispatch: config.dispatch.clone(),
             metric_reader: None,
             retention: config.retention,
@@ -268,6 +272,9 @@ pub struct RunningNode {
     pub metric_store: Arc<MetricStore>,
     /// The node's own metrics (`/metrics`).
     pub telemetry: Arc<Telemetry>,
+    /// The OTLP log exporter (`export.otlp_logs`), a [`crate::logs::LogWriter`] for kept logs;
+    /// none when log export is off.
+    pub log_exporter: Option<Arc<crate::export::otlp_logs::OtlpLogExporter>>,
     shutdown: CancellationToken,
     /// Admin, agent data and bus servers, in start order.
     servers: Vec<(&'static str, JoinHandle<()>)>,
@@ -364,6 +371,10 @@ impl RunningNode {
             telemetry.clone(),
             &mut workers,
         )?;
+        // Kept logs also go to the OTLP log exporter when `export.otlp_logs` is set: one more
+        // log writer for dispatch, its worker on the node's runner.
+        let log_exporter =
+            crate::export::otlp_logs::wire(settings.otlp_logs_export.clone(), telemetry.clone(), &mut workers)?;
         let store = Arc::new(Store::open(kv)?);
         let bundled = Arc::new(load_bundled(&settings)?);
         let runtime = Arc::new(Runtime::new());
@@ -529,7 +540,18 @@ impl RunningNode {
             servers.push(("agent data", server));
         }
         tracing::info!(node = %node_id, admin = %admin_addr, data = ?data_addr, data_tls = settings.agent_tls.is_some(), "serving");
-        Ok(RunningNode { admin_addr, data_addr, state, boot_report, metric_store, telemetry, shutdown, servers, workers })
+        Ok(RunningNode {
+            admin_addr,
+            data_addr,
+            state,
+            boot_report,
+            metric_store,
+            telemetry,
+            log_exporter,
+            shutdown,
+            servers,
+            workers,
+        })
     }
 
     /// Where dispatch writes computed metric values.

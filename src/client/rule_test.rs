@@ -2,6 +2,8 @@
 //! `POST /runtime/rule/test` and prints what it would produce; with `--against-current`, also
 //! runs the file stored under that name on the same samples and prints the difference.
 //!
+//! With `--catalog lal` and `--logs`, a LAL file runs on sample logs instead ([`lal`]).
+//!
 //! Batch `i` of `n` (one per `--samples` file, in order) is stamped `now − (n−1−i) × interval`,
 //! so the last batch is "now" and counter functions see the earlier ones as history.
 
@@ -13,6 +15,8 @@ use serde_json::{Value, json};
 
 use super::cli::{CliError, check, table};
 use super::{AdminClient, with_query};
+
+pub mod lal;
 
 /// What `hotrule rule test` was asked.
 #[derive(Debug, Clone)]
@@ -38,6 +42,9 @@ pub enum TestVerdict {
     Clean,
     /// Compiled, but this many rule evaluations failed (listed on stderr).
     RuleErrors(usize),
+    /// A LAL run: lines that were not logs, and rule errors (LAL and log-mal-rules), all
+    /// listed on stderr; the other lines ran.
+    LogProblems { bad_lines: usize, rule_errors: usize },
 }
 
 /// The rule name `--name` defaults to: the file name without its extension.

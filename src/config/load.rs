@@ -50,8 +50,12 @@ pub const DEPRECATED_KEYS: [(&str, &str); 6] = [
 /// Keys whose values are secrets: redacted everywhere they are shown.
 pub fn is_secret(path: &str) -> bool {
     let leaf = path.rsplit('.').next().unwrap_or(path);
-    // Remote-write headers carry credentials (Authorization, X-Scope-OrgID ...), whatever their name.
-    leaf.contains("token") || leaf.contains("secret") || leaf.contains("password") || path.starts_with("export.remote_write.headers.")
+    // Export headers carry credentials (Authorization, X-Scope-OrgID ...), whatever their name.
+    leaf.contains("token")
+        || leaf.contains("secret")
+        || leaf.contains("password")
+        || path.starts_with("export.remote_write.headers.")
+        || path.starts_with("export.otlp_logs.headers.")
 }
 
 #[derive(Debug, thiserror::Error)]

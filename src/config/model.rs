@@ -460,6 +460,8 @@ pub struct NodeConfig {
     pub ingest: crate::ingest::IngestConfig,
     /// Remote-write export of computed metrics; none: no export.
     pub export: Option<crate::export::RemoteWriteSettings>,
+    /// OTLP/HTTP export of kept logs (`export.otlp_logs`); none: no log export.
+    pub otlp_logs_export: Option<crate::export::otlp_logs::OtlpLogsSettings>,
     /// The data plane's dispatch queue, evaluation threads and drain bound.
     pub dispatch: crate::dispatch::DispatchSettings,
     /// Metric retention per granularity.

@@ -69,6 +69,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
     let cluster = admin_listen.and_then(|admin| cluster_config(&raw, admin, &mut issue));
     let agents = admin_listen.and_then(|admin| agents_config(&raw, admin, &mut issue));
     let export = crate::export::config::validate(&raw.export, &mut issue);
+    let otlp_logs_export = crate::export::otlp_logs::config::validate(raw.export.otlp_logs.as_ref(), &mut issue);
     if let Err(e) = tracing_subscriber::EnvFilter::try_new(&raw.log.level) {
         issue("log.level", format!("{:?} is not a log filter: {e}", raw.log.level));
     }
@@ -91,6 +92,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             limits,
             ingest,
             export,
+            otlp_logs_export,
             dispatch,
             retention,
             rolling,

@@ -57,6 +57,9 @@ pub struct RawExport {
     /// Prometheus remote-write 1.0; absent: no export.
     #[serde(default)]
     pub remote_write: Option<RawRemoteWrite>,
+    /// OTLP/HTTP export of kept logs; absent: no log export.
+    #[serde(default)]
+    pub otlp_logs: Option<super::otlp_logs::config::RawOtlpLogs>,
 }
 
 /// `export.remote_write:` as read.
@@ -238,7 +241,7 @@ pub fn validate(raw: &RawExport, issue: &mut impl FnMut(&str, String)) -> Option
 }
 
 /// An `http://` or `https://` URL with a host and no credentials (those go in `headers`).
-fn parse_url(text: &str) -> Result<Uri, String> {
+pub(crate) fn parse_url(text: &str) -> Result<Uri, String> {
     let url: Uri = text.parse().map_err(|e| format!("not a URL: {e}"))?;
     match url.scheme_str() {
         Some("http" | "https") => {}
@@ -273,7 +276,7 @@ mod tests {
 
     fn check(rw: RawRemoteWrite) -> (Option<RemoteWriteSettings>, Vec<(String, String)>) {
         let mut issues = Vec::new();
-        let settings = validate(&RawExport { remote_write: Some(rw) }, &mut |k: &str, m: String| issues.push((k.to_string(), m)));
+        let settings = validate(&RawExport { remote_write: Some(rw), otlp_logs: None }, &mut |k: &str, m: String| issues.push((k.to_string(), m)));
         (settings, issues)
     }
 

@@ -24,6 +24,7 @@
 pub mod batch;
 pub mod config;
 mod pending;
+pub mod otlp_logs;
 mod queue;
 pub mod send;
 mod worker;

@@ -1,4 +1,5 @@
-//! `POST /runtime/rule/test`: a dry run of a candidate MAL file on operator-chosen samples.
+//! `POST /runtime/rule/test`: a dry run of a candidate MAL file on operator-chosen samples, or
+//! (`catalog=lal`) of a LAL file on sample logs ([`lal`]).
 //!
 //! The body is JSON: the file's YAML and one or more batches of Prometheus text exposition, each
 //! with its timestamp (and optional labels added to every sample, as a receiver would add them).
@@ -13,6 +14,8 @@
 //! [`MAX_SAMPLES_PER_BATCH`], and the rule-file limit of the write route.
 // A refusal is built once per request and answered at once: its size does not matter.
 #![allow(clippy::result_large_err)]
+
+mod lal;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -83,7 +86,7 @@ impl From<Outcome> for Refusal {
     }
 }
 
-pub async fn test_rule(State(_state): State<Arc<AdminState>>, raw: RawQuery, body: Body) -> Response {
+pub async fn test_rule(State(state): State<Arc<AdminState>>, raw: RawQuery, body: Body) -> Response {
     let params = match Params::from(raw) {
         Ok(p) => p,
         Err(outcome) => return refusal_response(Refusal::from(outcome), "", ""),
@@ -91,21 +94,19 @@ pub async fn test_rule(State(_state): State<Arc<AdminState>>, raw: RawQuery, bod
     let (catalog_echo, name_echo) = params.echo();
     let answer = async {
         let key = params.key(None)?;
-        if key.catalog == Catalog::Lal {
-            return Err(Refusal::new(
-                ApplyStatus::InvalidCatalog,
-                "rule test runs MAL catalogs only (otel-rules, log-mal-rules, telegraf-rules, meter-analyzer-config); \
-                 testing a LAL file comes with the LAL data plane",
-            ));
-        }
         let bytes = read_body(body).await?;
         let _permit = RUNNING
             .acquire()
             .await
             .map_err(|_| Refusal::new(ApplyStatus::NotReady, "the dry-run pool is closed"))?;
-        tokio::task::spawn_blocking(move || dry_run(&key, &bytes))
-            .await
-            .map_err(|e| Refusal::new(ApplyStatus::ApplyFailed, format!("the dry run did not finish: {e}")))?
+        // A LAL file runs on sample logs, its samples through the log-mal-rules files.
+        let bundled_mal = (key.catalog == Catalog::Lal).then(|| lal::bundled_mal(&state.bundled));
+        tokio::task::spawn_blocking(move || match bundled_mal {
+            Some(bundled_mal) => lal::dry_run(&key, &bytes, &bundled_mal),
+            None => dry_run(&key, &bytes),
+        })
+        .await
+        .map_err(|e| Refusal::new(ApplyStatus::ApplyFailed, format!("the dry run did not finish: {e}")))?
     }
     .await;
     match answer {
