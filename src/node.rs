@@ -455,7 +455,16 @@ impl RunningNode {
             Some(sink) => sink.clone(),
             None => state.dispatcher.clone(),
         };
-        let ingest = crate::ingest::Ingest::with_logs(sink, settings.log_sink.clone(), settings.telemetry.clone(), settings.ingest.limits);
+        // Logs go to the dispatcher's LAL path unless a test hands the receivers another sink;
+        // kept logs go to the log exporter when one is configured.
+        let log_sink: Arc<dyn crate::data::LogSink> = match &settings.log_sink {
+            Some(sink) => sink.clone(),
+            None => state.dispatcher.clone(),
+        };
+        if let Some(exporter) = &log_exporter {
+            state.dispatcher.add_log_writer(exporter.clone());
+        }
+        let ingest = crate::ingest::Ingest::with_logs(sink, Some(log_sink), settings.telemetry.clone(), settings.ingest.limits);
 
         // 4. Boot: one synchronous scan before the admin port serves anything.
         let boot_report = boot::boot(&scanner, &store, &clock).await;
@@ -584,14 +593,15 @@ impl RunningNode {
                 tracing::error!(server = name, error = %e, "server task failed");
             }
         }
-        let report = self.workers.shutdown(WORKER_SHUTDOWN_BOUND).await;
-        if !report.aborted.is_empty() {
-            tracing::error!(workers = ?report.aborted, "workers aborted at shutdown");
-        }
-        // The evaluation threads finish what is queued (bounded by the queue) and stop.
+        // The receivers are closed: the evaluation threads finish what is queued (bounded by
+        // the queues) and stop, before the workers, so the exporters' final flush holds it.
         let dispatcher = self.state.dispatcher.clone();
         if tokio::task::spawn_blocking(move || dispatcher.stop()).await.is_err() {
             tracing::error!("stopping dispatch failed");
+        }
+        let report = self.workers.shutdown(WORKER_SHUTDOWN_BOUND).await;
+        if !report.aborted.is_empty() {
+            tracing::error!(workers = ?report.aborted, "workers aborted at shutdown");
         }
         // Gossip stops here whoever still holds the membership, so the node's gossip address
         // is free for a restart in the same process.
