@@ -2,8 +2,8 @@
 //! plane exactly as MAL is.
 //!
 //! Log receivers submit [`LogBatch`]es through the dispatcher's [`crate::data::LogSink`]; they
-//! wait in their own bounded queue (`dispatch.log_queue_batches`, full → `QueueFull`, counted as
-//! `logs_rejected{protocol, reason="queue_full"}`) for one of `dispatch.log_workers` threads of
+//! wait in their own bounded queue (`dispatch.log_queue_batches`, full → `QueueFull`, which the
+//! receiver counts as `logs_rejected{protocol, reason="queue_full"}`) for one of `dispatch.log_workers` threads of
 //! their own (OS threads, off the async workers). A pool separate from the metric threads keeps
 //! a log flood from starving metric evaluation and back, and touches nothing of the MAL path.
 //! Two threads by default: a batch is analysed under one lock over every LAL file (routing
@@ -189,21 +189,13 @@ impl LogPlane {
         Ok((plane, threads))
     }
 
+    /// Queues `batches` whole or refuses them whole. The receiver that submitted them counts a
+    /// refusal (`logs_rejected{protocol, reason}`), once, where it knows the protocol.
     pub(super) fn submit(&self, batches: Vec<LogBatch>) -> Result<(), SubmitError> {
-        let counts: Vec<(LogProtocol, usize)> = batches.iter().map(|b| (b.protocol, b.logs.len())).collect();
         match self.queue.push(batches) {
             Ok(()) => Ok(()),
             Err(PushRefused::Stopped) => Err(SubmitError::Stopped),
-            Err(PushRefused::Full) => {
-                for (protocol, logs) in counts {
-                    self.shared
-                        .telemetry
-                        .logs_rejected
-                        .get_or_create(&labels([("protocol", protocol.as_str()), ("reason", "queue_full")]))
-                        .inc_by(logs as u64);
-                }
-                Err(SubmitError::QueueFull { retry_after: RETRY_AFTER })
-            }
+            Err(PushRefused::Full) => Err(SubmitError::QueueFull { retry_after: RETRY_AFTER }),
         }
     }
 
