@@ -93,14 +93,16 @@ pub fn status_code(status: ApplyStatus) -> StatusCode {
     use ApplyStatus::*;
     match status {
         NoChange | Stored | FilterOnlyApplied | FilterOnlyPersisted | StructuralApplied | Inactivated
-        | StaticTombstoned | AlreadyInactive | Deleted | RevertedToBundled | NotFound => StatusCode::OK,
+        | StaticTombstoned | AlreadyInactive | Deleted | RevertedToBundled | NotFound | RollStarted | RollRolledBack
+        | RollForceCommitted => StatusCode::OK,
         CompileFailed | EmptyBody | MissingCatalog | InvalidCatalog | MissingName | InvalidName | InvalidMode
         | InvalidSource | InvalidParameter | NoBundledTwin | LayerOrdinalOutOfRange | LayerNameInvalid
         | LayerNameConflict | LayerOrdinalCollision | LayerOverrideForbidden => StatusCode::BAD_REQUEST,
         Unauthorized => StatusCode::UNAUTHORIZED,
         RuleNotFound | GroupNotFound | ConfigNotFound | CommandNotFound | AgentNotFound => StatusCode::NOT_FOUND,
         StorageChangeRequiresExplicitApproval | UpdateInProgress | RequiresInactivateFirst
-        | RequiresRevertToBundled | DeleteRefused | OriginConflict | SplitBrainDetected | OwnershipConflict => {
+        | RequiresRevertToBundled | DeleteRefused | OriginConflict | SplitBrainDetected | OwnershipConflict
+        | RollInProgress | RollFinished => {
             StatusCode::CONFLICT
         }
         PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
