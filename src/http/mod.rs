@@ -156,6 +156,8 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/addOrUpdate", post(writes::add_or_update))
         .route("/runtime/rule/inactivate", post(writes::inactivate))
         .route("/runtime/rule/delete", post(writes::delete))
+        .route("/runtime/rule/rollback-rolling", post(rolling::rollback_rolling))
+        .route("/runtime/rule/force-commit-rolling", post(rolling::force_commit_rolling))
         .route("/runtime/mal/otel/addOrUpdate", post(writes::otel_add_or_update))
         .route("/runtime/mal/otel/inactivate", post(writes::otel_inactivate))
         .route("/runtime/mal/otel/delete", post(writes::otel_delete))
