@@ -465,7 +465,7 @@ pub(crate) mod tests {
                 entry: None,
                 sender: sender.clone(),
             },
-            BusRequest::Digest { sender },
+            BusRequest::Digest { sender: sender.clone() },
             BusRequest::FetchEntries {
                 keys: vec![key("vm"), key("x.y_z-w")],
             },
@@ -488,6 +488,23 @@ pub(crate) mod tests {
                 },
             },
             BusRequest::ListMetrics,
+            BusRequest::Forward {
+                op: ForwardOp::RollStart {
+                    key: key("vm"),
+                    content: b"metricPrefix: a".to_vec(),
+                    allow_storage_change: false,
+                    force: true,
+                    step_timeout_ms: 60_000,
+                    health: crate::rolling::HealthSettings::default(),
+                },
+                sender: sender.clone(),
+                issued_at_ms: 6,
+            },
+            BusRequest::Forward { op: ForwardOp::RollRollback { key: key("vm") }, sender: sender.clone(), issued_at_ms: 7 },
+            BusRequest::Forward { op: ForwardOp::RollForceCommit { key: key("vm") }, sender: sender.clone(), issued_at_ms: 8 },
+            BusRequest::RollNotice { record: vec![1, 2, 3], sender: sender.clone() },
+            BusRequest::RollDigest,
+            BusRequest::FetchRolls { keys: vec![key("vm")] },
         ]
     }
 
@@ -562,6 +579,8 @@ pub(crate) mod tests {
             BusResponse::MetricList {
                 metrics: vec![metric_info()],
             },
+            BusResponse::RollDigestReply { rolls: vec![(key("vm"), revision())] },
+            BusResponse::Rolls { records: vec![vec![1], vec![]] },
         ]
     }
 

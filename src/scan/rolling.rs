@@ -65,7 +65,7 @@ mod tests {
             master: Some(b"m".to_vec()),
             rolling: b"r".to_vec(),
             nodes: nodes.iter().map(|n| NodeId(n.to_string())).collect(),
-            step_timeout_ms: 10_000,
+            step_timeout_ms: 60_000,
             health: HealthSettings::default(),
             now_ms: 1,
             revision: Revision::zero(),
