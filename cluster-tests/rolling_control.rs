@@ -191,6 +191,10 @@ async fn a_roll_moves_node_by_node_refuses_normal_writes_and_force_commits_every
     assert_eq!(held.len(), 1);
     let next = stepped(&held[0]);
     assert!(matches!(workflow(2).put_roll(next.clone()).await, Err(RollError::NotMain)), "only the main writes");
+    // n3 misses the step's notice (every call between n1 and n3 is lost): it gets the record
+    // from the periodic sync's roll pull once the link works again.
+    let (n1, n3) = (NodeId("n1".into()), NodeId("n3".into()));
+    cluster.bus.drop_requests(&n1, &n3, 1.0);
     workflow(1).put_roll(next.clone()).await.expect("the main puts the step");
     assert!(
         matches!(workflow(1).put_roll(next).await, Err(RollError::Moved { .. })),
@@ -198,9 +202,12 @@ async fn a_roll_moves_node_by_node_refuses_normal_writes_and_force_commits_every
     );
     let step = cluster.wait_record(1, "in_progress", None).await;
     assert_eq!(step.index, 1);
-    for i in 2..=3 {
-        cluster.wait_record(i, "in_progress", Some(&step.revision)).await;
-    }
+    cluster.wait_record(2, "in_progress", Some(&step.revision)).await;
+    assert_eq!(cluster.stored_roll(3).await.map(|r| r.index), Some(0), "n3 missed the notice");
+    let fetched_before = cluster.bus.delivered(&n3, &n1, "fetch_rolls");
+    cluster.bus.drop_requests(&n1, &n3, 0.0);
+    cluster.wait_record(3, "in_progress", Some(&step.revision)).await;
+    assert!(cluster.bus.delivered(&n3, &n1, "fetch_rolls") > fetched_before, "n3 pulled the newer record");
     cluster.wait_running(3, &v2).await;
     assert_eq!(cluster.running(2), Some(hash(&v2)), "a node behind the index keeps the rolling content");
     assert_eq!(cluster.running(1), Some(hash(&v1)), "the main, last, still runs the master");
