@@ -364,3 +364,7 @@ fn completed(record: &RollRecord, now: u64) -> Result<RollRecord, TransitionErro
 fn persist_failed(key: &RuleKey, e: super::error::PersistError) -> Outcome {
     Outcome::new(ApplyStatus::PersistFailed, format!("the roll record of {key} was not persisted, nothing changed: {e}"))
 }
+
+#[cfg(test)]
+#[path = "rolls_tests.rs"]
+mod tests;
