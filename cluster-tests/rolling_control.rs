@@ -329,8 +329,9 @@ async fn a_rolling_start_answers_every_4xx_of_a_normal_write_and_a_lone_node_rol
         }
     };
     // (query, body, HTTP status, applyStatus)
+    type Case = (Vec<(&'static str, &'static str)>, Vec<u8>, u16, &'static str);
     let broken = MAL.replace("sum(['svc'])", "sum(['svc']");
-    let cases: Vec<(Vec<(&str, &str)>, Vec<u8>, u16, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (rolling(&[("name", "a")]), MAL.into(), 400, "missing_catalog"),
         (rolling(&[("catalog", "oal"), ("name", "a")]), MAL.into(), 400, "invalid_catalog"),
         (rolling(&[("catalog", "otel-rules")]), MAL.into(), 400, "missing_name"),

@@ -4,9 +4,9 @@ use std::collections::BTreeSet;
 
 use super::rolls::RollStart;
 use super::timing::PhaseTimer;
-use crate::rolling::RollRecord;
 use super::{AddOrUpdate, Phase, Workflow, compile_new_off_thread, compile_off_thread, faults, loaded_rule};
 use crate::compiler::Compiled;
+use crate::rolling::RollRecord;
 use crate::rules::classify::{self, ChangeKind, Claims, Classification};
 use crate::rules::lifecycle::{self, Decision, Operation, Row, Situation};
 use crate::rules::ownership;

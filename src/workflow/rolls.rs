@@ -96,7 +96,8 @@ impl Workflow {
 
     /// The record of a start, once every check of the write passed (called by the write path,
     /// under the file's lock). `master` is what runs for the file today (the ACTIVE entry, or
-    /// the bundled file when there is no entry); `runs_now` whether any node runs it.
+    /// the bundled file when there is no entry); `measures` those the rolling content creates,
+    /// persisted in the record's batch.
     pub(super) async fn put_started_roll(
         &self,
         key: &RuleKey,
