@@ -384,3 +384,37 @@ async fn a_rolling_start_answers_every_4xx_of_a_normal_write_and_a_lone_node_rol
     let stored = node.node.state.store.get_entry(&a).await.expect("entry").expect("present");
     assert_eq!(stored.content_hash, hash(MAL), "the entry stays the master");
 }
+
+#[tokio::test]
+async fn the_cli_starts_a_roll_shows_it_and_force_commits_it() {
+    let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    let server = format!("http://{}", node.node.admin_addr);
+    let env = [("HOTRULE_SERVER", server.as_str())];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (v1, v2) = (dir.path().join("v1.yaml"), dir.path().join("v2.yaml"));
+    std::fs::write(&v1, MAL).expect("write");
+    std::fs::write(&v2, MAL.replace("sum(['svc'])", "sum(['svc']).rate('PT1M')")).expect("write");
+    let (v1, v2) = (v1.display().to_string(), v2.display().to_string());
+    let push = ["rule", "push", "--catalog", "otel-rules", "--name", "cli"];
+
+    let (code, out, err) = harness::hotrule_cli(&[&push[..], &[v1.as_str()]].concat(), &env).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let rolling = [&push[..], &["--rolling", "--step-timeout", "2m", "--health-window", "10s", v2.as_str()]].concat();
+    let (code, out, err) = harness::hotrule_cli(&rolling, &env).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("roll_started otel-rules/cli"), "{out}");
+    assert!(out.contains("  0% in_progress"), "the roll is drawn: {out}");
+    let (code, out, err) = harness::hotrule_cli(&[&push[..], &[v1.as_str()]].concat(), &env).await;
+    assert_eq!(code, 1, "a normal push to a rolling file is refused: {out}{err}");
+    assert!(err.contains("409 roll_in_progress"), "{err}");
+
+    let end = |how: &'static str| ["rule", "roll", how, "--catalog", "otel-rules", "--name", "cli"];
+    let (code, out, err) = harness::hotrule_cli(&end("force-commit"), &env).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("roll_force_committed otel-rules/cli") && out.contains("100% force_committed"), "{out}");
+    let (code, out, err) = harness::hotrule_cli(&end("rollback"), &env).await;
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("409 roll_finished"), "{err}");
+    let usage = harness::hotrule_cli(&[&push[..], &["--step-timeout", "2m", v1.as_str()]].concat(), &env).await;
+    assert_eq!(usage.0, 2, "--step-timeout needs --rolling: {usage:?}");
+}
