@@ -328,6 +328,18 @@ enum RuleCommand {
         allow_storage_change: bool,
         #[arg(long)]
         force: bool,
+        /// Roll the change out one node at a time (docs/rolling.md) instead of everywhere at once.
+        #[arg(long)]
+        rolling: bool,
+        /// With --rolling: how long each node may take to prove healthy (5m, 30s, ...).
+        #[arg(long, requires = "rolling")]
+        step_timeout: Option<String>,
+        /// With --rolling: how long each node must run the new content cleanly.
+        #[arg(long, requires = "rolling")]
+        health_window: Option<String>,
+        /// With --rolling: the optional checks, a comma list of evalErrors and values, or none.
+        #[arg(long, requires = "rolling")]
+        health_checks: Option<String>,
     },
     /// Print one rule (raw YAML, or JSON with --json).
     Get {
@@ -460,6 +472,20 @@ enum RollCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Return every node to the committed content.
+    Rollback {
+        #[arg(long)]
+        catalog: String,
+        #[arg(long)]
+        name: String,
+    },
+    /// Make the rolling content the committed entry everywhere now.
+    ForceCommit {
+        #[arg(long)]
+        catalog: String,
+        #[arg(long)]
+        name: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -530,8 +556,20 @@ async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
         Err(code) => return code,
     };
     let result = match command {
-        RuleCommand::Push { catalog, name, file, allow_storage_change, force } => {
+        RuleCommand::Push { catalog, name, file, allow_storage_change, force, rolling: false, .. } => {
             cli::push(&client, &catalog, &name, &file, allow_storage_change, force).await
+        }
+        RuleCommand::Push {
+            catalog, name, file, allow_storage_change, force, rolling: true, step_timeout, health_window, health_checks,
+        } => {
+            let settings = hotrule::client::roll::RollingPush { step_timeout, health_window, health_checks };
+            hotrule::client::roll::push_rolling(&client, &catalog, &name, &file, allow_storage_change, force, &settings).await
+        }
+        RuleCommand::Roll { command: RollCommand::Rollback { catalog, name } } => {
+            hotrule::client::roll::end(&client, &catalog, &name, hotrule::client::roll::RollEnd::Rollback).await
+        }
+        RuleCommand::Roll { command: RollCommand::ForceCommit { catalog, name } } => {
+            hotrule::client::roll::end(&client, &catalog, &name, hotrule::client::roll::RollEnd::ForceCommit).await
         }
         RuleCommand::Get { catalog, name, bundled, json } => cli::get(&client, &catalog, &name, bundled, json).await,
         RuleCommand::List { catalog, json, cluster: false } => cli::list(&client, catalog.as_deref(), json).await,

@@ -393,7 +393,8 @@ impl RunningNode {
             settings.scan.clone(),
             workflow.clone(),
         )
-        .with_telemetry(settings.telemetry.clone()));
+        .with_telemetry(settings.telemetry.clone())
+        .with_node(node_id.clone()));
         let config_state = match &settings.config {
             Some(runtime) => runtime.state.clone(),
             None => Arc::new(ConfigState::new(crate::config::load(

@@ -19,6 +19,11 @@ pub enum ApplyStatus {
     Deleted,
     RevertedToBundled,
     NotFound,
+    /// A roll started (`addOrUpdate?rollout=rolling`), or a roll was rolled back or
+    /// force-committed.
+    RollStarted,
+    RollRolledBack,
+    RollForceCommitted,
     // 400
     CompileFailed,
     EmptyBody,
@@ -53,6 +58,11 @@ pub enum ApplyStatus {
     OriginConflict,
     SplitBrainDetected,
     OwnershipConflict,
+    /// A roll in progress or stopped holds the file (`rolling::write_conflict`).
+    RollInProgress,
+    /// The roll already finished (rollback or force-commit of a completed roll), or moved
+    /// under the caller.
+    RollFinished,
     // 413
     PayloadTooLarge,
     // 421 / 502 / 503
@@ -87,6 +97,11 @@ impl ApplyStatus {
             Deleted => "deleted",
             RevertedToBundled => "reverted_to_bundled",
             NotFound | RuleNotFound => "not_found",
+            RollStarted => "roll_started",
+            RollRolledBack => "roll_rolled_back",
+            RollForceCommitted => "roll_force_committed",
+            RollInProgress => "roll_in_progress",
+            RollFinished => "roll_finished",
             GroupNotFound => "group_not_found",
             ConfigNotFound => "config_not_found",
             CommandNotFound => "command_not_found",

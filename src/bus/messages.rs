@@ -65,6 +65,20 @@ pub enum ForwardOp {
         key: Option<RuleKey>,
         content_hash: Option<ContentHash>,
     },
+    /// `addOrUpdate?rollout=rolling` (issue 15): the write's fields and the roll's settings.
+    /// Appended, like every roll message, so earlier variants encode as before.
+    RollStart {
+        key: RuleKey,
+        content: Vec<u8>,
+        allow_storage_change: bool,
+        force: bool,
+        step_timeout_ms: u64,
+        health: crate::rolling::HealthSettings,
+    },
+    /// `rollback-rolling`.
+    RollRollback { key: RuleKey },
+    /// `force-commit-rolling`.
+    RollForceCommit { key: RuleKey },
 }
 
 impl ForwardOp {
@@ -74,7 +88,10 @@ impl ForwardOp {
             ForwardOp::AddOrUpdate { key, .. }
             | ForwardOp::Inactivate { key }
             | ForwardOp::Delete { key, .. }
-            | ForwardOp::Agent { key, .. } => Some(key),
+            | ForwardOp::Agent { key, .. }
+            | ForwardOp::RollStart { key, .. }
+            | ForwardOp::RollRollback { key }
+            | ForwardOp::RollForceCommit { key } => Some(key),
             ForwardOp::ApplyStatus { key, .. } => key.as_ref(),
         }
     }
@@ -174,6 +191,13 @@ pub enum BusRequest {
     QueryMetrics { query: MetricQuery },
     /// The metrics the peer stores. → `MetricList`
     ListMetrics,
+    /// A roll record was written on the sender (`record`: its `rolling::codec` bytes). → `Ack`
+    /// once the peer holds it or a newer one (last-write-wins on the revision).
+    RollNotice { record: Vec<u8>, sender: NodeId },
+    /// The revision of every roll record the peer holds. → `RollDigestReply`
+    RollDigest,
+    /// The roll records of `keys` (encoded). → `Rolls`
+    FetchRolls { keys: Vec<RuleKey> },
 }
 
 impl BusRequest {
@@ -190,6 +214,9 @@ impl BusRequest {
             BusRequest::View { .. } => "view",
             BusRequest::QueryMetrics { .. } => "query_metrics",
             BusRequest::ListMetrics => "list_metrics",
+            BusRequest::RollNotice { .. } => "roll_notice",
+            BusRequest::RollDigest => "roll_digest",
+            BusRequest::FetchRolls { .. } => "fetch_rolls",
         }
     }
 }
@@ -238,6 +265,14 @@ pub enum BusResponse {
     MetricList {
         metrics: Vec<MetricInfoWire>,
     },
+    /// The answer to `RollDigest`: (file, record revision), in key order.
+    RollDigestReply {
+        rolls: Vec<(RuleKey, Revision)>,
+    },
+    /// The answer to `FetchRolls`: the encoded records held (absent keys left out).
+    Rolls {
+        records: Vec<Vec<u8>>,
+    },
 }
 
 impl BusResponse {
@@ -254,6 +289,8 @@ impl BusResponse {
             BusResponse::View { .. } => "view",
             BusResponse::MetricSeries { .. } => "metric_series",
             BusResponse::MetricList { .. } => "metric_list",
+            BusResponse::RollDigestReply { .. } => "roll_digest_reply",
+            BusResponse::Rolls { .. } => "rolls",
         }
     }
 }
@@ -428,7 +465,7 @@ pub(crate) mod tests {
                 entry: None,
                 sender: sender.clone(),
             },
-            BusRequest::Digest { sender },
+            BusRequest::Digest { sender: sender.clone() },
             BusRequest::FetchEntries {
                 keys: vec![key("vm"), key("x.y_z-w")],
             },
@@ -451,6 +488,23 @@ pub(crate) mod tests {
                 },
             },
             BusRequest::ListMetrics,
+            BusRequest::Forward {
+                op: ForwardOp::RollStart {
+                    key: key("vm"),
+                    content: b"metricPrefix: a".to_vec(),
+                    allow_storage_change: false,
+                    force: true,
+                    step_timeout_ms: 60_000,
+                    health: crate::rolling::HealthSettings::default(),
+                },
+                sender: sender.clone(),
+                issued_at_ms: 6,
+            },
+            BusRequest::Forward { op: ForwardOp::RollRollback { key: key("vm") }, sender: sender.clone(), issued_at_ms: 7 },
+            BusRequest::Forward { op: ForwardOp::RollForceCommit { key: key("vm") }, sender: sender.clone(), issued_at_ms: 8 },
+            BusRequest::RollNotice { record: vec![1, 2, 3], sender: sender.clone() },
+            BusRequest::RollDigest,
+            BusRequest::FetchRolls { keys: vec![key("vm")] },
         ]
     }
 
@@ -525,6 +579,8 @@ pub(crate) mod tests {
             BusResponse::MetricList {
                 metrics: vec![metric_info()],
             },
+            BusResponse::RollDigestReply { rolls: vec![(key("vm"), revision())] },
+            BusResponse::Rolls { records: vec![vec![1], vec![]] },
         ]
     }
 

@@ -1,6 +1,11 @@
 //! `hotrule rule roll status [--catalog C --name N] [--watch]`: the rolls a node holds, each as
 //! a progress bar, its state line and one line per node. With `--watch` it redraws every
 //! interval until no roll is in progress. The answer's shape is `rolling::view::RollView`.
+//!
+//! The writes: `hotrule rule push … --rolling [--step-timeout 5m --health-window 30s
+//! --health-checks evalErrors,values]` ([`push_rolling`]) and `hotrule rule roll
+//! rollback|force-commit --catalog C --name N` ([`end`]); each prints the answer's line and the
+//! roll as `status` draws it.
 
 use std::time::Duration;
 
@@ -67,6 +72,76 @@ async fn fetch(client: &AdminClient, query: &RollQuery) -> Result<(String, Vec<R
         RollQuery::One { .. } => vec![serde_json::from_slice::<RollView>(&reply.body).map_err(unreadable)?],
     };
     Ok((text, rolls))
+}
+
+/// The optional settings of a rolling push (each as the server parses it: `5m`, `30s`, ...).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RollingPush {
+    pub step_timeout: Option<String>,
+    pub health_window: Option<String>,
+    pub health_checks: Option<String>,
+}
+
+/// `hotrule rule push … --rolling`: `addOrUpdate?rollout=rolling`.
+pub async fn push_rolling(
+    client: &AdminClient,
+    catalog: &str,
+    name: &str,
+    file: &std::path::Path,
+    allow_storage_change: bool,
+    force: bool,
+    settings: &RollingPush,
+) -> Result<(), CliError> {
+    let content =
+        std::fs::read(file).map_err(|source| CliError::ReadFile { path: file.display().to_string(), source })?;
+    let mut pairs = vec![
+        ("catalog", catalog),
+        ("name", name),
+        ("rollout", "rolling"),
+        ("allowStorageChange", if allow_storage_change { "true" } else { "false" }),
+        ("force", if force { "true" } else { "false" }),
+    ];
+    for (param, value) in [
+        ("stepTimeout", &settings.step_timeout),
+        ("healthWindow", &settings.health_window),
+        ("healthChecks", &settings.health_checks),
+    ] {
+        if let Some(value) = value {
+            pairs.push((param, value.as_str()));
+        }
+    }
+    let reply = check(client.post(&with_query("/runtime/rule/addOrUpdate", &pairs), content).await?)?;
+    println!("{}", answer_text(&reply.json().unwrap_or_default()));
+    Ok(())
+}
+
+/// The operator's end of a roll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RollEnd {
+    Rollback,
+    ForceCommit,
+}
+
+/// `hotrule rule roll rollback|force-commit`.
+pub async fn end(client: &AdminClient, catalog: &str, name: &str, how: RollEnd) -> Result<(), CliError> {
+    let route = match how {
+        RollEnd::Rollback => "/runtime/rule/rollback-rolling",
+        RollEnd::ForceCommit => "/runtime/rule/force-commit-rolling",
+    };
+    let reply = check(client.post(&with_query(route, &[("catalog", catalog), ("name", name)]), Vec::new()).await?)?;
+    println!("{}", answer_text(&reply.json().unwrap_or_default()));
+    Ok(())
+}
+
+/// A roll write's answer as text: `applyStatus catalog/name: message`, then the roll.
+pub fn answer_text(json: &serde_json::Value) -> String {
+    let s = |field: &str| json[field].as_str().unwrap_or("").to_string();
+    let mut text = format!("{} {}/{}: {}", s("applyStatus"), s("catalog"), s("name"), s("message"));
+    if let Ok(view) = serde_json::from_value::<RollView>(json["roll"].clone()) {
+        text.push('\n');
+        text.push_str(&render_one(&view));
+    }
+    text
 }
 
 /// Every roll, as text.

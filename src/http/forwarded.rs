@@ -62,7 +62,15 @@ async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
         Some(key) => (key.catalog, key.name.as_str().to_string(), false),
         None => (Catalog::OtelRules, String::new(), true),
     };
-    let rule_write = matches!(op, ForwardOp::AddOrUpdate { .. } | ForwardOp::Inactivate { .. } | ForwardOp::Delete { .. });
+    let rule_write = matches!(
+        op,
+        ForwardOp::AddOrUpdate { .. }
+            | ForwardOp::Inactivate { .. }
+            | ForwardOp::Delete { .. }
+            | ForwardOp::RollStart { .. }
+            | ForwardOp::RollRollback { .. }
+            | ForwardOp::RollForceCommit { .. }
+    );
     if let Some(cluster) = state.cluster.as_ref().filter(|c| !c.is_main()) {
         let main = cluster.view().main.map(|m| m.0).unwrap_or_default();
         let outcome = Outcome::new(
@@ -98,6 +106,15 @@ async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
             };
             let answer = workflow.apply_status(&query, &node).await;
             return (200, serde_json::to_vec(&answer).unwrap_or_default());
+        }
+        op @ (ForwardOp::RollStart { .. } | ForwardOp::RollRollback { .. } | ForwardOp::RollForceCommit { .. }) => {
+            let (outcome, record) = match super::rolling::run_roll_op(workflow, op).await {
+                Some(done) => done,
+                None => (Outcome::new(ApplyStatus::InvalidParameter, "not a roll operation"), None),
+            };
+            super::metrics::count_write(state, outcome.status);
+            let body = super::rolling::roll_body(&outcome, record.as_ref(), catalog.as_str(), &name);
+            return (status_code(outcome.status).as_u16(), body.to_string().into_bytes());
         }
     };
     // A rule write forwarded from a peer is decided here, so it is counted here (the peer that

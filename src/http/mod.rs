@@ -93,14 +93,16 @@ pub fn status_code(status: ApplyStatus) -> StatusCode {
     use ApplyStatus::*;
     match status {
         NoChange | Stored | FilterOnlyApplied | FilterOnlyPersisted | StructuralApplied | Inactivated
-        | StaticTombstoned | AlreadyInactive | Deleted | RevertedToBundled | NotFound => StatusCode::OK,
+        | StaticTombstoned | AlreadyInactive | Deleted | RevertedToBundled | NotFound | RollStarted | RollRolledBack
+        | RollForceCommitted => StatusCode::OK,
         CompileFailed | EmptyBody | MissingCatalog | InvalidCatalog | MissingName | InvalidName | InvalidMode
         | InvalidSource | InvalidParameter | NoBundledTwin | LayerOrdinalOutOfRange | LayerNameInvalid
         | LayerNameConflict | LayerOrdinalCollision | LayerOverrideForbidden => StatusCode::BAD_REQUEST,
         Unauthorized => StatusCode::UNAUTHORIZED,
         RuleNotFound | GroupNotFound | ConfigNotFound | CommandNotFound | AgentNotFound => StatusCode::NOT_FOUND,
         StorageChangeRequiresExplicitApproval | UpdateInProgress | RequiresInactivateFirst
-        | RequiresRevertToBundled | DeleteRefused | OriginConflict | SplitBrainDetected | OwnershipConflict => {
+        | RequiresRevertToBundled | DeleteRefused | OriginConflict | SplitBrainDetected | OwnershipConflict
+        | RollInProgress | RollFinished => {
             StatusCode::CONFLICT
         }
         PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -154,6 +156,8 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/addOrUpdate", post(writes::add_or_update))
         .route("/runtime/rule/inactivate", post(writes::inactivate))
         .route("/runtime/rule/delete", post(writes::delete))
+        .route("/runtime/rule/rollback-rolling", post(rolling::rollback_rolling))
+        .route("/runtime/rule/force-commit-rolling", post(rolling::force_commit_rolling))
         .route("/runtime/mal/otel/addOrUpdate", post(writes::otel_add_or_update))
         .route("/runtime/mal/otel/inactivate", post(writes::otel_inactivate))
         .route("/runtime/mal/otel/delete", post(writes::otel_delete))

@@ -44,6 +44,10 @@ async fn add_or_update_in(
         Ok(key) => key,
         Err(outcome) => return outcome_response(&outcome, &catalog_echo, &name_echo),
     };
+    let rollout = match super::rolling::rollout(&params) {
+        Ok(rollout) => rollout,
+        Err(outcome) => return outcome_response(&outcome, &catalog_echo, &name_echo),
+    };
     // A declared length over the limit is refused before a byte of the body is read.
     if crate::listen::declares_more_than(&headers, MAX_CONTENT_BYTES as u64) {
         let outcome =
@@ -74,6 +78,23 @@ async fn add_or_update_in(
         allow_storage_change: params.flag("allowStorageChange"),
         force: params.flag("force"),
     };
+    if let Some(start) = rollout {
+        let op = ForwardOp::RollStart {
+            key: request.key,
+            content: request.content,
+            allow_storage_change: request.allow_storage_change,
+            force: request.force,
+            step_timeout_ms: start.step_timeout_ms,
+            health: start.health,
+        };
+        if let Some(response) = forward_if_not_main(&state, || op.clone()).await {
+            return response;
+        }
+        return match super::rolling::run_roll_op(&state.workflow, op).await {
+            Some((outcome, record)) => super::rolling::roll_response(&outcome, record.as_ref(), &catalog_echo, &name_echo),
+            None => outcome_response(&Outcome::new(ApplyStatus::InvalidParameter, "not a roll"), &catalog_echo, &name_echo),
+        };
+    }
     if let Some(response) = forward_if_not_main(&state, || ForwardOp::AddOrUpdate {
         key: request.key.clone(),
         content: request.content.clone(),

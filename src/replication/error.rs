@@ -15,4 +15,6 @@ pub enum SyncError {
     NotMember { peer: NodeId },
     #[error("{0}")]
     Apply(#[from] ReplicatedError),
+    #[error("roll records: {0}")]
+    Roll(#[from] crate::workflow::RollError),
 }

@@ -130,6 +130,22 @@ impl BusHandler for NodeBusHandler {
                 BusRequest::View { what } => BusResponse::View { json: (self.views)(what) },
                 BusRequest::QueryMetrics { query } => read_metrics(self.metrics.clone(), Some(query)).await,
                 BusRequest::ListMetrics => read_metrics(self.metrics.clone(), None).await,
+                BusRequest::RollNotice { sender, .. } if sender == me => {
+                    BusResponse::Error { message: format!("self-loop from {sender} dropped") }
+                }
+                BusRequest::RollNotice { record, .. } => {
+                    match super::rolls::receive_notice(&self.notices.workflow, &record).await {
+                        Ok(moved) => {
+                            if moved {
+                                self.notices.scanner.poke();
+                            }
+                            BusResponse::Ack
+                        }
+                        Err(message) => BusResponse::Error { message },
+                    }
+                }
+                BusRequest::RollDigest => super::rolls::roll_digest(&self.store).await,
+                BusRequest::FetchRolls { keys } => super::rolls::fetch_rolls(&self.store, keys).await,
             }
         })
     }

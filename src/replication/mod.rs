@@ -8,7 +8,8 @@
 //! and its synced write is the commit point. Replicated entries go through the workflow's single
 //! write path (`apply_replicated`), merging by last-write-wins on the revision
 //! (`rules::merge`). Imports run one way: `handler` → `notices` → `pulls` ← `sync`; the handler
-//! never calls the sync worker's pulls itself, it queues a request (`pulls`).
+//! never calls the sync worker's pulls itself, it queues a request (`pulls`). Roll records
+//! (issue 15) replicate the same way through their own notice, digest part and pull (`rolls`).
 
 pub mod error;
 pub mod forward;
@@ -17,6 +18,7 @@ pub mod notice_order;
 pub mod notices;
 pub mod peers;
 pub mod pulls;
+pub mod rolls;
 pub mod sync;
 
 use std::sync::Arc;

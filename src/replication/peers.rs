@@ -129,6 +129,42 @@ impl Peers for ClusterPeers {
     fn replicas_required(&self) -> usize {
         self.cluster.settings.commit_replicas
     }
+
+    fn is_main(&self) -> bool {
+        self.cluster.is_main()
+    }
+
+    fn live_members(&self) -> Vec<NodeId> {
+        self.cluster.view().live_peers().map(|m| m.node_id.clone()).collect()
+    }
+
+    /// A roll notice to every live peer, off the answer's path on the commit-notice worker
+    /// (order does not matter: peers keep the record with the newest revision).
+    fn notify_roll<'a>(&'a self, key: &'a RuleKey, revision: &'a Revision, record: &'a [u8]) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let timeout = self.cluster.settings.sync_timeout;
+            let request = BusRequest::RollNotice { record: record.to_vec(), sender: self.cluster.self_id().clone() };
+            let calls: Vec<_> = self
+                .cluster
+                .view()
+                .live_peers()
+                .cloned()
+                .map(|peer| {
+                    let cluster = self.cluster.clone();
+                    let request = request.clone();
+                    let (key, revision) = (key.clone(), revision.clone());
+                    async move {
+                        if let Err(e) = cluster.call(&peer, request, timeout).await {
+                            tracing::debug!(peer = %peer.node_id, rule = %key, %revision, error = %e, "roll notice not delivered; the sync covers it");
+                        }
+                    }
+                })
+                .collect();
+            self.notices.push(Box::pin(async move {
+                futures_join(calls.into_iter()).await;
+            }));
+        })
+    }
 }
 
 /// The commit notice for `entry`: it carries the entry when its content fits in `limit` bytes,

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use crate::bus::messages::{BusRequest, BusResponse};
-use crate::cluster::keys::{Fact, digest_of};
+use crate::cluster::keys::Fact;
 use crate::cluster::view::Member;
 use crate::ids::{NodeId, RuleKey};
 use crate::rules::merge::{Version, keys_to_pull};
@@ -159,6 +159,11 @@ impl Syncer {
                     DigestStep::Pull => {}
                 }
             }
+            // Roll records ride the periodic and membership syncs only (`rolls`).
+            match super::rolls::pull_newer_rolls(&self.cluster, &self.workflow, &source).await {
+                Ok(n) => applied += n,
+                Err(e) => tracing::debug!(from = %source.node_id, error = %e, "roll record sync skipped"),
+            }
             match pull_newer(&self.cluster, &self.store, &self.workflow, &source).await {
                 Ok(n) => {
                     applied += n;
@@ -202,7 +207,7 @@ impl Syncer {
     }
 
     fn digest(&self) -> String {
-        digest_of(&summaries(&self.store))
+        super::rolls::digest(&summaries(&self.store), &self.store.roll_hashes())
     }
 }
 

@@ -6,6 +6,13 @@
 //! state untouched; the scan simply runs again later. This is the loop the consistency
 //! contract rests on: broadcasts only make convergence faster.
 //!
+//! Rolls (issue 15): every scan also reads the roll records and applies
+//! `rolling::content_for(record, this node)` to each file a roll holds. The rolling content is
+//! loaded through the local apply path (`load_rolling`: filter-only swaps in place, anything
+//! else pauses this node only, drains, swaps, resumes); the master side needs nothing special,
+//! since a roll leaves the entry (the master) untouched. A roll put moves the store's change
+//! counter, so nodes react by notice as to an entry.
+//!
 //! The main may create measures (create-if-absent); peers never change schema. The scan writes no
 //! rule entry: a tombstone past its retention is purged by the one writer ([`TombstonePurger`],
 //! the workflow).
@@ -13,6 +20,7 @@
 pub mod boot;
 pub mod plan;
 pub mod registry;
+pub mod rolling;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -110,6 +118,8 @@ pub struct Scanner {
     storage_errors: AtomicU64,
     /// Where scan durations and results are counted (`scan_seconds`, `scan_results{result}`).
     telemetry: Arc<Telemetry>,
+    /// This node, for the content a roll assigns it (`rolling::content_for`).
+    node_id: crate::ids::NodeId,
 }
 
 impl Scanner {
@@ -133,7 +143,15 @@ impl Scanner {
             last_scan_ms: AtomicU64::new(0),
             storage_errors: AtomicU64::new(0),
             telemetry: Arc::new(Telemetry::new()),
+            node_id: crate::ids::NodeId(String::new()),
         }
+    }
+
+    /// Names this node, so the scan runs the content rolls assign it. Without it the node is in
+    /// no roll's list and runs the master until each roll finishes.
+    pub fn with_node(mut self, node_id: crate::ids::NodeId) -> Scanner {
+        self.node_id = node_id;
+        self
     }
 
     /// Counts scans in the node's telemetry instead of a private one.
@@ -212,7 +230,11 @@ impl Scanner {
             })
             .collect();
         let bundled: BTreeMap<RuleKey, _> = self.bundled.iter().map(|b| (b.key.clone(), b.hash.clone())).collect();
+        let rolls = self.assigned_rolls().await;
+        let rolling: BTreeMap<RuleKey, crate::ids::ContentHash> =
+            rolls.iter().map(|(key, roll)| (key.clone(), roll.rolling.hash.clone())).collect();
         report.actions = plan::plan(&PlanInput {
+            rolling: &rolling,
             stored: &metas,
             local: &local,
             bundled: &bundled,
@@ -252,6 +274,10 @@ impl Scanner {
                     Ok(())
                 }
                 Action::PurgeTombstone(_) => Ok(()),
+                Action::LoadRolling(key) => match rolls.get(key) {
+                    Some(roll) => self.load_rolling(key, roll, is_main, &mut new_measures).await,
+                    None => Ok(()),
+                },
             };
             if let Err(error) = result {
                 let message = error.to_string();
@@ -292,6 +318,60 @@ impl Scanner {
             self.runtime.set_error(&entry.key, error);
         }
         self.runtime.resume(&entry.key, Origin::Peer);
+        Ok(())
+    }
+
+    /// The files whose rolling content a roll assigns this node (rolls holding their file
+    /// only: a finished roll's outcome is the entry). An unreadable record is logged and
+    /// ignored: the node runs the entry for that file.
+    async fn assigned_rolls(&self) -> BTreeMap<RuleKey, rolling::Assigned> {
+        if self.store.roll_hashes().is_empty() {
+            return BTreeMap::new();
+        }
+        let stored = match self.store.list_rolls().await {
+            Ok(stored) => stored,
+            Err(e) => {
+                tracing::warn!(error = %e, "scan: roll records unreadable; running the entries");
+                return BTreeMap::new();
+            }
+        };
+        stored.iter().filter_map(|s| rolling::assigned(s, &self.node_id)).collect()
+    }
+
+    /// Loads a roll's rolling content on this node only: a filter-only change (against the
+    /// master that runs) swaps in place; anything else pauses this node's dispatch of the file,
+    /// drains it (bounded by `dispatch.drain_timeout`), swaps and resumes. No peer is paused.
+    async fn load_rolling(
+        &self,
+        key: &RuleKey,
+        roll: &rolling::Assigned,
+        is_main: bool,
+        new_measures: &mut Vec<crate::store::Measure>,
+    ) -> Result<(), ScanError> {
+        let compiled = compile_off_thread(key, &roll.rolling.bytes).await.map_err(ScanError::Compile)?;
+        let reconciled = registry::reconcile(&self.store, key, &compiled, &roll.revision);
+        if is_main {
+            new_measures.extend(reconciled.to_create);
+        }
+        let filter_only = rolling::is_filter_only(self.runtime.get(key).and_then(|s| s.loaded), roll, &compiled);
+        let paused = !filter_only
+            && matches!(self.runtime.suspend(key, Origin::SelfOrigin, true), crate::runtime::SuspendResult::Suspended);
+        if paused {
+            let deadline = Instant::now() + self.runtime.drain_timeout();
+            if !self.runtime.wait_drained(key, deadline).await {
+                tracing::warn!(rule = %key, "rolling content swapped before the local drain finished");
+            }
+        }
+        let loaded = loaded_rule(compiled, roll.rolling.hash.clone(), Some(roll.revision.clone()), LoaderKind::Runtime);
+        self.runtime.install(key, loaded, reconciled.disabled);
+        if let Some(error) = reconciled.error {
+            self.runtime.set_error(key, error);
+        }
+        if paused {
+            self.runtime.resume(key, Origin::SelfOrigin);
+        }
+        self.runtime.resume(key, Origin::Peer);
+        tracing::info!(rule = %key, hash = %roll.rolling.hash, filter_only, "rolling content loaded on this node");
         Ok(())
     }
 
@@ -362,7 +442,12 @@ pub fn scan_result(report: &ScanReport) -> &'static str {
 
 fn action_key(action: &Action) -> &RuleKey {
     match action {
-        Action::LoadEntry(k) | Action::LoadBundled(k) | Action::Unload(k) | Action::SelfHeal(k) | Action::PurgeTombstone(k) => k,
+        Action::LoadEntry(k)
+        | Action::LoadBundled(k)
+        | Action::Unload(k)
+        | Action::SelfHeal(k)
+        | Action::PurgeTombstone(k)
+        | Action::LoadRolling(k) => k,
     }
 }
 

@@ -8,7 +8,11 @@
 //! - INACTIVE entry, still loaded → `Unload`;
 //! - tombstone or no entry → the bundled file if there is one (`LoadBundled` unless it is
 //!   already what runs), else `Unload` whatever is still loaded;
-//! - tombstones past their retention → `PurgeTombstone`.
+//! - tombstones past their retention → `PurgeTombstone`;
+//! - a file a roll holds whose rolling content this node runs (`rolling::content_for` gave it
+//!   the rolling content; `rolling` in the input) → `LoadRolling` unless that content already
+//!   runs, whatever the entry says; on the master side of a roll the entry (untouched by the
+//!   roll) is the master, so the rows above apply.
 //!
 //! Entries of agent catalogs are desired state for agents, not rules: the plan never loads
 //! them, and only purges their tombstones.
@@ -34,6 +38,8 @@ pub enum Action {
     Unload(RuleKey),
     SelfHeal(RuleKey),
     PurgeTombstone(RuleKey),
+    /// Load the rolling content of a roll that assigns it to this node.
+    LoadRolling(RuleKey),
 }
 
 pub struct PlanInput<'a> {
@@ -43,13 +49,21 @@ pub struct PlanInput<'a> {
     pub now_ms: u64,
     pub self_heal_after: Duration,
     pub tombstone_retention: Duration,
+    /// The files this node runs the rolling content of (a roll holds them), with that
+    /// content's hash.
+    pub rolling: &'a BTreeMap<RuleKey, ContentHash>,
 }
 
 pub fn plan(input: &PlanInput<'_>) -> Vec<Action> {
     let mut actions = Vec::new();
     let stored: BTreeMap<&RuleKey, &EntryMeta> = input.stored.iter().map(|e| (&e.key, e)).collect();
-    let keys: BTreeSet<&RuleKey> =
-        stored.keys().copied().chain(input.local.keys()).chain(input.bundled.keys()).collect();
+    let keys: BTreeSet<&RuleKey> = stored
+        .keys()
+        .copied()
+        .chain(input.local.keys())
+        .chain(input.bundled.keys())
+        .chain(input.rolling.keys())
+        .collect();
     for key in keys {
         if !key.catalog.is_rule() {
             // Agent catalogs are never loaded or compiled; only their tombstones age out.
@@ -63,6 +77,15 @@ pub fn plan(input: &PlanInput<'_>) -> Vec<Action> {
         }
         let local = input.local.get(key);
         let loaded = local.and_then(|l| l.loaded.as_ref());
+        if let Some(rolling) = input.rolling.get(key) {
+            let current = loaded.is_some_and(|(hash, kind)| hash == rolling && *kind == LoaderKind::Runtime);
+            if !current {
+                actions.push(Action::LoadRolling(key.clone()));
+            } else if local.and_then(|l| l.peer_suspended_for).is_some_and(|age| age >= input.self_heal_after) {
+                actions.push(Action::SelfHeal(key.clone()));
+            }
+            continue;
+        }
         match stored.get(key).map(|e| (e.status, *e)) {
             Some((EntryStatus::Active, entry)) => {
                 let current = loaded.is_some_and(|(hash, kind)| *hash == entry.content_hash && *kind == LoaderKind::Runtime);
@@ -123,8 +146,18 @@ mod tests {
     }
 
     fn run(stored: &[EntryMeta], local: &[(&str, LocalView)], bundled: &[(&str, &str)]) -> Vec<Action> {
+        run_rolling(stored, local, bundled, &[])
+    }
+
+    fn run_rolling(
+        stored: &[EntryMeta],
+        local: &[(&str, LocalView)],
+        bundled: &[(&str, &str)],
+        rolling: &[(&str, &str)],
+    ) -> Vec<Action> {
         let local: BTreeMap<_, _> = local.iter().map(|(n, v)| (key(n), v.clone())).collect();
         let bundled: BTreeMap<_, _> = bundled.iter().map(|(n, hash)| (key(n), h(hash))).collect();
+        let rolling: BTreeMap<_, _> = rolling.iter().map(|(n, hash)| (key(n), h(hash))).collect();
         plan(&PlanInput {
             stored,
             local: &local,
@@ -132,7 +165,39 @@ mod tests {
             now_ms: 100_000,
             self_heal_after: Duration::from_secs(60),
             tombstone_retention: Duration::from_secs(50),
+            rolling: &rolling,
         })
+    }
+
+    /// (stored, loaded, bundled, rolling assignment) → actions: the rolling content wins over
+    /// the entry while a roll gives it to this node, and only a node that does not run it yet
+    /// loads it.
+    #[test]
+    fn a_roll_assigning_the_rolling_content_overrides_the_entry() {
+        let active = [stored("a", EntryStatus::Active, "master", 1)];
+        let inactive = [stored("a", EntryStatus::Inactive, "master", 1)];
+        let rt = |hash| [("a", local(hash, LoaderKind::Runtime, None))];
+        let cases: Vec<(&str, Vec<Action>, Vec<Action>)> = vec![
+            ("master runs", run_rolling(&active, &rt("master"), &[], &[("a", "new")]), vec![Action::LoadRolling(key("a"))]),
+            ("already rolled", run_rolling(&active, &rt("new"), &[], &[("a", "new")]), vec![]),
+            ("nothing runs", run_rolling(&[], &[], &[], &[("a", "new")]), vec![Action::LoadRolling(key("a"))]),
+            ("over inactive", run_rolling(&inactive, &[], &[], &[("a", "new")]), vec![Action::LoadRolling(key("a"))]),
+            (
+                "bundled runs with the same bytes",
+                run_rolling(&[], &[("a", local("new", LoaderKind::Bundled, None))], &[("a", "b")], &[("a", "new")]),
+                vec![Action::LoadRolling(key("a"))],
+            ),
+            (
+                "stuck pause",
+                run_rolling(&active, &[("a", local("new", LoaderKind::Runtime, Some(61)))], &[], &[("a", "new")]),
+                vec![Action::SelfHeal(key("a"))],
+            ),
+            // Not assigned (the master side, or the roll finished): the entry rules.
+            ("master side", run_rolling(&active, &rt("new"), &[], &[]), vec![Action::LoadEntry(key("a"))]),
+        ];
+        for (what, got, want) in cases {
+            assert_eq!(got, want, "{what}");
+        }
     }
 
     #[test]
@@ -215,6 +280,7 @@ mod tests {
             now_ms: 10,
             self_heal_after: Duration::from_secs(60),
             tombstone_retention: Duration::from_millis(5),
+            rolling: &BTreeMap::new(),
         };
         assert!(plan(&input).is_empty());
         let dead = [agent(EntryStatus::Deleted, 1)];

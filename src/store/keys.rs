@@ -3,8 +3,8 @@
 //! - `rule/<catalog>/<name>`: a runtime rule entry (including tombstones);
 //! - `measure/<metric name>`: a schema-registry measure;
 //! - `roll/<catalog>/<name>`: the roll record of a rule file being rolled out node by node
-//!   (issue 15); outside `rule/`, so not in the entry digest (replicating it is designed in
-//!   docs/rolling.md);
+//!   (issue 15); outside `rule/`, so not an entry: it replicates through its own messages and
+//!   its own part of the digest (`replication::rolls`);
 //! - `agent-state/<instance id>`: what this node remembers of an agent heartbeating it. Node-local:
 //!   outside `rule/`, so neither the digest nor the fetch of replication ever sees it.
 //!

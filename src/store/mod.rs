@@ -100,6 +100,9 @@ pub struct Change {
     pub measures: Vec<Measure>,
     /// Entries to remove physically (tombstone collection).
     pub purge_entries: Vec<RuleKey>,
+    /// Roll records to put or remove in the same batch (a roll's start, step, or its final
+    /// record next to the committed entry of a completion or force-commit; see `rolls`).
+    pub rolls: Vec<rolls::RollOp>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +125,9 @@ pub struct Store {
     index: RwLock<BTreeMap<RuleKey, EntryMeta>>,
     measures: RwLock<BTreeMap<String, Measure>>,
     changes_tx: tokio::sync::watch::Sender<u64>,
+    /// The hash of every stored roll record's bytes (for the replication digest), kept like
+    /// the entry index: loaded at open, updated after each synced write.
+    roll_hashes: RwLock<BTreeMap<RuleKey, ContentHash>>,
     /// Writes every change's synced batch, grouping concurrent ones.
     committer: committer::Committer,
 }
@@ -132,7 +138,9 @@ impl Store {
         purge_invalid_names(kv.as_ref())?;
         let entries = read_entries(kv.as_ref())?;
         let measures = read_measures(kv.as_ref())?;
+        let roll_hashes = rolls::read_roll_hashes(kv.as_ref())?;
         Ok(Store {
+            roll_hashes: RwLock::new(roll_hashes),
             changes_tx: tokio::sync::watch::channel(0).0,
             committer: committer::Committer::start(kv.clone()).map_err(StoreError::Committer)?,
             kv,
@@ -180,6 +188,7 @@ impl Store {
         for key in &change.purge_entries {
             ops.push(KvOp::Delete { key: keys::rule_key(key) });
         }
+        ops.extend(change.rolls.iter().map(rolls::RollOp::kv_op));
         self.committer.write(ops).await?;
 
         let mut index = write_lock(&self.index);
@@ -195,6 +204,9 @@ impl Store {
             measures.insert(measure.metric.clone(), measure);
         }
         drop(measures);
+        if !change.rolls.is_empty() {
+            rolls::cache(&mut write_lock(&self.roll_hashes), &change.rolls);
+        }
         self.changes_tx.send_modify(|v| *v = v.wrapping_add(1));
         Ok(())
     }

@@ -36,7 +36,7 @@ async fn a_change_round_trips_and_survives_reopening_the_engine() {
     let change = Change {
         entries: vec![entry("a", EntryStatus::Active, "x: 1", 10), entry("b/c", EntryStatus::Inactive, "y", 11)],
         measures: vec![measure("m1")],
-        purge_entries: vec![],
+        ..Change::default()
     };
     store.commit(change).await.expect("commit");
     assert_eq!(store.get_entry(&key("a")).await.expect("get").map(|e| e.content), Some(b"x: 1".to_vec()));

@@ -2,9 +2,11 @@
 
 use std::collections::BTreeSet;
 
+use super::rolls::RollStart;
 use super::timing::PhaseTimer;
 use super::{AddOrUpdate, Phase, Workflow, compile_new_off_thread, compile_off_thread, faults, loaded_rule};
 use crate::compiler::Compiled;
+use crate::rolling::RollRecord;
 use crate::rules::classify::{self, ChangeKind, Claims, Classification};
 use crate::rules::lifecycle::{self, Decision, Operation, Row, Situation};
 use crate::rules::ownership;
@@ -43,6 +45,23 @@ impl Workflow {
     }
 
     pub async fn add_or_update(&self, request: AddOrUpdate) -> Outcome {
+        self.write(request, None).await.0
+    }
+
+    /// A normal write (`rollout` none), or the start of a roll: the same checks, then the roll
+    /// record instead of the entry (`super::rolls`), returned with the answer.
+    pub(super) async fn write(&self, request: AddOrUpdate, rollout: Option<RollStart>) -> (Outcome, Option<RollRecord>) {
+        let mut started = None;
+        let outcome = self.write_checked(request, rollout, &mut started).await;
+        (outcome, started)
+    }
+
+    async fn write_checked(
+        &self,
+        request: AddOrUpdate,
+        rollout: Option<RollStart>,
+        started: &mut Option<RollRecord>,
+    ) -> Outcome {
         let key = request.key.clone();
         let mut timer = PhaseTimer::start("add_or_update");
         let (_guard, prior) = match self.begin(&key).await {
@@ -140,9 +159,13 @@ impl Workflow {
         }
 
         timer.mark("classify");
+        if let Some(start) = rollout {
+            let master = active_content.map(<[u8]>::to_vec);
+            return self.start_after_checks(&key, master, request.content, start, &compiled, &impact, &layer_step.changes, started).await;
+        }
         let entry = self.new_entry(&key, request.content, EntryStatus::Active, &prior);
         let measures = self.measures_for(&key, &compiled, &entry.revision);
-        let change = Change { entries: vec![entry.clone()], measures, purge_entries: Vec::new() };
+        let change = Change { entries: vec![entry.clone()], measures, ..Change::default() };
 
         if classification.kind == ChangeKind::FilterOnly {
             if let Err(e) = self.persist(change).await {
@@ -216,6 +239,51 @@ impl Workflow {
         Outcome::new(ApplyStatus::StructuralApplied, format!("{}{layers}{note}", classification.summary()))
             .at(&entry.revision)
             .with_apply_id(&apply_id)
+    }
+}
+
+impl Workflow {
+    /// The rolling branch of a write whose every check passed: a roll may not move storage
+    /// identity or layer definitions (both shapes would run side by side for the whole roll), so
+    /// those are refused; otherwise the roll record is persisted with the measures the rolling
+    /// content creates (create-if-absent).
+    #[allow(clippy::too_many_arguments)]
+    async fn start_after_checks(
+        &self,
+        key: &crate::ids::RuleKey,
+        master: Option<Vec<u8>>,
+        rolling: Vec<u8>,
+        start: RollStart,
+        compiled: &Compiled,
+        impact: &BTreeSet<String>,
+        layers: &crate::rules::layers::LayerChanges,
+        started: &mut Option<RollRecord>,
+    ) -> Outcome {
+        if !impact.is_empty() {
+            return Outcome::new(
+                ApplyStatus::InvalidParameter,
+                format!(
+                    "a rolling change cannot move storage identity ([{}]): old and new shapes would be written side by \
+                     side for the whole roll; apply it as a normal write",
+                    impact.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            );
+        }
+        if !layers.registered.is_empty() || !layers.unregistered.is_empty() {
+            return Outcome::new(
+                ApplyStatus::InvalidParameter,
+                "a rolling change cannot change layer definitions; apply it as a normal write",
+            );
+        }
+        let revision = self.clock.next(crate::clock::now_ms(), None);
+        let measures: Vec<_> = self
+            .measures_for(key, compiled, &revision)
+            .into_iter()
+            .filter(|m| self.store.measure(&m.metric).is_none())
+            .collect();
+        let (outcome, record) = self.put_started_roll(key, master, rolling, start, measures).await;
+        *started = record;
+        outcome
     }
 }
 

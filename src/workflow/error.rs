@@ -13,6 +13,9 @@ pub enum PersistError {
     Injected { point: &'static str, argument: String },
     #[error("{0}")]
     Store(#[from] StoreError),
+    /// A roll record did not encode (nothing was written).
+    #[error("the record does not encode: {0}")]
+    Encode(String),
 }
 
 /// Why a replicated entry was not applied; the entries before it in the batch were.

@@ -22,6 +22,7 @@ mod layers;
 pub mod peers;
 mod purge;
 mod remove;
+pub mod rolls;
 pub mod timing;
 
 use std::collections::BTreeMap;
@@ -46,6 +47,7 @@ pub use apply_status::{Phase, StatusAnswer, StatusQuery};
 use crate::compile_pool::{compile_new_off_thread, compile_off_thread};
 use crate::runtime::loaded_rule;
 pub use peers::{NoPeers, Peers, SuspendVote};
+pub use rolls::{RollError, RollStart};
 
 use apply_status::{ApplyLog, Durable};
 use error::{PersistError, ReplicatedError};
@@ -168,8 +170,10 @@ impl Workflow {
     }
 
     /// Every operation's start: the file's lock, then its prior row read under it.
+    /// A file a roll holds refuses every write with `409 roll_in_progress` (`rolls`).
     async fn begin(&self, key: &RuleKey) -> Result<(FileGuard, Prior), Outcome> {
         let guard = self.lock(key).await?;
+        self.roll_conflict(key).await?;
         let prior = self.prior(key).await?;
         Ok((guard, prior))
     }

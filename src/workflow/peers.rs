@@ -29,6 +29,20 @@ pub trait Peers: Send + Sync + 'static {
     fn replicas_required(&self) -> usize {
         0
     }
+    /// Whether this node is the main now (roll records are written by the main only). A node
+    /// without peers always is.
+    fn is_main(&self) -> bool {
+        true
+    }
+    /// The live peers (not this node): the members a roll is ordered over, with this node.
+    fn live_members(&self) -> Vec<NodeId> {
+        Vec::new()
+    }
+    /// Tells peers a roll record was written (`record` is its encoded bytes, at `revision`):
+    /// best effort, off the answer's path; peers also pull newer records on their sync.
+    fn notify_roll<'a>(&'a self, _key: &'a RuleKey, _revision: &'a Revision, _record: &'a [u8]) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// A node without peers.

@@ -127,7 +127,7 @@ impl Workflow {
         }
         let tombstone = self.new_entry(key, Vec::new(), EntryStatus::Deleted, prior);
         let measures = self.measures_for(key, &compiled, &tombstone.revision);
-        let change = Change { entries: vec![tombstone.clone()], measures, purge_entries: Vec::new() };
+        let change = Change { entries: vec![tombstone.clone()], measures, ..Change::default() };
         self.apply_phase(&apply_id, Phase::Ddl);
         if let Err(e) = self.persist(change).await {
             self.resume_cluster(key).await;

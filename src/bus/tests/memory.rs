@@ -35,7 +35,7 @@ async fn mem_network_encodes_every_message_and_routes_by_node_id() {
         );
     }
     assert_eq!(handlers[1].seen(), samples::every_request());
-    assert_eq!(network.delivered(&node("a"), &node("b"), "forward"), 4);
+    assert_eq!(network.delivered(&node("a"), &node("b"), "forward"), 7);
     let answer = client
         .call(&node("nobody"), "", digest(), CALL_TIMEOUT)
         .await;

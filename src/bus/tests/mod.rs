@@ -114,6 +114,9 @@ impl ScriptedHandler {
             },
             BusRequest::QueryMetrics { .. } => BusResponse::MetricSeries { metrics: vec![], series: vec![] },
             BusRequest::ListMetrics => BusResponse::MetricList { metrics: vec![] },
+            BusRequest::RollNotice { .. } => BusResponse::Ack,
+            BusRequest::RollDigest => BusResponse::RollDigestReply { rolls: vec![] },
+            BusRequest::FetchRolls { .. } => BusResponse::Rolls { records: vec![] },
         }
     }
 }
