@@ -51,7 +51,12 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// Three nodes whose roll index moves only by hand (`put_roll`): the main's roll worker is off.
     async fn start(base_port: u16) -> Cluster {
+        Cluster::start_with(base_port, false).await
+    }
+
+    async fn start_with(base_port: u16, roll_worker: bool) -> Cluster {
         let gossip = GossipNetwork::new();
         let bus = MemNetwork::new();
         let addr = |i: usize| SocketAddr::from(([127, 0, 0, 1], base_port + i as u16));
@@ -59,7 +64,7 @@ impl Cluster {
         for i in 1..=3usize {
             let mut membership = MembershipSettings::for_test(NodeId(format!("n{i}")), addr(i));
             membership.seeds = (1..=3).filter(|j| *j != i).map(|j| addr(j).to_string()).collect();
-            let settings = NodeSettings { node_id: Some(format!("n{i}")), ..NodeSettings::for_test() };
+            let settings = NodeSettings { node_id: Some(format!("n{i}")), roll_worker, ..NodeSettings::for_test() };
             nodes.push(Some(TestNode::clustered_in_memory(settings, membership, &gossip, &bus).await));
         }
         let cluster = Cluster { nodes, bus, _gossip: gossip };
@@ -417,4 +422,48 @@ async fn the_cli_starts_a_roll_shows_it_and_force_commits_it() {
     assert!(err.contains("409 roll_finished"), "{err}");
     let usage = harness::hotrule_cli(&[&push[..], &["--step-timeout", "2m", v1.as_str()]].concat(), &env).await;
     assert_eq!(usage.0, 2, "--step-timeout needs --rolling: {usage:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_main_s_roll_worker_takes_a_healthy_roll_node_by_node_to_completion() {
+    let s = "roll-worker";
+    let cluster = Cluster::start_with(43_300, true).await;
+    let (v1, v2) = (rule(1), rule(2));
+    expect(cluster.node(1).push("otel-rules", NAME, &v1, &[]).await, 200, "structural_applied");
+    for i in 1..=3 {
+        cluster.wait_running(i, &v1).await;
+    }
+
+    phase(s, "a rolling start: the worker advances on each node's health report (1 s window, no traffic)");
+    expect(cluster.node(2).push("otel-rules", NAME, &v2, &ROLLING).await, 200, "roll_started");
+    // While the roll is in progress no node past the index runs the rolling content.
+    let seen_index = std::sync::Mutex::new(Vec::new());
+    wait_until(WAIT, "the roll completes", || async {
+        let Some(record) = cluster.stored_roll(1).await else { return false };
+        let index = record.index as usize;
+        if record.state == RollState::InProgress {
+            for (position, node) in record.nodes.iter().enumerate().skip(index + 1) {
+                let i: usize = node.node.0.trim_start_matches('n').parse().expect("node number");
+                assert_ne!(cluster.running(i), Some(hash(&v2)), "{} at position {position} runs the rolling content past the index {index}", node.node);
+            }
+        }
+        let mut seen = seen_index.lock().expect("seen");
+        if seen.last() != Some(&index) {
+            seen.push(index);
+        }
+        record.state == RollState::Completed
+    })
+    .await;
+    let seen_index = seen_index.into_inner().expect("seen");
+    assert!(seen_index.len() >= 2, "the index was seen moving: {seen_index:?}");
+    let done = cluster.stored_roll(1).await.expect("record");
+    assert!(done.nodes.iter().all(|n| n.state.label() == "healthy"), "every node proved healthy: {done:?}");
+
+    phase(s, "the rolling content is the committed entry everywhere, and normal writes pass again");
+    for i in 1..=3 {
+        wait_until(WAIT, &format!("n{i} holds v2 as the entry"), || async { cluster.entry_hash(i).await == Some(hash(&v2)) }).await;
+        cluster.wait_running(i, &v2).await;
+    }
+    expect(cluster.node(3).push("otel-rules", NAME, &rule(3), &[]).await, 200, "filter_only_applied");
+    cluster.shutdown().await;
 }

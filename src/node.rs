@@ -97,6 +97,9 @@ pub struct NodeSettings {
     pub retention: crate::metrics::store::Retention,
     /// Rolling rule changes: the roll tick.
     pub rolling: crate::roller::RollerSettings,
+    /// Whether the main's roll worker advances rolls (always, from the configuration); tests of
+    /// the control side that move a roll's index by hand turn it off.
+    pub roll_worker: bool,
 }
 
 impl NodeSettings {
@@ -127,6 +130,7 @@ impl NodeSettings {
             metric_reader: None,
             retention: crate::metrics::store::Retention::default(),
             rolling: crate::roller::RollerSettings::for_test(),
+            roll_worker: true,
         }
     }
 
@@ -163,6 +167,7 @@ impl NodeSettings {
             metric_reader: None,
             retention: config.retention,
             rolling: config.rolling.clone(),
+            roll_worker: true,
         }
     }
 }
@@ -490,8 +495,10 @@ impl RunningNode {
         }
         // Rolling changes (issue 15): every node publishes its roll health (in gossip, or to
         // itself when alone); the main's roll worker advances the rolls through the workflow.
-        // TODO(lead): pass `Some(workflow.clone())` once the workflow implements `roller::RollActions`.
-        let roll_actions: Option<Arc<dyn crate::roller::RollActions>> = None;
+        let roll_actions: Option<Arc<dyn crate::roller::RollActions>> = match settings.roll_worker {
+            true => Some(workflow.clone()),
+            false => None,
+        };
         let roll_board: Arc<dyn crate::roller::HealthBoard> = match &cluster {
             Some(parts) => Arc::new(crate::roller::GossipBoard::new(parts.cluster.membership.clone())),
             None => Arc::new(crate::roller::LocalBoard::new(node_id.clone())),

@@ -50,7 +50,7 @@ use super::log_stats::{LogEvaluationView, LogStatsMap, LogTally};
 use super::queue::PushRefused;
 use super::{DispatchError, DispatchSettings, RETRY_AFTER, Shared, evaluate};
 use crate::compiler::Compiled;
-use crate::data::{Batch, Catalog, LogBatch, LogProtocol, Protocol, SubmitError};
+use crate::data::{Batch, Catalog, LogBatch, Protocol, SubmitError};
 use crate::ids::{self, ContentHash, RuleKey};
 use crate::logs::{KeptLog, LogWriter};
 use crate::runtime::{EvalGuard, GateClosed, LoadedRule};

@@ -366,6 +366,27 @@ fn persist_failed(key: &RuleKey, e: super::error::PersistError) -> Outcome {
     Outcome::new(ApplyStatus::PersistFailed, format!("the roll record of {key} was not persisted, nothing changed: {e}"))
 }
 
+/// The main's roll worker acts through the workflow, the one writer of roll records.
+#[async_trait::async_trait]
+impl crate::roller::RollActions for Workflow {
+    async fn put_roll(&self, record: RollRecord) -> Result<(), crate::roller::RollerError> {
+        let key = record.key.to_string();
+        Workflow::put_roll(self, record).await.map_err(|e| action("put", key, e))
+    }
+
+    async fn complete_roll(&self, key: &RuleKey) -> Result<(), crate::roller::RollerError> {
+        Workflow::complete_roll(self, key).await.map(|_| ()).map_err(|e| action("complete", key.to_string(), e))
+    }
+
+    async fn roll_records(&self) -> Result<Vec<RollRecord>, crate::roller::RollerError> {
+        Workflow::roll_records(self).await.map_err(|e| crate::roller::RollerError::Records { source: Box::new(e) })
+    }
+}
+
+fn action(operation: &'static str, key: String, error: RollError) -> crate::roller::RollerError {
+    crate::roller::RollerError::Action { operation, key, source: Box::new(error) }
+}
+
 #[cfg(test)]
 #[path = "rolls_tests.rs"]
 mod tests;
