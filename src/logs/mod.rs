@@ -4,7 +4,9 @@
 //!
 //! A kept log is what a LAL rule's sink persisted ([`hotrule_lal_engine::LogRecord`]), with the
 //! rule that kept it. Storage orders logs by their timestamp and an id it assigns, so a reader
-//! can page and tail (`--follow`) without gaps or repeats.
+//! can page and tail (`--follow`) without gaps or repeats. The store is [`store::LogStore`].
+
+pub mod store;
 
 use hotrule_lal_engine::LogRecord;
 
@@ -28,7 +30,8 @@ pub struct StoredLog {
 }
 
 /// A position in the log order: `(timestamp_ms, sequence)`. A read with `after` returns only
-/// logs strictly after it (tailing).
+/// logs strictly after it in the read's order: newer ones oldest first (tailing), older ones
+/// newest first (the next page).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LogCursor {
     pub timestamp_ms: i64,
@@ -49,7 +52,7 @@ pub struct LogFilter {
     pub keyword: Option<String>,
     /// At most this many logs (the store caps it).
     pub limit: usize,
-    /// Only logs after this position.
+    /// Only logs past this position in `order` (newer oldest first, older newest first).
     pub after: Option<LogCursor>,
     /// Newest first (the default of `/query/logs`) or oldest first (tailing).
     pub order: LogOrder,

@@ -1,0 +1,125 @@
+//! The read path: only the asked time range is scanned, and only as far as the page needs.
+//!
+//! Oldest first is one forward scan from the lower bound, stopped at the limit. Newest first
+//! walks back from the upper bound in windows of [`FIRST_WINDOW_MS`], doubling each time (the
+//! key space has no reverse iterator): each window is scanned forward keeping its newest
+//! matches, until the page is full or the lower bound is reached. A page of the newest logs of
+//! a busy store reads about a second of logs; a rare match over a long range costs at most about
+//! twice a full scan of the range, in a few dozen seeks.
+//!
+//! `after` is a position in the read's own order: oldest first, logs after it (tailing); newest
+//! first, logs before it (the next page).
+
+use std::collections::VecDeque;
+
+use super::{LogStore, MAX_LIMIT, codec, corrupt, keys};
+use crate::logs::{KeptLog, LogCursor, LogFilter, LogOrder, LogStoreError, StoredLog};
+use crate::store::series::Visit;
+
+/// The width of the newest window a newest-first read scans first.
+pub const FIRST_WINDOW_MS: i64 = 1_000;
+
+impl LogStore {
+    pub(super) fn read(&self, filter: &LogFilter) -> Result<Vec<StoredLog>, LogStoreError> {
+        let limit = filter.limit.min(MAX_LIMIT);
+        if limit == 0 || filter.start_ms > filter.end_ms {
+            return Ok(Vec::new());
+        }
+        let (lower, upper) = bounds(filter);
+        if lower >= upper {
+            return Ok(Vec::new());
+        }
+        match filter.order {
+            LogOrder::OldestFirst => Ok(self.scan(lower, upper, filter, limit, Keep::Oldest)?.into()),
+            LogOrder::NewestFirst => {
+                let mut out = Vec::with_capacity(limit.min(1024));
+                let mut window_end = upper;
+                let mut width = FIRST_WINDOW_MS;
+                loop {
+                    let window_start = lower.max(keys::first_of(window_end.timestamp_ms.saturating_sub(width)));
+                    let found = self.scan(window_start, window_end, filter, limit - out.len(), Keep::Newest)?;
+                    out.extend(found.into_iter().rev());
+                    if out.len() >= limit || window_start <= lower {
+                        return Ok(out);
+                    }
+                    window_end = window_start;
+                    width = width.saturating_mul(2);
+                }
+            }
+        }
+    }
+
+    /// The matching logs in `[lower, upper)`, in key order: the first `limit` of them, or the
+    /// last `limit`.
+    fn scan(&self, lower: LogCursor, upper: LogCursor, filter: &LogFilter, limit: usize, keep: Keep) -> Result<VecDeque<StoredLog>, LogStoreError> {
+        let mut found = VecDeque::new();
+        let mut failure = None;
+        self.kv.visit_range(&keys::log_key(lower), &keys::log_key(upper), &mut |key, value| {
+            match read_one(key, value, filter) {
+                Ok(None) => Visit::Next,
+                Ok(Some(log)) => {
+                    found.push_back(log);
+                    match keep {
+                        Keep::Oldest if found.len() >= limit => Visit::Stop,
+                        Keep::Oldest => Visit::Next,
+                        Keep::Newest => {
+                            if found.len() > limit {
+                                found.pop_front();
+                            }
+                            Visit::Next
+                        }
+                    }
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    Visit::Stop
+                }
+            }
+        })?;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(found),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Keep {
+    Oldest,
+    Newest,
+}
+
+/// The positions a read covers, `[lower, upper)`: its time range, narrowed by `after`.
+fn bounds(filter: &LogFilter) -> (LogCursor, LogCursor) {
+    let mut lower = keys::first_of(filter.start_ms);
+    let mut upper = match filter.end_ms.checked_add(1) {
+        Some(ms) => keys::first_of(ms),
+        None => LogCursor { timestamp_ms: i64::MAX, sequence: u64::MAX },
+    };
+    match (filter.order, filter.after) {
+        (LogOrder::OldestFirst, Some(after)) => lower = lower.max(keys::successor(after)),
+        (LogOrder::NewestFirst, Some(after)) => upper = upper.min(after),
+        (_, None) => {}
+    }
+    (lower, upper)
+}
+
+/// One stored pair as a log when it passes the filter; names are checked before the rest of
+/// the value is decoded.
+fn read_one(key: &[u8], value: &[u8], filter: &LogFilter) -> Result<Option<StoredLog>, LogStoreError> {
+    let cursor = keys::decode_log_key(key).ok_or_else(|| corrupt(key, "not a log key".into()))?;
+    let [service, instance, endpoint] = codec::names(value).map_err(|detail| corrupt(key, detail))?;
+    let wanted = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+    if !(wanted(&filter.service, service) && wanted(&filter.instance, instance) && wanted(&filter.endpoint, endpoint)) {
+        return Ok(None);
+    }
+    let log = codec::decode_log(value, cursor.timestamp_ms).map_err(|detail| corrupt(key, detail))?;
+    Ok(content_matches(filter, &log).then_some(StoredLog { cursor, log }))
+}
+
+/// The filters that need the decoded log: every tag present with its value, and the keyword.
+fn content_matches(filter: &LogFilter, log: &KeptLog) -> bool {
+    let tags = &log.record.tags;
+    filter.tags.iter().all(|wanted| tags.iter().any(|have| have == wanted))
+        && filter.keyword.as_deref().is_none_or(|keyword| log.record.content.contains(keyword))
+}
