@@ -199,6 +199,8 @@ pub enum NodeError {
     Dispatch(#[from] crate::dispatch::DispatchError),
     #[error("opening metric storage: {0}")]
     MetricStore(#[from] crate::metrics::MetricStoreError),
+    #[error("opening log storage: {0}")]
+    LogStore(#[from] crate::logs::LogStoreError),
 }
 
 /// The agent data listener, plain or TLS.
@@ -257,6 +259,9 @@ pub struct RunningNode {
     /// The embedded metric store (the series key space of the node's database): dispatch writes
     /// it, queries and export read it ([`RunningNode::metric_writer`], [`RunningNode::metric_reader`]).
     pub metric_store: Arc<MetricStore>,
+    /// The embedded log store (the `logs` key space): dispatch writes kept logs to it (a
+    /// `LogWriter`), `/query/logs` reads it.
+    pub log_store: Arc<crate::logs::store::LogStore>,
     /// The node's own metrics (`/metrics`).
     pub telemetry: Arc<Telemetry>,
     shutdown: CancellationToken,
@@ -345,6 +350,7 @@ impl RunningNode {
         //    database as rule entries, in their own key space.
         let telemetry = settings.telemetry.clone();
         let metric_store = Arc::new(MetricStore::open(kv.series(), settings.retention, telemetry.clone())?);
+        let log_store = Arc::new(crate::logs::store::LogStore::open(kv.logs(), settings.retention.logs, telemetry.clone())?);
         // Queries read the node's store unless a test hands them another reader.
         let metric_reader: Arc<dyn MetricReader> = settings.metric_reader.clone().unwrap_or_else(|| metric_store.clone());
         // Dispatch writes the store, then (when configured) the remote-write exporter.
@@ -428,7 +434,8 @@ impl RunningNode {
                 Some(metric_reader.clone()),
                 cluster.as_ref().map(|parts| parts.cluster.clone()),
                 crate::query::QuerySettings::default(),
-            )),
+            )
+            .with_logs(log_store.clone())),
         });
 
         let sink: Arc<dyn crate::data::BatchSink> = match &settings.data_sink {
@@ -453,6 +460,10 @@ impl RunningNode {
             workers.spawn(crate::ingest::ScrapeWorker::new(ingest.clone(), &settings.ingest.scrape_jobs));
         }
         workers.spawn(RetentionWorker::new(metric_store.clone(), crate::metrics::store::retention::RETENTION_INTERVAL));
+        workers.spawn(crate::logs::store::retention::LogRetentionWorker::new(
+            log_store.clone(),
+            crate::logs::store::retention::RETENTION_INTERVAL,
+        ));
         if let Some(runtime) = &settings.config {
             let live = Arc::new(NodeLive { scanner: scanner.clone(), state: state.clone(), log_control: runtime.log_control.clone() });
             let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
@@ -500,7 +511,7 @@ impl RunningNode {
             servers.push(("agent data", server));
         }
         tracing::info!(node = %node_id, admin = %admin_addr, data = ?data_addr, data_tls = settings.agent_tls.is_some(), "serving");
-        Ok(RunningNode { admin_addr, data_addr, state, boot_report, metric_store, telemetry, shutdown, servers, workers })
+        Ok(RunningNode { admin_addr, data_addr, state, boot_report, metric_store, log_store, telemetry, shutdown, servers, workers })
     }
 
     /// Where dispatch writes computed metric values.
