@@ -54,10 +54,6 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(self.take(len)?).map_err(|_| "a string is not UTF-8".to_string())
     }
 
-    fn string(&mut self) -> Result<String, String> {
-        self.str().map(str::to_string)
-    }
-
     fn version(&mut self) -> Result<(), String> {
         match self.u8()? {
             FORMAT_VERSION => Ok(()),
@@ -141,63 +137,108 @@ pub fn names(value: &[u8]) -> Result<[&str; 3], String> {
     Ok([reader.str()?, reader.str()?, reader.str()?])
 }
 
-/// A stored log back, with the timestamp its key carries.
-pub fn decode_log(value: &[u8], timestamp_ms: i64) -> Result<KeptLog, String> {
+/// A stored log read in place: strings borrowed from the value, nothing parsed that a filter
+/// does not need. [`LogView::to_kept`] makes the owned log of a match.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogView<'a> {
+    pub service: &'a str,
+    pub instance: &'a str,
+    pub endpoint: &'a str,
+    pub layer: &'a str,
+    pub trace_id: &'a str,
+    pub segment_id: &'a str,
+    pub span_id: Option<i32>,
+    pub content_type: ContentType,
+    pub content: &'a str,
+    pub tags: Vec<(&'a str, &'a str)>,
+    pub output_type: Option<&'a str>,
+    /// The fields object as JSON text (empty: no fields).
+    pub fields: &'a str,
+    pub rule: &'a str,
+    pub file: &'a str,
+    pub received_ms: i64,
+}
+
+/// Reads a stored log in place.
+pub fn view(value: &[u8]) -> Result<LogView<'_>, String> {
     let mut reader = Reader { bytes: value };
     reader.version()?;
-    let service = reader.string()?;
-    let instance = reader.string()?;
-    let endpoint = reader.string()?;
-    let layer = reader.string()?;
-    let trace_id = reader.string()?;
-    let segment_id = reader.string()?;
+    let (service, instance, endpoint) = (reader.str()?, reader.str()?, reader.str()?);
+    let (layer, trace_id, segment_id) = (reader.str()?, reader.str()?, reader.str()?);
     let span_id = match reader.u8()? {
         0 => None,
         1 => Some(i32::from_be_bytes(reader.array()?)),
         other => return Err(format!("unknown span flag {other}")),
     };
     let content_type = content_type_from(reader.u8()?)?;
-    let content = reader.string()?;
+    let content = reader.str()?;
     let tag_count = reader.count(8)?;
     let mut tags = Vec::with_capacity(tag_count);
     for _ in 0..tag_count {
-        tags.push((reader.string()?, reader.string()?));
+        tags.push((reader.str()?, reader.str()?));
     }
     let output_type = match reader.u8()? {
         0 => None,
-        1 => Some(reader.string()?),
+        1 => Some(reader.str()?),
         other => return Err(format!("unknown output type flag {other}")),
     };
-    let fields_text = reader.str()?;
-    let fields: BTreeMap<String, serde_json::Value> = if fields_text.is_empty() {
-        BTreeMap::new()
-    } else {
-        serde_json::from_str(fields_text).map_err(|e| format!("fields are not a JSON object: {e}"))?
-    };
-    let rule = reader.string()?;
-    let file = reader.string()?;
+    let fields = reader.str()?;
+    let (rule, file) = (reader.str()?, reader.str()?);
     let received_ms = i64::from_be_bytes(reader.array()?);
     reader.finish()?;
-    Ok(KeptLog {
+    Ok(LogView {
+        service,
+        instance,
+        endpoint,
+        layer,
+        trace_id,
+        segment_id,
+        span_id,
+        content_type,
+        content,
+        tags,
+        output_type,
+        fields,
         rule,
         file,
-        record: LogRecord {
-            service,
-            instance,
-            endpoint,
-            layer,
-            timestamp_ms,
-            trace_id,
-            segment_id,
-            span_id,
-            content_type,
-            content,
-            tags,
-            output_type,
-            fields,
-        },
         received_ms,
     })
+}
+
+impl LogView<'_> {
+    /// The owned log, with the timestamp its key carries.
+    pub fn to_kept(&self, timestamp_ms: i64) -> Result<KeptLog, String> {
+        let fields: BTreeMap<String, serde_json::Value> = if self.fields.is_empty() {
+            BTreeMap::new()
+        } else {
+            serde_json::from_str(self.fields).map_err(|e| format!("fields are not a JSON object: {e}"))?
+        };
+        Ok(KeptLog {
+            rule: self.rule.to_string(),
+            file: self.file.to_string(),
+            record: LogRecord {
+                service: self.service.to_string(),
+                instance: self.instance.to_string(),
+                endpoint: self.endpoint.to_string(),
+                layer: self.layer.to_string(),
+                timestamp_ms,
+                trace_id: self.trace_id.to_string(),
+                segment_id: self.segment_id.to_string(),
+                span_id: self.span_id,
+                content_type: self.content_type,
+                content: self.content.to_string(),
+                tags: self.tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                output_type: self.output_type.map(str::to_string),
+                fields,
+            },
+            received_ms: self.received_ms,
+        })
+    }
+}
+
+/// A stored log back, with the timestamp its key carries.
+pub fn decode_log(value: &[u8], timestamp_ms: i64) -> Result<KeptLog, String> {
+    view(value)?.to_kept(timestamp_ms)
 }
 
 /// The sequence record: the next sequence to assign.

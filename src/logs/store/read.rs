@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 
 use super::{LogStore, MAX_LIMIT, codec, corrupt, keys};
-use crate::logs::{KeptLog, LogCursor, LogFilter, LogOrder, LogStoreError, StoredLog};
+use crate::logs::{LogCursor, LogFilter, LogOrder, LogStoreError, StoredLog};
 use crate::store::series::Visit;
 
 /// The width of the newest window a newest-first read scans first.
@@ -104,8 +104,8 @@ fn bounds(filter: &LogFilter) -> (LogCursor, LogCursor) {
     (lower, upper)
 }
 
-/// One stored pair as a log when it passes the filter; names are checked before the rest of
-/// the value is decoded.
+/// One stored pair as a log when it passes the filter: names are checked on the value's first
+/// bytes, tags and keyword on the value read in place, and only a match is copied out.
 fn read_one(key: &[u8], value: &[u8], filter: &LogFilter) -> Result<Option<StoredLog>, LogStoreError> {
     let cursor = keys::decode_log_key(key).ok_or_else(|| corrupt(key, "not a log key".into()))?;
     let [service, instance, endpoint] = codec::names(value).map_err(|detail| corrupt(key, detail))?;
@@ -113,13 +113,17 @@ fn read_one(key: &[u8], value: &[u8], filter: &LogFilter) -> Result<Option<Store
     if !(wanted(&filter.service, service) && wanted(&filter.instance, instance) && wanted(&filter.endpoint, endpoint)) {
         return Ok(None);
     }
-    let log = codec::decode_log(value, cursor.timestamp_ms).map_err(|detail| corrupt(key, detail))?;
-    Ok(content_matches(filter, &log).then_some(StoredLog { cursor, log }))
+    let view = codec::view(value).map_err(|detail| corrupt(key, detail))?;
+    if !content_matches(filter, &view) {
+        return Ok(None);
+    }
+    let log = view.to_kept(cursor.timestamp_ms).map_err(|detail| corrupt(key, detail))?;
+    Ok(Some(StoredLog { cursor, log }))
 }
 
-/// The filters that need the decoded log: every tag present with its value, and the keyword.
-fn content_matches(filter: &LogFilter, log: &KeptLog) -> bool {
-    let tags = &log.record.tags;
-    filter.tags.iter().all(|wanted| tags.iter().any(|have| have == wanted))
-        && filter.keyword.as_deref().is_none_or(|keyword| log.record.content.contains(keyword))
+/// The filters that need more than the names: every tag present with its value, and the
+/// keyword in the content.
+fn content_matches(filter: &LogFilter, view: &codec::LogView<'_>) -> bool {
+    filter.tags.iter().all(|(key, value)| view.tags.iter().any(|(k, v)| k == key && v == value))
+        && filter.keyword.as_deref().is_none_or(|keyword| view.content.contains(keyword))
 }
