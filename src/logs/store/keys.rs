@@ -3,6 +3,9 @@
 //! - `l | timestamp(u64) | sequence(u64)`: one kept log. Time first, so a time range is one
 //!   contiguous key range (one scan for a read, one delete-range for retention); the sequence
 //!   orders logs of one millisecond by arrival and makes every key unique.
+//! - `x | len(u16) service | timestamp(u64) | sequence(u64)`, empty value: the service index,
+//!   written in the same batch as the log. A service's logs in a time range are one key range
+//!   of it, so a read filtered on a quiet service among busy ones reads its logs only.
 //! - `s`: the sequence record ([`super::codec::encode_sequence`]): the next sequence this node
 //!   assigns, written in the same synced batch as the logs that used the ones before it, so a
 //!   restarted node never assigns a sequence twice.
@@ -14,17 +17,72 @@ use crate::logs::LogCursor;
 
 pub const LOG_PREFIX: u8 = b'l';
 pub const SEQUENCE_KEY: &[u8] = b"s";
+pub const INDEX_PREFIX: u8 = b'x';
 
 /// The length of a log key.
 pub const LOG_KEY_LEN: usize = 17;
+
+fn push_position(out: &mut Vec<u8>, cursor: LogCursor) {
+    out.extend_from_slice(&((cursor.timestamp_ms as u64) ^ (1 << 63)).to_be_bytes());
+    out.extend_from_slice(&cursor.sequence.to_be_bytes());
+}
 
 /// The key of the log at `cursor`.
 pub fn log_key(cursor: LogCursor) -> Vec<u8> {
     let mut out = Vec::with_capacity(LOG_KEY_LEN);
     out.push(LOG_PREFIX);
-    out.extend_from_slice(&((cursor.timestamp_ms as u64) ^ (1 << 63)).to_be_bytes());
-    out.extend_from_slice(&cursor.sequence.to_be_bytes());
+    push_position(&mut out, cursor);
     out
+}
+
+/// `x | service`: every index key of one service starts with it.
+pub fn service_prefix(service: &str) -> Vec<u8> {
+    let name = service.as_bytes();
+    // Service names are short; a longer one is cut to the u16 length, the same in every key.
+    let len = name.len().min(usize::from(u16::MAX));
+    let mut out = Vec::with_capacity(3 + len + 16);
+    out.push(INDEX_PREFIX);
+    out.extend_from_slice(&(len as u16).to_be_bytes());
+    out.extend_from_slice(&name[..len]);
+    out
+}
+
+/// The index key of `service`'s log at `cursor`.
+pub fn service_key(service: &str, cursor: LogCursor) -> Vec<u8> {
+    let mut out = service_prefix(service);
+    push_position(&mut out, cursor);
+    out
+}
+
+/// The position an index key names, and the length of its service prefix.
+pub fn decode_service_key(key: &[u8]) -> Option<(LogCursor, usize)> {
+    if key.len() < 3 + 16 || key[0] != INDEX_PREFIX {
+        return None;
+    }
+    let prefix_len = 3 + usize::from(u16::from_be_bytes([key[1], key[2]]));
+    if key.len() != prefix_len + 16 {
+        return None;
+    }
+    let mut position = vec![LOG_PREFIX];
+    position.extend_from_slice(&key[prefix_len..]);
+    decode_log_key(&position).map(|cursor| (cursor, prefix_len))
+}
+
+/// The first key after every key starting with `prefix` (none: no such key).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// The whole index: `[x, y)`.
+pub fn index_range() -> (Vec<u8>, Vec<u8>) {
+    (vec![INDEX_PREFIX], vec![INDEX_PREFIX + 1])
 }
 
 /// The position a log key names, if it is one.
@@ -90,6 +148,20 @@ mod tests {
         }
         assert!(SEQUENCE_KEY > logs_end().as_slice(), "the sequence record is outside the log range");
         assert_eq!(decode_log_key(b"l123"), None);
+        let index: Vec<Vec<u8>> = positions.iter().map(|p| service_key("checkout", *p)).collect();
+        assert!(index.windows(2).all(|w| w[0] < w[1]), "index keys of one service are in position order");
+        for (key, position) in index.iter().zip(positions) {
+            assert_eq!(decode_service_key(key), Some((position, service_prefix("checkout").len())));
+            assert!(key.starts_with(&service_prefix("checkout")));
+            assert!(key.as_slice() < prefix_end(&service_prefix("checkout")).expect("end").as_slice());
+        }
+        // "a" and "ab": one service's keys never run into another's.
+        assert!(prefix_end(&service_prefix("a")).expect("end") <= service_prefix("ab"));
+        let (start, end) = index_range();
+        assert!(index[0] > start && index[0] < end && SEQUENCE_KEY < start.as_slice() && logs_end() <= start);
+        assert_eq!(decode_service_key(b"x\0\x05ab"), None);
+        assert_eq!(prefix_end(&[1, 0xff]), Some(vec![2]));
+        assert_eq!(prefix_end(&[0xff, 0xff]), None);
         assert_eq!(decode_log_key(SEQUENCE_KEY), None);
     }
 

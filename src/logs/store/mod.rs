@@ -13,9 +13,10 @@
 //! Reads ([`read`]) scan only the asked time range: oldest first is one forward scan stopped at
 //! the limit; newest first walks back from the end in windows that double in width (the key
 //! space has no reverse iterator), so a narrow page of a busy store reads about the page, not
-//! the range. Service, instance and endpoint are checked on the value's first bytes before the
-//! rest is decoded. There is no secondary index: see `docs/logs.md` for the measurement behind
-//! that choice. Retention is a worker ([`retention`]).
+//! the range. A read filtered on a service walks that service's index keys instead, so a quiet
+//! service among busy ones costs its own logs (`docs/logs.md` has the measurement). Names are
+//! checked on the value's first bytes before the rest is decoded. Retention is a worker
+//! ([`retention`]).
 
 pub mod codec;
 pub mod keys;

@@ -297,3 +297,74 @@ fn read_failures_are_errors() {
     assert!(matches!(store.query(&filter(NOW - HOUR, NOW, 10, LogOrder::NewestFirst)), Err(LogStoreError::Kv(_))));
     assert!(store.expire(NOW).is_err());
 }
+
+#[test]
+fn service_reads_through_the_index_match_a_filtered_scan() {
+    let (_kv, store) = store();
+    // A busy service, a quiet one, more than one resolve chunk of each, some rejected by a tag.
+    let mut logs = Vec::new();
+    for i in 0..1200i64 {
+        let service = if i % 4 == 0 { "quiet" } else { "busy" };
+        let mut kept = log(service, NOW - 100_000 + i * 50, &format!("{service}-{i}"));
+        kept.record.tags = vec![("even".into(), (i % 2 == 0).to_string())];
+        logs.push(kept);
+    }
+    store.write(&logs).expect("write");
+    let everything = store.query(&filter(NOW - HOUR, NOW, MAX_LIMIT, LogOrder::OldestFirst)).expect("all");
+    for (service, tags) in [("quiet", vec![]), ("busy", vec![]), ("busy", vec![("even".to_string(), "true".to_string())]), ("none", vec![])] {
+        let expected: Vec<StoredLog> = everything
+            .iter()
+            .filter(|l| l.log.record.service == service && tags.iter().all(|t| l.log.record.tags.contains(t)))
+            .cloned()
+            .collect();
+        let wanted = LogFilter { service: Some(service.to_string()), tags: tags.clone(), ..filter(NOW - HOUR, NOW, MAX_LIMIT, LogOrder::OldestFirst) };
+        assert_eq!(store.query(&wanted).expect("oldest"), expected, "{service} {tags:?} oldest first");
+        for page in [7, 300] {
+            let mut paged = Vec::new();
+            let mut after = None;
+            for _ in 0..1000 {
+                let got = store.query(&LogFilter { after, limit: page, order: LogOrder::NewestFirst, ..wanted.clone() }).expect("page");
+                let Some(last) = got.last() else { break };
+                after = Some(last.cursor);
+                paged.extend(got);
+            }
+            paged.reverse();
+            assert_eq!(paged, expected, "{service} {tags:?} newest first, pages of {page}");
+        }
+    }
+}
+
+#[test]
+fn retention_deletes_index_keys_with_their_logs() {
+    let kv = Arc::new(MemSeriesKv::new());
+    let store = LogStore::open(kv.clone(), Duration::from_secs(3600), Arc::new(Telemetry::new())).expect("open").with_clock(Arc::new(|| NOW));
+    store.write(&[log("a", NOW - HOUR / 2, "a-old"), log("b", NOW - HOUR / 2, "b-old"), log("b", NOW, "b-new")]).expect("write");
+    assert!(store.expire(NOW + HOUR / 2 + 1).expect("expire"));
+    let index_keys: Vec<Vec<u8>> = kv.dump().into_iter().map(|(k, _)| k).filter(|k| k[0] == keys::INDEX_PREFIX).collect();
+    assert_eq!(index_keys, vec![keys::service_key("b", read_one_cursor(&store, "b"))]);
+    assert!(!store.expire(NOW + HOUR / 2 + 1).expect("expire"), "an idle round deletes nothing");
+}
+
+fn read_one_cursor(store: &LogStore, service: &str) -> LogCursor {
+    let read = store.query(&LogFilter { service: Some(service.into()), ..filter(0, NOW + HOUR, 10, LogOrder::OldestFirst) }).expect("read");
+    assert_eq!(read.len(), 1);
+    read[0].cursor
+}
+
+#[test]
+fn a_bad_index_key_is_reported_and_a_dangling_one_skipped() {
+    let (kv, store) = store();
+    store.write(&[log("a", NOW - 10, "kept")]).expect("write");
+    // An index key whose log is gone (not expected: they are written and expired together).
+    kv.put_raw(keys::service_key("a", LogCursor { timestamp_ms: NOW - 5, sequence: 77 }), Vec::new());
+    let by_service = LogFilter { service: Some("a".into()), ..filter(NOW - HOUR, NOW, 10, LogOrder::NewestFirst) };
+    assert_eq!(contents(&store.query(&by_service).expect("read")), ["kept"]);
+    let mut bad = keys::service_key("a", LogCursor { timestamp_ms: NOW - 3, sequence: 1 });
+    bad.push(0);
+    kv.put_raw(bad, Vec::new());
+    assert!(matches!(store.query(&by_service), Err(LogStoreError::Corrupt { .. })));
+    // Retention reads one key per service: a key too short to name one is reported.
+    assert!(store.expire(NOW).is_ok());
+    kv.put_raw(vec![keys::INDEX_PREFIX, 0], Vec::new());
+    assert!(matches!(store.expire(NOW), Err(LogStoreError::Corrupt { .. })));
+}

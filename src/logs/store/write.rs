@@ -2,8 +2,8 @@
 //!
 //! A caller encodes its logs (no lock held), queues them and takes the writer lock. If a writer
 //! before it already wrote its logs, it returns that outcome; otherwise it writes everything
-//! queued as one group: sequences assigned in arrival order, one synced batch carrying the logs
-//! and the new sequence record. The queue lets one fsync acknowledge every caller that arrived
+//! queued as one group: sequences assigned in arrival order, one synced batch carrying the logs,
+//! their service index keys and the new sequence record. The queue lets one fsync acknowledge every caller that arrived
 //! while the previous group was syncing. Logs already past retention are not written (counted
 //! `logs_stored{result="expired"}`): the retention worker would delete them anyway.
 
@@ -17,18 +17,18 @@ use crate::telemetry::labels;
 
 /// One caller's queued write and where its outcome goes.
 pub(super) struct Pending {
-    /// Timestamp and encoded value of each log, in the caller's order.
-    logs: Vec<(i64, Vec<u8>)>,
+    /// Timestamp, service and encoded value of each log, in the caller's order.
+    logs: Vec<(i64, String, Vec<u8>)>,
     outcome: Arc<Mutex<Option<Result<(), KvError>>>>,
 }
 
 impl LogStore {
     pub(super) fn write_logs(&self, logs: &[KeptLog]) -> Result<(), LogStoreError> {
         let cutoff = self.cutoff_ms((self.now_ms)());
-        let encoded: Vec<(i64, Vec<u8>)> = logs
+        let encoded: Vec<(i64, String, Vec<u8>)> = logs
             .iter()
             .filter(|log| log.record.timestamp_ms >= cutoff)
-            .map(|log| (log.record.timestamp_ms, codec::encode_log(log)))
+            .map(|log| (log.record.timestamp_ms, log.record.service.clone(), codec::encode_log(log)))
             .collect();
         let expired = logs.len() - encoded.len();
         if expired > 0 {
@@ -61,11 +61,13 @@ impl LogStore {
     /// Writes `group` in one synced batch, sequences from `next_sequence` on.
     fn write_group(&self, next_sequence: &mut u64, group: &[Pending]) -> Result<(), KvError> {
         let count: usize = group.iter().map(|p| p.logs.len()).sum();
-        let mut ops = Vec::with_capacity(count + 1);
+        let mut ops = Vec::with_capacity(2 * count + 1);
         let mut sequence = *next_sequence;
         for pending in group {
-            for (timestamp_ms, value) in &pending.logs {
-                ops.push(SeriesOp::Put { key: keys::log_key(LogCursor { timestamp_ms: *timestamp_ms, sequence }), value: value.clone() });
+            for (timestamp_ms, service, value) in &pending.logs {
+                let cursor = LogCursor { timestamp_ms: *timestamp_ms, sequence };
+                ops.push(SeriesOp::Put { key: keys::log_key(cursor), value: value.clone() });
+                ops.push(SeriesOp::Put { key: keys::service_key(service, cursor), value: Vec::new() });
                 sequence += 1;
             }
         }
