@@ -10,6 +10,9 @@ pub mod store;
 
 use hotrule_lal_engine::LogRecord;
 
+/// The most logs one read returns, whatever its limit.
+pub const MAX_LIMIT: usize = 10_000;
+
 /// One log a LAL sink kept, as dispatch hands it to the log writers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeptLog {
@@ -50,7 +53,7 @@ pub struct LogFilter {
     pub end_ms: i64,
     pub tags: Vec<(String, String)>,
     pub keyword: Option<String>,
-    /// At most this many logs (the store caps it).
+    /// At most this many logs (capped at [`MAX_LIMIT`]).
     pub limit: usize,
     /// Only logs past this position in `order` (newer oldest first, older newest first).
     pub after: Option<LogCursor>,

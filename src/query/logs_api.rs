@@ -12,8 +12,7 @@
 use serde_json::{Value, json};
 
 use crate::clock::{iso8601, now_ms};
-use crate::logs::store::MAX_LIMIT;
-use crate::logs::{LogCursor, LogFilter, LogOrder, StoredLog};
+use crate::logs::{LogCursor, LogFilter, LogOrder, MAX_LIMIT, StoredLog};
 use crate::status::{ApplyStatus, Outcome};
 
 use super::time::parse_query_time;

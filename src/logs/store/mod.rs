@@ -27,15 +27,13 @@ mod write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use crate::logs::MAX_LIMIT;
 use crate::logs::{KeptLog, LogFilter, LogReader, LogStoreError, LogWriter, StoredLog};
 use crate::store::series::SeriesKv;
 use crate::telemetry::Telemetry;
 
 /// The wall clock in epoch milliseconds; tests pass a fixed one.
 pub type NowMs = Arc<dyn Fn() -> i64 + Send + Sync>;
-
-/// The most logs one read returns, whatever its limit.
-pub const MAX_LIMIT: usize = 10_000;
 
 /// SkyWalking's record TTL (`recordDataTTL`, 3 days): how long logs are kept by default.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3 * 24 * 3600);
