@@ -261,7 +261,7 @@ fn concurrent_writers_are_all_acknowledged_with_unique_positions() {
 fn corrupt_values_are_reported_not_panicking() {
     let (kv, store) = store();
     let good = log("a", NOW - 10, "fine");
-    store.write(&[good.clone()]).expect("write");
+    store.write(std::slice::from_ref(&good)).expect("write");
     let encoded = codec::encode_log(&good);
     // Every cut of a valid value, and a few mangled ones, decode to an error.
     for len in 0..encoded.len() {

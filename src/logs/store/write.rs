@@ -44,7 +44,7 @@ impl LogStore {
             let group = std::mem::take(&mut *lock(&self.queue));
             let result = self.write_group(&mut next_sequence, &group);
             for pending in &group {
-                *lock(&pending.outcome) = Some(result.as_ref().map(|()| ()).map_err(copy_kv_error));
+                *lock(&pending.outcome) = Some(result.as_ref().copied().map_err(copy_kv_error));
             }
         }
         drop(next_sequence);
