@@ -68,6 +68,13 @@ enum Command {
         #[command(subcommand)]
         command: hotrule::client::metrics::MetricsCommand,
     },
+    /// Kept logs (`/query/logs`): query them, or follow them.
+    Logs {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        command: hotrule::client::logs::LogsCommand,
+    },
     /// Inspect a configuration without running a node.
     Config {
         #[command(subcommand)]
@@ -509,6 +516,10 @@ fn main() -> ExitCode {
             Command::Bench { command } => hotrule::bench::run(command).await,
             Command::Metrics { server, command } => match admin_client(&server) {
                 Ok(client) => exit_code(hotrule::client::metrics::run(&client, command).await),
+                Err(code) => code,
+            },
+            Command::Logs { server, command } => match admin_client(&server) {
+                Ok(client) => exit_code(hotrule::client::logs::run(&client, command).await),
                 Err(code) => code,
             },
             Command::Agent { server, command } => agent(server, AgentCli::Agent(command)).await,

@@ -217,6 +217,8 @@ pub enum NodeError {
     Dispatch(#[from] crate::dispatch::DispatchError),
     #[error("opening metric storage: {0}")]
     MetricStore(#[from] crate::metrics::MetricStoreError),
+    #[error("opening log storage: {0}")]
+    LogStore(#[from] crate::logs::LogStoreError),
 }
 
 /// The agent data listener, plain or TLS.
@@ -275,6 +277,9 @@ pub struct RunningNode {
     /// The embedded metric store (the series key space of the node's database): dispatch writes
     /// it, queries and export read it ([`RunningNode::metric_writer`], [`RunningNode::metric_reader`]).
     pub metric_store: Arc<MetricStore>,
+    /// The embedded log store (the `logs` key space): dispatch writes kept logs to it (a
+    /// `LogWriter`), `/query/logs` reads it.
+    pub log_store: Arc<crate::logs::store::LogStore>,
     /// The node's own metrics (`/metrics`).
     pub telemetry: Arc<Telemetry>,
     /// The OTLP log exporter (`export.otlp_logs`), a [`crate::logs::LogWriter`] for kept logs;
@@ -366,6 +371,7 @@ impl RunningNode {
         //    database as rule entries, in their own key space.
         let telemetry = settings.telemetry.clone();
         let metric_store = Arc::new(MetricStore::open(kv.series(), settings.retention, telemetry.clone())?);
+        let log_store = Arc::new(crate::logs::store::LogStore::open(kv.logs(), settings.retention.logs, telemetry.clone())?);
         // Queries read the node's store unless a test hands them another reader.
         let metric_reader: Arc<dyn MetricReader> = settings.metric_reader.clone().unwrap_or_else(|| metric_store.clone());
         // Dispatch writes the store, then (when configured) the remote-write exporter.
@@ -454,19 +460,21 @@ impl RunningNode {
                 Some(metric_reader.clone()),
                 cluster.as_ref().map(|parts| parts.cluster.clone()),
                 crate::query::QuerySettings::default(),
-            )),
+            )
+            .with_logs(log_store.clone())),
         });
 
         let sink: Arc<dyn crate::data::BatchSink> = match &settings.data_sink {
             Some(sink) => sink.clone(),
             None => state.dispatcher.clone(),
         };
-        // Logs go to the dispatcher's LAL path unless a test hands the receivers another sink;
-        // kept logs go to the log exporter when one is configured.
+        // Logs go to the dispatcher's LAL path unless a test hands the receivers another sink.
         let log_sink: Arc<dyn crate::data::LogSink> = match &settings.log_sink {
             Some(sink) => sink.clone(),
             None => state.dispatcher.clone(),
         };
+        // Kept logs are stored first, then go to the OTLP log exporter when one is configured.
+        state.dispatcher.add_log_writer(log_store.clone());
         if let Some(exporter) = &log_exporter {
             state.dispatcher.add_log_writer(exporter.clone());
         }
@@ -488,6 +496,10 @@ impl RunningNode {
             workers.spawn(crate::ingest::ScrapeWorker::new(ingest.clone(), &settings.ingest.scrape_jobs));
         }
         workers.spawn(RetentionWorker::new(metric_store.clone(), crate::metrics::store::retention::RETENTION_INTERVAL));
+        workers.spawn(crate::logs::store::retention::LogRetentionWorker::new(
+            log_store.clone(),
+            crate::logs::store::retention::RETENTION_INTERVAL,
+        ));
         if let Some(runtime) = &settings.config {
             let live = Arc::new(NodeLive { scanner: scanner.clone(), state: state.clone(), log_control: runtime.log_control.clone() });
             let reloader = Arc::new(Reloader::new(runtime.sources.clone(), runtime.env.clone(), runtime.state.clone(), live));
@@ -563,6 +575,7 @@ impl RunningNode {
             state,
             boot_report,
             metric_store,
+            log_store,
             telemetry,
             log_exporter,
             shutdown,

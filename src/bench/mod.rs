@@ -7,6 +7,7 @@ pub mod dispatch;
 pub mod etcd;
 pub mod ingest;
 mod ingest_node;
+pub mod logs;
 pub mod mal;
 pub mod query;
 mod prometheus;
@@ -182,6 +183,26 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 400)]
         queries: usize,
     },
+    /// The embedded log store: synced writes (logs/s) and one-hour queries (p50/p99).
+    Logs {
+        #[arg(long, default_value = "./bench-data")]
+        dir: std::path::PathBuf,
+        /// Logs written, spread over the last hour.
+        #[arg(long, default_value_t = 360_000)]
+        logs: usize,
+        /// Logs per synced write call.
+        #[arg(long, default_value_t = 100)]
+        batch: usize,
+        /// Concurrent writers of the second half.
+        #[arg(long, default_value_t = 4)]
+        writers: usize,
+        /// Reads per query phase (a tenth of them for the full-scan phase).
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        /// On the in-memory twin of the key space instead of RocksDB (any build).
+        #[arg(long)]
+        in_memory: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -248,6 +269,10 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             let bench = store::StoreBench { metrics, entities, minutes, writers, queries };
             // Blocking storage work with its own threads: off the async scheduler's hands.
             report(tokio::task::block_in_place(|| store::run(&dir, &bench)))
+        }
+        BenchCommand::Logs { dir, logs, batch, writers, queries, in_memory } => {
+            let bench = logs::LogsBench { logs, batch, writers, queries, in_memory };
+            report(tokio::task::block_in_place(|| logs::run(&dir, &bench)))
         }
         BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net, None).await),
         BenchCommand::Dispatch { dir, hosts, workers, queue, pauses } => {

@@ -29,12 +29,12 @@ pub struct StoreBench {
 }
 
 #[cfg(feature = "rocksdb")]
-fn engine(path: &Path) -> Result<Arc<dyn KvEngine>, String> {
+pub(super) fn engine(path: &Path) -> Result<Arc<dyn KvEngine>, String> {
     Ok(Arc::new(crate::store::kv::RocksEngine::open(path).map_err(|e| e.to_string())?))
 }
 
 #[cfg(not(feature = "rocksdb"))]
-fn engine(_path: &Path) -> Result<Arc<dyn KvEngine>, String> {
+pub(super) fn engine(_path: &Path) -> Result<Arc<dyn KvEngine>, String> {
     Err("benchmarks need the rocksdb feature".into())
 }
 
@@ -101,13 +101,13 @@ fn write_phase(store: &Arc<MetricStore>, bench: &StoreBench, entities: &[Entity]
 }
 
 /// The 1, 5 and 15 minute load averages (`/proc/loadavg`): the machine is shared.
-fn load_average() -> String {
+pub(super) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".to_string())
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(super) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
@@ -115,7 +115,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// This thread's CPU time: on a shared machine, what a query costs apart from waiting for a core.
-fn thread_cpu_time() -> Duration {
+pub(super) fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid timespec for the call to fill.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
@@ -173,7 +173,7 @@ pub fn run(dir: &Path, bench: &StoreBench) -> Result<(), String> {
     let engine = engine(&path)?;
     // The data is from 2026-01-01: retention long enough that nothing is refused.
     let long = Duration::from_secs(3650 * 86_400);
-    let retention = Retention { minute: long, hour: long, day: long };
+    let retention = Retention { minute: long, hour: long, day: long, logs: long };
     let store = Arc::new(MetricStore::open(engine.series(), retention, Arc::new(Telemetry::new())).map_err(|e| e.to_string())?);
     let entities: Vec<Entity> = (0..bench.entities).map(entity).collect();
     let per_call = bench.metrics * bench.entities;

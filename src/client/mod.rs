@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod cli;
+pub mod logs;
 pub mod metrics;
 pub mod roll;
 pub mod rule_test;

@@ -207,9 +207,15 @@ pub fn router(state: Arc<AdminState>) -> Router {
     // repeated-parameter refusal, behind the same token.
     let prometheus = crate::query::prom_api::router(state.query.clone())
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    // `/query/logs` takes `tag` repeatedly, so it is outside the repeated-parameter refusal (it
+    // refuses other repeats itself), behind the same token.
+    let logs = Router::new()
+        .route("/query/logs", get(query::logs))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))
         .merge(protected)
+        .merge(logs)
         .fallback(unknown_route)
         .with_state(state)
         .merge(prometheus)

@@ -1,7 +1,8 @@
 //! The metric query JSON routes (`/query/metrics`, `/query/metrics/list`,
-//! `/query/metrics/entities`): thin handlers over `query::json_api`, answering errors with the
-//! admin API's `applyStatus` body. The Prometheus API routes are `query::prom_api`'s own router,
-//! mounted by [`super::router`] behind the same token.
+//! `/query/metrics/entities`) and `/query/logs`: thin handlers over `query::json_api` and
+//! `query::logs_api`, answering errors with the admin API's `applyStatus` body. The Prometheus
+//! API routes are `query::prom_api`'s own router, mounted by [`super::router`] behind the same
+//! token.
 
 use std::sync::Arc;
 
@@ -29,6 +30,14 @@ pub async fn entities(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Re
     match Params::from(raw) {
         Ok(params) => answer(crate::query::json_api::entities(&state.query, &params.map).await),
         Err(outcome) => outcome_response(&outcome, "", ""),
+    }
+}
+
+/// `GET /query/logs`: its parameters (`tag` repeats) are checked by `query::logs_api`.
+pub async fn logs(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Response {
+    match raw {
+        Ok(axum::extract::Query(pairs)) => answer(crate::query::logs_api::logs(&state.query, &pairs).await),
+        Err(e) => outcome_response(&crate::status::Outcome::new(crate::status::ApplyStatus::InvalidParameter, format!("query string: {e}")), "", ""),
     }
 }
 

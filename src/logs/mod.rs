@@ -4,9 +4,14 @@
 //!
 //! A kept log is what a LAL rule's sink persisted ([`hotrule_lal_engine::LogRecord`]), with the
 //! rule that kept it. Storage orders logs by their timestamp and an id it assigns, so a reader
-//! can page and tail (`--follow`) without gaps or repeats.
+//! can page and tail (`--follow`) without gaps or repeats. The store is [`store::LogStore`].
+
+pub mod store;
 
 use hotrule_lal_engine::LogRecord;
+
+/// The most logs one read returns, whatever its limit.
+pub const MAX_LIMIT: usize = 10_000;
 
 /// One log a LAL sink kept, as dispatch hands it to the log writers.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,7 +33,8 @@ pub struct StoredLog {
 }
 
 /// A position in the log order: `(timestamp_ms, sequence)`. A read with `after` returns only
-/// logs strictly after it (tailing).
+/// logs strictly after it in the read's order: newer ones oldest first (tailing), older ones
+/// newest first (the next page).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LogCursor {
     pub timestamp_ms: i64,
@@ -47,9 +53,9 @@ pub struct LogFilter {
     pub end_ms: i64,
     pub tags: Vec<(String, String)>,
     pub keyword: Option<String>,
-    /// At most this many logs (the store caps it).
+    /// At most this many logs (capped at [`MAX_LIMIT`]).
     pub limit: usize,
-    /// Only logs after this position.
+    /// Only logs past this position in `order` (newer oldest first, older newest first).
     pub after: Option<LogCursor>,
     /// Newest first (the default of `/query/logs`) or oldest first (tailing).
     pub order: LogOrder,

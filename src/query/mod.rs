@@ -7,6 +7,8 @@
 //!   `/labels`, `/label/{name}/values`, `/status/buildinfo`, `/metadata`, for Grafana and
 //!   `promtool`. Vector selectors only ([`promql`]); labels from `metrics::prom`.
 //!
+//! - `/query/logs` ([`logs_api`]): the kept logs of the node's log store, filtered and paged.
+//!
 //! Reads go to the node's [`MetricReader`] (off the async threads) and, for a cluster-wide read,
 //! to every live peer over the bus (`QueryMetrics` / `ListMetrics`) with a per-node deadline. A
 //! peer that does not answer in time is named in the answer (`partial` / `warnings`), never
@@ -15,6 +17,7 @@
 
 pub mod json_api;
 mod lexer;
+pub mod logs_api;
 pub mod matcher;
 pub mod memory;
 pub mod merge;
@@ -66,6 +69,10 @@ pub enum QueryError {
     Store(#[from] MetricStoreError),
     #[error("the metric read task failed: {0}")]
     Task(String),
+    #[error("this node has no log storage configured")]
+    NoLogStorage,
+    #[error("reading the log store: {0}")]
+    LogStore(#[from] crate::logs::LogStoreError),
 }
 
 /// Where a read goes: this node only, or every live node with a per-peer deadline.
@@ -104,11 +111,19 @@ pub struct QueryService {
     reader: Option<Arc<dyn MetricReader>>,
     cluster: Option<Arc<Cluster>>,
     pub settings: QuerySettings,
+    /// The node's log store (`/query/logs`); none: that route answers `storage_unavailable`.
+    logs: Option<Arc<dyn crate::logs::LogReader>>,
 }
 
 impl QueryService {
     pub fn new(node_id: NodeId, reader: Option<Arc<dyn MetricReader>>, cluster: Option<Arc<Cluster>>, settings: QuerySettings) -> QueryService {
-        QueryService { node_id, reader, cluster, settings }
+        QueryService { node_id, reader, cluster, settings, logs: None }
+    }
+
+    /// The same service, reading logs from `logs`.
+    pub fn with_logs(mut self, logs: Arc<dyn crate::logs::LogReader>) -> QueryService {
+        self.logs = Some(logs);
+        self
     }
 
     /// Whether this node has peers to fan out to.

@@ -217,6 +217,7 @@ fn retention_deletes_only_expired_buckets() {
         minute: std::time::Duration::from_secs(3600),
         hour: std::time::Duration::from_secs(2 * 86_400),
         day: std::time::Duration::from_secs(15 * 86_400),
+        ..Retention::default()
     };
     let f = fixture_with(Arc::new(MemSeriesKv::new()), retention);
     let svc = service("svc");
