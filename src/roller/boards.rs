@@ -112,7 +112,7 @@ impl LocalFacts for RuntimeFacts {
     }
 
     fn counters(&self, key: &RuleKey) -> Counters {
-        Counters::from(&self.dispatcher.evaluation(key))
+        Counters::from(&self.dispatcher.evaluation_of(key))
     }
 }
 

@@ -12,7 +12,7 @@
 //! progress or stopped) and list this node at or before the index, i.e. where it was asked to
 //! run the rolling content.
 
-use crate::dispatch::EvaluationView;
+use crate::dispatch::{EvaluationView, LogEvaluationView, RuleEvaluation};
 use crate::ids::{ContentHash, NodeId, RuleKey};
 use crate::rolling::{HealthReport, RollRecord};
 
@@ -27,7 +27,10 @@ pub struct FileFacts {
     pub gate_running: bool,
 }
 
-/// The dispatch counters a report uses.
+/// The dispatch counters a report uses. For a MAL file: evaluation errors, samples read, values
+/// written. For a LAL file: rule errors, logs in, and what its rules produced (kept logs and
+/// samples emitted for the log-MAL files): a LAL file that takes logs and neither keeps one nor
+/// emits a sample fails the `values` check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counters {
     pub errors: u64,
@@ -38,6 +41,21 @@ pub struct Counters {
 impl From<&EvaluationView> for Counters {
     fn from(view: &EvaluationView) -> Counters {
         Counters { errors: view.errors, samples_in: view.samples_in, values_out: view.values_out }
+    }
+}
+
+impl From<&LogEvaluationView> for Counters {
+    fn from(view: &LogEvaluationView) -> Counters {
+        Counters { errors: view.errors, samples_in: view.logs_in, values_out: view.kept.saturating_add(view.samples_out) }
+    }
+}
+
+impl From<&RuleEvaluation> for Counters {
+    fn from(view: &RuleEvaluation) -> Counters {
+        match view {
+            RuleEvaluation::Metrics(view) => Counters::from(view),
+            RuleEvaluation::Logs(view) => Counters::from(view),
+        }
     }
 }
 
@@ -107,6 +125,15 @@ mod tests {
 
     fn hash(text: &str) -> ContentHash {
         ContentHash::of(text.as_bytes())
+    }
+
+    #[test]
+    fn a_lal_file_counts_logs_in_and_kept_logs_and_emitted_samples_out() {
+        let view = LogEvaluationView { logs_in: 10, kept: 3, samples_out: 4, errors: 2, aborted: 5, ..LogEvaluationView::default() };
+        let counters = Counters::from(&RuleEvaluation::Logs(view));
+        assert_eq!(counters, Counters { errors: 2, samples_in: 10, values_out: 7 });
+        let mal = EvaluationView { samples_in: 8, values_out: 6, errors: 1, ..EvaluationView::default() };
+        assert_eq!(Counters::from(&RuleEvaluation::Metrics(mal)), Counters { errors: 1, samples_in: 8, values_out: 6 });
     }
 
     fn facts(loaded: Option<(&str, u64)>, apply_error: &str, gate_running: bool) -> FileFacts {
