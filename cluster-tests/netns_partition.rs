@@ -1,6 +1,8 @@
 //! Real network partitions: three `hotrule` processes, each in its own network namespace on a
 //! bridge, cut apart and healed with iptables by `scripts/partition.sh`. Real UDP gossip (default
 //! failure detection), the HTTP bus with an HMAC secret, and the admin API with a bearer token.
+//! Scenarios: a partitioned node converges after the heal; writes on both sides converge on the
+//! last; a node partitioned mid-roll (issue 15) is skipped and reported, and the roll completes.
 //!
 //! Needs root, `ip` and `iptables`. Without them the test fails with the reason, unless
 //! `HOTRULE_SKIP_NETNS=1` is set, which skips it.
@@ -20,7 +22,9 @@ const SCAN: Duration = Duration::from_secs(2);
 /// Gossip failure detection and every other wait for the cluster to settle.
 const WAIT: Duration = Duration::from_secs(30);
 /// The whole scenario, as a safety net over the individual bounded waits.
-const WHOLE_TEST: Duration = Duration::from_secs(120);
+const WHOLE_TEST: Duration = Duration::from_secs(180);
+/// The roll tick of the nodes (`rolling.tick`): an unreachable node is skipped after 4 ticks.
+const ROLL_TICK: &str = "500ms";
 const MAIN: &str = "10.213.0.11:17128";
 
 /// A MAL rule file with one metric per name in `metrics`.
@@ -59,6 +63,7 @@ fn script(dir: &Path, args: &[&str]) -> Output {
         .env("HOTRULE_SCAN_INTERVAL", SCAN.as_secs().to_string())
         .env("HOTRULE_SELF_HEAL_THRESHOLD", (2 * SCAN.as_secs()).to_string())
         .env("HOTRULE_RULES_DIR", dir.join("no-bundled-rules"))
+        .env("HOTRULE_SERVE_ARGS", format!("--set rolling.tick={ROLL_TICK}"))
         .output()
         .expect("run scripts/partition.sh")
 }
@@ -185,6 +190,12 @@ async fn wait_stored(node: &Node, name: &str, content: &str, timeout: Duration) 
     .await;
 }
 
+/// node's `GET /runtime/rule/rolling` view of otel-rules/`name`, if it holds a roll of it.
+async fn roll_view(node: &Node, name: &str) -> Option<serde_json::Value> {
+    let path = with_query("/runtime/rule/rolling", &[("catalog", "otel-rules"), ("name", name)]);
+    node.client.get(&path).await.ok().filter(|r| r.status.is_success()).and_then(|r| r.json())
+}
+
 /// node's /runtime/rule/list row for otel-rules/`name`.
 async fn row(node: &Node, name: &str) -> Option<serde_json::Value> {
     let list = node.client.get("/runtime/rule/list").await.ok()?.json()?;
@@ -294,4 +305,48 @@ async fn scenarios(cluster: &NetnsCluster) {
         "[netns] after heal-all: every node stores the later write in {converged:?}; all agree on {MAIN} after {:?}",
         healed.elapsed()
     );
+
+    // ---------------------------------------------------------------------------------------
+    eprintln!("[netns] scenario 3: a node partitioned mid-roll is skipped and reported; the roll completes");
+    let master = rule("roll", &["requests"], 1);
+    let rolling = rule("roll", &["requests"], 2);
+    let (code, json) = push(n1, "roll", &master).await;
+    assert_eq!(code, 200, "the master content: {json}");
+    for node in all {
+        wait_stored(node, "roll", &master, WAIT).await;
+    }
+    let start = with_query(
+        "/runtime/rule/addOrUpdate",
+        &[("catalog", "otel-rules"), ("name", "roll"), ("rollout", "rolling"), ("healthWindow", "2s"), ("stepTimeout", "2m")],
+    );
+    let reply = n2.client.post(&start, rolling.as_bytes().to_vec()).await.expect("rolling start");
+    let json = reply.json().unwrap_or_default();
+    assert_eq!((reply.status.as_u16(), json["applyStatus"].as_str()), (200, Some("roll_started")), "{json}");
+    let order: Vec<&str> = json["roll"]["nodes"].as_array().expect("nodes").iter().filter_map(|n| n["node"].as_str()).collect();
+    assert_eq!(order, ["10.213.0.12:17128", "10.213.0.13:17128", MAIN], "peers in byte order, the main last");
+    // n3 acts second: cut it off while n2 proves itself.
+    cluster.run(&["isolate", "3"]);
+    let t = Instant::now();
+    wait_until(Duration::from_secs(90), "n1's roll completes", || async {
+        roll_view(n1, "roll").await.is_some_and(|v| v["state"] == "completed")
+    })
+    .await;
+    let view = roll_view(n1, "roll").await.expect("the view");
+    let states: Vec<&str> = view["nodes"].as_array().expect("nodes").iter().filter_map(|n| n["state"].as_str()).collect();
+    assert_eq!(states, ["healthy", "skipped", "healthy"], "n3 skipped and reported: {view}");
+    assert_eq!(view["nodes"][1]["tries"], view["unreachableTries"], "skipped after its tries: {view}");
+    assert_eq!(view["percentDone"].as_u64(), Some(100), "{view}");
+    for node in [n1, n2] {
+        wait_stored(node, "roll", &rolling, WAIT).await;
+    }
+    eprintln!("[netns] roll with n3 partitioned: completed in {:?}, n3 skipped after {} tries", t.elapsed(), view["nodes"][1]["tries"]);
+    cluster.run(&["heal-all"]);
+    let healed = Instant::now();
+    wait_stored(n3, "roll", &rolling, WAIT).await;
+    wait_until(WAIT, "n3 holds the completed record", || async {
+        roll_view(n3, "roll").await.is_some_and(|v| v["state"] == "completed")
+    })
+    .await;
+    eprintln!("[netns] after heal: n3 stores the committed rolling content in {:?}", healed.elapsed());
+    wait_main(&all, MAIN, 3).await;
 }

@@ -19,7 +19,8 @@
 # 10.213.0.(10+i)/24; no other route, no forwarding, no NAT. Node i serves admin on
 # 10.213.0.(10+i):17128 (bearer token in DIR/token), the bus on :17129 and gossip on :17130,
 # seeded with node 1. Environment: HOTRULE_SCAN_INTERVAL (default 2), HOTRULE_SELF_HEAL_THRESHOLD
-# (default 4), HOTRULE_RULES_DIR (default: none, no bundled rules), HOTRULE_LOG.
+# (default 4), HOTRULE_RULES_DIR (default: none, no bundled rules), HOTRULE_LOG, HOTRULE_SERVE_ARGS
+# (more `serve` arguments, split on spaces, e.g. "--set rolling.tick=500ms").
 #
 #   scripts/partition.sh up 3 target/release/hotrule /tmp/hr-part
 #   curl -H "Authorization: Bearer $(cat /tmp/hr-part/token)" http://10.213.0.12:17128/cluster/status
@@ -238,6 +239,7 @@ cmd_up() {
       --rules-dir "$rules" \
       --scan-interval "$scan" \
       --self-heal-threshold "$heal" \
+      ${HOTRULE_SERVE_ARGS:-} \
       < /dev/null > "$dir/n$i.log" 2>&1 &
     echo "$!" > "$dir/n$i.pid"
   done
