@@ -18,7 +18,8 @@ use crate::store::{EntryStatus, RuleEntry};
 /// Version 2: `View` added, and calls carry a nonce and signed answers (see `auth`), and
 /// `NotifyCommitted` carries the committed entry and the revision it follows. Version 2 has not
 /// been released with the shorter `NotifyCommitted`, so both changes share one version.
-/// The metric-query messages (`QueryMetrics`, `ListMetrics` and their answers) are appended
+/// The metric-query messages (`QueryMetrics`, `ListMetrics` and their answers) and the
+/// prepare/commit ones (`Prepare`, `Abort`, `ResolveStaged`, `Staged`, `StagedFate`) are appended
 /// variants: bincode writes a variant's index, so every earlier message encodes as before, and a
 /// node without them refuses only them (an undecodable call), which the asker counts as no answer.
 pub const BUS_FORMAT_VERSION: u8 = 2;
@@ -174,6 +175,15 @@ pub enum BusRequest {
     QueryMetrics { query: MetricQuery },
     /// The metrics the peer stores. → `MetricList`
     ListMetrics,
+    /// Stage `entry` durably without applying it: the main is writing it at the same time
+    /// (prepare/commit, `cluster.commit_replicas` > 0). Its commit is the `NotifyCommitted` that
+    /// follows; `Abort` withdraws it. → `Staged` once the staged record is synced.
+    Prepare { entry: RuleEntry, sender: NodeId },
+    /// The main's own write of a prepared entry failed: drop the staged record, and refuse a
+    /// prepare of it that arrives later. → `Ack`
+    Abort { key: RuleKey, revision: Revision, sender: NodeId },
+    /// What became of a write this node prepared? → `StagedFate`
+    ResolveStaged { key: RuleKey, revision: Revision },
 }
 
 impl BusRequest {
@@ -190,6 +200,9 @@ impl BusRequest {
             BusRequest::View { .. } => "view",
             BusRequest::QueryMetrics { .. } => "query_metrics",
             BusRequest::ListMetrics => "list_metrics",
+            BusRequest::Prepare { .. } => "prepare",
+            BusRequest::Abort { .. } => "abort",
+            BusRequest::ResolveStaged { .. } => "resolve_staged",
         }
     }
 }
@@ -238,6 +251,10 @@ pub enum BusResponse {
     MetricList {
         metrics: Vec<MetricInfoWire>,
     },
+    /// The answer to `Prepare`: the entry is staged durably (or already held).
+    Staged,
+    /// The answer to `ResolveStaged`.
+    StagedFate { fate: crate::rules::staged::Fate },
 }
 
 impl BusResponse {
@@ -254,6 +271,8 @@ impl BusResponse {
             BusResponse::View { .. } => "view",
             BusResponse::MetricSeries { .. } => "metric_series",
             BusResponse::MetricList { .. } => "metric_list",
+            BusResponse::Staged => "staged",
+            BusResponse::StagedFate { .. } => "staged_fate",
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod notice_order;
 pub mod notices;
 pub mod peers;
 pub mod pulls;
+pub mod staging;
 pub mod sync;
 
 use std::sync::Arc;

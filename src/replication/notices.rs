@@ -54,7 +54,12 @@ impl NoticeReceiver {
         let stored = self.store.entry_meta(&key).map(|m| m.revision);
         let plan = merge::on_notice(stored.as_ref(), previous.as_ref(), &revision, entry.is_some());
         match (plan, entry) {
-            (NoticePlan::AlreadyHeld, _) => return BusResponse::Ack,
+            (NoticePlan::AlreadyHeld, _) => {
+                if let Err(e) = self.store.release_staged(&key, &revision).await {
+                    tracing::warn!(rule = %key, error = %e, "staged record not removed; its resolution removes it");
+                }
+                return BusResponse::Ack;
+            }
             (NoticePlan::Apply | NoticePlan::ApplyThenSync, Some(entry)) => {
                 if let Err(message) = self.workflow.apply_replicated(vec![entry]).await {
                     return BusResponse::Error { message: message.to_string() };
@@ -82,6 +87,11 @@ impl NoticeReceiver {
             }
         }
         timer.mark("apply");
+        // The commit of a prepare: its staged record is spent (applying the entry removed it
+        // already, unless the entry was held before).
+        if let Err(e) = self.store.release_staged(&key, &revision).await {
+            tracing::warn!(rule = %key, error = %e, "staged record not removed; its resolution removes it");
+        }
         let held = self.store.entry_meta(&key).is_some_and(|m| m.revision >= revision);
         if held { BusResponse::Ack } else { BusResponse::Error { message: format!("{key} at {revision} not held") } }
     }

@@ -10,10 +10,11 @@ use crate::bus::messages::{BusRequest, BusResponse, SuspendState};
 use crate::ids::{NodeId, Revision, RuleKey};
 use crate::store::RuleEntry;
 use crate::workflow::peers::BoxFuture;
-use crate::workflow::{Peers, SuspendVote};
+use crate::workflow::{CommitOutcome, Peers, PersistFuture, SuspendVote};
 use crate::worker::JobQueue;
 
 use super::Cluster;
+use crate::cluster::view::Member;
 use super::notice_order::NoticeOrder;
 
 pub struct ClusterPeers {
@@ -85,34 +86,45 @@ impl Peers for ClusterPeers {
 
     fn notify_committed<'a>(&'a self, entry: &'a RuleEntry, previous: Option<&'a Revision>) -> BoxFuture<'a, usize> {
         Box::pin(async move {
-            let view = self.cluster.view();
             let required = self.cluster.settings.commit_replicas;
-            let timeout = if required > 0 { self.cluster.settings.replica_deadline } else { self.cluster.settings.sync_timeout };
-            let peers: Vec<_> = view.live_peers().cloned().collect();
-            let request = notice(entry, previous, self.cluster.settings.notice_entry_limit, self.cluster.self_id());
-            let notices = peers.into_iter().map(|peer| {
-                let cluster = self.cluster.clone();
-                let request = request.clone();
-                let order = self.order.clone();
-                // Taken now, in commit order (the iterator is consumed before any await below).
-                let mut ticket = order.enter(&peer.node_id, &entry.key);
-                async move {
-                    // Bounded: behind a hung peer's notice, timeouts must not add up.
-                    let _ = tokio::time::timeout(timeout, ticket.wait_turn()).await;
-                    let held = matches!(cluster.call(&peer, request, timeout).await, Ok(BusResponse::Ack));
-                    order.leave(ticket);
-                    held
-                }
-            });
             if required == 0 {
                 // Best effort and off the answer's path: peers also converge by gossip and scan.
-                let notices: Vec<_> = notices.collect();
-                self.notices.push(Box::pin(async move {
-                    futures_join(notices.into_iter()).await;
-                }));
+                self.notify_in_background(entry, previous);
                 return 0;
             }
-            let mut pending: tokio::task::JoinSet<bool> = tokio::task::JoinSet::new();
+            let notices = self.notices_of(entry, previous, self.cluster.settings.replica_deadline);
+            self.await_notices(notices.into_iter(), required).await
+        })
+    }
+
+    fn commit<'a>(&'a self, entry: &'a RuleEntry, previous: Option<&'a Revision>, persist: PersistFuture<'a>) -> BoxFuture<'a, CommitOutcome> {
+        Box::pin(async move {
+            // An entry too large for a notice is not prepared either (a prepare carries it
+            // whole): it commits as before, persisted, then announced, and pulled by the peers.
+            let settings = &self.cluster.settings;
+            if settings.commit_replicas == 0 || entry.content.len() > settings.notice_entry_limit {
+                return match persist.await {
+                    Ok(()) => CommitOutcome::Committed { confirmed: self.notify_committed(entry, previous).await },
+                    Err(error) => CommitOutcome::Failed { error, withdrawn: true },
+                };
+            }
+            self.prepare_and_commit(entry, previous, persist).await
+        })
+    }
+
+    fn replicas_required(&self) -> usize {
+        self.cluster.settings.commit_replicas
+    }
+}
+
+impl ClusterPeers {
+    /// Waits for the first `required` of `notices` to confirm and leaves the rest to the
+    /// commit-notice worker.
+    async fn await_notices<F>(&self, notices: impl Iterator<Item = F>, required: usize) -> usize
+    where
+        F: std::future::Future<Output = bool> + Send + 'static,
+    {
+        let mut pending: tokio::task::JoinSet<bool> = tokio::task::JoinSet::new();
             for notice in notices {
                 pending.spawn(notice);
             }
@@ -122,12 +134,141 @@ impl Peers for ClusterPeers {
                 // would abort them).
                 self.notices.push(Box::pin(async move { while pending.join_next().await.is_some() {} }));
             }
-            confirmed
-        })
+        confirmed
     }
 
-    fn replicas_required(&self) -> usize {
-        self.cluster.settings.commit_replicas
+    /// Prepare/commit (docs/consistency.md): the entry goes to every live peer as a prepare
+    /// while `persist` writes it here, so the two synced writes overlap. The answer comes once
+    /// `persist` is done and `commit_replicas` peers staged it (or every prepare ended); then the
+    /// commit notices go out off the answer's path. If `persist` fails, every prepared peer is
+    /// told to abort before the answer, and the answer says whether all of them confirmed.
+    async fn prepare_and_commit(&self, entry: &RuleEntry, previous: Option<&Revision>, persist: PersistFuture<'_>) -> CommitOutcome {
+        let required = self.cluster.settings.commit_replicas;
+        let timeout = self.cluster.settings.replica_deadline;
+        let mut prepares: tokio::task::JoinSet<(Member, Prepared)> = tokio::task::JoinSet::new();
+        for peer in self.cluster.view().live_peers().cloned() {
+            let cluster = self.cluster.clone();
+            let request = BusRequest::Prepare { entry: entry.clone(), sender: cluster.self_id().clone() };
+            prepares.spawn(async move {
+                let answer = cluster.call(&peer, request, timeout).await;
+                (peer, Prepared::of(&answer))
+            });
+        }
+        let mut answered: Vec<(Member, Prepared)> = Vec::new();
+        let (persisted, ()) = tokio::join!(persist, async {
+            while answered.iter().filter(|(_, p)| *p == Prepared::Staged).count() < required {
+                match prepares.join_next().await {
+                    Some(Ok(answer)) => answered.push(answer),
+                    Some(Err(e)) => tracing::error!(error = %e, "prepare task failed"),
+                    None => break,
+                }
+            }
+        });
+        let confirmed = answered.iter().filter(|(_, p)| *p == Prepared::Staged).count();
+        match persisted {
+            Ok(()) => {
+                // The commit: the notices carry the entry (a staged peer applies it, any other
+                // peer too). The prepares still running finish on the worker.
+                if !prepares.is_empty() {
+                    self.notices.push(Box::pin(async move { while prepares.join_next().await.is_some() {} }));
+                }
+                self.notify_in_background(entry, previous);
+                CommitOutcome::Committed { confirmed }
+            }
+            Err(error) => {
+                while let Some(answer) = prepares.join_next().await {
+                    match answer {
+                        Ok(answer) => answered.push(answer),
+                        Err(e) => tracing::error!(error = %e, "prepare task failed"),
+                    }
+                }
+                let withdrawn = self.abort(entry, answered).await;
+                CommitOutcome::Failed { error, withdrawn }
+            }
+        }
+    }
+
+    /// Tells every peer that may hold a staged copy of `entry` to drop it; true when each of
+    /// them confirmed (or provably holds none).
+    async fn abort(&self, entry: &RuleEntry, answered: Vec<(Member, Prepared)>) -> bool {
+        let timeout = self.cluster.settings.sync_timeout;
+        let aborts = answered.into_iter().filter(|(_, p)| *p != Prepared::Refused).map(|(peer, _)| {
+            let cluster = self.cluster.clone();
+            let request = BusRequest::Abort {
+                key: entry.key.clone(),
+                revision: entry.revision.clone(),
+                sender: cluster.self_id().clone(),
+            };
+            async move {
+                let answer = cluster.call(&peer, request, timeout).await;
+                if !matches!(answer, Ok(BusResponse::Ack)) {
+                    tracing::warn!(peer = %peer.node_id, ?answer, "abort not confirmed; the peer may hold a staged copy");
+                }
+                matches!(answer, Ok(BusResponse::Ack))
+            }
+        });
+        futures_join(aborts).await.into_iter().all(|confirmed| confirmed)
+    }
+
+    /// Sends the commit notices of `entry` to every live peer on the commit-notice worker.
+    fn notify_in_background(&self, entry: &RuleEntry, previous: Option<&Revision>) {
+        let notices = self.notices_of(entry, previous, self.cluster.settings.sync_timeout);
+        self.notices.push(Box::pin(async move {
+            futures_join(notices.into_iter()).await;
+        }));
+    }
+
+    /// The commit notice of `entry` to each live peer, each true once the peer holds it. Each
+    /// notice's turn is taken now, in commit order, so one key's notices reach a peer in order.
+    fn notices_of(
+        &self,
+        entry: &RuleEntry,
+        previous: Option<&Revision>,
+        timeout: std::time::Duration,
+    ) -> Vec<impl std::future::Future<Output = bool> + Send + 'static + use<>> {
+        let request = notice(entry, previous, self.cluster.settings.notice_entry_limit, self.cluster.self_id());
+        self.cluster
+            .view()
+            .live_peers()
+            .cloned()
+            .map(|peer| {
+                let cluster = self.cluster.clone();
+                let request = request.clone();
+                let order = self.order.clone();
+                let mut ticket = order.enter(&peer.node_id, &entry.key);
+                async move {
+                    // Bounded: behind a hung peer's notice, timeouts must not add up.
+                    let _ = tokio::time::timeout(timeout, ticket.wait_turn()).await;
+                    let held = matches!(cluster.call(&peer, request, timeout).await, Ok(BusResponse::Ack));
+                    order.leave(ticket);
+                    held
+                }
+            })
+            .collect()
+    }
+}
+
+/// What a peer's answer to a prepare says about its staged copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prepared {
+    /// Staged durably (or already held).
+    Staged,
+    /// Provably holds no staged copy: it answered without staging, or the call never reached it.
+    Refused,
+    /// No answer (timeout, broken connection): it may have staged it.
+    Unknown,
+}
+
+impl Prepared {
+    fn of(answer: &Result<BusResponse, crate::bus::BusError>) -> Prepared {
+        use crate::bus::BusError;
+        match answer {
+            Ok(BusResponse::Staged) => Prepared::Staged,
+            Ok(_) | Err(BusError::Unreachable { .. } | BusError::BadAddress { .. } | BusError::Encode(_) | BusError::TooLarge { .. }) => {
+                Prepared::Refused
+            }
+            Err(_) => Prepared::Unknown,
+        }
     }
 }
 

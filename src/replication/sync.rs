@@ -201,6 +201,14 @@ impl Syncer {
         }
     }
 
+    /// Resolves the staged records no commit or abort reached (see `staging`).
+    async fn resolve_staged(&self) {
+        let resolved = super::staging::resolve_staged(&self.cluster, &self.store, &self.workflow).await;
+        if resolved.applied > 0 {
+            self.scanner.poke();
+        }
+    }
+
     fn digest(&self) -> String {
         digest_of(&summaries(&self.store))
     }
@@ -274,10 +282,12 @@ impl Worker for SyncWorker {
         match self.pending.take() {
             Some(SyncReason::Interval) => {
                 self.syncer.sync_once(None).await;
+                self.syncer.resolve_staged().await;
             }
             Some(SyncReason::ViewChanged) => {
                 let filter = DigestFilter { mine: &self.published, pulled_against: &mut self.pulled_against };
                 self.syncer.sync_once(Some(filter)).await;
+                self.syncer.resolve_staged().await;
             }
             Some(SyncReason::Pull(request)) => {
                 // Requests queued meanwhile go with it; one pull of everything newer from a

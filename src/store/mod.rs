@@ -18,6 +18,7 @@ pub mod keys;
 pub mod kv;
 pub mod rolls;
 pub mod series;
+pub mod staged;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -112,15 +113,24 @@ pub enum StoreError {
     Encode { key: String, source: codec::CodecError },
     #[error("storage task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error("the prepare of {key} at {revision} was aborted")]
+    Aborted { key: RuleKey, revision: Revision },
     #[error("starting the store's committer thread: {0}")]
     Committer(std::io::Error),
 }
+
+/// How many aborted prepares a node remembers (see [`Store::abort_stage`]).
+pub const ABORTS_REMEMBERED: usize = 1024;
 
 /// The typed management store.
 pub struct Store {
     kv: Arc<dyn KvEngine>,
     index: RwLock<BTreeMap<RuleKey, EntryMeta>>,
     measures: RwLock<BTreeMap<String, Measure>>,
+    /// Entries staged by a prepare, by key and revision (see `staged`).
+    staged: RwLock<BTreeMap<(RuleKey, Revision), staged::Staged>>,
+    /// The last prepares aborted here, so one that arrives after its abort is refused.
+    aborted: std::sync::Mutex<std::collections::VecDeque<(RuleKey, Revision)>>,
     changes_tx: tokio::sync::watch::Sender<u64>,
     /// Writes every change's synced batch, grouping concurrent ones.
     committer: committer::Committer,
@@ -132,7 +142,14 @@ impl Store {
         purge_invalid_names(kv.as_ref())?;
         let entries = read_entries(kv.as_ref())?;
         let measures = read_measures(kv.as_ref())?;
+        let opened = std::time::Instant::now();
+        let staged = staged::read_all(kv.as_ref())?
+            .into_iter()
+            .map(|record| ((record.entry.key.clone(), record.entry.revision.clone()), staged::Staged { record, since: opened }))
+            .collect();
         Ok(Store {
+            staged: RwLock::new(staged),
+            aborted: std::sync::Mutex::default(),
             changes_tx: tokio::sync::watch::channel(0).0,
             committer: committer::Committer::start(kv.clone()).map_err(StoreError::Committer)?,
             kv,
@@ -180,7 +197,19 @@ impl Store {
         for key in &change.purge_entries {
             ops.push(KvOp::Delete { key: keys::rule_key(key) });
         }
+        // An entry written replaces every staged record of its key up to its revision (the
+        // commit of a prepare, or a later write): they go in the same batch.
+        let unstaged = self.staged_up_to(&change.entries);
+        for (key, revision) in &unstaged {
+            ops.push(KvOp::Delete { key: staged::staged_key(key, revision) });
+        }
         self.committer.write(ops).await?;
+        if !unstaged.is_empty() {
+            let mut staged = write_lock(&self.staged);
+            for id in &unstaged {
+                staged.remove(id);
+            }
+        }
 
         let mut index = write_lock(&self.index);
         for entry in &change.entries {
@@ -197,6 +226,105 @@ impl Store {
         drop(measures);
         self.changes_tx.send_modify(|v| *v = v.wrapping_add(1));
         Ok(())
+    }
+
+    /// The staged records of `entries`' keys at or below their revisions.
+    fn staged_up_to(&self, entries: &[RuleEntry]) -> Vec<(RuleKey, Revision)> {
+        let staged = read_lock(&self.staged);
+        if staged.is_empty() {
+            return Vec::new();
+        }
+        entries.iter().flat_map(|entry| staged_ids(&staged, &entry.key, &entry.revision)).collect()
+    }
+
+    /// Removes every staged record of `key` at or below `revision` (its commit came, or a later
+    /// write replaced it). Nothing to write when there is none.
+    pub async fn release_staged(&self, key: &RuleKey, revision: &Revision) -> Result<(), StoreError> {
+        let ids = staged_ids(&read_lock(&self.staged), key, revision);
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let ops = ids.iter().map(|(key, revision)| KvOp::Delete { key: staged::staged_key(key, revision) }).collect();
+        self.committer.write(ops).await?;
+        let mut staged = write_lock(&self.staged);
+        for id in &ids {
+            staged.remove(id);
+        }
+        drop(staged);
+        self.changes_tx.send_modify(|v| *v = v.wrapping_add(1));
+        Ok(())
+    }
+
+    /// Stages `record` durably (a synced write, grouped with concurrent ones). Not an entry: no
+    /// cache or subscriber sees it.
+    pub async fn stage(&self, record: staged::StagedRecord) -> Result<(), StoreError> {
+        let id = (record.entry.key.clone(), record.entry.revision.clone());
+        if self.aborted.lock().unwrap_or_else(|p| p.into_inner()).contains(&id) {
+            return Err(StoreError::Aborted { key: id.0, revision: id.1 });
+        }
+        let key = staged::staged_key(&record.entry.key, &record.entry.revision);
+        self.committer.write(vec![KvOp::Put { key, value: staged::encode(&record)? }]).await?;
+        let id = (record.entry.key.clone(), record.entry.revision.clone());
+        write_lock(&self.staged).insert(id, staged::Staged { record, since: std::time::Instant::now() });
+        Ok(())
+    }
+
+    /// Removes the staged record of `key` at `revision` (an abort, or a resolution that
+    /// discards it); nothing when there is none.
+    pub async fn unstage(&self, key: &RuleKey, revision: &Revision) -> Result<(), StoreError> {
+        let id = (key.clone(), revision.clone());
+        if !read_lock(&self.staged).contains_key(&id) {
+            return Ok(());
+        }
+        self.committer.write(vec![KvOp::Delete { key: staged::staged_key(key, revision) }]).await?;
+        write_lock(&self.staged).remove(&id);
+        self.changes_tx.send_modify(|v| *v = v.wrapping_add(1));
+        Ok(())
+    }
+
+    /// An abort from the main: removes the staged record of `key` at `revision` and remembers
+    /// it (in memory, the last [`ABORTS_REMEMBERED`]), so a prepare of it that arrives later is
+    /// refused. After a restart none can arrive: the connection that carried it is gone.
+    pub async fn abort_stage(&self, key: &RuleKey, revision: &Revision) -> Result<(), StoreError> {
+        {
+            let mut aborted = self.aborted.lock().unwrap_or_else(|p| p.into_inner());
+            if aborted.len() >= ABORTS_REMEMBERED {
+                aborted.pop_front();
+            }
+            aborted.push_back((key.clone(), revision.clone()));
+        }
+        self.unstage(key, revision).await
+    }
+
+    /// Every staged record, oldest key first.
+    pub fn staged(&self) -> Vec<staged::Staged> {
+        read_lock(&self.staged).values().cloned().collect()
+    }
+
+    /// Whether `key` has a staged record newer than its stored entry: a write whose commit may
+    /// still be on its way.
+    pub fn has_pending_stage(&self, key: &RuleKey) -> bool {
+        let stored = self.entry_meta(key).map(|m| m.revision);
+        read_lock(&self.staged)
+            .range((key.clone(), Revision::zero())..)
+            .take_while(|((k, _), _)| k == key)
+            .any(|((_, revision), _)| stored.as_ref().is_none_or(|s| revision > s))
+    }
+
+    /// Waits, up to `bound`, until `key` has no staged record newer than its entry: a read on a
+    /// peer right after the main answered a prepared write sees it once its commit notice
+    /// landed (a moment later). Past the bound (the commit is lost with its main, and the
+    /// resolution has not run yet) the read serves what is stored. True when settled.
+    pub async fn wait_staged_settled(&self, key: &RuleKey, bound: std::time::Duration) -> bool {
+        let mut changes = self.subscribe();
+        let deadline = tokio::time::Instant::now() + bound;
+        while self.has_pending_stage(key) {
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return false,
+            }
+        }
+        true
     }
 
     /// A counter that moves after every successful commit.
@@ -344,6 +472,20 @@ async fn blocking<T: Send + 'static>(
         return tokio::task::block_in_place(work);
     }
     tokio::task::spawn_blocking(work).await?
+}
+
+/// The staged records of `key` at or below `revision`.
+fn staged_ids(
+    staged: &BTreeMap<(RuleKey, Revision), staged::Staged>,
+    key: &RuleKey,
+    revision: &Revision,
+) -> Vec<(RuleKey, Revision)> {
+    staged
+        .range((key.clone(), Revision::zero())..)
+        .take_while(|((k, _), _)| k == key)
+        .filter(|((_, r), _)| r <= revision)
+        .map(|(id, _)| id.clone())
+        .collect()
 }
 
 fn read_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

@@ -45,7 +45,7 @@ pub use apply_status::{Phase, StatusAnswer, StatusQuery};
 // workflow, shared with the scan.
 use crate::compile_pool::{compile_new_off_thread, compile_off_thread};
 use crate::runtime::loaded_rule;
-pub use peers::{NoPeers, Peers, SuspendVote};
+pub use peers::{CommitOutcome, NoPeers, Peers, PersistFuture, SuspendVote};
 
 use apply_status::{ApplyLog, Durable};
 use error::{PersistError, ReplicatedError};
@@ -248,6 +248,26 @@ impl Workflow {
             }
         }
         Ok(self.store.commit(change).await?)
+    }
+
+    /// Persists `change` (which writes `entry`) and tells the peers, through [`Peers::commit`]
+    /// (with `commit_replicas`, the peers stage the entry while it is persisted here). Returns
+    /// how many peers confirmed, or the operator's answer when nothing was persisted here.
+    async fn commit(&self, change: Change, entry: &RuleEntry, prior: &Prior) -> Result<usize, Outcome> {
+        let key = &entry.key;
+        match self.peers.commit(entry, prior.last_revision.as_ref(), Box::pin(self.persist(change))).await {
+            CommitOutcome::Committed { confirmed } => Ok(confirmed),
+            CommitOutcome::Failed { error, withdrawn: true } => {
+                Err(Outcome::new(ApplyStatus::PersistFailed, format!("{key} not persisted, nothing changed: {error}")))
+            }
+            CommitOutcome::Failed { error, withdrawn: false } => Err(Outcome::new(
+                ApplyStatus::PersistUncertain,
+                format!(
+                    "{key} not persisted on the main ({error}), and a peer did not confirm dropping its staged copy: \
+                     the write is withdrawn when that peer asks this node, but applied if this node is lost first"
+                ),
+            )),
+        }
     }
 
     /// Suspends locally (SELF) and then every peer. On refusal everything is resumed and the

@@ -114,6 +114,9 @@ impl ScriptedHandler {
             },
             BusRequest::QueryMetrics { .. } => BusResponse::MetricSeries { metrics: vec![], series: vec![] },
             BusRequest::ListMetrics => BusResponse::MetricList { metrics: vec![] },
+            BusRequest::Prepare { .. } => BusResponse::Staged,
+            BusRequest::Abort { .. } => BusResponse::Ack,
+            BusRequest::ResolveStaged { .. } => BusResponse::StagedFate { fate: crate::rules::staged::Fate::NotCommitted },
         }
     }
 }
