@@ -2,10 +2,10 @@
 //!
 //! The decision is [`merge::on_notice`]; this module carries it out. A carried entry is applied
 //! through the workflow's single write path ([`Workflow::apply_replicated`]) and the scan is
-//! poked to load it. A notice that shows a gap (this node's revision for the key is not the one
-//! the notice says preceded the commit) also asks the sync worker to pull everything newer from
-//! the sender; a notice without its entry asks the sync worker to fetch that key and waits for
-//! it, bounded. The answer is `Ack` once this node holds the committed revision.
+//! poked to load that key only (`Scanner::poke_keys`). A notice that shows a gap (this node's
+//! revision for the key is not the one the notice says preceded the commit) also asks the sync
+//! worker to pull everything newer from the sender; a notice without its entry asks the sync
+//! worker to fetch that key and waits for it, bounded. The answer is `Ack` once this node holds the committed revision.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,7 +64,7 @@ impl NoticeReceiver {
                 if let Err(message) = self.workflow.apply_replicated(vec![entry]).await {
                     return BusResponse::Error { message: message.to_string() };
                 }
-                self.scanner.poke();
+                self.scanner.poke_keys([key.clone()]);
                 if plan == NoticePlan::ApplyThenSync {
                     // Also seen when notices to this node overtake each other (the main answers at
                     // its first `commit_replicas` confirmations): debug, the pull logs what it
@@ -79,7 +79,7 @@ impl NoticeReceiver {
                     return BusResponse::Error { message: format!("{key}: pull queue full; the periodic sync covers it") };
                 }
                 match tokio::time::timeout(self.pull_wait, done_rx).await {
-                    Ok(Ok(Ok(_))) => self.scanner.poke(),
+                    Ok(Ok(Ok(_))) => self.scanner.poke_keys([key.clone()]),
                     Ok(Ok(Err(e))) => return BusResponse::Error { message: format!("{key}: {e}") },
                     Ok(Err(_)) => return BusResponse::Error { message: format!("{key}: the sync worker stopped") },
                     Err(_) => return BusResponse::Error { message: format!("{key}: pull not done within {:?}", self.pull_wait) },
