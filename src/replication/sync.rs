@@ -285,8 +285,15 @@ impl Worker for SyncWorker {
                 self.syncer.resolve_staged().await;
             }
             Some(SyncReason::ViewChanged) => {
-                let filter = DigestFilter { mine: &self.published, pulled_against: &mut self.pulled_against };
-                self.syncer.sync_once(Some(filter)).await;
+                // Writes prepared here and not yet committed make the main's digest differ from
+                // this node's for a moment: their commit notices are on their way, and a pull now
+                // would fetch the same entries. A real gap is still caught by the next notice
+                // (it names the revision it follows) and by the interval's sync.
+                let in_flight = self.syncer.store.has_staged_younger_than(self.syncer.cluster.settings.replica_deadline);
+                if !in_flight {
+                    let filter = DigestFilter { mine: &self.published, pulled_against: &mut self.pulled_against };
+                    self.syncer.sync_once(Some(filter)).await;
+                }
                 self.syncer.resolve_staged().await;
             }
             Some(SyncReason::Pull(request)) => {

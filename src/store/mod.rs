@@ -296,6 +296,11 @@ impl Store {
         self.unstage(key, revision).await
     }
 
+    /// Whether a staged record younger than `age` is still waiting for its commit.
+    pub fn has_staged_younger_than(&self, age: std::time::Duration) -> bool {
+        read_lock(&self.staged).values().any(|staged| staged.since.elapsed() < age)
+    }
+
     /// Every staged record, oldest key first.
     pub fn staged(&self) -> Vec<staged::Staged> {
         read_lock(&self.staged).values().cloned().collect()
