@@ -177,6 +177,13 @@ impl Store {
     /// Writes `change` atomically and durably, then updates the caches. Concurrent changes are
     /// written together in one synced batch, each answered once that batch is durable.
     pub async fn commit(&self, change: Change) -> Result<(), StoreError> {
+        self.commit_with(change, true).await
+    }
+
+    /// Writes `change` atomically; unsynced when `sync` is false (then a crash may lose it:
+    /// only for a change whose every entry is also held durably as a staged record, which the
+    /// same batch removes, so a lost batch leaves that record for the resolution to apply).
+    pub async fn commit_with(&self, change: Change, sync: bool) -> Result<(), StoreError> {
         let mut ops = Vec::with_capacity(change.entries.len() + change.measures.len());
         for entry in &change.entries {
             let key = keys::rule_key(&entry.key);
@@ -203,7 +210,7 @@ impl Store {
         for (key, revision) in &unstaged {
             ops.push(KvOp::Delete { key: staged::staged_key(key, revision) });
         }
-        self.committer.write(ops).await?;
+        self.committer.write_with(ops, sync).await?;
         if !unstaged.is_empty() {
             let mut staged = write_lock(&self.staged);
             for id in &unstaged {
@@ -263,9 +270,14 @@ impl Store {
             return Err(StoreError::Aborted { key: id.0, revision: id.1 });
         }
         let key = staged::staged_key(&record.entry.key, &record.entry.revision);
-        self.committer.write(vec![KvOp::Put { key, value: staged::encode(&record)? }]).await?;
-        let id = (record.entry.key.clone(), record.entry.revision.clone());
-        write_lock(&self.staged).insert(id, staged::Staged { record, since: std::time::Instant::now() });
+        let value = staged::encode(&record)?;
+        // In the map before the write is queued: a commit of the entry queued meanwhile then
+        // deletes the record in its own batch, which the committer writes after this one.
+        write_lock(&self.staged).insert(id.clone(), staged::Staged { record, since: std::time::Instant::now() });
+        if let Err(e) = self.committer.write(vec![KvOp::Put { key, value }]).await {
+            write_lock(&self.staged).remove(&id);
+            return Err(e.into());
+        }
         Ok(())
     }
 
@@ -294,6 +306,11 @@ impl Store {
             aborted.push_back((key.clone(), revision.clone()));
         }
         self.unstage(key, revision).await
+    }
+
+    /// Whether `key` at exactly `revision` is staged here.
+    pub fn is_staged(&self, key: &RuleKey, revision: &Revision) -> bool {
+        read_lock(&self.staged).contains_key(&(key.clone(), revision.clone()))
     }
 
     /// Whether a staged record younger than `age` is still waiting for its commit.

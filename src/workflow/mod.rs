@@ -352,7 +352,11 @@ impl Workflow {
             timer.mark("compile");
             let inactive = entry.status == EntryStatus::Inactive;
             let live = entry.is_live();
-            if let Err(source) = self.store.commit(Change { entries: vec![entry], ..Change::default() }).await {
+            // The commit of a prepare: the staged record is durable already and this batch
+            // removes it, so the batch need not be synced (lost in a crash, the record is still
+            // there and its resolution applies it). The second fsync of a replicated write saved.
+            let sync = !self.store.is_staged(&key, &entry.revision);
+            if let Err(source) = self.store.commit_with(Change { entries: vec![entry], ..Change::default() }, sync).await {
                 return Err(ReplicatedError::Store { key, source });
             }
             timer.mark("commit");
