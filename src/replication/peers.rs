@@ -325,6 +325,24 @@ mod tests {
     use crate::ids::{Catalog, ContentHash, RuleName};
     use crate::store::EntryStatus;
 
+    #[test]
+    fn a_prepare_answer_tells_staged_provably_not_staged_and_unknown_apart() {
+        use crate::bus::BusError;
+        let to = NodeId("n2".into());
+        let cases = [
+            (Ok(BusResponse::Staged), Prepared::Staged),
+            (Ok(BusResponse::Error { message: "aborted".into() }), Prepared::Refused),
+            (Err(BusError::Unreachable { to: to.clone(), reason: "refused".into() }), Prepared::Refused),
+            // The call may have landed: only a confirmed abort rules a staged copy out.
+            (Err(BusError::Timeout { to: to.clone(), after: std::time::Duration::from_secs(1) }), Prepared::Unknown),
+            (Err(BusError::Transport { to: to.clone(), reason: "reset".into() }), Prepared::Unknown),
+            (Err(BusError::Dropped { to: to.clone(), request: "prepare" }), Prepared::Unknown),
+        ];
+        for (answer, expected) in cases {
+            assert_eq!(Prepared::of(&answer), expected, "{answer:?}");
+        }
+    }
+
     #[tokio::test]
     async fn confirmations_return_at_the_first_required_peers_without_waiting_for_the_slowest() {
         let (slow_tx, slow_rx) = tokio::sync::oneshot::channel::<()>();
