@@ -54,12 +54,12 @@ async fn a_prepared_write_is_staged_then_committed_on_every_peer() {
     let (code, json) = cluster.node(1).push("otel-rules", "pc", &rule("pc", 1), &[]).await;
     assert_eq!(code, 200, "{json}");
     assert!(json["message"].as_str().is_some_and(|m| m.ends_with("held by 1 peer(s), 1 required")), "{json}");
-    phase(s, "each peer got one prepare and one commit notice, serves the entry, and keeps no staged record");
-    for (p, (prepares, notices)) in (2..=3).zip(before) {
-        wait_until(WAIT, &format!("n{p} got the prepare and the commit"), || async {
-            delivered(&cluster, 1, p, "prepare") == prepares + 1 && delivered(&cluster, 1, p, "notify_committed") == notices + 1
-        })
-        .await;
+    phase(s, "one peer was prepared (both only if the first was slow), each got the commit, serves the entry, keeps no staged record");
+    let prepared: u64 = (2..=3).zip(&before).map(|(p, (prepares, _))| delivered(&cluster, 1, p, "prepare") - prepares).sum();
+    assert!((1..=2).contains(&prepared), "{prepared} prepares");
+    for (p, (_, notices)) in (2..=3).zip(before) {
+        wait_until(WAIT, &format!("n{p} got the commit"), || async { delivered(&cluster, 1, p, "notify_committed") == notices + 1 })
+            .await;
         cluster.wait_rule(p, "pc", &rule("pc", 1)).await;
         wait_until(WAIT, &format!("n{p} released its staged record"), || async { staged_count(&cluster, p) == 0 }).await;
     }

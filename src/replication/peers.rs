@@ -145,15 +145,38 @@ impl ClusterPeers {
     async fn prepare_and_commit(&self, entry: &RuleEntry, previous: Option<&Revision>, persist: PersistFuture<'_>) -> CommitOutcome {
         let required = self.cluster.settings.commit_replicas;
         let timeout = self.cluster.settings.replica_deadline;
+        let hedge = timeout / PREPARE_HEDGE_DIVISOR;
+        let (done_tx, done_rx) = tokio::sync::watch::channel(false);
         let mut prepares: tokio::task::JoinSet<(Member, Prepared)> = tokio::task::JoinSet::new();
-        for peer in self.cluster.view().live_peers().cloned() {
+        let peers: Vec<Member> = self.cluster.view().live_peers().cloned().collect();
+        for (rank, peer) in prepare_order(peers, &entry.key).into_iter().enumerate() {
             let cluster = self.cluster.clone();
             let request = BusRequest::Prepare { entry: entry.clone(), sender: cluster.self_id().clone() };
+            let mut done_rx = done_rx.clone();
             prepares.spawn(async move {
+                // The first `required` peers are prepared at once; the others only if those
+                // have not all confirmed within the hedge (each staging is an fsync on a peer).
+                if rank >= required {
+                    tokio::select! {
+                        _ = tokio::time::sleep(hedge) => {}
+                        _ = done_rx.wait_for(|done| *done) => {}
+                    }
+                    if *done_rx.borrow() {
+                        return (peer, Prepared::Refused);
+                    }
+                }
                 let answer = cluster.call(&peer, request, timeout).await;
                 (peer, Prepared::of(&answer))
             });
         }
+        let persist = async {
+            let persisted = persist.await;
+            if persisted.is_err() {
+                // Nothing more to prepare: the hedged prepares are not sent.
+                done_tx.send_replace(true);
+            }
+            persisted
+        };
         let mut answered: Vec<(Member, Prepared)> = Vec::new();
         let (persisted, ()) = tokio::join!(persist, async {
             while answered.iter().filter(|(_, p)| *p == Prepared::Staged).count() < required {
@@ -164,6 +187,7 @@ impl ClusterPeers {
                 }
             }
         });
+        done_tx.send_replace(true);
         let confirmed = answered.iter().filter(|(_, p)| *p == Prepared::Staged).count();
         match persisted {
             Ok(()) => {
@@ -248,6 +272,21 @@ impl ClusterPeers {
     }
 }
 
+/// The hedge before the other peers are prepared: `replica_deadline` / this (50 ms by default).
+const PREPARE_HEDGE_DIVISOR: u32 = 100;
+
+/// The order in which peers are prepared for `key`: by node id, rotated by a hash of the key, so
+/// the stagings of different files spread over the peers while one file's go to the same ones.
+fn prepare_order(mut peers: Vec<Member>, key: &RuleKey) -> Vec<Member> {
+    peers.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+    if !peers.is_empty() {
+        let hash = key.to_string().bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        let len = peers.len();
+        peers.rotate_left((hash % len as u64) as usize);
+    }
+    peers
+}
+
 /// What a peer's answer to a prepare says about its staged copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Prepared {
@@ -324,6 +363,20 @@ mod tests {
     use super::*;
     use crate::ids::{Catalog, ContentHash, RuleName};
     use crate::store::EntryStatus;
+
+    #[test]
+    fn each_file_prepares_its_own_peers_first_and_files_spread_over_the_peers() {
+        let member = |id: &str| Member::new(NodeId(id.into()), 1, true, Default::default());
+        let key = |n: &str| RuleKey::new(Catalog::OtelRules, RuleName::parse(n).expect("name"));
+        let ids = |peers: Vec<Member>| peers.into_iter().map(|m| m.node_id.0).collect::<Vec<_>>();
+        let first = ids(prepare_order(vec![member("n3"), member("n2")], &key("a")));
+        assert_eq!(first, ids(prepare_order(vec![member("n2"), member("n3")], &key("a"))), "same order whatever the view's order");
+        assert_eq!(first.len(), 2);
+        let firsts: std::collections::BTreeSet<String> =
+            (0..16).map(|n| ids(prepare_order(vec![member("n2"), member("n3")], &key(&format!("f{n}"))))[0].clone()).collect();
+        assert_eq!(firsts.len(), 2, "16 files do not all start with the same peer");
+        assert!(prepare_order(Vec::new(), &key("a")).is_empty());
+    }
 
     #[test]
     fn a_prepare_answer_tells_staged_provably_not_staged_and_unknown_apart() {
