@@ -393,12 +393,21 @@ fn parse_revision(text: &str) -> Option<(u64, u32, String)> {
 /// from HOTRULE_CHAOS_ROUNDS (default 100) and HOTRULE_CHAOS_SEED.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_rounds_lose_no_acknowledged_write() {
-    let s = "chaos";
+    chaos("chaos", 0).await;
+}
+
+/// The same rounds with `commit_replicas` 1: writes go through prepare/commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_rounds_with_prepare_commit_lose_no_acknowledged_write() {
+    chaos("chaos-prepared", 1).await;
+}
+
+async fn chaos(s: &str, commit_replicas: usize) {
     let rounds: usize = std::env::var("HOTRULE_CHAOS_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
     let seed: u64 = std::env::var("HOTRULE_CHAOS_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_1234);
     let deadline = Instant::now() + Duration::from_secs(240);
     let mut rng = Rng(seed | 1);
-    let mut cluster = TestCluster::start(3).await;
+    let mut cluster = TestCluster::start_with(3, commit_replicas).await;
     let keys = ["k0", "k1", "k2", "k3", "k4"];
     // Every acknowledged write: (key, revision, content hash).
     let mut acked: Vec<(String, (u64, u32, String), String)> = Vec::new();
