@@ -4,6 +4,8 @@
 //! each scenario is a sequence of logged phases.
 
 mod harness;
+#[path = "cluster/prepare_commit.rs"]
+mod prepare_commit;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -391,12 +393,21 @@ fn parse_revision(text: &str) -> Option<(u64, u32, String)> {
 /// from HOTRULE_CHAOS_ROUNDS (default 100) and HOTRULE_CHAOS_SEED.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_rounds_lose_no_acknowledged_write() {
-    let s = "chaos";
+    chaos("chaos", 0).await;
+}
+
+/// The same rounds with `commit_replicas` 1: writes go through prepare/commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_rounds_with_prepare_commit_lose_no_acknowledged_write() {
+    chaos("chaos-prepared", 1).await;
+}
+
+async fn chaos(s: &str, commit_replicas: usize) {
     let rounds: usize = std::env::var("HOTRULE_CHAOS_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
     let seed: u64 = std::env::var("HOTRULE_CHAOS_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed_1234);
     let deadline = Instant::now() + Duration::from_secs(240);
     let mut rng = Rng(seed | 1);
-    let mut cluster = TestCluster::start(3).await;
+    let mut cluster = TestCluster::start_with(3, commit_replicas).await;
     let keys = ["k0", "k1", "k2", "k3", "k4"];
     // Every acknowledged write: (key, revision, content hash).
     let mut acked: Vec<(String, (u64, u32, String), String)> = Vec::new();
@@ -603,11 +614,23 @@ fn bus_delta(
     before.iter().zip(after).map(|(b, a)| (a.0, a.1, a.2 - b.2, a.3 - b.3)).collect()
 }
 
+/// Waits until each of the peers 2 and 3 got one commit notice more than in `before`.
+async fn wait_notices(cluster: &TestCluster, before: &[(usize, &'static str, u64, u64)]) {
+    for peer in 2..=3 {
+        let sent = before.iter().find(|b| b.0 == peer && b.1 == "notify_committed").map_or(0, |b| b.2);
+        wait_until(WAIT, &format!("n{peer} got the commit notice"), || async {
+            delivered(cluster, 1, peer, "notify_committed") > sent
+        })
+        .await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_healthy_commit_reaches_each_peer_in_one_bus_message() {
     let s = "one message";
-    // Two confirmations required: the answer comes only once both peers hold the commit, so the
-    // counts read after the answer are complete.
+    // Two confirmations required: the answer comes only once both peers staged the entry (a
+    // prepare, counted apart below); its commit notice follows the answer, so the counts are read
+    // once each peer got it.
     let cluster = TestCluster::start_with(3, 2).await;
     for i in 1..=3 {
         wait_until(WAIT, &format!("n{i} caught up"), || async { cluster.status(i).await["agentConfigsServed"] == true }).await;
@@ -617,6 +640,7 @@ async fn a_healthy_commit_reaches_each_peer_in_one_bus_message() {
     let (code, json) = cluster.node(1).push("otel-rules", "one", &rule("one", 1), &[]).await;
     assert_eq!((code, json["applyStatus"].as_str()), (200, Some("structural_applied")), "{json}");
     assert!(json["message"].as_str().is_some_and(|m| m.ends_with("held by 2 peer(s), 2 required")), "{json}");
+    wait_notices(&cluster, &before).await;
     let delta = bus_delta(&before, &bus_counts(&cluster));
     for peer in 2..=3 {
         let expected = [
@@ -630,12 +654,17 @@ async fn a_healthy_commit_reaches_each_peer_in_one_bus_message() {
         assert_eq!(got, expected, "structural commit, n{peer}");
     }
 
-    phase(s, "a filter-only change: exactly one bus message to each peer, the notice");
+    phase(s, "a filter-only change: exactly one bus message to each peer, the notice (and the prepare before it)");
     let before = bus_counts(&cluster);
+    let prepares_before: Vec<u64> = (2..=3).map(|p| delivered(&cluster, 1, p, "prepare")).collect();
     let (code, json) = cluster.node(1).push("otel-rules", "one", &rule("one", 2), &[]).await;
     assert_eq!((code, json["applyStatus"].as_str()), (200, Some("filter_only_applied")), "{json}");
     assert!(json["message"].as_str().is_some_and(|m| m.ends_with("held by 2 peer(s), 2 required")), "{json}");
+    wait_notices(&cluster, &before).await;
     let delta = bus_delta(&before, &bus_counts(&cluster));
+    for (peer, prepares) in (2..=3).zip(prepares_before) {
+        assert_eq!(delivered(&cluster, 1, peer, "prepare"), prepares + 1, "n{peer}: one prepare");
+    }
     for peer in 2..=3 {
         let sent: u64 = delta.iter().filter(|d| d.0 == peer).map(|d| d.2).sum();
         let asked: u64 = delta.iter().filter(|d| d.0 == peer).map(|d| d.3).sum();

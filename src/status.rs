@@ -73,6 +73,9 @@ pub enum ApplyStatus {
     // 500
     ApplyFailed,
     PersistFailed,
+    /// Not persisted on the main, but a peer it prepared may still hold a staged copy (its abort
+    /// was not confirmed): the write may yet appear (docs/consistency.md, prepare/commit).
+    PersistUncertain,
     CommitDeferred,
     TeardownDeferred,
     InactivateFailed,
@@ -137,6 +140,7 @@ impl ApplyStatus {
             NotReady => "not_ready",
             ApplyFailed => "apply_failed",
             PersistFailed => "persist_failed",
+            PersistUncertain => "persist_uncertain",
             CommitDeferred => "commit_deferred",
             TeardownDeferred => "teardown_deferred",
             InactivateFailed => "inactivate_failed",

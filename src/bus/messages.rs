@@ -18,7 +18,8 @@ use crate::store::{EntryStatus, RuleEntry};
 /// Version 2: `View` added, and calls carry a nonce and signed answers (see `auth`), and
 /// `NotifyCommitted` carries the committed entry and the revision it follows. Version 2 has not
 /// been released with the shorter `NotifyCommitted`, so both changes share one version.
-/// The metric-query messages (`QueryMetrics`, `ListMetrics` and their answers) are appended
+/// The metric-query messages (`QueryMetrics`, `ListMetrics` and their answers) and the
+/// prepare/commit ones (`Prepare`, `Abort`, `ResolveStaged`, `Staged`, `StagedFate`) are appended
 /// variants: bincode writes a variant's index, so every earlier message encodes as before, and a
 /// node without them refuses only them (an undecodable call), which the asker counts as no answer.
 pub const BUS_FORMAT_VERSION: u8 = 2;
@@ -198,6 +199,15 @@ pub enum BusRequest {
     RollDigest,
     /// The roll records of `keys` (encoded). → `Rolls`
     FetchRolls { keys: Vec<RuleKey> },
+    /// Stage `entry` durably without applying it: the main is writing it at the same time
+    /// (prepare/commit, `cluster.commit_replicas` > 0). Its commit is the `NotifyCommitted` that
+    /// follows; `Abort` withdraws it. → `Staged` once the staged record is synced.
+    Prepare { entry: RuleEntry, sender: NodeId },
+    /// The main's own write of a prepared entry failed: drop the staged record, and refuse a
+    /// prepare of it that arrives later. → `Ack`
+    Abort { key: RuleKey, revision: Revision, sender: NodeId },
+    /// What became of a write this node prepared? → `StagedFate`
+    ResolveStaged { key: RuleKey, revision: Revision },
 }
 
 impl BusRequest {
@@ -217,6 +227,9 @@ impl BusRequest {
             BusRequest::RollNotice { .. } => "roll_notice",
             BusRequest::RollDigest => "roll_digest",
             BusRequest::FetchRolls { .. } => "fetch_rolls",
+            BusRequest::Prepare { .. } => "prepare",
+            BusRequest::Abort { .. } => "abort",
+            BusRequest::ResolveStaged { .. } => "resolve_staged",
         }
     }
 }
@@ -273,6 +286,10 @@ pub enum BusResponse {
     Rolls {
         records: Vec<Vec<u8>>,
     },
+    /// The answer to `Prepare`: the entry is staged durably (or already held).
+    Staged,
+    /// The answer to `ResolveStaged`.
+    StagedFate { fate: crate::rules::staged::Fate },
 }
 
 impl BusResponse {
@@ -291,6 +308,8 @@ impl BusResponse {
             BusResponse::MetricList { .. } => "metric_list",
             BusResponse::RollDigestReply { .. } => "roll_digest_reply",
             BusResponse::Rolls { .. } => "rolls",
+            BusResponse::Staged => "staged",
+            BusResponse::StagedFate { .. } => "staged_fate",
         }
     }
 }

@@ -109,7 +109,7 @@ pub fn status_code(status: ApplyStatus) -> StatusCode {
         ClusterViewSplit => StatusCode::MISDIRECTED_REQUEST,
         ForwardFailed => StatusCode::BAD_GATEWAY,
         StorageUnavailable | NotReady => StatusCode::SERVICE_UNAVAILABLE,
-        ApplyFailed | PersistFailed | CommitDeferred | TeardownDeferred | InactivateFailed | DeleteFailed
+        ApplyFailed | PersistFailed | PersistUncertain | CommitDeferred | TeardownDeferred | InactivateFailed | DeleteFailed
         | RevertToBundledFailed | ListFailed | DumpFailed => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

@@ -28,6 +28,9 @@ struct Served {
     update_time: u64,
 }
 
+/// How long a read of one rule waits for a staged write of it to be committed or withdrawn.
+const STAGED_READ_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub async fn get_rule(State(state): State<Arc<AdminState>>, headers: HeaderMap, raw: RawQuery) -> Response {
     let params = match Params::from(raw) {
         Ok(p) => p,
@@ -48,6 +51,8 @@ pub async fn get_rule(State(state): State<Arc<AdminState>>, headers: HeaderMap, 
     };
     let mut served = None;
     if use_runtime {
+        // A write the main answered may still be staged here, its commit notice on its way.
+        state.store.wait_staged_settled(&key, STAGED_READ_WAIT).await;
         match state.store.get_entry(&key).await {
             Ok(Some(entry)) if entry.is_live() => {
                 served = Some(Served {

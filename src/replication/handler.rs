@@ -85,12 +85,31 @@ impl NodeBusHandler {
     }
 }
 
+impl NodeBusHandler {
+    /// A prepare: stage the entry durably unless this node already holds it (its commit came
+    /// first) or its abort did.
+    async fn stage(&self, entry: crate::store::RuleEntry, sender: crate::ids::NodeId) -> BusResponse {
+        if self.store.entry_meta(&entry.key).is_some_and(|m| m.revision >= entry.revision) {
+            return BusResponse::Staged;
+        }
+        let (key, revision) = (entry.key.clone(), entry.revision.clone());
+        match self.store.stage(crate::store::staged::StagedRecord { entry, sender }).await {
+            Ok(()) => BusResponse::Staged,
+            Err(e) => BusResponse::Error { message: format!("staging {key} at {revision}: {e}") },
+        }
+    }
+}
+
 impl BusHandler for NodeBusHandler {
     fn handle<'a>(&'a self, request: BusRequest) -> BoxFuture<'a, BusResponse> {
         Box::pin(async move {
             let me = self.cluster.self_id().clone();
             match request {
-                BusRequest::Forward { sender, .. } | BusRequest::Suspend { sender, .. } | BusRequest::Resume { sender, .. }
+                BusRequest::Forward { sender, .. }
+                | BusRequest::Suspend { sender, .. }
+                | BusRequest::Resume { sender, .. }
+                | BusRequest::Prepare { sender, .. }
+                | BusRequest::Abort { sender, .. }
                     if sender == me =>
                 {
                     BusResponse::Error { message: format!("self-loop from {sender} dropped") }
@@ -146,6 +165,18 @@ impl BusHandler for NodeBusHandler {
                 }
                 BusRequest::RollDigest => super::rolls::roll_digest(&self.store).await,
                 BusRequest::FetchRolls { keys } => super::rolls::fetch_rolls(&self.store, keys).await,
+                BusRequest::Prepare { entry, sender } => self.stage(entry, sender).await,
+                BusRequest::Abort { key, revision, .. } => match self.store.abort_stage(&key, &revision).await {
+                    Ok(()) => BusResponse::Ack,
+                    Err(e) => BusResponse::Error { message: format!("abort of {key} at {revision}: {e}") },
+                },
+                BusRequest::ResolveStaged { key, revision } => {
+                    // The lock first: a write that finishes between the two reads is then seen
+                    // as held, never as "not written and not writing".
+                    let guard = self.locks.try_lock(&key);
+                    let holds = self.store.entry_meta(&key).is_some_and(|m| m.revision >= revision);
+                    BusResponse::StagedFate { fate: crate::rules::staged::fate(holds, guard.is_none()) }
+                }
             }
         })
     }

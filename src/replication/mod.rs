@@ -19,6 +19,7 @@ pub mod notices;
 pub mod peers;
 pub mod pulls;
 pub mod rolls;
+pub mod staging;
 pub mod sync;
 
 use std::sync::Arc;

@@ -2,10 +2,10 @@
 //!
 //! The decision is [`merge::on_notice`]; this module carries it out. A carried entry is applied
 //! through the workflow's single write path ([`Workflow::apply_replicated`]) and the scan is
-//! poked to load it. A notice that shows a gap (this node's revision for the key is not the one
-//! the notice says preceded the commit) also asks the sync worker to pull everything newer from
-//! the sender; a notice without its entry asks the sync worker to fetch that key and waits for
-//! it, bounded. The answer is `Ack` once this node holds the committed revision.
+//! poked to load that key only (`Scanner::poke_keys`). A notice that shows a gap (this node's
+//! revision for the key is not the one the notice says preceded the commit) also asks the sync
+//! worker to pull everything newer from the sender; a notice without its entry asks the sync
+//! worker to fetch that key and waits for it, bounded. The answer is `Ack` once this node holds the committed revision.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,12 +54,17 @@ impl NoticeReceiver {
         let stored = self.store.entry_meta(&key).map(|m| m.revision);
         let plan = merge::on_notice(stored.as_ref(), previous.as_ref(), &revision, entry.is_some());
         match (plan, entry) {
-            (NoticePlan::AlreadyHeld, _) => return BusResponse::Ack,
+            (NoticePlan::AlreadyHeld, _) => {
+                if let Err(e) = self.store.release_staged(&key, &revision).await {
+                    tracing::warn!(rule = %key, error = %e, "staged record not removed; its resolution removes it");
+                }
+                return BusResponse::Ack;
+            }
             (NoticePlan::Apply | NoticePlan::ApplyThenSync, Some(entry)) => {
                 if let Err(message) = self.workflow.apply_replicated(vec![entry]).await {
                     return BusResponse::Error { message: message.to_string() };
                 }
-                self.scanner.poke();
+                self.scanner.poke_keys([key.clone()]);
                 if plan == NoticePlan::ApplyThenSync {
                     // Also seen when notices to this node overtake each other (the main answers at
                     // its first `commit_replicas` confirmations): debug, the pull logs what it
@@ -74,7 +79,7 @@ impl NoticeReceiver {
                     return BusResponse::Error { message: format!("{key}: pull queue full; the periodic sync covers it") };
                 }
                 match tokio::time::timeout(self.pull_wait, done_rx).await {
-                    Ok(Ok(Ok(_))) => self.scanner.poke(),
+                    Ok(Ok(Ok(_))) => self.scanner.poke_keys([key.clone()]),
                     Ok(Ok(Err(e))) => return BusResponse::Error { message: format!("{key}: {e}") },
                     Ok(Err(_)) => return BusResponse::Error { message: format!("{key}: the sync worker stopped") },
                     Err(_) => return BusResponse::Error { message: format!("{key}: pull not done within {:?}", self.pull_wait) },
@@ -82,6 +87,11 @@ impl NoticeReceiver {
             }
         }
         timer.mark("apply");
+        // The commit of a prepare: its staged record is spent (applying the entry removed it
+        // already, unless the entry was held before).
+        if let Err(e) = self.store.release_staged(&key, &revision).await {
+            tracing::warn!(rule = %key, error = %e, "staged record not removed; its resolution removes it");
+        }
         let held = self.store.entry_meta(&key).is_some_and(|m| m.revision >= revision);
         if held { BusResponse::Ack } else { BusResponse::Error { message: format!("{key} at {revision} not held") } }
     }

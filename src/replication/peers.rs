@@ -10,10 +10,11 @@ use crate::bus::messages::{BusRequest, BusResponse, SuspendState};
 use crate::ids::{NodeId, Revision, RuleKey};
 use crate::store::RuleEntry;
 use crate::workflow::peers::BoxFuture;
-use crate::workflow::{Peers, SuspendVote};
+use crate::workflow::{CommitOutcome, Peers, PersistFuture, SuspendVote};
 use crate::worker::JobQueue;
 
 use super::Cluster;
+use crate::cluster::view::Member;
 use super::notice_order::NoticeOrder;
 
 pub struct ClusterPeers {
@@ -85,44 +86,29 @@ impl Peers for ClusterPeers {
 
     fn notify_committed<'a>(&'a self, entry: &'a RuleEntry, previous: Option<&'a Revision>) -> BoxFuture<'a, usize> {
         Box::pin(async move {
-            let view = self.cluster.view();
             let required = self.cluster.settings.commit_replicas;
-            let timeout = if required > 0 { self.cluster.settings.replica_deadline } else { self.cluster.settings.sync_timeout };
-            let peers: Vec<_> = view.live_peers().cloned().collect();
-            let request = notice(entry, previous, self.cluster.settings.notice_entry_limit, self.cluster.self_id());
-            let notices = peers.into_iter().map(|peer| {
-                let cluster = self.cluster.clone();
-                let request = request.clone();
-                let order = self.order.clone();
-                // Taken now, in commit order (the iterator is consumed before any await below).
-                let mut ticket = order.enter(&peer.node_id, &entry.key);
-                async move {
-                    // Bounded: behind a hung peer's notice, timeouts must not add up.
-                    let _ = tokio::time::timeout(timeout, ticket.wait_turn()).await;
-                    let held = matches!(cluster.call(&peer, request, timeout).await, Ok(BusResponse::Ack));
-                    order.leave(ticket);
-                    held
-                }
-            });
             if required == 0 {
                 // Best effort and off the answer's path: peers also converge by gossip and scan.
-                let notices: Vec<_> = notices.collect();
-                self.notices.push(Box::pin(async move {
-                    futures_join(notices.into_iter()).await;
-                }));
+                self.notify_in_background(entry, previous);
                 return 0;
             }
-            let mut pending: tokio::task::JoinSet<bool> = tokio::task::JoinSet::new();
-            for notice in notices {
-                pending.spawn(notice);
+            let notices = self.notices_of(entry, previous, self.cluster.settings.replica_deadline);
+            self.await_notices(notices.into_iter(), required).await
+        })
+    }
+
+    fn commit<'a>(&'a self, entry: &'a RuleEntry, previous: Option<&'a Revision>, persist: PersistFuture<'a>) -> BoxFuture<'a, CommitOutcome> {
+        Box::pin(async move {
+            // An entry too large for a notice is not prepared either (a prepare carries it
+            // whole): it commits as before, persisted, then announced, and pulled by the peers.
+            let settings = &self.cluster.settings;
+            if settings.commit_replicas == 0 || entry.content.len() > settings.notice_entry_limit {
+                return match persist.await {
+                    Ok(()) => CommitOutcome::Committed { confirmed: self.notify_committed(entry, previous).await },
+                    Err(error) => CommitOutcome::Failed { error, withdrawn: true },
+                };
             }
-            let confirmed = first_confirmations(&mut pending, required).await;
-            if !pending.is_empty() {
-                // The slower peers' notices finish off the answer's path (dropping the set
-                // would abort them).
-                self.notices.push(Box::pin(async move { while pending.join_next().await.is_some() {} }));
-            }
-            confirmed
+            self.prepare_and_commit(entry, previous, persist).await
         })
     }
 
@@ -164,6 +150,200 @@ impl Peers for ClusterPeers {
                 futures_join(calls.into_iter()).await;
             }));
         })
+    }
+}
+
+impl ClusterPeers {
+    /// Waits for the first `required` of `notices` to confirm and leaves the rest to the
+    /// commit-notice worker.
+    async fn await_notices<F>(&self, notices: impl Iterator<Item = F>, required: usize) -> usize
+    where
+        F: std::future::Future<Output = bool> + Send + 'static,
+    {
+        let mut pending: tokio::task::JoinSet<bool> = tokio::task::JoinSet::new();
+            for notice in notices {
+                pending.spawn(notice);
+            }
+            let confirmed = first_confirmations(&mut pending, required).await;
+            if !pending.is_empty() {
+                // The slower peers' notices finish off the answer's path (dropping the set
+                // would abort them).
+                self.notices.push(Box::pin(async move { while pending.join_next().await.is_some() {} }));
+            }
+        confirmed
+    }
+
+    /// Prepare/commit (docs/consistency.md): the entry goes to every live peer as a prepare
+    /// while `persist` writes it here, so the two synced writes overlap. The answer comes once
+    /// `persist` is done and `commit_replicas` peers staged it (or every prepare ended); then the
+    /// commit notices go out off the answer's path. If `persist` fails, every prepared peer is
+    /// told to abort before the answer, and the answer says whether all of them confirmed.
+    async fn prepare_and_commit(&self, entry: &RuleEntry, previous: Option<&Revision>, persist: PersistFuture<'_>) -> CommitOutcome {
+        let required = self.cluster.settings.commit_replicas;
+        let timeout = self.cluster.settings.replica_deadline;
+        let hedge = timeout / PREPARE_HEDGE_DIVISOR;
+        let (done_tx, done_rx) = tokio::sync::watch::channel(false);
+        let mut prepares: tokio::task::JoinSet<(Member, Prepared)> = tokio::task::JoinSet::new();
+        let peers: Vec<Member> = self.cluster.view().live_peers().cloned().collect();
+        for (rank, peer) in prepare_order(peers, &entry.key).into_iter().enumerate() {
+            let cluster = self.cluster.clone();
+            let request = BusRequest::Prepare { entry: entry.clone(), sender: cluster.self_id().clone() };
+            let mut done_rx = done_rx.clone();
+            prepares.spawn(async move {
+                // The first `required` peers are prepared at once; the others only if those
+                // have not all confirmed within the hedge (each staging is an fsync on a peer).
+                if rank >= required {
+                    tokio::select! {
+                        _ = tokio::time::sleep(hedge) => {}
+                        _ = done_rx.wait_for(|done| *done) => {}
+                    }
+                    if *done_rx.borrow() {
+                        return (peer, Prepared::Refused);
+                    }
+                }
+                let answer = cluster.call(&peer, request, timeout).await;
+                (peer, Prepared::of(&answer))
+            });
+        }
+        let persist = async {
+            let persisted = persist.await;
+            if persisted.is_err() {
+                // Nothing more to prepare: the hedged prepares are not sent.
+                done_tx.send_replace(true);
+            }
+            persisted
+        };
+        let mut answered: Vec<(Member, Prepared)> = Vec::new();
+        let (persisted, ()) = tokio::join!(persist, async {
+            while answered.iter().filter(|(_, p)| *p == Prepared::Staged).count() < required {
+                match prepares.join_next().await {
+                    Some(Ok(answer)) => answered.push(answer),
+                    Some(Err(e)) => tracing::error!(error = %e, "prepare task failed"),
+                    None => break,
+                }
+            }
+        });
+        done_tx.send_replace(true);
+        let confirmed = answered.iter().filter(|(_, p)| *p == Prepared::Staged).count();
+        match persisted {
+            Ok(()) => {
+                // The commit: the notices carry the entry (a staged peer applies it, any other
+                // peer too). The prepares still running finish on the worker.
+                if !prepares.is_empty() {
+                    self.notices.push(Box::pin(async move { while prepares.join_next().await.is_some() {} }));
+                }
+                self.notify_in_background(entry, previous);
+                CommitOutcome::Committed { confirmed }
+            }
+            Err(error) => {
+                while let Some(answer) = prepares.join_next().await {
+                    match answer {
+                        Ok(answer) => answered.push(answer),
+                        Err(e) => tracing::error!(error = %e, "prepare task failed"),
+                    }
+                }
+                let withdrawn = self.abort(entry, answered).await;
+                CommitOutcome::Failed { error, withdrawn }
+            }
+        }
+    }
+
+    /// Tells every peer that may hold a staged copy of `entry` to drop it; true when each of
+    /// them confirmed (or provably holds none).
+    async fn abort(&self, entry: &RuleEntry, answered: Vec<(Member, Prepared)>) -> bool {
+        let timeout = self.cluster.settings.sync_timeout;
+        let aborts = answered.into_iter().filter(|(_, p)| *p != Prepared::Refused).map(|(peer, _)| {
+            let cluster = self.cluster.clone();
+            let request = BusRequest::Abort {
+                key: entry.key.clone(),
+                revision: entry.revision.clone(),
+                sender: cluster.self_id().clone(),
+            };
+            async move {
+                let answer = cluster.call(&peer, request, timeout).await;
+                if !matches!(answer, Ok(BusResponse::Ack)) {
+                    tracing::warn!(peer = %peer.node_id, ?answer, "abort not confirmed; the peer may hold a staged copy");
+                }
+                matches!(answer, Ok(BusResponse::Ack))
+            }
+        });
+        futures_join(aborts).await.into_iter().all(|confirmed| confirmed)
+    }
+
+    /// Sends the commit notices of `entry` to every live peer on the commit-notice worker.
+    fn notify_in_background(&self, entry: &RuleEntry, previous: Option<&Revision>) {
+        let notices = self.notices_of(entry, previous, self.cluster.settings.sync_timeout);
+        self.notices.push(Box::pin(async move {
+            futures_join(notices.into_iter()).await;
+        }));
+    }
+
+    /// The commit notice of `entry` to each live peer, each true once the peer holds it. Each
+    /// notice's turn is taken now, in commit order, so one key's notices reach a peer in order.
+    fn notices_of(
+        &self,
+        entry: &RuleEntry,
+        previous: Option<&Revision>,
+        timeout: std::time::Duration,
+    ) -> Vec<impl std::future::Future<Output = bool> + Send + 'static + use<>> {
+        let request = notice(entry, previous, self.cluster.settings.notice_entry_limit, self.cluster.self_id());
+        self.cluster
+            .view()
+            .live_peers()
+            .cloned()
+            .map(|peer| {
+                let cluster = self.cluster.clone();
+                let request = request.clone();
+                let order = self.order.clone();
+                let mut ticket = order.enter(&peer.node_id, &entry.key);
+                async move {
+                    // Bounded: behind a hung peer's notice, timeouts must not add up.
+                    let _ = tokio::time::timeout(timeout, ticket.wait_turn()).await;
+                    let held = matches!(cluster.call(&peer, request, timeout).await, Ok(BusResponse::Ack));
+                    order.leave(ticket);
+                    held
+                }
+            })
+            .collect()
+    }
+}
+
+/// The hedge before the other peers are prepared: `replica_deadline` / this (50 ms by default).
+const PREPARE_HEDGE_DIVISOR: u32 = 100;
+
+/// The order in which peers are prepared for `key`: by node id, rotated by a hash of the key, so
+/// the stagings of different files spread over the peers while one file's go to the same ones.
+fn prepare_order(mut peers: Vec<Member>, key: &RuleKey) -> Vec<Member> {
+    peers.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+    if !peers.is_empty() {
+        let hash = key.to_string().bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        let len = peers.len();
+        peers.rotate_left((hash % len as u64) as usize);
+    }
+    peers
+}
+
+/// What a peer's answer to a prepare says about its staged copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prepared {
+    /// Staged durably (or already held).
+    Staged,
+    /// Provably holds no staged copy: it answered without staging, or the call never reached it.
+    Refused,
+    /// No answer (timeout, broken connection): it may have staged it.
+    Unknown,
+}
+
+impl Prepared {
+    fn of(answer: &Result<BusResponse, crate::bus::BusError>) -> Prepared {
+        use crate::bus::BusError;
+        match answer {
+            Ok(BusResponse::Staged) => Prepared::Staged,
+            Ok(_) | Err(BusError::Unreachable { .. } | BusError::BadAddress { .. } | BusError::Encode(_) | BusError::TooLarge { .. }) => {
+                Prepared::Refused
+            }
+            Err(_) => Prepared::Unknown,
+        }
     }
 }
 
@@ -219,6 +399,38 @@ mod tests {
     use super::*;
     use crate::ids::{Catalog, ContentHash, RuleName};
     use crate::store::EntryStatus;
+
+    #[test]
+    fn each_file_prepares_its_own_peers_first_and_files_spread_over_the_peers() {
+        let member = |id: &str| Member::new(NodeId(id.into()), 1, true, Default::default());
+        let key = |n: &str| RuleKey::new(Catalog::OtelRules, RuleName::parse(n).expect("name"));
+        let ids = |peers: Vec<Member>| peers.into_iter().map(|m| m.node_id.0).collect::<Vec<_>>();
+        let first = ids(prepare_order(vec![member("n3"), member("n2")], &key("a")));
+        assert_eq!(first, ids(prepare_order(vec![member("n2"), member("n3")], &key("a"))), "same order whatever the view's order");
+        assert_eq!(first.len(), 2);
+        let firsts: std::collections::BTreeSet<String> =
+            (0..16).map(|n| ids(prepare_order(vec![member("n2"), member("n3")], &key(&format!("f{n}"))))[0].clone()).collect();
+        assert_eq!(firsts.len(), 2, "16 files do not all start with the same peer");
+        assert!(prepare_order(Vec::new(), &key("a")).is_empty());
+    }
+
+    #[test]
+    fn a_prepare_answer_tells_staged_provably_not_staged_and_unknown_apart() {
+        use crate::bus::BusError;
+        let to = NodeId("n2".into());
+        let cases = [
+            (Ok(BusResponse::Staged), Prepared::Staged),
+            (Ok(BusResponse::Error { message: "aborted".into() }), Prepared::Refused),
+            (Err(BusError::Unreachable { to: to.clone(), reason: "refused".into() }), Prepared::Refused),
+            // The call may have landed: only a confirmed abort rules a staged copy out.
+            (Err(BusError::Timeout { to: to.clone(), after: std::time::Duration::from_secs(1) }), Prepared::Unknown),
+            (Err(BusError::Transport { to: to.clone(), reason: "reset".into() }), Prepared::Unknown),
+            (Err(BusError::Dropped { to: to.clone(), request: "prepare" }), Prepared::Unknown),
+        ];
+        for (answer, expected) in cases {
+            assert_eq!(Prepared::of(&answer), expected, "{answer:?}");
+        }
+    }
 
     #[tokio::test]
     async fn confirmations_return_at_the_first_required_peers_without_waiting_for_the_slowest() {

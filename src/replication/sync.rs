@@ -206,6 +206,14 @@ impl Syncer {
         }
     }
 
+    /// Resolves the staged records no commit or abort reached (see `staging`).
+    async fn resolve_staged(&self) {
+        let resolved = super::staging::resolve_staged(&self.cluster, &self.store, &self.workflow).await;
+        if resolved.applied > 0 {
+            self.scanner.poke();
+        }
+    }
+
     fn digest(&self) -> String {
         super::rolls::digest(&summaries(&self.store), &self.store.roll_hashes())
     }
@@ -279,10 +287,19 @@ impl Worker for SyncWorker {
         match self.pending.take() {
             Some(SyncReason::Interval) => {
                 self.syncer.sync_once(None).await;
+                self.syncer.resolve_staged().await;
             }
             Some(SyncReason::ViewChanged) => {
-                let filter = DigestFilter { mine: &self.published, pulled_against: &mut self.pulled_against };
-                self.syncer.sync_once(Some(filter)).await;
+                // Writes prepared here and not yet committed make the main's digest differ from
+                // this node's for a moment: their commit notices are on their way, and a pull now
+                // would fetch the same entries. A real gap is still caught by the next notice
+                // (it names the revision it follows) and by the interval's sync.
+                let in_flight = self.syncer.store.has_staged_younger_than(self.syncer.cluster.settings.replica_deadline);
+                if !in_flight {
+                    let filter = DigestFilter { mine: &self.published, pulled_against: &mut self.pulled_against };
+                    self.syncer.sync_once(Some(filter)).await;
+                }
+                self.syncer.resolve_staged().await;
             }
             Some(SyncReason::Pull(request)) => {
                 // Requests queued meanwhile go with it; one pull of everything newer from a

@@ -9,3 +9,4 @@ pub mod layers;
 pub mod lifecycle;
 pub mod merge;
 pub mod ownership;
+pub mod staged;

@@ -113,6 +113,11 @@ pub struct Scanner {
     purger: Arc<dyn TombstonePurger>,
     settings: std::sync::RwLock<ScanSettings>,
     poke: Notify,
+    /// Keys whose entry changed since the last scan ([`Scanner::poke_keys`]): a scan woken only
+    /// for them reads and plans only them.
+    dirty: std::sync::Mutex<std::collections::BTreeSet<RuleKey>>,
+    /// A full scan was asked for ([`Scanner::poke`]).
+    full_requested: std::sync::atomic::AtomicBool,
     scans: AtomicU64,
     last_scan_ms: AtomicU64,
     storage_errors: AtomicU64,
@@ -139,6 +144,8 @@ impl Scanner {
             purger,
             settings: std::sync::RwLock::new(settings),
             poke: Notify::new(),
+            dirty: std::sync::Mutex::default(),
+            full_requested: std::sync::atomic::AtomicBool::new(false),
             scans: AtomicU64::new(0),
             last_scan_ms: AtomicU64::new(0),
             storage_errors: AtomicU64::new(0),
@@ -176,7 +183,22 @@ impl Scanner {
 
     /// Asks the worker to scan now instead of at the next tick.
     pub fn poke(&self) {
+        self.full_requested.store(true, Ordering::SeqCst);
         self.poke.notify_one();
+    }
+
+    /// Asks the worker to bring `keys` in line with storage now: a replicated write changed only
+    /// them. Unless a full scan is due anyway, the worker reads and plans only these keys (a
+    /// point read each), instead of rereading every stored entry for each commit notice.
+    pub fn poke_keys(&self, keys: impl IntoIterator<Item = RuleKey>) {
+        self.dirty.lock().unwrap_or_else(|p| p.into_inner()).extend(keys);
+        self.poke.notify_one();
+    }
+
+    /// The keys poked since the last call, and whether a full scan was asked for.
+    fn take_pokes(&self) -> (std::collections::BTreeSet<RuleKey>, bool) {
+        let keys = std::mem::take(&mut *self.dirty.lock().unwrap_or_else(|p| p.into_inner()));
+        (keys, self.full_requested.swap(false, Ordering::SeqCst))
     }
 
     pub fn scan_count(&self) -> u64 {
@@ -202,6 +224,33 @@ impl Scanner {
         report
     }
 
+    /// A scan of `keys` only: the same plan and actions as a full scan gives them, from a point
+    /// read of each (no other entry is read, no measure is created). Not counted as a scan: the
+    /// periodic full scan still runs on its interval.
+    pub async fn run_keys(&self, keys: &std::collections::BTreeSet<RuleKey>, is_main: bool) -> ScanReport {
+        let mut entries = Vec::with_capacity(keys.len());
+        for key in keys {
+            match self.store.get_entry(key).await {
+                Ok(Some(entry)) => entries.push(entry),
+                Ok(None) => {}
+                Err(e) => {
+                    self.storage_errors.fetch_add(1, Ordering::SeqCst);
+                    tracing::warn!(error = %e, "scan: storage unreadable; in-memory state kept as is");
+                    return ScanReport { storage_error: Some(e.to_string()), ..ScanReport::default() };
+                }
+            }
+        }
+        let mut report = ScanReport::default();
+        let new_measures = self.converge(&entries, Some(keys), is_main, &mut report).await;
+        if is_main && !new_measures.is_empty() {
+            // The main creates measures on its next full scan; none is missed, only later.
+            tracing::debug!(count = new_measures.len(), "measures left for the next full scan");
+            self.full_requested.store(true, Ordering::SeqCst);
+            self.poke.notify_one();
+        }
+        report
+    }
+
     async fn scan(&self, is_main: bool) -> ScanReport {
         let mut report = ScanReport::default();
         let entries = match self.store.read_all_entries().await {
@@ -213,6 +262,29 @@ impl Scanner {
                 return report;
             }
         };
+        let new_measures = self.converge(&entries, None, is_main, &mut report).await;
+        self.refresh_claims(&entries).await;
+        if is_main && !new_measures.is_empty() {
+            let change = Change { measures: new_measures, ..Change::default() };
+            if let Err(e) = self.store.commit(change).await {
+                tracing::warn!(error = %e, "scan: creating measures failed; retried next scan");
+            }
+        }
+        self.scans.fetch_add(1, Ordering::SeqCst);
+        self.last_scan_ms.store(now_ms(), Ordering::SeqCst);
+        report
+    }
+
+    /// Plans `entries` against this node's runtime and bundled files (all of them, or only
+    /// `only` keys) and carries the actions out; returns the measures the main should create.
+    async fn converge(
+        &self,
+        entries: &[RuleEntry],
+        only: Option<&std::collections::BTreeSet<RuleKey>>,
+        is_main: bool,
+        report: &mut ScanReport,
+    ) -> Vec<crate::store::Measure> {
+        let wanted = |key: &RuleKey| only.is_none_or(|keys| keys.contains(key));
         let settings = self.settings();
         let metas: Vec<_> = entries.iter().map(RuleEntry::meta).collect();
         let by_key: BTreeMap<&RuleKey, &RuleEntry> = entries.iter().map(|e| (&e.key, e)).collect();
@@ -221,6 +293,7 @@ impl Scanner {
             .runtime
             .snapshot()
             .into_iter()
+            .filter(|(key, _)| wanted(key))
             .map(|(key, state)| {
                 let view = LocalView {
                     loaded: state.loaded.as_ref().map(|l| (l.content_hash.clone(), l.kind)),
@@ -229,10 +302,11 @@ impl Scanner {
                 (key, view)
             })
             .collect();
-        let bundled: BTreeMap<RuleKey, _> = self.bundled.iter().map(|b| (b.key.clone(), b.hash.clone())).collect();
+        let bundled: BTreeMap<RuleKey, _> =
+            self.bundled.iter().filter(|b| wanted(&b.key)).map(|b| (b.key.clone(), b.hash.clone())).collect();
         let rolls = self.assigned_rolls().await;
         let rolling: BTreeMap<RuleKey, crate::ids::ContentHash> =
-            rolls.iter().map(|(key, roll)| (key.clone(), roll.rolling.hash.clone())).collect();
+            rolls.iter().filter(|(key, _)| wanted(key)).map(|(key, roll)| (key.clone(), roll.rolling.hash.clone())).collect();
         report.actions = plan::plan(&PlanInput {
             rolling: &rolling,
             stored: &metas,
@@ -249,7 +323,7 @@ impl Scanner {
             if let Action::PurgeTombstone(_) = action {
                 // The writer takes the file's lock itself.
                 if let Some(entry) = by_key.get(key) {
-                    self.purge(&entry.key, &entry.revision, &mut report).await;
+                    self.purge(&entry.key, &entry.revision, report).await;
                 }
                 continue;
             }
@@ -286,16 +360,7 @@ impl Scanner {
             }
         }
         report.actions = actions;
-        self.refresh_claims(&entries).await;
-        if is_main && !new_measures.is_empty() {
-            let change = Change { measures: new_measures, ..Change::default() };
-            if let Err(e) = self.store.commit(change).await {
-                tracing::warn!(error = %e, "scan: creating measures failed; retried next scan");
-            }
-        }
-        self.scans.fetch_add(1, Ordering::SeqCst);
-        self.last_scan_ms.store(now_ms(), Ordering::SeqCst);
-        report
+        new_measures
     }
 
     async fn load_entry(
@@ -456,6 +521,8 @@ fn action_key(action: &Action) -> &RuleKey {
 pub struct ScanWorker {
     scanner: Arc<Scanner>,
     main_view: Option<Box<dyn MainView>>,
+    /// The interval passed since the last scan: the next one is a full scan.
+    interval_passed: bool,
 }
 
 /// Whether this node is the main right now, read at every scan. The node gives the scan the
@@ -467,7 +534,7 @@ pub trait MainView: Send + Sync {
 impl ScanWorker {
     /// `main_view` is `None` for a lone node, which is always the main.
     pub fn new(scanner: Arc<Scanner>, main_view: Option<Box<dyn MainView>>) -> ScanWorker {
-        ScanWorker { scanner, main_view }
+        ScanWorker { scanner, main_view, interval_passed: false }
     }
 
     fn is_main(&self) -> bool {
@@ -487,9 +554,20 @@ impl Worker for ScanWorker {
     }
 
     async fn work(&mut self) -> WorkerState {
-        let report = self.scanner.run_once(self.is_main()).await;
-        if !report.actions.is_empty() || !report.failed.is_empty() {
-            tracing::info!(actions = ?report.actions, failed = ?report.failed, "scan applied changes");
+        let (keys, full_requested) = self.scanner.take_pokes();
+        if full_requested || std::mem::take(&mut self.interval_passed) || keys.is_empty() {
+            let report = self.scanner.run_once(self.is_main()).await;
+            if !report.actions.is_empty() || !report.failed.is_empty() {
+                tracing::info!(actions = ?report.actions, failed = ?report.failed, "scan applied changes");
+            }
+        } else {
+            // One per replicated write under load: debug, not info.
+            let report = self.scanner.run_keys(&keys, self.is_main()).await;
+            if !report.failed.is_empty() {
+                tracing::info!(actions = ?report.actions, failed = ?report.failed, "scan of changed keys failed");
+            } else if !report.actions.is_empty() {
+                tracing::debug!(actions = ?report.actions, "scan of changed keys applied changes");
+            }
         }
         WorkerState::Idle
     }
@@ -497,7 +575,7 @@ impl Worker for ScanWorker {
     async fn wait_for_work(&mut self) -> WorkerState {
         let interval = self.scanner.settings().interval;
         tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep(interval) => self.interval_passed = true,
             _ = self.scanner.poke.notified() => {}
         }
         WorkerState::Busy

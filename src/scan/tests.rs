@@ -77,3 +77,52 @@ fn a_scan_result_names_its_worst_outcome() {
     report.storage_error = Some("unreadable".into());
     assert_eq!(scan_result(&report), "storage_error");
 }
+
+fn active(key: &RuleKey, prefix: &str, millis: u64) -> RuleEntry {
+    let content = format!(
+        "expSuffix: service(['svc'], Layer.GENERAL)\nmetricPrefix: {prefix}\nmetricsRules:\n  - name: requests\n    exp: requests_total.sum(['svc'])\n"
+    );
+    RuleEntry {
+        key: key.clone(),
+        content_hash: ContentHash::of(content.as_bytes()),
+        content: content.into_bytes(),
+        status: EntryStatus::Active,
+        update_time_ms: millis,
+        revision: Revision { millis, counter: 0, node: NodeId("n1".into()) },
+    }
+}
+
+#[tokio::test]
+async fn a_scan_of_changed_keys_converges_only_them_and_a_full_scan_the_rest() {
+    let (scanner, store, _locks) = scanner_with(ScanSettings::default());
+    let changed = RuleKey::new(Catalog::OtelRules, RuleName::parse("changed").expect("name"));
+    let other = RuleKey::new(Catalog::OtelRules, RuleName::parse("other").expect("name"));
+    let entries = vec![active(&changed, "changed", 1), active(&other, "other", 1)];
+    store.commit(Change { entries, ..Change::default() }).await.expect("commit");
+
+    let report = scanner.run_keys(&[changed.clone()].into_iter().collect(), false).await;
+    assert_eq!(report.actions, vec![Action::LoadEntry(changed.clone())], "{report:?}");
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert!(scanner.runtime.get(&changed).and_then(|s| s.loaded).is_some(), "the changed key is loaded");
+    assert!(scanner.runtime.get(&other).and_then(|s| s.loaded).is_none(), "no other key is read or loaded");
+    assert_eq!(scanner.scan_count(), 0, "not counted as a scan");
+
+    let report = scanner.run_once(false).await;
+    assert_eq!(report.actions, vec![Action::LoadEntry(other.clone())], "the full scan finds the rest");
+    let report = scanner.run_keys(&[changed.clone()].into_iter().collect(), false).await;
+    assert!(report.actions.is_empty(), "nothing left to do for a loaded key: {report:?}");
+}
+
+#[test]
+fn pokes_for_keys_collect_until_taken_and_a_plain_poke_asks_for_a_full_scan() {
+    let (scanner, _store, _locks) = scanner_with(ScanSettings::default());
+    let a = RuleKey::new(Catalog::OtelRules, RuleName::parse("a").expect("name"));
+    let b = RuleKey::new(Catalog::OtelRules, RuleName::parse("b").expect("name"));
+    scanner.poke_keys([a.clone()]);
+    scanner.poke_keys([b.clone(), a.clone()]);
+    assert_eq!(scanner.take_pokes(), ([a.clone(), b.clone()].into_iter().collect(), false));
+    assert_eq!(scanner.take_pokes(), (Default::default(), false), "taken once");
+    scanner.poke_keys([a.clone()]);
+    scanner.poke();
+    assert_eq!(scanner.take_pokes(), ([a].into_iter().collect(), true));
+}

@@ -24,6 +24,8 @@ const MAX_CHANGES_PER_BATCH: usize = 256;
 
 struct Job {
     ops: Vec<KvOp>,
+    /// Whether the caller needs the change synced before the answer (see [`Committer::write`]).
+    sync: bool,
     done: tokio::sync::oneshot::Sender<Result<(), KvError>>,
 }
 
@@ -42,10 +44,16 @@ impl Committer {
 
     /// Writes `ops` in the next synced batch; returns once that batch is durable (or failed).
     pub async fn write(&self, ops: Vec<KvOp>) -> Result<(), KvError> {
+        self.write_with(ops, true).await
+    }
+
+    /// Writes `ops` in the next batch; with `sync` false the batch is synced only if another
+    /// change in it asks for it (the caller keeps a durable copy elsewhere: a staged entry).
+    pub async fn write_with(&self, ops: Vec<KvOp>, sync: bool) -> Result<(), KvError> {
         let (done, answer) = tokio::sync::oneshot::channel();
         let stopped = || KvError::Write { kind: KvErrorKind::ShutdownInProgress, detail: "the store's committer stopped".into() };
         let jobs_tx = self.jobs_tx.as_ref().ok_or_else(stopped)?;
-        jobs_tx.send(Job { ops, done }).map_err(|_| stopped())?;
+        jobs_tx.send(Job { ops, sync, done }).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
     }
 }
@@ -72,11 +80,12 @@ fn run(kv: &dyn KvEngine, jobs_rx: &mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
+        let sync = jobs.iter().any(|job| job.sync);
         let result = match jobs.as_slice() {
-            [only] => kv.write(&only.ops, true),
+            [only] => kv.write(&only.ops, sync),
             _ => {
                 let ops: Vec<KvOp> = jobs.iter().flat_map(|job| job.ops.iter().cloned()).collect();
-                kv.write(&ops, true)
+                kv.write(&ops, sync)
             }
         };
         for job in jobs {

@@ -18,6 +18,7 @@ pub mod keys;
 pub mod kv;
 pub mod rolls;
 pub mod series;
+pub mod staged;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -115,15 +116,24 @@ pub enum StoreError {
     Encode { key: String, source: codec::CodecError },
     #[error("storage task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error("the prepare of {key} at {revision} was aborted")]
+    Aborted { key: RuleKey, revision: Revision },
     #[error("starting the store's committer thread: {0}")]
     Committer(std::io::Error),
 }
+
+/// How many aborted prepares a node remembers (see [`Store::abort_stage`]).
+pub const ABORTS_REMEMBERED: usize = 1024;
 
 /// The typed management store.
 pub struct Store {
     kv: Arc<dyn KvEngine>,
     index: RwLock<BTreeMap<RuleKey, EntryMeta>>,
     measures: RwLock<BTreeMap<String, Measure>>,
+    /// Entries staged by a prepare, by key and revision (see `staged`).
+    staged: RwLock<BTreeMap<(RuleKey, Revision), staged::Staged>>,
+    /// The last prepares aborted here, so one that arrives after its abort is refused.
+    aborted: std::sync::Mutex<std::collections::VecDeque<(RuleKey, Revision)>>,
     changes_tx: tokio::sync::watch::Sender<u64>,
     /// The hash of every stored roll record's bytes (for the replication digest), kept like
     /// the entry index: loaded at open, updated after each synced write.
@@ -139,8 +149,15 @@ impl Store {
         let entries = read_entries(kv.as_ref())?;
         let measures = read_measures(kv.as_ref())?;
         let roll_hashes = rolls::read_roll_hashes(kv.as_ref())?;
+        let opened = std::time::Instant::now();
+        let staged = staged::read_all(kv.as_ref())?
+            .into_iter()
+            .map(|record| ((record.entry.key.clone(), record.entry.revision.clone()), staged::Staged { record, since: opened }))
+            .collect();
         Ok(Store {
             roll_hashes: RwLock::new(roll_hashes),
+            staged: RwLock::new(staged),
+            aborted: std::sync::Mutex::default(),
             changes_tx: tokio::sync::watch::channel(0).0,
             committer: committer::Committer::start(kv.clone()).map_err(StoreError::Committer)?,
             kv,
@@ -168,6 +185,13 @@ impl Store {
     /// Writes `change` atomically and durably, then updates the caches. Concurrent changes are
     /// written together in one synced batch, each answered once that batch is durable.
     pub async fn commit(&self, change: Change) -> Result<(), StoreError> {
+        self.commit_with(change, true).await
+    }
+
+    /// Writes `change` atomically; unsynced when `sync` is false (then a crash may lose it:
+    /// only for a change whose every entry is also held durably as a staged record, which the
+    /// same batch removes, so a lost batch leaves that record for the resolution to apply).
+    pub async fn commit_with(&self, change: Change, sync: bool) -> Result<(), StoreError> {
         let mut ops = Vec::with_capacity(change.entries.len() + change.measures.len());
         for entry in &change.entries {
             let key = keys::rule_key(&entry.key);
@@ -189,7 +213,19 @@ impl Store {
             ops.push(KvOp::Delete { key: keys::rule_key(key) });
         }
         ops.extend(change.rolls.iter().map(rolls::RollOp::kv_op));
-        self.committer.write(ops).await?;
+        // An entry written replaces every staged record of its key up to its revision (the
+        // commit of a prepare, or a later write): they go in the same batch.
+        let unstaged = self.staged_up_to(&change.entries);
+        for (key, revision) in &unstaged {
+            ops.push(KvOp::Delete { key: staged::staged_key(key, revision) });
+        }
+        self.committer.write_with(ops, sync).await?;
+        if !unstaged.is_empty() {
+            let mut staged = write_lock(&self.staged);
+            for id in &unstaged {
+                staged.remove(id);
+            }
+        }
 
         let mut index = write_lock(&self.index);
         for entry in &change.entries {
@@ -209,6 +245,120 @@ impl Store {
         }
         self.changes_tx.send_modify(|v| *v = v.wrapping_add(1));
         Ok(())
+    }
+
+    /// The staged records of `entries`' keys at or below their revisions.
+    fn staged_up_to(&self, entries: &[RuleEntry]) -> Vec<(RuleKey, Revision)> {
+        let staged = read_lock(&self.staged);
+        if staged.is_empty() {
+            return Vec::new();
+        }
+        entries.iter().flat_map(|entry| staged_ids(&staged, &entry.key, &entry.revision)).collect()
+    }
+
+    /// Removes every staged record of `key` at or below `revision` (its commit came, or a later
+    /// write replaced it). Nothing to write when there is none.
+    pub async fn release_staged(&self, key: &RuleKey, revision: &Revision) -> Result<(), StoreError> {
+        let ids = staged_ids(&read_lock(&self.staged), key, revision);
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let ops = ids.iter().map(|(key, revision)| KvOp::Delete { key: staged::staged_key(key, revision) }).collect();
+        self.committer.write(ops).await?;
+        let mut staged = write_lock(&self.staged);
+        for id in &ids {
+            staged.remove(id);
+        }
+        drop(staged);
+        self.changes_tx.send_modify(|v| *v = v.wrapping_add(1));
+        Ok(())
+    }
+
+    /// Stages `record` durably (a synced write, grouped with concurrent ones). Not an entry: no
+    /// cache or subscriber sees it.
+    pub async fn stage(&self, record: staged::StagedRecord) -> Result<(), StoreError> {
+        let id = (record.entry.key.clone(), record.entry.revision.clone());
+        if self.aborted.lock().unwrap_or_else(|p| p.into_inner()).contains(&id) {
+            return Err(StoreError::Aborted { key: id.0, revision: id.1 });
+        }
+        let key = staged::staged_key(&record.entry.key, &record.entry.revision);
+        let value = staged::encode(&record)?;
+        // In the map before the write is queued: a commit of the entry queued meanwhile then
+        // deletes the record in its own batch, which the committer writes after this one.
+        write_lock(&self.staged).insert(id.clone(), staged::Staged { record, since: std::time::Instant::now() });
+        if let Err(e) = self.committer.write(vec![KvOp::Put { key, value }]).await {
+            write_lock(&self.staged).remove(&id);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Removes the staged record of `key` at `revision` (an abort, or a resolution that
+    /// discards it); nothing when there is none.
+    pub async fn unstage(&self, key: &RuleKey, revision: &Revision) -> Result<(), StoreError> {
+        let id = (key.clone(), revision.clone());
+        if !read_lock(&self.staged).contains_key(&id) {
+            return Ok(());
+        }
+        self.committer.write(vec![KvOp::Delete { key: staged::staged_key(key, revision) }]).await?;
+        write_lock(&self.staged).remove(&id);
+        self.changes_tx.send_modify(|v| *v = v.wrapping_add(1));
+        Ok(())
+    }
+
+    /// An abort from the main: removes the staged record of `key` at `revision` and remembers
+    /// it (in memory, the last [`ABORTS_REMEMBERED`]), so a prepare of it that arrives later is
+    /// refused. After a restart none can arrive: the connection that carried it is gone.
+    pub async fn abort_stage(&self, key: &RuleKey, revision: &Revision) -> Result<(), StoreError> {
+        {
+            let mut aborted = self.aborted.lock().unwrap_or_else(|p| p.into_inner());
+            if aborted.len() >= ABORTS_REMEMBERED {
+                aborted.pop_front();
+            }
+            aborted.push_back((key.clone(), revision.clone()));
+        }
+        self.unstage(key, revision).await
+    }
+
+    /// Whether `key` at exactly `revision` is staged here.
+    pub fn is_staged(&self, key: &RuleKey, revision: &Revision) -> bool {
+        read_lock(&self.staged).contains_key(&(key.clone(), revision.clone()))
+    }
+
+    /// Whether a staged record younger than `age` is still waiting for its commit.
+    pub fn has_staged_younger_than(&self, age: std::time::Duration) -> bool {
+        read_lock(&self.staged).values().any(|staged| staged.since.elapsed() < age)
+    }
+
+    /// Every staged record, oldest key first.
+    pub fn staged(&self) -> Vec<staged::Staged> {
+        read_lock(&self.staged).values().cloned().collect()
+    }
+
+    /// Whether `key` has a staged record newer than its stored entry: a write whose commit may
+    /// still be on its way.
+    pub fn has_pending_stage(&self, key: &RuleKey) -> bool {
+        let stored = self.entry_meta(key).map(|m| m.revision);
+        read_lock(&self.staged)
+            .range((key.clone(), Revision::zero())..)
+            .take_while(|((k, _), _)| k == key)
+            .any(|((_, revision), _)| stored.as_ref().is_none_or(|s| revision > s))
+    }
+
+    /// Waits, up to `bound`, until `key` has no staged record newer than its entry: a read on a
+    /// peer right after the main answered a prepared write sees it once its commit notice
+    /// landed (a moment later). Past the bound (the commit is lost with its main, and the
+    /// resolution has not run yet) the read serves what is stored. True when settled.
+    pub async fn wait_staged_settled(&self, key: &RuleKey, bound: std::time::Duration) -> bool {
+        let mut changes = self.subscribe();
+        let deadline = tokio::time::Instant::now() + bound;
+        while self.has_pending_stage(key) {
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return false,
+            }
+        }
+        true
     }
 
     /// A counter that moves after every successful commit.
@@ -356,6 +506,20 @@ async fn blocking<T: Send + 'static>(
         return tokio::task::block_in_place(work);
     }
     tokio::task::spawn_blocking(work).await?
+}
+
+/// The staged records of `key` at or below `revision`.
+fn staged_ids(
+    staged: &BTreeMap<(RuleKey, Revision), staged::Staged>,
+    key: &RuleKey,
+    revision: &Revision,
+) -> Vec<(RuleKey, Revision)> {
+    staged
+        .range((key.clone(), Revision::zero())..)
+        .take_while(|((k, _), _)| k == key)
+        .filter(|((_, r), _)| r <= revision)
+        .map(|(id, _)| id.clone())
+        .collect()
 }
 
 fn read_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

@@ -92,3 +92,72 @@ async fn an_unreadable_record_is_reported_with_its_key() {
     assert!(err.to_string().contains("rule/otel-rules/bad"), "{err}");
     assert!(err.to_string().contains("format version 99"), "{err}");
 }
+
+fn staged_record(n: &str, content: &str, millis: u64) -> staged::StagedRecord {
+    staged::StagedRecord { entry: entry(n, EntryStatus::Active, content, millis), sender: NodeId("n1".into()) }
+}
+
+fn staged_keys(kv: &MemKv) -> usize {
+    kv.scan_prefix(staged::STAGED_PREFIX).expect("scan").len()
+}
+
+#[tokio::test]
+async fn a_staged_entry_is_not_an_entry_survives_reopening_and_goes_with_the_commit_of_its_key() {
+    let kv = Arc::new(MemKv::new());
+    let store = Store::open(kv.clone()).expect("open");
+    store.stage(staged_record("a", "x: 1", 10)).await.expect("stage");
+    store.stage(staged_record("a", "x: 2", 12)).await.expect("stage a later one");
+    store.stage(staged_record("b", "y", 10)).await.expect("stage b");
+    assert!(store.get_entry(&key("a")).await.expect("get").is_none(), "staged is not stored");
+    assert!(store.entry_index().is_empty() && store.read_all_entries().await.expect("all").is_empty());
+    assert!(store.has_pending_stage(&key("a")) && store.is_staged(&key("a"), &entry("a", EntryStatus::Active, "", 10).revision));
+
+    let reopened = Store::open(kv.clone()).expect("reopen");
+    assert_eq!(reopened.staged().len(), 3, "read back on open");
+
+    // The commit of a at 11 removes its records up to 11, not the later one, nor b's.
+    let commit = Change { entries: vec![entry("a", EntryStatus::Active, "x: 1", 11)], ..Change::default() };
+    reopened.commit_with(commit, false).await.expect("commit");
+    let left: Vec<_> = reopened.staged().into_iter().map(|s| (s.record.entry.key.name.as_str().to_string(), s.record.entry.revision.millis)).collect();
+    assert_eq!(left, vec![("a".to_string(), 12), ("b".to_string(), 10)]);
+    assert_eq!(staged_keys(&kv), 2, "removed from the engine in the commit's batch");
+    assert!(reopened.has_pending_stage(&key("a")), "a staged write newer than the entry is pending");
+
+    reopened.release_staged(&key("a"), &entry("a", EntryStatus::Active, "", 12).revision).await.expect("release");
+    assert!(!reopened.has_pending_stage(&key("a")));
+    reopened.unstage(&key("b"), &entry("b", EntryStatus::Active, "", 10).revision).await.expect("unstage");
+    assert_eq!((reopened.staged().len(), staged_keys(&kv)), (0, 0));
+}
+
+#[tokio::test]
+async fn an_aborted_prepare_is_removed_and_refused_if_it_arrives_later() {
+    let kv = Arc::new(MemKv::new());
+    let store = Store::open(kv.clone()).expect("open");
+    let staged_a = staged_record("a", "x", 10);
+    store.stage(staged_a.clone()).await.expect("stage");
+    store.abort_stage(&key("a"), &staged_a.entry.revision).await.expect("abort");
+    assert_eq!(staged_keys(&kv), 0);
+    let late = staged_record("b", "y", 10);
+    store.abort_stage(&key("b"), &late.entry.revision).await.expect("abort before the prepare");
+    assert!(matches!(store.stage(late).await, Err(StoreError::Aborted { .. })), "a prepare after its abort is refused");
+    assert_eq!(staged_keys(&kv), 0);
+    // A failed staging write leaves nothing behind either.
+    kv.set_fail_writes(true);
+    assert!(store.stage(staged_record("c", "z", 10)).await.is_err());
+    kv.set_fail_writes(false);
+    assert!(store.staged().is_empty());
+}
+
+#[tokio::test]
+async fn a_read_waits_for_a_staged_write_to_settle_and_gives_up_at_its_bound() {
+    let store = Arc::new(Store::open(Arc::new(MemKv::new())).expect("open"));
+    assert!(store.wait_staged_settled(&key("a"), std::time::Duration::from_millis(1)).await, "nothing staged");
+    store.stage(staged_record("a", "x", 10)).await.expect("stage");
+    assert!(!store.wait_staged_settled(&key("a"), std::time::Duration::from_millis(20)).await, "bound passed");
+    let committer = store.clone();
+    let commit = tokio::spawn(async move {
+        committer.commit(Change { entries: vec![entry("a", EntryStatus::Active, "x", 10)], ..Change::default() }).await
+    });
+    assert!(store.wait_staged_settled(&key("a"), std::time::Duration::from_secs(10)).await, "settled by the commit");
+    commit.await.expect("task").expect("commit");
+}

@@ -168,13 +168,12 @@ impl Workflow {
         let change = Change { entries: vec![entry.clone()], measures, ..Change::default() };
 
         if classification.kind == ChangeKind::FilterOnly {
-            if let Err(e) = self.persist(change).await {
-                return Outcome::new(ApplyStatus::PersistFailed, format!("{key} not persisted: {e}"));
-            }
-            timer.mark("persist");
+            let confirmed = match self.commit(change, &entry, &prior).await {
+                Ok(confirmed) => confirmed,
+                Err(outcome) => return outcome,
+            };
+            timer.mark("persist_notify");
             self.set_claims(&key, &compiled, false);
-            let confirmed = self.peers.notify_committed(&entry, prior.last_revision.as_ref()).await;
-            timer.mark("notify");
             let note = super::replicas_note(self.peers.replicas_required(), confirmed);
             if let Some(argument) = faults::injected(faults::AFTER_PERSIST) {
                 self.runtime.set_error(&key, format!("local apply deferred ({argument}); the scan retries"));
@@ -205,19 +204,21 @@ impl Workflow {
             return self.end_apply(&apply_id, Phase::Failed, outcome);
         }
         self.apply_phase(&apply_id, Phase::Ddl);
-        if let Err(e) = self.persist(change).await {
-            self.resume_cluster(&key).await;
-            let outcome =
-                Outcome::new(ApplyStatus::PersistFailed, format!("{key} not persisted, nothing changed: {e}"));
-            return self.end_apply(&apply_id, Phase::Failed, outcome);
-        }
+        // The commit notices go out inside `commit` (before the local install and the resume, as
+        // the notices of a best-effort commit always did).
+        let confirmed = match self.commit(change, &entry, &prior).await {
+            Ok(confirmed) => confirmed,
+            Err(outcome) => {
+                self.resume_cluster(&key).await;
+                return self.end_apply(&apply_id, Phase::Failed, outcome);
+            }
+        };
         // Committed. From here on storage is authoritative.
         self.apply_phase(&apply_id, Phase::RollingOut);
         self.set_claims(&key, &compiled, false);
         if let Some(argument) = faults::injected(faults::AFTER_PERSIST) {
             self.runtime.set_error(&key, format!("commit deferred ({argument}); the scan retries"));
             self.resume_cluster(&key).await;
-            self.peers.notify_committed(&entry, prior.last_revision.as_ref()).await;
             let outcome = Outcome::new(
                 ApplyStatus::CommitDeferred,
                 format!("{key} persisted; the local finishing step failed and the next scan retries"),
@@ -232,7 +233,8 @@ impl Workflow {
             BTreeSet::new(),
         );
         self.runtime.resume(&key, crate::runtime::Origin::SelfOrigin);
-        let note = self.announce(&entry, &prior).await;
+        self.peers.resume_all(&key).await;
+        let note = super::replicas_note(self.peers.replicas_required(), confirmed);
         self.runtime.reset_alarm_windows(&key, classification.alarm_reset());
         self.apply_phase(&apply_id, Phase::Applied);
         let layers = layer_step.changes.note();

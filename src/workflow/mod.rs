@@ -46,7 +46,7 @@ pub use apply_status::{Phase, StatusAnswer, StatusQuery};
 // workflow, shared with the scan.
 use crate::compile_pool::{compile_new_off_thread, compile_off_thread};
 use crate::runtime::loaded_rule;
-pub use peers::{NoPeers, Peers, SuspendVote};
+pub use peers::{CommitOutcome, NoPeers, Peers, PersistFuture, SuspendVote};
 pub use rolls::{RollError, RollStart};
 
 use apply_status::{ApplyLog, Durable};
@@ -254,6 +254,26 @@ impl Workflow {
         Ok(self.store.commit(change).await?)
     }
 
+    /// Persists `change` (which writes `entry`) and tells the peers, through [`Peers::commit`]
+    /// (with `commit_replicas`, the peers stage the entry while it is persisted here). Returns
+    /// how many peers confirmed, or the operator's answer when nothing was persisted here.
+    async fn commit(&self, change: Change, entry: &RuleEntry, prior: &Prior) -> Result<usize, Outcome> {
+        let key = &entry.key;
+        match self.peers.commit(entry, prior.last_revision.as_ref(), Box::pin(self.persist(change))).await {
+            CommitOutcome::Committed { confirmed } => Ok(confirmed),
+            CommitOutcome::Failed { error, withdrawn: true } => {
+                Err(Outcome::new(ApplyStatus::PersistFailed, format!("{key} not persisted, nothing changed: {error}")))
+            }
+            CommitOutcome::Failed { error, withdrawn: false } => Err(Outcome::new(
+                ApplyStatus::PersistUncertain,
+                format!(
+                    "{key} not persisted on the main ({error}), and a peer did not confirm dropping its staged copy: \
+                     the write is withdrawn when that peer asks this node, but applied if this node is lost first"
+                ),
+            )),
+        }
+    }
+
     /// Suspends locally (SELF) and then every peer. On refusal everything is resumed and the
     /// refusal is returned as the operator's answer.
     async fn suspend_cluster(&self, key: &RuleKey) -> Result<(), Outcome> {
@@ -336,7 +356,11 @@ impl Workflow {
             timer.mark("compile");
             let inactive = entry.status == EntryStatus::Inactive;
             let live = entry.is_live();
-            if let Err(source) = self.store.commit(Change { entries: vec![entry], ..Change::default() }).await {
+            // The commit of a prepare: the staged record is durable already and this batch
+            // removes it, so the batch need not be synced (lost in a crash, the record is still
+            // there and its resolution applies it). The second fsync of a replicated write saved.
+            let sync = !self.store.is_staged(&key, &entry.revision);
+            if let Err(source) = self.store.commit_with(Change { entries: vec![entry], ..Change::default() }, sync).await {
                 return Err(ReplicatedError::Store { key, source });
             }
             timer.mark("commit");

@@ -5,6 +5,7 @@
 
 use crate::ids::{NodeId, Revision, RuleKey};
 use crate::store::RuleEntry;
+use super::error::PersistError;
 
 pub use crate::BoxFuture;
 
@@ -43,6 +44,32 @@ pub trait Peers: Send + Sync + 'static {
     fn notify_roll<'a>(&'a self, _key: &'a RuleKey, _revision: &'a Revision, _record: &'a [u8]) -> BoxFuture<'a, ()> {
         Box::pin(async {})
     }
+    /// Commits `entry`: runs `persist` (this node's synced write, the commit point) and tells
+    /// the peers. By default one after the other: persist, then [`Peers::notify_committed`].
+    /// Over the bus with `commit_replicas` > 0 the entry is prepared on the peers while it is
+    /// persisted here (prepare/commit, docs/consistency.md).
+    fn commit<'a>(&'a self, entry: &'a RuleEntry, previous: Option<&'a Revision>, persist: PersistFuture<'a>) -> BoxFuture<'a, CommitOutcome> {
+        Box::pin(async move {
+            match persist.await {
+                Ok(()) => CommitOutcome::Committed { confirmed: self.notify_committed(entry, previous).await },
+                Err(error) => CommitOutcome::Failed { error, withdrawn: true },
+            }
+        })
+    }
+}
+
+/// This node's synced write of an entry, handed to [`Peers::commit`].
+pub type PersistFuture<'a> = BoxFuture<'a, Result<(), PersistError>>;
+
+/// How [`Peers::commit`] ended.
+#[derive(Debug)]
+pub enum CommitOutcome {
+    /// Persisted here; `confirmed` peers hold it (stored, or staged durably).
+    Committed { confirmed: usize },
+    /// Not persisted here. `withdrawn`: no peer keeps a copy (none was prepared, or every peer
+    /// prepared confirmed the abort); otherwise a peer may still hold a staged copy, which it
+    /// applies if this node is lost before it learns the write failed.
+    Failed { error: PersistError, withdrawn: bool },
 }
 
 /// A node without peers.

@@ -117,6 +117,9 @@ impl ScriptedHandler {
             BusRequest::RollNotice { .. } => BusResponse::Ack,
             BusRequest::RollDigest => BusResponse::RollDigestReply { rolls: vec![] },
             BusRequest::FetchRolls { .. } => BusResponse::Rolls { records: vec![] },
+            BusRequest::Prepare { .. } => BusResponse::Staged,
+            BusRequest::Abort { .. } => BusResponse::Ack,
+            BusRequest::ResolveStaged { .. } => BusResponse::StagedFate { fate: crate::rules::staged::Fate::NotCommitted },
         }
     }
 }
