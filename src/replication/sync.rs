@@ -109,7 +109,18 @@ pub struct Syncer {
 pub struct DigestFilter<'a> {
     pub mine: &'a str,
     pub pulled_against: &'a mut BTreeMap<NodeId, String>,
+    /// Per source, the differing digest first seen and when: a membership sync pulls only once
+    /// the difference has stood for [`VIEW_PULL_GRACE`] (a commit notice in flight closes it
+    /// sooner).
+    pub differing_since: &'a mut BTreeMap<NodeId, (String, Instant)>,
+    /// Set when a source was left for later: when to look again.
+    pub recheck_at: Option<Instant>,
 }
+
+/// How long a digest difference seen on a membership change must stand before it is pulled.
+/// The main publishes its digest as soon as it persists, often before its prepare or commit
+/// notice reached this node; pulling at once fetched the entries those messages carry.
+pub const VIEW_PULL_GRACE: Duration = Duration::from_millis(300);
 
 /// Whether a sync on a membership change pulls from a source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +133,8 @@ enum DigestStep {
     /// fact of every member), while the main's digest differs from a peer's almost all the time;
     /// pulling on each change fetched the entries whose notices were in flight, for nothing.
     AlreadyPulled,
+    /// The difference is new: look again once it has stood for the grace.
+    Wait,
     Pull,
 }
 
@@ -133,11 +146,22 @@ fn digest_step(mine: &str, theirs: Option<&str>, pulled_against: Option<&String>
     }
 }
 
+/// A difference to pull ([`DigestStep::Pull`]) waits until the same source digest has differed
+/// for `grace`: `since` is when this digest of the source was first seen differing.
+fn after_grace(theirs: Option<&str>, since: Option<&(String, Instant)>, now: Instant, grace: Duration) -> DigestStep {
+    match (theirs, since) {
+        // A source that gossips no digest yet: pull, as before.
+        (None, _) => DigestStep::Pull,
+        (Some(theirs), Some((seen, at))) if seen == theirs && now.saturating_duration_since(*at) >= grace => DigestStep::Pull,
+        _ => DigestStep::Wait,
+    }
+}
+
 impl Syncer {
     /// One sync: the main pulls from live peers, a peer pulls from the main. With
     /// `only_differing`, sources whose gossiped digest equals this node's, or has not moved
     /// since the last pull from them, are skipped.
-    pub async fn sync_once(&self, mut only_differing: Option<DigestFilter<'_>>) -> usize {
+    pub async fn sync_once(&self, mut only_differing: Option<&mut DigestFilter<'_>>) -> usize {
         let view = self.cluster.view();
         let candidates: Vec<Member> = if view.is_main() {
             view.live_peers().cloned().collect()
@@ -149,14 +173,32 @@ impl Syncer {
         }
         let mut applied = 0;
         for source in candidates {
-            if let Some(filter) = &only_differing {
-                match digest_step(filter.mine, source.digest.as_deref(), filter.pulled_against.get(&source.node_id)) {
+            if let Some(filter) = only_differing.as_deref_mut() {
+                let theirs = source.digest.as_deref();
+                let mut step = digest_step(filter.mine, theirs, filter.pulled_against.get(&source.node_id));
+                if step == DigestStep::Pull {
+                    let now = Instant::now();
+                    step = after_grace(theirs, filter.differing_since.get(&source.node_id), now, VIEW_PULL_GRACE);
+                    if step == DigestStep::Wait {
+                        let first_seen = match filter.differing_since.get(&source.node_id) {
+                            Some((seen, at)) if Some(seen.as_str()) == theirs => *at,
+                            _ => now,
+                        };
+                        filter.differing_since.insert(source.node_id.clone(), (theirs.unwrap_or_default().to_string(), first_seen));
+                        let at = first_seen + VIEW_PULL_GRACE;
+                        filter.recheck_at = Some(filter.recheck_at.map_or(at, |t| t.min(at)));
+                    }
+                }
+                match step {
                     DigestStep::Same => {
+                        filter.differing_since.remove(&source.node_id);
                         self.catch_up.confirm("a peer gossips the same digest");
                         continue;
                     }
-                    DigestStep::AlreadyPulled => continue,
-                    DigestStep::Pull => {}
+                    DigestStep::AlreadyPulled | DigestStep::Wait => continue,
+                    DigestStep::Pull => {
+                        filter.differing_since.remove(&source.node_id);
+                    }
                 }
             }
             // Roll records ride the periodic and membership syncs only (`rolls`).
@@ -168,7 +210,7 @@ impl Syncer {
                 Ok(n) => {
                     applied += n;
                     self.catch_up.confirm("pulled from a peer");
-                    if let (Some(filter), Some(theirs)) = (only_differing.as_mut(), source.digest.as_ref()) {
+                    if let (Some(filter), Some(theirs)) = (only_differing.as_deref_mut(), source.digest.as_ref()) {
                         filter.pulled_against.insert(source.node_id.clone(), theirs.clone());
                     }
                 }
@@ -259,6 +301,9 @@ pub struct SyncWorker {
     published_scan: u64,
     /// Per source, the gossiped digest of the last successful pull on a membership change.
     pulled_against: BTreeMap<NodeId, String>,
+    /// Per source, a differing digest waiting out [`VIEW_PULL_GRACE`], and when to look again.
+    differing_since: BTreeMap<NodeId, (String, Instant)>,
+    recheck_at: Option<Instant>,
     pending: Option<SyncReason>,
 }
 
@@ -272,6 +317,8 @@ impl SyncWorker {
             published: String::new(),
             published_scan: 0,
             pulled_against: BTreeMap::new(),
+            differing_since: BTreeMap::new(),
+            recheck_at: None,
             pending: None,
         }
     }
@@ -296,8 +343,17 @@ impl Worker for SyncWorker {
                 // (it names the revision it follows) and by the interval's sync.
                 let in_flight = self.syncer.store.has_staged_younger_than(self.syncer.cluster.settings.replica_deadline);
                 if !in_flight {
-                    let filter = DigestFilter { mine: &self.published, pulled_against: &mut self.pulled_against };
-                    self.syncer.sync_once(Some(filter)).await;
+                    // This node's digest now, not the one it last published: a commit notice
+                    // applied since then already made it equal to the source's.
+                    let mine = self.syncer.digest();
+                    let mut filter = DigestFilter {
+                        mine: &mine,
+                        pulled_against: &mut self.pulled_against,
+                        differing_since: &mut self.differing_since,
+                        recheck_at: None,
+                    };
+                    self.syncer.sync_once(Some(&mut filter)).await;
+                    self.recheck_at = filter.recheck_at;
                 }
                 self.syncer.resolve_staged().await;
             }
@@ -337,8 +393,13 @@ impl Worker for SyncWorker {
             true => self.syncer.scanner.settings().interval,
             false => self.syncer.scanner.settings().interval.min(Duration::from_secs(1)),
         };
+        let recheck = self.recheck_at;
         self.pending = Some(tokio::select! {
             _ = tokio::time::sleep(interval) => SyncReason::Interval,
+            _ = sleep_until_some(recheck) => {
+                self.recheck_at = None;
+                SyncReason::ViewChanged
+            }
             Some(request) = self.pull_requests_rx.recv() => SyncReason::Pull(request),
             Ok(()) = self.store_changes.changed() => SyncReason::StoreChanged,
             Ok(()) = self.view_changes.changed() => {
@@ -350,9 +411,29 @@ impl Worker for SyncWorker {
     }
 }
 
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_difference_waits_out_the_grace_and_a_standing_one_is_pulled() {
+        let t0 = Instant::now();
+        let grace = Duration::from_millis(300);
+        let seen = ("d1".to_string(), t0);
+        assert_eq!(after_grace(Some("d1"), None, t0, grace), DigestStep::Wait, "first seen now");
+        assert_eq!(after_grace(Some("d1"), Some(&seen), t0 + grace / 2, grace), DigestStep::Wait, "not yet");
+        assert_eq!(after_grace(Some("d1"), Some(&seen), t0 + grace, grace), DigestStep::Pull, "stood for the grace");
+        assert_eq!(after_grace(Some("d2"), Some(&seen), t0 + grace * 2, grace), DigestStep::Wait, "the source moved on: anew");
+        assert_eq!(after_grace(None, None, t0, grace), DigestStep::Pull, "no digest gossiped yet");
+    }
 
     #[test]
     fn a_membership_sync_pulls_only_from_a_source_whose_digest_differs_and_moved_since_the_last_pull() {

@@ -321,9 +321,11 @@ async fn a_node_serves_the_log_receivers_on_its_data_listener() {
     let protocols: Vec<LogProtocol> = sink.batches().iter().map(|b| b.protocol).collect();
     assert_eq!(protocols, [LogProtocol::Otlp, LogProtocol::SkyWalking]);
     node.shutdown().await;
-    // A node given no log sink, with no log dispatcher wired yet, says why.
+    // A node given no log sink hands the logs to its own dispatcher.
     let node = start(NodeSettings::for_test()).await;
-    let (status, _, body) = post(node.data_addr.expect("data listener"), "/v3/logs", &[JSON], b"[]".to_vec()).await;
-    assert_eq!((status, text(&body)), (StatusCode::SERVICE_UNAVAILABLE, format!("{LOGS_UNAVAILABLE}\n")));
+    let (status, _, body) = post(node.data_addr.expect("data listener"), "/v3/logs", &[JSON], NATIVE_REQUEST.into()).await;
+    assert_eq!(status, StatusCode::OK, "{}", text(&body));
+    let received = labels([("protocol", "skywalking")]);
+    assert!(Telemetry::counter_value(&node.telemetry.logs_received, &received) > 0, "received through the dispatcher");
     node.shutdown().await;
 }
