@@ -85,6 +85,13 @@ pub enum SubmitError {
 /// refused together, so a retried request is never half counted.
 pub trait BatchSink: Send + Sync + 'static {
     fn submit(&self, batches: Vec<Batch>) -> Result<(), SubmitError>;
+
+    /// Every sample name some loaded file of `catalog` reads, when the sink knows it: a receiver
+    /// may leave the other samples out before building batches (they are counted as received
+    /// and never evaluated). None: keep everything.
+    fn reads(&self, _catalog: Catalog) -> Option<std::sync::Arc<std::collections::HashSet<String>>> {
+        None
+    }
 }
 
 pub use hotrule_lal_engine::LogData;

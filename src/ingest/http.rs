@@ -244,7 +244,8 @@ async fn remote_write_outcome(ingest: &Ingest, request: Request) -> Result<(), R
     let limits = ingest.limits();
     let raw = body::read(&parts.headers, body, limits.max_body_bytes).await.map_err(Refusal::body)?;
     let received_ms = now_ms();
-    let mapped = off_async(move || remote_write::decode(&raw, limits.max_decompressed_bytes, received_ms))
+    let reads = ingest.reads(crate::data::Catalog::Otel);
+    let mapped = off_async(move || remote_write::decode_reading(&raw, limits.max_decompressed_bytes, received_ms, reads.as_deref()))
         .await?
         .map_err(|e| match e {
             remote_write::RemoteWriteError::TooLarge { .. } => Refusal::request(StatusCode::PAYLOAD_TOO_LARGE, Reason::TooLarge, e.to_string()),
@@ -253,7 +254,7 @@ async fn remote_write_outcome(ingest: &Ingest, request: Request) -> Result<(), R
     ingest.rejected(Protocol::RemoteWrite, Reason::Stale, mapped.stale);
     let invalid_samples = mapped.invalid_samples();
     let invalid = mapped.invalid;
-    ingest.submit(Protocol::RemoteWrite, mapped.batches).map_err(Refusal::submit)?;
+    ingest.submit_read(Protocol::RemoteWrite, mapped.batches, mapped.unread).map_err(Refusal::submit)?;
     if invalid.is_empty() {
         return Ok(());
     }

@@ -118,11 +118,26 @@ impl Ingest {
     /// Counts the decoded samples of `batches`, then submits them all together; a refusal is
     /// counted as `queue_full` or `stopped` for every one of their samples.
     pub fn submit(&self, protocol: Protocol, batches: Vec<Batch>) -> Result<(), SubmitError> {
-        let samples: usize = batches.iter().map(|b| b.samples.len()).sum();
+        self.submit_read(protocol, batches, 0)
+    }
+
+    /// The names the loaded files of `catalog` read (see [`BatchSink::reads`]).
+    pub fn reads(&self, catalog: crate::data::Catalog) -> Option<Arc<std::collections::HashSet<String>>> {
+        self.sink.reads(catalog)
+    }
+
+    /// [`Ingest::submit`] for a request of which `unread` valid samples were left out because no
+    /// loaded file reads them: they count as received, and as refused with the request.
+    pub fn submit_read(&self, protocol: Protocol, batches: Vec<Batch>, unread: usize) -> Result<(), SubmitError> {
+        let queued: usize = batches.iter().map(|b| b.samples.len()).sum();
+        let samples = queued + unread;
         if samples == 0 {
             return Ok(());
         }
         self.telemetry.samples_received.get_or_create(&labels([("protocol", protocol.as_str())])).inc_by(samples as u64);
+        if queued == 0 {
+            return Ok(());
+        }
         let result = self.sink.submit(batches);
         match &result {
             Ok(()) => {}
