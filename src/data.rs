@@ -92,6 +92,12 @@ pub trait BatchSink: Send + Sync + 'static {
     fn reads(&self, _catalog: Catalog) -> Option<std::sync::Arc<std::collections::HashSet<String>>> {
         None
     }
+
+    /// Whether a submission could be taken now (advisory: a receiver refuses a request before
+    /// decoding it when the queue is full, instead of decoding it to be refused).
+    fn has_room(&self) -> bool {
+        true
+    }
 }
 
 pub use hotrule_lal_engine::LogData;

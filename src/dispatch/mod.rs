@@ -359,6 +359,10 @@ impl BatchSink for Dispatcher {
         Some(self.shared.reads_of(catalog))
     }
 
+    fn has_room(&self) -> bool {
+        self.shared.queue.has_room()
+    }
+
     fn submit(&self, batches: Vec<Batch>) -> Result<(), SubmitError> {
         let counts: Vec<(crate::data::Protocol, usize)> = batches.iter().map(|b| (b.protocol, b.samples.len())).collect();
         match self.shared.queue.push(batches) {

@@ -49,6 +49,12 @@ impl BatchQueue {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether at least one more batch fits now.
+    pub fn has_room(&self) -> bool {
+        let state = self.lock();
+        !state.stopped && state.batches.len() < self.capacity
+    }
+
     /// Batches waiting (not yet taken).
     pub fn len(&self) -> usize {
         self.lock().batches.len()

@@ -139,6 +139,22 @@ fn media_type(headers: &HeaderMap) -> Option<(String, String)> {
     Some((essence.trim().to_ascii_lowercase(), params.trim().to_ascii_lowercase()))
 }
 
+/// A request that arrives while the dispatch queue is full is refused before its body is
+/// decoded: decoding it only to refuse it would take the CPU the evaluation threads need to
+/// empty the queue. Counted per request as `busy`.
+fn refuse_if_busy(ingest: &Ingest) -> Result<(), Refusal> {
+    if ingest.has_room() {
+        return Ok(());
+    }
+    Err(Refusal {
+        status: StatusCode::TOO_MANY_REQUESTS,
+        reason: Reason::Busy,
+        count: 1,
+        message: SubmitError::QueueFull { retry_after: crate::dispatch::RETRY_AFTER }.to_string(),
+        retry_after: Some(crate::dispatch::RETRY_AFTER.as_secs_f64().ceil().max(1.0) as u64),
+    })
+}
+
 /// Runs a decoder off the async threads.
 async fn off_async<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, Refusal> {
     tokio::task::spawn_blocking(work).await.map_err(|e| {
@@ -175,6 +191,7 @@ async fn otlp_outcome(ingest: &Ingest, format: OtlpFormat, request: Request) -> 
     let limits = ingest.limits();
     let encoding = body::encoding(&parts.headers, &[Encoding::Identity, Encoding::Gzip]).map_err(Refusal::body)?;
     let raw = body::read(&parts.headers, body, limits.max_body_bytes).await.map_err(Refusal::body)?;
+    refuse_if_busy(ingest)?;
     let received_ms = now_ms();
     let mapped = off_async(move || {
         let bytes = body::decoded(raw, encoding, limits.max_decompressed_bytes).map_err(Refusal::body)?;
@@ -243,6 +260,7 @@ async fn remote_write_outcome(ingest: &Ingest, request: Request) -> Result<(), R
     }
     let limits = ingest.limits();
     let raw = body::read(&parts.headers, body, limits.max_body_bytes).await.map_err(Refusal::body)?;
+    refuse_if_busy(ingest)?;
     let received_ms = now_ms();
     let reads = ingest.reads(crate::data::Catalog::Otel);
     let mapped = off_async(move || remote_write::decode_reading(&raw, limits.max_decompressed_bytes, received_ms, reads.as_deref()))
@@ -312,6 +330,7 @@ async fn push_outcome(ingest: &Ingest, query: Result<PushQuery, String>, request
     let limits = ingest.limits();
     let encoding = body::encoding(&parts.headers, &[Encoding::Identity, Encoding::Gzip]).map_err(Refusal::body)?;
     let raw = body::read(&parts.headers, body, limits.max_body_bytes).await.map_err(Refusal::body)?;
+    refuse_if_busy(ingest)?;
     let target = TargetLabels::new(&job, query.instance.as_deref().filter(|i| !i.is_empty()), &Default::default());
     let received_ms = now_ms();
     let batch = off_async(move || {

@@ -62,6 +62,9 @@ pub enum Reason {
     UnspecifiedTemporality,
     /// The dispatch queue was full (per sample).
     QueueFull,
+    /// The dispatch queue was full when the request arrived: refused before decoding, so its
+    /// samples are not known (per request).
+    Busy,
     /// The data plane is stopping (per sample).
     Stopped,
 }
@@ -79,6 +82,7 @@ impl Reason {
             Reason::NoRecordedValue => "no_recorded_value",
             Reason::UnspecifiedTemporality => "unspecified_temporality",
             Reason::QueueFull => "queue_full",
+            Reason::Busy => "busy",
             Reason::Stopped => "stopped",
         }
     }
@@ -119,6 +123,11 @@ impl Ingest {
     /// counted as `queue_full` or `stopped` for every one of their samples.
     pub fn submit(&self, protocol: Protocol, batches: Vec<Batch>) -> Result<(), SubmitError> {
         self.submit_read(protocol, batches, 0)
+    }
+
+    /// Whether dispatch could take a submission now (see [`BatchSink::has_room`]).
+    pub fn has_room(&self) -> bool {
+        self.sink.has_room()
     }
 
     /// The names the loaded files of `catalog` read (see [`BatchSink::reads`]).
