@@ -139,13 +139,36 @@ fn media_type(headers: &HeaderMap) -> Option<(String, String)> {
     Some((essence.trim().to_ascii_lowercase(), params.trim().to_ascii_lowercase()))
 }
 
-/// A request that arrives while the dispatch queue is full is refused before its body is
-/// decoded: decoding it only to refuse it would take the CPU the evaluation threads need to
-/// empty the queue. Counted per request as `busy`.
-fn refuse_if_busy(ingest: &Ingest) -> Result<(), Refusal> {
+/// How long a request that meets a full dispatch queue waits for room before it is refused.
+const ROOM_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+/// How often a waiting request looks for room.
+const ROOM_POLL: std::time::Duration = std::time::Duration::from_millis(2);
+/// Requests waiting for room at most; more are refused at once (the waiting ones hold their
+/// undecoded bodies, bounded by the body limit).
+const ROOM_WAITERS: usize = 64;
+
+/// A request that meets a full dispatch queue waits, undecoded, up to [`ROOM_WAIT`] for room
+/// (the client sees a slower answer, as from a busy Prometheus), then is refused before its body
+/// is decoded: decoding it only to refuse it, or answering 429 at once to a client that retries
+/// at once, would take the CPU the evaluation threads need to empty the queue. A refusal is
+/// counted per request as `busy`.
+async fn refuse_if_busy(ingest: &Ingest) -> Result<(), Refusal> {
     if ingest.has_room() {
         return Ok(());
     }
+    use std::sync::atomic::Ordering;
+    let waiting = &ingest.waiting_for_room;
+    if waiting.fetch_add(1, Ordering::SeqCst) < ROOM_WAITERS {
+        let deadline = tokio::time::Instant::now() + ROOM_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(ROOM_POLL).await;
+            if ingest.has_room() {
+                waiting.fetch_sub(1, Ordering::SeqCst);
+                return Ok(());
+            }
+        }
+    }
+    waiting.fetch_sub(1, Ordering::SeqCst);
     Err(Refusal {
         status: StatusCode::TOO_MANY_REQUESTS,
         reason: Reason::Busy,
@@ -191,7 +214,7 @@ async fn otlp_outcome(ingest: &Ingest, format: OtlpFormat, request: Request) -> 
     let limits = ingest.limits();
     let encoding = body::encoding(&parts.headers, &[Encoding::Identity, Encoding::Gzip]).map_err(Refusal::body)?;
     let raw = body::read(&parts.headers, body, limits.max_body_bytes).await.map_err(Refusal::body)?;
-    refuse_if_busy(ingest)?;
+    refuse_if_busy(ingest).await?;
     let received_ms = now_ms();
     let mapped = off_async(move || {
         let bytes = body::decoded(raw, encoding, limits.max_decompressed_bytes).map_err(Refusal::body)?;
@@ -260,7 +283,7 @@ async fn remote_write_outcome(ingest: &Ingest, request: Request) -> Result<(), R
     }
     let limits = ingest.limits();
     let raw = body::read(&parts.headers, body, limits.max_body_bytes).await.map_err(Refusal::body)?;
-    refuse_if_busy(ingest)?;
+    refuse_if_busy(ingest).await?;
     let received_ms = now_ms();
     let reads = ingest.reads(crate::data::Catalog::Otel);
     let mapped = off_async(move || remote_write::decode_reading(&raw, limits.max_decompressed_bytes, received_ms, reads.as_deref()))
@@ -330,7 +353,7 @@ async fn push_outcome(ingest: &Ingest, query: Result<PushQuery, String>, request
     let limits = ingest.limits();
     let encoding = body::encoding(&parts.headers, &[Encoding::Identity, Encoding::Gzip]).map_err(Refusal::body)?;
     let raw = body::read(&parts.headers, body, limits.max_body_bytes).await.map_err(Refusal::body)?;
-    refuse_if_busy(ingest)?;
+    refuse_if_busy(ingest).await?;
     let target = TargetLabels::new(&job, query.instance.as_deref().filter(|i| !i.is_empty()), &Default::default());
     let received_ms = now_ms();
     let batch = off_async(move || {

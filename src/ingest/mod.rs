@@ -94,11 +94,13 @@ pub struct Ingest {
     sink: Arc<dyn BatchSink>,
     telemetry: Arc<Telemetry>,
     limits: BodyLimits,
+    /// Requests waiting for room in a full dispatch queue (see `http`).
+    waiting_for_room: std::sync::atomic::AtomicUsize,
 }
 
 impl Ingest {
     pub fn new(sink: Arc<dyn BatchSink>, telemetry: Arc<Telemetry>, limits: BodyLimits) -> Arc<Ingest> {
-        Arc::new(Ingest { sink, telemetry, limits })
+        Arc::new(Ingest { sink, telemetry, limits, waiting_for_room: std::sync::atomic::AtomicUsize::new(0) })
     }
 
     pub fn limits(&self) -> BodyLimits {
