@@ -143,6 +143,8 @@ fn media_type(headers: &HeaderMap) -> Option<(String, String)> {
 const ROOM_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 /// How often a waiting request looks for room.
 const ROOM_POLL: std::time::Duration = std::time::Duration::from_millis(2);
+/// What a `busy` refusal tells the client to wait (dispatch's queue-full answer says the same).
+const BUSY_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 /// Requests waiting for room at most; more are refused at once (the waiting ones hold their
 /// undecoded bodies, bounded by the body limit).
 const ROOM_WAITERS: usize = 64;
@@ -173,8 +175,8 @@ async fn refuse_if_busy(ingest: &Ingest) -> Result<(), Refusal> {
         status: StatusCode::TOO_MANY_REQUESTS,
         reason: Reason::Busy,
         count: 1,
-        message: SubmitError::QueueFull { retry_after: crate::dispatch::RETRY_AFTER }.to_string(),
-        retry_after: Some(crate::dispatch::RETRY_AFTER.as_secs_f64().ceil().max(1.0) as u64),
+        message: SubmitError::QueueFull { retry_after: BUSY_RETRY_AFTER }.to_string(),
+        retry_after: Some(BUSY_RETRY_AFTER.as_secs_f64().ceil().max(1.0) as u64),
     })
 }
 
