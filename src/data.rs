@@ -85,6 +85,19 @@ pub enum SubmitError {
 /// refused together, so a retried request is never half counted.
 pub trait BatchSink: Send + Sync + 'static {
     fn submit(&self, batches: Vec<Batch>) -> Result<(), SubmitError>;
+
+    /// Every sample name some loaded file of `catalog` reads, when the sink knows it: a receiver
+    /// may leave the other samples out before building batches (they are counted as received
+    /// and never evaluated). None: keep everything.
+    fn reads(&self, _catalog: Catalog) -> Option<std::sync::Arc<std::collections::HashSet<String>>> {
+        None
+    }
+
+    /// Whether a submission could be taken now (advisory: a receiver refuses a request before
+    /// decoding it when the queue is full, instead of decoding it to be refused).
+    fn has_room(&self) -> bool {
+        true
+    }
 }
 
 pub use hotrule_lal_engine::LogData;

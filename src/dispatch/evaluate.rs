@@ -6,6 +6,14 @@
 //! opens the file's gate (`Runtime::begin_eval`): a suspended file's samples are dropped and
 //! counted; an open gate hands one content version for the whole evaluation, and stays open
 //! until the values are written, so a drain also covers the writes.
+//!
+//! The write happens after the evaluation lock is released (a group commit per file, like the
+//! store's): an evaluation queues its values on the file's [`FileSlot`] in evaluation order,
+//! releases the lock, and the first thread to take the file's writer lock writes everything
+//! queued in one call. So the next batch of the same file evaluates while the previous one's
+//! synced write runs, and one synced write carries the values of every evaluation that queued
+//! meanwhile; values still reach the writers in evaluation order, and each evaluation's gate
+//! closes only once its own values are written.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,7 +26,7 @@ use super::stats::RuleStats;
 use crate::compiler::{Compiled, MetricShape};
 use crate::data::Batch;
 use crate::ids::{ContentHash, RuleKey};
-use crate::runtime::{GateClosed, LoadedRule};
+use crate::runtime::{EvalGuard, GateClosed, LoadedRule};
 use crate::telemetry::labels;
 
 /// A content version ready to evaluate.
@@ -47,6 +55,13 @@ impl Prepared {
             self.inputs.iter().filter_map(|input| names.get(input.as_str())).sum()
         }
     }
+}
+
+/// Every sample name some rule of a MAL file reads (empty for other content).
+pub(super) fn input_names(compiled: &Compiled) -> HashSet<String> {
+    let Compiled::Mal(file) = compiled else { return HashSet::new() };
+    let file = PreparedFile::new(file.clone());
+    (0..file.file().rules.len()).flat_map(|i| file.inputs_of(i).iter().cloned()).collect()
 }
 
 /// Metrics whose counter windows restart when `old` is replaced by `new`: those whose shape
@@ -90,10 +105,75 @@ impl FileEval {
     }
 }
 
-pub(super) type Slot = Arc<Mutex<FileEval>>;
+/// One file's evaluation state and its queue of values waiting to be written.
+#[derive(Default)]
+pub(super) struct FileSlot {
+    eval: Mutex<FileEval>,
+    /// Evaluated values not yet written, in evaluation order.
+    queued: Mutex<Vec<QueuedWrite>>,
+    /// Held by the one thread writing the queued values.
+    writer: Mutex<()>,
+}
 
-fn lock(slot: &Slot) -> MutexGuard<'_, FileEval> {
-    slot.lock().unwrap_or_else(|p| p.into_inner())
+pub(super) type Slot = Arc<FileSlot>;
+
+/// One evaluation's values waiting for the write, and where the write's outcome goes.
+struct QueuedWrite {
+    values: Vec<MetricValue>,
+    hash: ContentHash,
+    /// How many of the values some writer refused, once written.
+    outcome: Arc<Mutex<Option<usize>>>,
+}
+
+/// An evaluation whose values are queued: its gate stays open until they are written.
+struct Queued {
+    guard: EvalGuard,
+    outcome: Arc<Mutex<Option<usize>>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Waits until `queued`'s values are written (writing every queued write of the file as one
+/// group if no other thread has), then closes its gate.
+fn finish(shared: &Shared, key: &RuleKey, slot: &FileSlot, queued: Queued) {
+    {
+        let _writer = lock(&slot.writer);
+        loop {
+            if lock(&queued.outcome).is_some() {
+                break;
+            }
+            let group = std::mem::take(&mut *lock(&slot.queued));
+            if group.is_empty() {
+                // Only a writer that failed midway (a panic) leaves an outcome unset.
+                tracing::error!(rule = %key, "queued values lost");
+                break;
+            }
+            write_group(shared, key, group);
+        }
+    }
+    // The gate closes only now: a drain covers the writes of the content it drained.
+    drop(queued.guard);
+}
+
+/// Writes the values of several evaluations of one file in one call, in their order.
+fn write_group(shared: &Shared, key: &RuleKey, group: Vec<QueuedWrite>) {
+    let mut all = Vec::with_capacity(group.iter().map(|q| q.values.len()).sum());
+    let mut parts = Vec::with_capacity(group.len());
+    for write in group {
+        let start = all.len();
+        all.extend(write.values);
+        parts.push((start..all.len(), write.hash, write.outcome));
+    }
+    let failed = shared.write(key, &all);
+    let stats = shared.stats.of(key);
+    RuleStats::add(&stats.values_out, all.len() - failed);
+    RuleStats::add(&stats.values_rejected, failed);
+    for (range, hash, outcome) in parts {
+        shared.observe_written(key, &hash, &all[range.clone()]);
+        *lock(&outcome) = Some(if failed > 0 { range.len() } else { 0 });
+    }
 }
 
 /// Evaluates `batch` against every loaded MAL file of its catalog: files whose lock is free
@@ -110,29 +190,46 @@ pub(super) fn run_batch(shared: &Shared, batch: &Batch) {
         let mut busy = Vec::with_capacity(pending.len());
         for entry in pending.drain(..) {
             let (key, slot) = entry;
-            match slot.try_lock() {
-                Ok(mut file) => evaluate_file(shared, key, &mut file, batch),
-                Err(std::sync::TryLockError::Poisoned(p)) => evaluate_file(shared, key, &mut p.into_inner(), batch),
-                Err(std::sync::TryLockError::WouldBlock) => busy.push(entry),
+            let queued = match slot.eval.try_lock() {
+                Ok(mut file) => evaluate_file(shared, key, &mut file, &slot.queued, batch),
+                Err(std::sync::TryLockError::Poisoned(p)) => evaluate_file(shared, key, &mut p.into_inner(), &slot.queued, batch),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    busy.push(entry);
+                    continue;
+                }
+            };
+            if let Some(queued) = queued {
+                finish(shared, key, slot, queued);
             }
         }
         // Everything left was busy: wait for the first, then try the rest again.
         if let Some((key, slot)) = busy.first().copied() {
-            evaluate_file(shared, key, &mut lock(slot), batch);
+            let queued = evaluate_file(shared, key, &mut lock(&slot.eval), &slot.queued, batch);
+            if let Some(queued) = queued {
+                finish(shared, key, slot, queued);
+            }
             busy.remove(0);
         }
         pending = busy;
     }
 }
 
-fn evaluate_file(shared: &Shared, key: &RuleKey, file: &mut FileEval, (batch, names): (&Batch, &Names<'_>)) {
+/// Evaluates `batch` with the file's lock held; the values, if any, are queued for the write
+/// (see [`finish`]), with the gate still open.
+fn evaluate_file(
+    shared: &Shared,
+    key: &RuleKey,
+    file: &mut FileEval,
+    queue: &Mutex<Vec<QueuedWrite>>,
+    (batch, names): (&Batch, &Names<'_>),
+) -> Option<Queued> {
     let version = shared.runtime.version();
     if file.verified_at == Some(version) && file.prepared.as_ref().is_some_and(|p| p.reads(names) == 0) {
-        return;
+        return None;
     }
     let guard = match shared.runtime.begin_eval(key) {
         Ok(guard) => guard,
-        Err(GateClosed::NotLoaded) => return,
+        Err(GateClosed::NotLoaded) => return None,
         Err(GateClosed::Suspended(loaded)) => {
             let dropped = match file.prepare(&loaded) {
                 true => file.prepared.as_ref().map_or(0, |p| p.reads(names)),
@@ -144,11 +241,11 @@ fn evaluate_file(shared: &Shared, key: &RuleKey, file: &mut FileEval, (batch, na
                 shared.telemetry.samples_dropped.get_or_create(&labels([("rule", &rule), ("reason", "suspended")])).inc_by(dropped as u64);
                 RuleStats::add(&shared.stats.of(key).samples_dropped, dropped);
             }
-            return;
+            return None;
         }
     };
     if !file.prepare(&guard.loaded) {
-        return;
+        return None;
     }
     file.verified_at = Some(version);
     // A new version's shapes reach the writers before its first values: a metric whose shape
@@ -160,10 +257,10 @@ fn evaluate_file(shared: &Shared, key: &RuleKey, file: &mut FileEval, (batch, na
         file.shapes_ensured = Some(p.hash.clone());
     }
     let FileEval { prepared, state, .. } = file;
-    let Some(prepared) = prepared.as_ref() else { return };
+    let Some(prepared) = prepared.as_ref() else { return None };
     let read = prepared.reads(names);
     if read == 0 {
-        return;
+        return None;
     }
     let stats = shared.stats.of(key);
     let rule = key.to_string();
@@ -186,14 +283,12 @@ fn evaluate_file(shared: &Shared, key: &RuleKey, file: &mut FileEval, (batch, na
         shared.reject("unregistered_measure", unregistered);
         RuleStats::add(&stats.values_rejected, unregistered);
     }
-    if !accepted.values.is_empty() {
-        let failed = shared.write(key, &accepted.values);
-        RuleStats::add(&stats.values_out, accepted.values.len() - failed);
-        RuleStats::add(&stats.values_rejected, failed);
-        shared.observe_written(key, &prepared.hash, &accepted.values);
+    if accepted.values.is_empty() {
+        return None;
     }
-    // The gate closes only now: a drain covers the writes of the content it drained.
-    drop(guard);
+    let outcome = Arc::new(Mutex::new(None));
+    lock(queue).push(QueuedWrite { values: accepted.values, hash: prepared.hash.clone(), outcome: outcome.clone() });
+    Some(Queued { guard, outcome })
 }
 
 struct Accepted {

@@ -41,7 +41,7 @@ use crate::ids::{self, ContentHash, RuleKey};
 use crate::metrics::MetricWriter;
 use crate::runtime::{Origin, Runtime, SuspendResult};
 use crate::telemetry::{Telemetry, labels};
-use evaluate::{FileEval, Slot};
+use evaluate::Slot;
 use queue::{BatchQueue, PushRefused};
 
 /// What a full queue tells a receiver to wait before retrying.
@@ -122,6 +122,10 @@ struct Slots {
     runtime_version: Option<u64>,
     by_key: HashMap<RuleKey, Slot>,
     by_catalog: HashMap<ids::Catalog, Arc<Vec<(RuleKey, Slot)>>>,
+    /// Every sample name the loaded files (suspended included) of a catalog read.
+    reads: HashMap<ids::Catalog, Arc<HashSet<String>>>,
+    /// The names each loaded content version reads, kept across rebuilds.
+    inputs: HashMap<ContentHash, Arc<HashSet<String>>>,
 }
 
 pub(crate) struct Shared {
@@ -147,28 +151,51 @@ impl Shared {
         slots.by_catalog.get(&catalog).cloned().unwrap_or_default()
     }
 
+    /// Every sample name the loaded files of `catalog` read (see [`BatchSink::reads`]).
+    fn reads_of(&self, catalog: Catalog) -> Arc<HashSet<String>> {
+        let catalog = rule_catalog(catalog);
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let version = self.runtime.version();
+        if slots.runtime_version != Some(version) {
+            self.rebuild(&mut slots, version);
+        }
+        slots.reads.get(&catalog).cloned().unwrap_or_default()
+    }
+
     /// Keeps the state of files still loaded, adds new ones, forgets unloaded ones (a file
     /// loaded again starts with fresh counter windows) and the stats of files that are gone.
     fn rebuild(&self, slots: &mut Slots, version: u64) {
-        let (loaded, known): (Vec<RuleKey>, HashSet<RuleKey>) = self.runtime.with_all(|rules| {
+        type Loaded = (RuleKey, ContentHash, Arc<Compiled>);
+        let (loaded, known): (Vec<Loaded>, HashSet<RuleKey>) = self.runtime.with_all(|rules| {
             let loaded = rules
                 .iter()
-                .filter(|(key, state)| {
-                    evaluates(key.catalog) && state.loaded.as_ref().is_some_and(|l| matches!(*l.compiled, Compiled::Mal(_)))
+                .filter(|(key, _)| evaluates(key.catalog))
+                .filter_map(|(key, state)| {
+                    let l = state.loaded.as_ref().filter(|l| matches!(*l.compiled, Compiled::Mal(_)))?;
+                    Some((key.clone(), l.content_hash.clone(), l.compiled.clone()))
                 })
-                .map(|(key, _)| key.clone())
                 .collect();
             (loaded, rules.keys().filter(|key| evaluates(key.catalog)).cloned().collect())
         });
         let mut by_key: HashMap<RuleKey, Slot> = HashMap::with_capacity(loaded.len());
         let mut by_catalog: HashMap<ids::Catalog, Vec<(RuleKey, Slot)>> = HashMap::new();
-        for key in loaded {
-            let slot = slots.by_key.remove(&key).unwrap_or_else(|| Arc::new(Mutex::new(FileEval::default())));
+        let mut inputs: HashMap<ContentHash, Arc<HashSet<String>>> = HashMap::with_capacity(loaded.len());
+        let mut reads: HashMap<ids::Catalog, HashSet<String>> = HashMap::new();
+        for (key, hash, compiled) in loaded {
+            let names = match slots.inputs.remove(&hash).or_else(|| inputs.get(&hash).cloned()) {
+                Some(names) => names,
+                None => Arc::new(evaluate::input_names(&compiled)),
+            };
+            reads.entry(key.catalog).or_default().extend(names.iter().cloned());
+            inputs.insert(hash, names);
+            let slot = slots.by_key.remove(&key).unwrap_or_default();
             by_catalog.entry(key.catalog).or_default().push((key.clone(), slot.clone()));
             by_key.insert(key, slot);
         }
         slots.by_key = by_key;
         slots.by_catalog = by_catalog.into_iter().map(|(c, files)| (c, Arc::new(files))).collect();
+        slots.reads = reads.into_iter().map(|(c, names)| (c, Arc::new(names))).collect();
+        slots.inputs = inputs;
         slots.runtime_version = Some(version);
         // A file keeps its stats while the node knows it (loaded, suspended, or an entry or
         // bundled file that claims names, INACTIVE included).
@@ -382,6 +409,14 @@ impl LogSink for Dispatcher {
 }
 
 impl BatchSink for Dispatcher {
+    fn reads(&self, catalog: Catalog) -> Option<Arc<HashSet<String>>> {
+        Some(self.shared.reads_of(catalog))
+    }
+
+    fn has_room(&self) -> bool {
+        self.shared.queue.has_room()
+    }
+
     fn submit(&self, batches: Vec<Batch>) -> Result<(), SubmitError> {
         let counts: Vec<(crate::data::Protocol, usize)> = batches.iter().map(|b| (b.protocol, b.samples.len())).collect();
         match self.shared.queue.push(batches) {

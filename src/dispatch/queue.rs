@@ -49,6 +49,15 @@ impl BatchQueue {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether a request should be decoded now: at least an eighth of the queue (1 to 64
+    /// batches) is free. Advisory: the headroom keeps the requests that saw room at the same
+    /// moment (one per connection) from being decoded only to be refused by `push`.
+    pub fn has_room(&self) -> bool {
+        let state = self.lock();
+        let headroom = (self.capacity / 8).clamp(1, 64);
+        !state.stopped && state.batches.len() + headroom <= self.capacity
+    }
+
     /// Batches waiting (not yet taken).
     pub fn len(&self) -> usize {
         self.lock().batches.len()
@@ -146,6 +155,23 @@ mod tests {
         assert!(queue.take().is_some());
         queue.done();
         assert_eq!(queue.push(vec![batch(), batch(), batch()]), Ok(()), "empty: taken whole");
+    }
+
+    #[test]
+    fn room_is_reported_while_an_eighth_of_the_queue_is_free() {
+        let queue = BatchQueue::new(16);
+        assert!(queue.has_room());
+        assert_eq!(queue.push((0..14).map(|_| batch()).collect()), Ok(()));
+        assert!(queue.has_room(), "14 + 2 <= 16");
+        assert_eq!(queue.push(vec![batch()]), Ok(()));
+        assert!(!queue.has_room(), "15 + 2 > 16, though one more batch would still fit");
+        assert_eq!(queue.push(vec![batch()]), Ok(()));
+        assert!(queue.take().is_some());
+        queue.done();
+        assert!(!queue.has_room());
+        queue.stop();
+        assert!(!queue.has_room(), "a stopped queue has no room");
+        assert!(BatchQueue::new(1).has_room(), "a queue of one has room while empty");
     }
 
     #[test]

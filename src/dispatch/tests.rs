@@ -431,3 +431,31 @@ fn each_new_version_announces_its_shapes_to_the_writers_before_its_first_values(
     idle(&f);
     assert_eq!(*f.twin.shapes.lock().expect("lock"), vec![expected.clone(), expected]);
 }
+
+/// The next batch of a file evaluates while the previous batch's values are being written (the
+/// file's lock is not held across the write); its values wait for the write and follow in
+/// evaluation order, and its gate stays open until they are written.
+#[test]
+fn a_file_evaluates_its_next_batch_during_the_previous_write() {
+    let f = fixture(DispatchSettings { workers: 2, ..DispatchSettings::for_test() });
+    let vm = key("vm");
+    install(&f.runtime, &vm, V1);
+    f.registry.register(V1);
+    f.twin.hold();
+    f.dispatcher.submit(vec![batch(&["a"], 1.0)]).expect("accepted");
+    f.twin.wait_blocked();
+    f.dispatcher.submit(vec![batch(&["b"], 1.0)]).expect("accepted");
+    let deadline = Instant::now() + WAIT;
+    while f.dispatcher.evaluation(&vm).evaluations < 2 {
+        assert!(Instant::now() < deadline, "the second batch was not evaluated during the first write");
+        std::thread::yield_now();
+    }
+    assert_eq!(f.runtime.in_flight(&vm), 2, "both evaluations stay open until their values are written");
+    assert!(f.twin.values().is_empty(), "nothing written yet");
+    f.twin.release();
+    idle(&f);
+    let services: Vec<String> = f.twin.values().iter().map(|v| v.entity.service_name.clone()).collect();
+    assert_eq!(services, ["a", "b"], "written in evaluation order");
+    assert_eq!(f.runtime.in_flight(&vm), 0);
+    assert_eq!(f.dispatcher.evaluation(&vm).values_out, 2);
+}

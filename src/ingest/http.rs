@@ -141,6 +141,47 @@ pub(super) fn media_type(headers: &HeaderMap) -> Option<(String, String)> {
     Some((essence.trim().to_ascii_lowercase(), params.trim().to_ascii_lowercase()))
 }
 
+/// How long a request that meets a full dispatch queue waits for room before it is refused.
+const ROOM_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+/// How often a waiting request looks for room.
+const ROOM_POLL: std::time::Duration = std::time::Duration::from_millis(2);
+/// What a `busy` refusal tells the client to wait (dispatch's queue-full answer says the same).
+const BUSY_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+/// Requests waiting for room at most; more are refused at once (the waiting ones hold their
+/// undecoded bodies, bounded by the body limit).
+const ROOM_WAITERS: usize = 64;
+
+/// A request that meets a full dispatch queue waits, undecoded, up to [`ROOM_WAIT`] for room
+/// (the client sees a slower answer, as from a busy Prometheus), then is refused before its body
+/// is decoded: decoding it only to refuse it, or answering 429 at once to a client that retries
+/// at once, would take the CPU the evaluation threads need to empty the queue. A refusal is
+/// counted per request as `busy`.
+async fn refuse_if_busy(ingest: &Ingest) -> Result<(), Refusal> {
+    if ingest.has_room() {
+        return Ok(());
+    }
+    use std::sync::atomic::Ordering;
+    let waiting = &ingest.waiting_for_room;
+    if waiting.fetch_add(1, Ordering::SeqCst) < ROOM_WAITERS {
+        let deadline = tokio::time::Instant::now() + ROOM_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(ROOM_POLL).await;
+            if ingest.has_room() {
+                waiting.fetch_sub(1, Ordering::SeqCst);
+                return Ok(());
+            }
+        }
+    }
+    waiting.fetch_sub(1, Ordering::SeqCst);
+    Err(Refusal {
+        status: StatusCode::TOO_MANY_REQUESTS,
+        reason: Reason::Busy,
+        count: 1,
+        message: SubmitError::QueueFull { retry_after: BUSY_RETRY_AFTER }.to_string(),
+        retry_after: Some(BUSY_RETRY_AFTER.as_secs_f64().ceil().max(1.0) as u64),
+    })
+}
+
 /// Runs a decoder off the async threads.
 async fn off_async<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, Refusal> {
     tokio::task::spawn_blocking(work).await.map_err(|e| {
@@ -177,6 +218,7 @@ async fn otlp_outcome(ingest: &Ingest, format: OtlpFormat, request: Request) -> 
     let limits = ingest.limits();
     let encoding = body::encoding(&parts.headers, &[Encoding::Identity, Encoding::Gzip]).map_err(Refusal::body)?;
     let raw = body::read(&parts.headers, body, limits.max_body_bytes).await.map_err(Refusal::body)?;
+    refuse_if_busy(ingest).await?;
     let received_ms = now_ms();
     let mapped = off_async(move || {
         let bytes = body::decoded(raw, encoding, limits.max_decompressed_bytes).map_err(Refusal::body)?;
@@ -245,8 +287,10 @@ async fn remote_write_outcome(ingest: &Ingest, request: Request) -> Result<(), R
     }
     let limits = ingest.limits();
     let raw = body::read(&parts.headers, body, limits.max_body_bytes).await.map_err(Refusal::body)?;
+    refuse_if_busy(ingest).await?;
     let received_ms = now_ms();
-    let mapped = off_async(move || remote_write::decode(&raw, limits.max_decompressed_bytes, received_ms))
+    let reads = ingest.reads(crate::data::Catalog::Otel);
+    let mapped = off_async(move || remote_write::decode_reading(&raw, limits.max_decompressed_bytes, received_ms, reads.as_deref()))
         .await?
         .map_err(|e| match e {
             remote_write::RemoteWriteError::TooLarge { .. } => Refusal::request(StatusCode::PAYLOAD_TOO_LARGE, Reason::TooLarge, e.to_string()),
@@ -255,7 +299,7 @@ async fn remote_write_outcome(ingest: &Ingest, request: Request) -> Result<(), R
     ingest.rejected(Protocol::RemoteWrite, Reason::Stale, mapped.stale);
     let invalid_samples = mapped.invalid_samples();
     let invalid = mapped.invalid;
-    ingest.submit(Protocol::RemoteWrite, mapped.batches).map_err(Refusal::submit)?;
+    ingest.submit_read(Protocol::RemoteWrite, mapped.batches, mapped.unread).map_err(Refusal::submit)?;
     if invalid.is_empty() {
         return Ok(());
     }
@@ -313,6 +357,7 @@ async fn push_outcome(ingest: &Ingest, query: Result<PushQuery, String>, request
     let limits = ingest.limits();
     let encoding = body::encoding(&parts.headers, &[Encoding::Identity, Encoding::Gzip]).map_err(Refusal::body)?;
     let raw = body::read(&parts.headers, body, limits.max_body_bytes).await.map_err(Refusal::body)?;
+    refuse_if_busy(ingest).await?;
     let target = TargetLabels::new(&job, query.instance.as_deref().filter(|i| !i.is_empty()), &Default::default());
     let received_ms = now_ms();
     let batch = off_async(move || {

@@ -72,6 +72,9 @@ pub enum Reason {
     UnspecifiedTemporality,
     /// The dispatch queue was full (per sample).
     QueueFull,
+    /// The dispatch queue was full when the request arrived: refused before decoding, so its
+    /// samples are not known (per request).
+    Busy,
     /// The data plane is stopping (per sample).
     Stopped,
 }
@@ -89,6 +92,7 @@ impl Reason {
             Reason::NoRecordedValue => "no_recorded_value",
             Reason::UnspecifiedTemporality => "unspecified_temporality",
             Reason::QueueFull => "queue_full",
+            Reason::Busy => "busy",
             Reason::Stopped => "stopped",
         }
     }
@@ -102,6 +106,8 @@ pub struct Ingest {
     limits: BodyLimits,
     /// Where logs go; none: the log routes answer 503 `logs_unavailable`.
     log_sink: Option<Arc<dyn LogSink>>,
+    /// Requests waiting for room in a full dispatch queue (see `http`).
+    waiting_for_room: std::sync::atomic::AtomicUsize,
 }
 
 impl Ingest {
@@ -116,7 +122,7 @@ impl Ingest {
         telemetry: Arc<Telemetry>,
         limits: BodyLimits,
     ) -> Arc<Ingest> {
-        Arc::new(Ingest { sink, telemetry, limits, log_sink })
+        Arc::new(Ingest { sink, telemetry, limits, log_sink, waiting_for_room: std::sync::atomic::AtomicUsize::new(0) })
     }
 
     pub fn limits(&self) -> BodyLimits {
@@ -140,11 +146,31 @@ impl Ingest {
     /// Counts the decoded samples of `batches`, then submits them all together; a refusal is
     /// counted as `queue_full` or `stopped` for every one of their samples.
     pub fn submit(&self, protocol: Protocol, batches: Vec<Batch>) -> Result<(), SubmitError> {
-        let samples: usize = batches.iter().map(|b| b.samples.len()).sum();
+        self.submit_read(protocol, batches, 0)
+    }
+
+    /// Whether dispatch could take a submission now (see [`BatchSink::has_room`]).
+    pub fn has_room(&self) -> bool {
+        self.sink.has_room()
+    }
+
+    /// The names the loaded files of `catalog` read (see [`BatchSink::reads`]).
+    pub fn reads(&self, catalog: crate::data::Catalog) -> Option<Arc<std::collections::HashSet<String>>> {
+        self.sink.reads(catalog)
+    }
+
+    /// [`Ingest::submit`] for a request of which `unread` valid samples were left out because no
+    /// loaded file reads them: they count as received, and as refused with the request.
+    pub fn submit_read(&self, protocol: Protocol, batches: Vec<Batch>, unread: usize) -> Result<(), SubmitError> {
+        let queued: usize = batches.iter().map(|b| b.samples.len()).sum();
+        let samples = queued + unread;
         if samples == 0 {
             return Ok(());
         }
         self.telemetry.samples_received.get_or_create(&labels([("protocol", protocol.as_str())])).inc_by(samples as u64);
+        if queued == 0 {
+            return Ok(());
+        }
         let result = self.sink.submit(batches);
         match &result {
             Ok(()) => {}

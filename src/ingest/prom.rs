@@ -155,8 +155,21 @@ pub fn to_mal(samples: Vec<Sample>) -> (Vec<Sample>, Vec<BadBucket>) {
     (out, bad)
 }
 
+/// The name [`to_mal`] gives the samples of a Prometheus series named `name` (`bucket`: it has
+/// an `le` label): a `*_bucket` series is named after its histogram; `.` and `/` become `_`.
+pub fn mal_name(name: &str, bucket: bool) -> std::borrow::Cow<'_, str> {
+    let name = match name.strip_suffix("_bucket") {
+        Some(base) if bucket => base,
+        _ => name,
+    };
+    match name.contains(['.', '/']) {
+        true => std::borrow::Cow::Owned(escape_metric_name(name)),
+        false => std::borrow::Cow::Borrowed(name),
+    }
+}
+
 /// A bound or quantile: a float, with Prometheus' `+Inf` / `-Inf` spellings.
-fn parse_bound(text: &str) -> Option<f64> {
+pub fn parse_bound(text: &str) -> Option<f64> {
     match text.trim() {
         "+Inf" | "Inf" | "+inf" | "inf" => Some(f64::INFINITY),
         "-Inf" | "-inf" => Some(f64::NEG_INFINITY),

@@ -24,6 +24,8 @@ struct State {
     refusals: VecDeque<SubmitError>,
     /// Refuse every submission with this, after `refusals` ran out.
     refuse_all: Option<SubmitError>,
+    /// Answer `has_room` with false (a full queue seen before decoding).
+    full: bool,
     seen: usize,
 }
 
@@ -52,6 +54,11 @@ impl RecordingSink {
         self.state().refuse_all = error;
     }
 
+    /// Makes `has_room` answer `!full`.
+    pub fn set_full(&self, full: bool) {
+        self.state().full = full;
+    }
+
     /// Every accepted submission, in order.
     pub fn accepted(&self) -> Vec<Vec<Batch>> {
         self.state().accepted.clone()
@@ -76,6 +83,10 @@ impl RecordingSink {
 }
 
 impl BatchSink for RecordingSink {
+    fn has_room(&self) -> bool {
+        !self.state().full
+    }
+
     fn submit(&self, batches: Vec<Batch>) -> Result<(), SubmitError> {
         let result = {
             let mut state = self.state();

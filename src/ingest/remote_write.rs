@@ -10,7 +10,13 @@
 //!   are not in the message hotrule compiles and are skipped as unknown fields.
 //! - Batches: one per scrape, i.e. per (`job`, `instance`, timestamp) group (see
 //!   [`super::prom::split_scrapes`]), converted by [`super::prom::to_mal`].
+//! - Given the names the loaded rules read ([`decode_reading`]), a valid series whose MAL name
+//!   ([`super::prom::mal_name`]) no rule reads is counted (`unread`) and left out before its
+//!   samples are built: a node_exporter scrape has 507 series, `vm.yaml` reads 43. Such series
+//!   are still validated (a bad one is refused and named as before); a bucket whose `le` does not
+//!   parse is kept so that the conversion reports it.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use prost::Message;
@@ -79,6 +85,8 @@ pub struct RemoteWriteMapping {
     pub invalid: Vec<InvalidSeries>,
     /// Stale markers dropped.
     pub stale: usize,
+    /// Valid samples left out because no loaded rule reads their name.
+    pub unread: usize,
 }
 
 impl RemoteWriteMapping {
@@ -101,18 +109,73 @@ pub fn decompress(body: &[u8], limit: usize) -> Result<Vec<u8>, RemoteWriteError
     snap::raw::Decoder::new().decompress_vec(body).map_err(|e| RemoteWriteError::Snappy(e.to_string()))
 }
 
-/// Decodes a compressed body: see the module documentation.
+/// Decodes a compressed body, keeping every series: see the module documentation.
 pub fn decode(body: &[u8], max_decompressed: usize, received_ms: i64) -> Result<RemoteWriteMapping, RemoteWriteError> {
-    let raw = decompress(body, max_decompressed)?;
-    let request = prompb::WriteRequest::decode(raw.as_slice()).map_err(|e| RemoteWriteError::Protobuf(e.to_string()))?;
-    Ok(map_request(request, received_ms))
+    decode_reading(body, max_decompressed, received_ms, None)
 }
 
-/// Maps a decoded `WriteRequest`.
+/// Decodes a compressed body; with `reads`, only the series whose MAL name is in it become
+/// samples (the others are counted in `unread`).
+pub fn decode_reading(
+    body: &[u8],
+    max_decompressed: usize,
+    received_ms: i64,
+    reads: Option<&HashSet<String>>,
+) -> Result<RemoteWriteMapping, RemoteWriteError> {
+    let raw = decompress(body, max_decompressed)?;
+    let request = prompb::WriteRequest::decode(raw.as_slice()).map_err(|e| RemoteWriteError::Protobuf(e.to_string()))?;
+    Ok(map_request_reading(request, received_ms, reads))
+}
+
+/// Maps a decoded `WriteRequest`, keeping every series.
 pub fn map_request(request: prompb::WriteRequest, received_ms: i64) -> RemoteWriteMapping {
+    map_request_reading(request, received_ms, None)
+}
+
+/// Whether a valid series of name `name` is left out: `reads` is given, the series' MAL name is
+/// not in it, and it is not a bucket whose `le` the conversion would refuse.
+fn unread(name: &str, labels: &[prompb::Label], reads: Option<&HashSet<String>>) -> bool {
+    let Some(reads) = reads else { return false };
+    let le = labels.iter().find(|l| l.name == "le" && !l.value.is_empty()).map(|l| l.value.as_str());
+    let mal_name = prom::mal_name(name, le.is_some());
+    if reads.contains(mal_name.as_ref()) {
+        return false;
+    }
+    !(name.ends_with("_bucket") && le.is_some_and(|le| prom::parse_bound(le).is_none()))
+}
+
+/// The value of `__name__` if the series is valid (no empty label name, no repeated name), read
+/// without building its label map.
+fn valid_name(labels: &[prompb::Label]) -> Option<&str> {
+    let mut name = None;
+    for (i, label) in labels.iter().enumerate() {
+        if label.name.is_empty() || labels[..i].iter().any(|other| other.name == label.name) {
+            return None;
+        }
+        if label.name == "__name__" && !label.value.is_empty() {
+            name = Some(label.value.as_str());
+        }
+    }
+    name
+}
+
+/// Maps a decoded `WriteRequest`; see [`decode_reading`] for `reads`.
+pub fn map_request_reading(request: prompb::WriteRequest, received_ms: i64, reads: Option<&HashSet<String>>) -> RemoteWriteMapping {
     let mut out = RemoteWriteMapping::default();
     let mut samples = Vec::new();
     for (index, series) in request.timeseries.into_iter().enumerate() {
+        if reads.is_some()
+            && let Some(name) = valid_name(&series.labels)
+            && unread(name, &series.labels, reads)
+        {
+            for sample in &series.samples {
+                match sample.value.to_bits() == STALE_NAN_BITS {
+                    true => out.stale += 1,
+                    false => out.unread += 1,
+                }
+            }
+            continue;
+        }
         let (name, labels) = match series_labels(series.labels) {
             Ok(parts) => parts,
             Err((problem, labels)) => {

@@ -175,7 +175,7 @@ impl Workflow {
             timer.mark("persist_notify");
             self.set_claims(&key, &compiled, false);
             let note = super::replicas_note(self.peers.replicas_required(), confirmed);
-            if let Some(argument) = faults::injected(faults::AFTER_PERSIST) {
+            if let Some(argument) = faults::held(faults::AFTER_PERSIST).await {
                 self.runtime.set_error(&key, format!("local apply deferred ({argument}); the scan retries"));
                 return Outcome::new(
                     ApplyStatus::FilterOnlyPersisted,
@@ -216,7 +216,7 @@ impl Workflow {
         // Committed. From here on storage is authoritative.
         self.apply_phase(&apply_id, Phase::RollingOut);
         self.set_claims(&key, &compiled, false);
-        if let Some(argument) = faults::injected(faults::AFTER_PERSIST) {
+        if let Some(argument) = faults::held(faults::AFTER_PERSIST).await {
             self.runtime.set_error(&key, format!("commit deferred ({argument}); the scan retries"));
             self.resume_cluster(&key).await;
             let outcome = Outcome::new(

@@ -247,7 +247,7 @@ impl Workflow {
     /// Persists `change`, honouring the persist failpoints.
     async fn persist(&self, change: Change) -> Result<(), PersistError> {
         for point in [faults::BEFORE_PERSIST, faults::PERSIST] {
-            if let Some(argument) = faults::injected(point) {
+            if let Some(argument) = faults::held(point).await {
                 return Err(PersistError::Injected { point, argument });
             }
         }

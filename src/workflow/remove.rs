@@ -50,7 +50,7 @@ impl Workflow {
             Some(compiled) => self.set_claims(key, compiled, true),
             None => self.runtime.claims.remove(key),
         }
-        if let Some(argument) = faults::injected(faults::TEARDOWN) {
+        if let Some(argument) = faults::held(faults::TEARDOWN).await {
             self.runtime.set_error(key, format!("teardown deferred ({argument}); the scan retries"));
             self.resume_cluster(key).await;
             self.peers.notify_committed(&entry, prior.last_revision.as_ref()).await;

@@ -175,6 +175,28 @@ async fn a_full_queue_answers_429_with_retry_after_and_stopping_503() {
     assert!(server.sink.accepted().is_empty());
 }
 
+/// A request arriving while the queue is full is refused before it is decoded: 429 with the
+/// queue's retry-after, counted once per request as `busy`, nothing submitted.
+#[tokio::test]
+async fn a_request_meeting_a_full_queue_is_refused_before_decoding() {
+    let server = Server::start(BodyLimits::default()).await;
+    server.sink.set_full(true);
+    let body = encode(vec![series("up", &[("job", "j")], &[(1.0, 1), (2.0, 2)])]);
+    let (status, headers, _) = server.post("/api/v1/write", &[PROTOBUF, ("content-encoding", "snappy")], body.clone()).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["retry-after"], "1");
+    let (status, _, _) = server.post("/v1/metrics", &[JSON], JSON_REQUEST.into()).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(server.rejected(Protocol::RemoteWrite, "busy"), 1);
+    assert_eq!(server.rejected(Protocol::Otlp, "busy"), 1);
+    assert_eq!(server.rejected(Protocol::RemoteWrite, "queue_full"), 0);
+    assert_eq!(server.sink.seen(), 0, "nothing was decoded and submitted");
+    server.sink.set_full(false);
+    let (status, _, _) = server.post("/api/v1/write", &[PROTOBUF, ("content-encoding", "snappy")], body).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(server.sink.batches().iter().map(|b| b.samples.len()).sum::<usize>(), 2, "taken once there is room");
+}
+
 #[tokio::test]
 async fn otlp_refused_points_are_a_partial_success() {
     let server = Server::start(BodyLimits::default()).await;

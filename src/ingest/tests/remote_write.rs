@@ -116,3 +116,32 @@ fn bad_bodies_are_refused_with_the_reason() {
     bomb.extend_from_slice(&[0; 8]);
     assert!(matches!(decode(&bomb, LIMIT, 0), Err(RemoteWriteError::TooLarge { .. }) | Err(RemoteWriteError::Snappy(_))));
 }
+
+/// With the names the rules read, the other series never become samples; they are counted, and
+/// the series that are read (a histogram under its base name, a dotted name escaped) come out
+/// exactly as without the filter. Invalid series and bad buckets are refused either way.
+#[test]
+fn series_no_rule_reads_are_counted_and_left_out() {
+    use crate::ingest::remote_write::decode_reading;
+    let j = [("job", "vm-monitoring"), ("instance", "node-a:9100")];
+    let body = encode(vec![
+        series("node_load1", &j, &[(0.25, 1000)]),
+        series("node_unread_total", &j, &[(1.0, 1000), (f64::from_bits(STALE_NAN_BITS), 2000)]),
+        series("rpc_seconds_bucket", &[j[0], j[1], ("le", "0.1")], &[(1.0, 1000)]),
+        series("rpc_seconds_bucket", &[j[0], j[1], ("le", "+Inf")], &[(3.0, 1000)]),
+        series("jvm.memory.used", &j, &[(7.0, 1000)]),
+        series("other_seconds_bucket", &[j[0], j[1], ("le", "x")], &[(1.0, 1000)]),
+        series("", &j, &[(1.0, 1000)]),
+    ]);
+    let reads: std::collections::HashSet<String> =
+        ["node_load1", "rpc_seconds", "jvm_memory_used"].into_iter().map(String::from).collect();
+    let all = decode(&body, LIMIT, 5).expect("decodes");
+    let read = decode_reading(&body, LIMIT, 5, Some(&reads)).expect("decodes");
+    assert_eq!((read.unread, read.stale), (1, 1), "node_unread_total's sample is unread, its stale marker stale");
+    let kept: Vec<_> = all.batches[0].samples.iter().filter(|s| s.name != "node_unread_total").cloned().collect();
+    assert_eq!(read.batches.len(), 1);
+    assert_eq!(read.batches[0].samples, kept, "the read series are converted as without the filter");
+    assert_eq!(read.sample_count() + read.unread, all.sample_count());
+    assert_eq!(read.invalid, all.invalid, "the bad bucket and the nameless series are refused either way");
+    assert_eq!(read.invalid.len(), 2);
+}
