@@ -417,21 +417,13 @@ impl BatchSink for Dispatcher {
         self.shared.queue.has_room()
     }
 
+    /// Queues `batches` whole or refuses them whole. The receiver counts a refusal
+    /// (`samples_rejected{protocol, reason}`), once, where it knows the protocol.
     fn submit(&self, batches: Vec<Batch>) -> Result<(), SubmitError> {
-        let counts: Vec<(crate::data::Protocol, usize)> = batches.iter().map(|b| (b.protocol, b.samples.len())).collect();
         match self.shared.queue.push(batches) {
             Ok(()) => Ok(()),
             Err(PushRefused::Stopped) => Err(SubmitError::Stopped),
-            Err(PushRefused::Full) => {
-                for (protocol, samples) in counts {
-                    self.shared
-                        .telemetry
-                        .samples_rejected
-                        .get_or_create(&labels([("protocol", protocol.as_str()), ("reason", "queue_full")]))
-                        .inc_by(samples as u64);
-                }
-                Err(SubmitError::QueueFull { retry_after: RETRY_AFTER })
-            }
+            Err(PushRefused::Full) => Err(SubmitError::QueueFull { retry_after: RETRY_AFTER }),
         }
     }
 }
