@@ -133,7 +133,7 @@ pub fn process_cpu_seconds() -> Option<f64> {
 fn civil(ms: i64) -> (i64, u32, u32, i64, i64, i64) {
     let (year, month, day) = hotrule_mal_engine::civil_from_days(ms.div_euclid(86_400_000));
     let seconds = ms.rem_euclid(86_400_000) / 1000;
-    (year as i64, month as u32, day as u32, seconds / 3600, seconds / 60 % 60, seconds % 60)
+    (year, month as u32, day as u32, seconds / 3600, seconds / 60 % 60, seconds % 60)
 }
 
 /// An nginx error log line at `ms` (the rule reads its time back, to the second, in UTC).
