@@ -7,6 +7,7 @@ pub mod dispatch;
 pub mod etcd;
 pub mod ingest;
 mod ingest_node;
+pub mod lal_node;
 pub mod logs;
 pub mod mal;
 pub mod query;
@@ -203,6 +204,34 @@ pub enum BenchCommand {
         #[arg(long)]
         in_memory: bool,
     },
+    /// Log lines/s through a whole node's LAL data plane: nginx access and error lines submitted
+    /// to an in-process node's dispatcher, lal/nginx.yaml, the log store, log-MAL metrics into
+    /// the metric store; the stored results checked against what was sent.
+    LalNode {
+        /// The rules directory (lal/nginx.yaml and log-mal-rules/nginx.yaml).
+        #[arg(long, default_value = "./config/rules")]
+        rules: std::path::PathBuf,
+        /// RocksDB in this directory (needs the `rocksdb` feature); default: the in-memory twin.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+        /// Seconds of load (the drain to idle after it is timed too).
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Threads submitting batches.
+        #[arg(long, default_value_t = 2)]
+        producers: usize,
+        /// Logs per batch.
+        #[arg(long, default_value_t = 100)]
+        batch: usize,
+        #[arg(long, default_value_t = 4)]
+        services: usize,
+        /// LAL evaluation threads (`dispatch.log_workers`).
+        #[arg(long, default_value_t = 2)]
+        log_workers: usize,
+        /// Log queue bound in batches (`dispatch.log_queue_batches`).
+        #[arg(long, default_value_t = 1024)]
+        log_queue: usize,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -273,6 +302,23 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         BenchCommand::Logs { dir, logs, batch, writers, queries, in_memory } => {
             let bench = logs::LogsBench { logs, batch, writers, queries, in_memory };
             report(tokio::task::block_in_place(|| logs::run(&dir, &bench)))
+        }
+        BenchCommand::LalNode { rules, dir, seconds, producers, batch, services, log_workers, log_queue } => {
+            let dispatch = crate::dispatch::DispatchSettings {
+                log_workers: log_workers.max(1),
+                log_queue_batches: log_queue.max(1),
+                ..crate::dispatch::DispatchSettings::default()
+            };
+            let bench = lal_node::LalNodeBench {
+                rules_dir: rules,
+                dir,
+                seconds: std::time::Duration::from_secs(seconds),
+                producers,
+                batch,
+                services,
+                dispatch,
+            };
+            report(lal_node::run(&bench).await)
         }
         BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net, None).await),
         BenchCommand::Dispatch { dir, hosts, workers, queue, pauses } => {

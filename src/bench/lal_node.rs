@@ -1,0 +1,461 @@
+//! `hotrule bench lal-node`: log lines/s through a whole node's LAL data plane.
+//!
+//! An in-process node (the in-memory twin of the key space, or RocksDB with `--dir` in a build
+//! with the `rocksdb` feature) gets the shipped `log-mal-rules/nginx.yaml` and `lal/nginx.yaml`
+//! through its admin API (`addOrUpdate`, as an operator installs them). Then `--producers`
+//! threads submit prepared batches of nginx access and error lines (nine to one, current
+//! timestamps, a few services) to the node's dispatcher through its [`LogSink`] for
+//! `--seconds`, backing off and retrying on `QueueFull` (each refusal counted). The clock stops
+//! when the dispatcher is idle again: every accepted log analysed by the two LAL rules, every
+//! kept log written to the log store (synced group-commit writes), every emitted sample
+//! evaluated by the log-MAL file into the metric store.
+//!
+//! The results are checked, not assumed: the logs read back from the log store equal the logs
+//! the LAL file kept and the store counted (`logs_stored`), and the stored
+//! `meter_nginx_service_error_log_count` values sum to the error lines accepted. A mismatch is
+//! an error of the run.
+//!
+//! CPU is the whole process's (`/proc/self/stat`): producers (cloning prepared batches), LAL
+//! threads, stores and the node's other workers, so logs per CPU-second is a node figure,
+//! lower than the interpreter's alone (`nginx_throughput` example of `hotrule-lal-engine`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hotrule_lal_engine::{Body, LogData};
+
+use crate::client::{AdminClient, with_query};
+use crate::data::{LogBatch, LogProtocol, LogSink, SubmitError};
+use crate::dispatch::DispatchSettings;
+use crate::ids::{Catalog, RuleKey, RuleName};
+use crate::logs::{LogCursor, LogFilter, LogOrder, LogReader, MAX_LIMIT};
+use crate::metrics::{Granularity, MetricReader, SeriesFilter, Value};
+use crate::node::{NodeSettings, RunningNode};
+use crate::store::kv::{KvEngine, MemKv};
+use crate::telemetry::{Telemetry, labels};
+
+/// The log-MAL metric whose values count the error lines.
+pub const ERROR_METRIC: &str = "meter_nginx_service_error_log_count";
+const LOG_MAL_METRICS: [&str; 2] = [ERROR_METRIC, "meter_nginx_instance_error_log_count"];
+/// How long the node may take to drain what was accepted.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+const MAX_BACKOFF: Duration = Duration::from_millis(5);
+/// Prepared batches per producer (cycled).
+const PREPARED: usize = 16;
+
+/// What `bench lal-node` runs.
+#[derive(Debug, Clone)]
+pub struct LalNodeBench {
+    /// The rules directory holding `lal/nginx.yaml` and `log-mal-rules/nginx.yaml`.
+    pub rules_dir: PathBuf,
+    /// RocksDB here (needs the `rocksdb` feature); none: the in-memory twin.
+    pub dir: Option<PathBuf>,
+    pub seconds: Duration,
+    pub producers: usize,
+    /// Logs per batch (one batch per submit call).
+    pub batch: usize,
+    pub services: usize,
+    /// The node's dispatch settings (log queue bound, LAL threads).
+    pub dispatch: DispatchSettings,
+}
+
+/// What one run measured; every count is checked by [`measure`] before it returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LalNodeReport {
+    pub store: &'static str,
+    /// Logs in every submit call, refused ones included.
+    pub logs_offered: u64,
+    /// Logs in the batches the dispatcher accepted.
+    pub logs_accepted: u64,
+    /// Error lines among the accepted logs.
+    pub error_lines: u64,
+    /// Submit calls refused with `QueueFull` (then retried).
+    pub refusals: u64,
+    /// From the first submit until the dispatcher was idle.
+    pub wall: Duration,
+    /// Process CPU seconds over the same span (none where `/proc/self/stat` is unreadable).
+    pub cpu_seconds: Option<f64>,
+    /// Logs the LAL file kept (its live state).
+    pub kept: u64,
+    /// `logs_stored{result="stored"}`.
+    pub logs_stored: u64,
+    /// Logs read back from the log store.
+    pub logs_read_back: u64,
+    /// Samples the LAL file emitted for the log-MAL file.
+    pub samples_out: u64,
+    /// `values_stored` of the two `meter_nginx_*` metrics.
+    pub values_stored: u64,
+    /// The stored minute values of [`ERROR_METRIC`], summed over every service.
+    pub error_count_stored: i64,
+}
+
+impl LalNodeReport {
+    pub fn logs_per_second(&self) -> f64 {
+        self.logs_accepted as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    pub fn logs_per_cpu_second(&self) -> Option<f64> {
+        self.cpu_seconds.filter(|c| *c > 0.0).map(|c| self.logs_accepted as f64 / c)
+    }
+
+    /// Why the counts do not add up, if they do not.
+    pub fn inconsistency(&self) -> Option<String> {
+        let checks = [
+            (self.kept == self.logs_accepted, "every accepted log kept by one nginx rule", self.kept, self.logs_accepted),
+            (self.logs_stored == self.kept, "logs_stored equals the kept logs", self.logs_stored, self.kept),
+            (self.logs_read_back == self.kept, "logs read back equal the kept logs", self.logs_read_back, self.kept),
+            (self.samples_out == self.error_lines, "one sample per error line", self.samples_out, self.error_lines),
+            (
+                self.error_count_stored == self.error_lines as i64,
+                "stored error counts sum to the error lines",
+                self.error_count_stored.max(0) as u64,
+                self.error_lines,
+            ),
+        ];
+        checks.iter().find(|(ok, ..)| !ok).map(|(_, what, got, want)| format!("{what}: {got} != {want}; {self:?}"))
+    }
+}
+
+/// utime + stime of this process in seconds (Linux).
+pub fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Some((utime + stime) / if ticks > 0 { ticks as f64 } else { 100.0 })
+}
+
+/// `(year, month, day, hour, minute, second)` of `ms` in UTC.
+fn civil(ms: i64) -> (i64, u32, u32, i64, i64, i64) {
+    let (year, month, day) = hotrule_mal_engine::civil_from_days(ms.div_euclid(86_400_000));
+    let seconds = ms.rem_euclid(86_400_000) / 1000;
+    (year, month as u32, day as u32, seconds / 3600, seconds / 60 % 60, seconds % 60)
+}
+
+/// An nginx error log line at `ms` (the rule reads its time back, to the second, in UTC).
+fn error_line(i: usize, ms: i64) -> String {
+    let (y, mo, d, h, mi, s) = civil(ms);
+    format!(
+        "{y:04}/{mo:02}/{d:02} {h:02}:{mi:02}:{s:02} [error] 12#12: *{i} connect() failed (111: Connection refused) while connecting to upstream, client: 10.0.{}.{}",
+        i / 256 % 256,
+        i % 256
+    )
+}
+
+fn access_line(i: usize, ms: i64) -> String {
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (y, mo, d, h, mi, s) = civil(ms);
+    let month = MONTHS[(mo.clamp(1, 12) - 1) as usize];
+    format!(
+        "10.0.{}.{} - - [{d:02}/{month}/{y}:{h:02}:{mi:02}:{s:02} +0000] \"GET /api/v1/orders/{i}?page=2 HTTP/1.1\" {} {} \"-\" \"Mozilla/5.0 (X11; Linux x86_64)\"",
+        i / 256 % 256,
+        i % 256,
+        [200, 200, 201, 304, 404, 500][i % 6],
+        100 + i % 5000
+    )
+}
+
+/// One prepared batch and its error lines: every tenth log an error line.
+fn prepared_batch(producer: usize, index: usize, size: usize, services: usize, now_ms: i64) -> (LogBatch, u64) {
+    let mut errors = 0;
+    let logs = (0..size)
+        .map(|j| {
+            let i = (producer * PREPARED + index) * size + j;
+            let service = format!("nginx-bench-{}", i % services.max(1));
+            let (kind, body) = if i % 10 == 9 {
+                errors += 1;
+                ("NGINX_ERROR_LOG", error_line(i, now_ms))
+            } else {
+                ("NGINX_ACCESS_LOG", access_line(i, now_ms))
+            };
+            LogData {
+                timestamp_ms: now_ms,
+                service_instance: format!("{service}-{}", i % 3),
+                service,
+                layer: "NGINX".into(),
+                body: Body::Text(body),
+                tags: vec![("LOG_KIND".into(), kind.into())],
+                ..LogData::default()
+            }
+        })
+        .collect();
+    (LogBatch { protocol: LogProtocol::SkyWalking, logs, received_ms: now_ms }, errors)
+}
+
+#[derive(Default)]
+struct Counts {
+    offered: AtomicU64,
+    accepted: AtomicU64,
+    errors: AtomicU64,
+    refusals: AtomicU64,
+}
+
+/// One producer: its prepared batches in turn until `stop`, each retried after a short backoff
+/// while the queue is full.
+fn produce(sink: &dyn LogSink, batches: &[(LogBatch, u64)], stop: &AtomicBool, counts: &Counts) -> Result<(), String> {
+    for (batch, errors) in batches.iter().cycle() {
+        let mut backoff = Duration::from_micros(50);
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            counts.offered.fetch_add(batch.logs.len() as u64, Ordering::Relaxed);
+            match sink.submit_logs(vec![batch.clone()]) {
+                Ok(()) => {
+                    counts.accepted.fetch_add(batch.logs.len() as u64, Ordering::Relaxed);
+                    counts.errors.fetch_add(*errors, Ordering::Relaxed);
+                    break;
+                }
+                Err(SubmitError::QueueFull { .. }) => {
+                    counts.refusals.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+                Err(e) => return Err(format!("submit refused: {e}")),
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn install(client: &AdminClient, catalog: &str, rules_dir: &std::path::Path) -> Result<(), String> {
+    let path = rules_dir.join(catalog).join("nginx.yaml");
+    let content = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let route = with_query("/runtime/rule/addOrUpdate", &[("catalog", catalog), ("name", "nginx")]);
+    let reply = client.post(&route, content).await.map_err(|e| e.to_string())?;
+    let status = reply.json().and_then(|j| j["applyStatus"].as_str().map(str::to_string)).unwrap_or_default();
+    if !reply.status.is_success() || status != "structural_applied" {
+        return Err(format!("installing {catalog}/nginx: {} {}", reply.status, reply.text()));
+    }
+    Ok(())
+}
+
+/// Every stored log in `[start_ms, end_ms]`, counted page by page.
+fn count_stored(reader: &dyn LogReader, start_ms: i64, end_ms: i64) -> Result<u64, String> {
+    let mut after: Option<LogCursor> = None;
+    let mut total = 0u64;
+    loop {
+        let filter = LogFilter { start_ms, end_ms, limit: MAX_LIMIT, after, order: LogOrder::OldestFirst, ..LogFilter::default() };
+        let page = reader.query(&filter).map_err(|e| format!("reading the log store: {e}"))?;
+        total += page.len() as u64;
+        match page.last() {
+            Some(last) if page.len() == MAX_LIMIT => after = Some(last.cursor),
+            _ => return Ok(total),
+        }
+    }
+}
+
+/// The stored minute values of [`ERROR_METRIC`] in `[start_ms, end_ms]`, summed over every
+/// service and label group.
+fn error_count_stored(reader: &dyn MetricReader, start_ms: i64, end_ms: i64) -> Result<i64, String> {
+    let filter = SeriesFilter { metric: ERROR_METRIC.into(), ..SeriesFilter::default() };
+    let series = reader.read(&filter, Granularity::Minute, start_ms, end_ms).map_err(|e| format!("reading the metric store: {e}"))?;
+    let mut sum = 0i64;
+    for point in series.iter().flat_map(|s| &s.points) {
+        match &point.value {
+            Value::Single(v) => sum += v,
+            // The sum keeps `level` and `service_instance_id` beside the service: one count per
+            // label group.
+            Value::Labeled(groups) => sum += groups.iter().map(|(_, v)| v).sum::<i64>(),
+            other => return Err(format!("{ERROR_METRIC} holds a {other:?}, not counts")),
+        }
+    }
+    Ok(sum)
+}
+
+fn engine(dir: Option<&std::path::Path>) -> Result<(Arc<dyn KvEngine>, &'static str), String> {
+    let Some(dir) = dir else { return Ok((Arc::new(MemKv::new()), "the in-memory twin")) };
+    let path = dir.join("lal-node-db");
+    let _ = std::fs::remove_dir_all(&path);
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok((super::store::engine(&path)?, "RocksDB"))
+}
+
+/// Runs the bench on a node of its own and checks its counts; the node is shut down after.
+pub async fn measure(bench: &LalNodeBench) -> Result<LalNodeReport, String> {
+    if bench.producers == 0 || bench.batch == 0 || bench.services == 0 {
+        return Err("--producers, --batch and --services must be at least 1".into());
+    }
+    let (kv, store) = engine(bench.dir.as_deref())?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let settings = NodeSettings { dispatch: bench.dispatch.clone(), ..NodeSettings::for_test() };
+    let node = RunningNode::start(settings, kv, listener).await.map_err(|e| e.to_string())?;
+    let result = run_on(&node, bench, store).await;
+    node.shutdown().await;
+    result
+}
+
+async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str) -> Result<LalNodeReport, String> {
+    let client = AdminClient::new(&node.admin_addr.to_string(), None).map_err(|e| e.to_string())?;
+    install(&client, "log-mal-rules", &bench.rules_dir).await?;
+    install(&client, "lal", &bench.rules_dir).await?;
+
+    let start_ms = crate::clock::now_ms() as i64;
+    let prepared: Vec<Vec<(LogBatch, u64)>> = (0..bench.producers)
+        .map(|p| (0..PREPARED).map(|i| prepared_batch(p, i, bench.batch, bench.services, start_ms)).collect())
+        .collect();
+    let dispatcher = node.state.dispatcher.clone();
+    let (stop, counts) = (Arc::new(AtomicBool::new(false)), Arc::new(Counts::default()));
+    let seconds = bench.seconds;
+    let timed = tokio::task::spawn_blocking({
+        let (dispatcher, stop, counts) = (dispatcher.clone(), stop.clone(), counts.clone());
+        move || -> Result<(Duration, Option<f64>), String> {
+            let cpu_before = process_cpu_seconds();
+            let started = Instant::now();
+            let produced: Vec<Result<(), String>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = prepared
+                    .iter()
+                    .map(|batches| {
+                        let (dispatcher, stop, counts) = (&dispatcher, &stop, &counts);
+                        scope.spawn(move || produce(dispatcher.as_ref(), batches, stop, counts))
+                    })
+                    .collect();
+                let until = started + seconds;
+                while Instant::now() < until {
+                    std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+                }
+                stop.store(true, Ordering::Relaxed);
+                handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a producer panicked".into()))).collect()
+            });
+            produced.into_iter().collect::<Result<Vec<()>, String>>()?;
+            if !dispatcher.wait_idle(IDLE_TIMEOUT) {
+                return Err(format!("the dispatcher was not idle {IDLE_TIMEOUT:?} after the load stopped"));
+            }
+            let wall = started.elapsed();
+            let cpu = process_cpu_seconds().zip(cpu_before).map(|(after, before)| after - before);
+            Ok((wall, cpu))
+        }
+    });
+    let (wall, cpu_seconds) = timed.await.map_err(|e| e.to_string())??;
+
+    let end_ms = crate::clock::now_ms() as i64;
+    // Error lines carry their time to the second; a margin on both sides of the run.
+    let (from, to) = (start_ms - 120_000, end_ms + 120_000);
+    let lal = RuleKey::new(Catalog::Lal, RuleName::parse("nginx").map_err(|e| e.to_string())?);
+    let view = match dispatcher.evaluation_of(&lal) {
+        crate::dispatch::RuleEvaluation::Logs(view) => view,
+        crate::dispatch::RuleEvaluation::Metrics(_) => return Err("lal/nginx has no log evaluation state".into()),
+    };
+    if view.errors > 0 {
+        return Err(format!("lal/nginx rule errors: {} (last: {})", view.errors, view.last_error));
+    }
+    let telemetry = &node.telemetry;
+    let log_store = node.log_store.clone();
+    let metric_reader = node.metric_reader();
+    let (logs_read_back, error_count) = tokio::task::spawn_blocking(move || {
+        Ok::<_, String>((count_stored(log_store.as_ref(), from, to)?, error_count_stored(metric_reader.as_ref(), from, to)?))
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    let report = LalNodeReport {
+        store,
+        logs_offered: counts.offered.load(Ordering::Relaxed),
+        logs_accepted: counts.accepted.load(Ordering::Relaxed),
+        error_lines: counts.errors.load(Ordering::Relaxed),
+        refusals: counts.refusals.load(Ordering::Relaxed),
+        wall,
+        cpu_seconds,
+        kept: view.kept,
+        logs_stored: Telemetry::counter_value(&telemetry.logs_stored, &labels([("result", "stored")])),
+        logs_read_back,
+        samples_out: view.samples_out,
+        values_stored: LOG_MAL_METRICS
+            .iter()
+            .map(|m| Telemetry::counter_value(&telemetry.values_stored, &labels([("metric", m)])))
+            .sum(),
+        error_count_stored: error_count,
+    };
+    match report.inconsistency() {
+        Some(why) => Err(format!("the results do not add up: {why}")),
+        None => Ok(report),
+    }
+}
+
+/// Runs the bench and prints its report.
+pub async fn run(bench: &LalNodeBench) -> Result<(), String> {
+    println!(
+        "lal/nginx.yaml + log-mal-rules/nginx.yaml on an in-process node ({}): {} producers, {} logs per batch (9 access : 1 error), {} services, {:?} of load; {} LAL threads, log queue of {} batches",
+        if bench.dir.is_some() { "RocksDB" } else { "in-memory twin" },
+        bench.producers,
+        bench.batch,
+        bench.services,
+        bench.seconds,
+        bench.dispatch.log_workers,
+        bench.dispatch.log_queue_batches
+    );
+    println!("load average before: {}", super::store::load_average());
+    let report = measure(bench).await?;
+    println!(
+        "  {} logs accepted ({} offered, {} submit calls refused with QueueFull and retried), {} error lines",
+        report.logs_accepted, report.logs_offered, report.refusals, report.error_lines
+    );
+    println!("  {:.3} s wall (load + drain to idle) = {:.0} logs/s", report.wall.as_secs_f64(), report.logs_per_second());
+    match (report.cpu_seconds, report.logs_per_cpu_second()) {
+        (Some(cpu), Some(rate)) => println!("  {cpu:.2} s of process CPU = {rate:.0} logs per CPU-core-second (goal ≥ 200,000)"),
+        _ => println!("  process CPU unavailable"),
+    }
+    println!(
+        "  checked on {}: {} kept = {} logs_stored = {} read back; {} samples out, {} log-MAL values stored, {ERROR_METRIC} sums to {}",
+        report.store, report.kept, report.logs_stored, report.logs_read_back, report.samples_out, report.values_stored, report.error_count_stored
+    );
+    println!("load average after: {}", super::store::load_average());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_short_run_through_a_node_adds_up() {
+        let bench = LalNodeBench {
+            rules_dir: std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/rules"),
+            dir: None,
+            seconds: Duration::from_millis(500),
+            producers: 2,
+            batch: 50,
+            services: 3,
+            dispatch: DispatchSettings { log_queue_batches: 4, ..DispatchSettings::for_test() },
+        };
+        let report = measure(&bench).await.expect("the bench runs and its counts add up");
+        assert_eq!(report.store, "the in-memory twin");
+        assert!(report.logs_accepted > 0, "{report:?}");
+        assert_eq!(report.logs_accepted % 50, 0, "whole batches: {report:?}");
+        assert_eq!(report.error_lines * 10, report.logs_accepted, "one error line in ten: {report:?}");
+        assert_eq!(report.logs_offered, report.logs_accepted + report.refusals * 50, "a refused batch is offered again: {report:?}");
+        assert_eq!((report.kept, report.logs_stored, report.logs_read_back), (report.logs_accepted, report.logs_accepted, report.logs_accepted));
+        assert_eq!(report.error_count_stored, report.error_lines as i64);
+        assert!(report.values_stored > 0, "{report:?}");
+        assert!(report.logs_per_second() > 0.0);
+        assert!(report.inconsistency().is_none());
+    }
+
+    #[test]
+    fn a_report_that_does_not_add_up_says_why() {
+        let good = LalNodeReport {
+            store: "the in-memory twin",
+            logs_offered: 100,
+            logs_accepted: 100,
+            error_lines: 10,
+            refusals: 0,
+            wall: Duration::from_secs(1),
+            cpu_seconds: Some(0.5),
+            kept: 100,
+            logs_stored: 100,
+            logs_read_back: 100,
+            samples_out: 10,
+            values_stored: 4,
+            error_count_stored: 10,
+        };
+        assert_eq!(good.inconsistency(), None);
+        assert_eq!(good.logs_per_cpu_second(), Some(200.0));
+        let lost = LalNodeReport { logs_read_back: 99, ..good.clone() };
+        assert!(lost.inconsistency().expect("inconsistent").contains("read back"));
+        let miscounted = LalNodeReport { error_count_stored: 9, ..good };
+        assert!(miscounted.inconsistency().expect("inconsistent").contains("error lines"));
+    }
+}
