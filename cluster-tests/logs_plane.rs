@@ -133,6 +133,14 @@ async fn stored_logs(node: &HotruleNode, start_ms: i64, end_ms: i64) -> Vec<serd
     body["logs"].as_array().cloned().unwrap_or_default()
 }
 
+/// A point's value: a number, or the sum of a labeled value's numbers.
+fn labeled_sum(value: &serde_json::Value) -> f64 {
+    match value {
+        serde_json::Value::Object(groups) => groups.values().filter_map(serde_json::Value::as_f64).sum(),
+        other => other.as_f64().unwrap_or(0.0),
+    }
+}
+
 fn tag<'a>(log: &'a serde_json::Value, key: &str) -> Option<&'a str> {
     log["tags"].as_array()?.iter().find(|t| t["key"] == key).and_then(|t| t["value"].as_str())
 }
@@ -206,12 +214,16 @@ async fn logs_over_both_apis_become_stored_logs_and_metrics_and_a_structural_cha
     }
 
     eprintln!("[logs] the LAL metrics {{}} samples reached log-mal-rules/nginx");
+    // The rule sums by level and instance: each point is a labeled value, `{"level=…,…": n}`.
     wait_until(WAIT, "meter_nginx_service_error_log_count sums to 50", || async {
         node.query_points(LOG_MAL_METRIC, SERVICE, from, to)
             .await
-            .is_some_and(|points| points.iter().filter_map(|p| p.value).sum::<f64>() == 50.0)
+            .is_some_and(|points| points.iter().map(|p| labeled_sum(&p.raw)).sum::<f64>() == 50.0)
     })
     .await;
+    let points = node.query_points(LOG_MAL_METRIC, SERVICE, from, to).await.expect("points");
+    let groups: Vec<&String> = points.iter().filter_map(|p| p.raw.as_object()).flat_map(|o| o.keys()).collect();
+    assert!(groups.iter().all(|g| g.contains("error")), "every group is level error: {groups:?}");
 
     let own = node.own_metrics().await;
     let received = |protocol: &str| exposition_value(&own, "hotrule_logs_received_total", &[("protocol", protocol)]);
