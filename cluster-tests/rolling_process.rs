@@ -24,8 +24,12 @@ const WAIT: Duration = Duration::from_secs(60);
 const NET: u8 = 73;
 
 fn rule(step: u32) -> String {
+    rule_with_prefix("rp", step)
+}
+
+fn rule_with_prefix(prefix: &str, step: u32) -> String {
     format!(
-        "expSuffix: service(['svc'], Layer.GENERAL)\nmetricPrefix: rp\nmetricsRules:\n  - name: requests\n    exp: requests_total.sum(['svc']).rate('PT{step}M')\n"
+        "expSuffix: service(['svc'], Layer.GENERAL)\nmetricPrefix: {prefix}\nmetricsRules:\n  - name: requests\n    exp: requests_total.sum(['svc']).rate('PT{step}M')\n"
     )
 }
 
@@ -108,19 +112,25 @@ async fn wait_view(p: &Proc, name: &str, what: &str, check: impl Fn(&serde_json:
     view(p, name).await.expect("the view")
 }
 
-/// The content hash node `p` runs for otel-rules/`name` (its list row).
+/// The content hash node `p` runs for otel-rules/`name` (its list row's `appliedContentHash`;
+/// `contentHash` is the stored entry's, which a roll does not change).
 async fn running(p: &Proc, name: &str) -> Option<String> {
     let list = p.client.get("/runtime/rule/list").await.ok()?.json()?;
     let row = list["rules"].as_array()?.iter().find(|r| r["catalog"] == "otel-rules" && r["name"] == name)?.clone();
-    (row["localState"] == "RUNNING").then(|| row["contentHash"].as_str().map(str::to_string)).flatten()
+    (row["localState"] == "RUNNING").then(|| row["appliedContentHash"].as_str().map(str::to_string)).flatten()
 }
 
 async fn wait_running(p: &Proc, name: &str, content: &str) {
     let want = hash(content);
-    wait_until(WAIT, &format!("{} runs {name} {}", p.host, &want[..12]), || async {
-        running(p, name).await.as_deref() == Some(want.as_str())
-    })
-    .await;
+    let deadline = Instant::now() + WAIT;
+    while running(p, name).await.as_deref() != Some(want.as_str()) {
+        if Instant::now() > deadline {
+            let list = p.client.get("/runtime/rule/list").await.ok().and_then(|r| r.json()).unwrap_or_default();
+            let row = list["rules"].as_array().and_then(|rows| rows.iter().find(|r| r["name"] == name).cloned());
+            panic!("{} does not run {name} {} after {WAIT:?}: row {row:?}, roll {:?}", p.host, &want[..12], view(p, name).await);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn stored(p: &Proc, name: &str) -> Option<String> {
@@ -201,29 +211,47 @@ async fn rolls_advance_stop_roll_back_force_commit_and_survive_the_main_s_death(
     phase(&format!("   completed in {:?}, index seen at {indexes:?}", started.elapsed()));
 
     phase("2. a node whose rule takes samples and produces no values stops the roll; rollback");
+    // Samples flow to n2, the first node of the roll, from before the start (bounded by count
+    // and time), so its report covers traffic from the moment it runs the rolling content.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pusher = {
+        let (host, stop) = (n2.host.clone(), stop.clone());
+        tokio::spawn(async move {
+            let ingest = AdminClient::new(&format!("{host}:12800"), None).expect("data client");
+            let path = with_query("/ingest/prometheus", &[("job", "rolling-process")]);
+            let deadline = Instant::now() + Duration::from_secs(90);
+            let mut accepted = 0u32;
+            for round in 0..900u32 {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) || Instant::now() > deadline {
+                    break;
+                }
+                let body = format!("requests_total{{svc=\"a\"}} {}\n", 10 + round);
+                if ingest.post(&path, body.into_bytes()).await.is_ok_and(|r| r.status.is_success()) {
+                    accepted += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            accepted
+        })
+    };
+    wait_until(WAIT, "n2 evaluates the pushed samples", || async {
+        let list = n2.client.get("/runtime/rule/list").await.ok().and_then(|r| r.json()).unwrap_or_default();
+        list["rules"].as_array().is_some_and(|rules| {
+            rules.iter().any(|r| r["name"] == "healthy" && r["evaluation"]["samplesIn"].as_u64().is_some_and(|n| n > 0))
+        })
+    })
+    .await;
     let json = expect(
         push(&n1, "healthy", &silent_rule(), &[("rollout", "rolling"), ("healthWindow", "1s"), ("stepTimeout", "4s")]).await,
         200,
         "roll_started",
     );
     assert_eq!(order(&json["roll"])[0], id(&n2), "n2 acts first");
-    wait_running(&n2, "healthy", &silent_rule()).await;
-    // Samples reach the node at the index while the roll waits on it (bounded by count and time).
-    let ingest = AdminClient::new(&format!("{}:12800", n2.host), None).expect("data client");
-    let path = with_query("/ingest/prometheus", &[("job", "rolling-process")]);
-    let mut stopped = None;
-    for round in 0..200 {
-        let body = format!("requests_total{{svc=\"a\"}} {}\n", 10 + round);
-        let reply = ingest.post(&path, body.into_bytes()).await.expect("push samples");
-        assert!(reply.status.is_success(), "ingest: {} {}", reply.status, reply.text());
-        let v = view(&n1, "healthy").await.expect("the roll");
-        if v["state"] == "stopped" {
-            stopped = Some(v);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let v = stopped.expect("the roll stopped within 200 rounds");
+    let v = wait_view(&n1, "healthy", "stopped", |v| v["state"] != "in_progress").await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let accepted = pusher.await.expect("pusher");
+    assert!(accepted > 0, "samples were pushed");
+    assert_eq!(v["state"], "stopped", "the roll stopped instead of going on: {v}");
     assert_eq!(node_states(&v)[0], "unhealthy", "n2 is reported unhealthy: {v}");
     assert!(v["nodes"][0]["reason"].as_str().is_some_and(|r| !r.is_empty()), "with its reason: {v}");
     assert!(v["stopReason"].as_str().is_some_and(|r| !r.is_empty()), "{v}");
@@ -250,7 +278,7 @@ async fn rolls_advance_stop_roll_back_force_commit_and_survive_the_main_s_death(
     expect(post(&n2, "/runtime/rule/force-commit-rolling", &pairs, "").await, 409, "roll_finished");
 
     phase("4. the main killed mid-roll: the new main finishes the roll");
-    let (m1, m2) = (rule(5), rule(6));
+    let (m1, m2) = (rule_with_prefix("rf", 5), rule_with_prefix("rf", 6));
     expect(push(&n1, "failover", &m1, &[]).await, 200, "structural_applied");
     for p in [&n1, &n2, &n3] {
         wait_running(p, "failover", &m1).await;
