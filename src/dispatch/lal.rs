@@ -45,7 +45,7 @@ use std::time::Instant;
 use hotrule_lal_engine::{Decision, FileAnalysis, FileRun, LalState, PreparedLalFile, RuleOutcome, analyze_files};
 use hotrule_mal_engine::Sample;
 
-use super::log_queue::LogQueue;
+use super::queue::LogQueue;
 use super::log_stats::{LogEvaluationView, LogStatsMap, LogTally};
 use super::queue::PushRefused;
 use super::{DispatchError, DispatchSettings, RETRY_AFTER, Shared, evaluate};
@@ -212,7 +212,7 @@ impl LogPlane {
     }
 
     pub(super) fn wait_idle(&self, deadline: Instant) -> bool {
-        self.queue.wait_idle(deadline)
+        self.queue.wait_idle(deadline.saturating_duration_since(std::time::Instant::now()))
     }
 
     /// Refuses new batches; the threads finish what is queued, then end.

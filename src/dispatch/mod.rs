@@ -18,7 +18,6 @@
 pub mod config;
 mod evaluate;
 mod lal;
-mod log_queue;
 pub mod log_stats;
 mod queue;
 pub mod stats;

@@ -3,13 +3,14 @@
 //! Capacity is counted in batches. A submission is accepted whole or refused whole; one larger
 //! than the whole queue is accepted only into an empty queue (so it is never refused forever),
 //! which bounds the queue at `capacity` plus one request. The queue also counts the batches
-//! taken and not yet finished, so a waiter can tell when dispatch is idle.
+//! taken and not yet finished, so a waiter can tell when dispatch is idle. Metric batches and
+//! log batches (`LogQueue`) each have a queue of their own, with their own bound.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::data::Batch;
+use crate::data::{Batch, LogBatch};
 
 /// Why a push was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,34 +19,39 @@ pub enum PushRefused {
     Stopped,
 }
 
-#[derive(Default)]
-struct State {
-    batches: VecDeque<Batch>,
+struct State<T> {
+    batches: VecDeque<T>,
     /// Batches taken by a thread and not yet finished.
     processing: usize,
     stopped: bool,
 }
 
-pub struct BatchQueue {
+/// The queue of metric batches (`T = Batch`) or of log batches ([`LogQueue`]).
+pub struct BatchQueue<T = Batch> {
     capacity: usize,
-    state: Mutex<State>,
+    state: Mutex<State<T>>,
     /// Signalled when a batch arrives or the queue stops (the evaluation threads wait on it).
     arrived: Condvar,
     /// Signalled when a batch is finished (idle waiters wait on it).
     finished: Condvar,
 }
 
-impl BatchQueue {
-    pub fn new(capacity: usize) -> BatchQueue {
+/// The queue of log batches between the log receivers and the LAL threads
+/// (`dispatch.log_queue_batches`, apart from the metric queue so a log flood does not refuse
+/// metric batches, and back).
+pub type LogQueue = BatchQueue<LogBatch>;
+
+impl<T> BatchQueue<T> {
+    pub fn new(capacity: usize) -> BatchQueue<T> {
         BatchQueue {
             capacity: capacity.max(1),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State { batches: VecDeque::new(), processing: 0, stopped: false }),
             arrived: Condvar::new(),
             finished: Condvar::new(),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -63,7 +69,7 @@ impl BatchQueue {
         self.lock().batches.len()
     }
 
-    pub fn push(&self, batches: Vec<Batch>) -> Result<(), PushRefused> {
+    pub fn push(&self, batches: Vec<T>) -> Result<(), PushRefused> {
         let mut state = self.lock();
         if state.stopped {
             return Err(PushRefused::Stopped);
@@ -80,7 +86,7 @@ impl BatchQueue {
 
     /// The next batch, waiting for one; None once the queue is stopped and empty (batches
     /// accepted before the stop are still handed out).
-    pub fn take(&self) -> Option<Batch> {
+    pub fn take(&self) -> Option<T> {
         let mut state = self.lock();
         loop {
             if let Some(batch) = state.batches.pop_front() {
@@ -129,7 +135,7 @@ impl BatchQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{Catalog, Protocol};
+    use crate::data::{Catalog, LogProtocol, Protocol};
 
     fn batch() -> Batch {
         Batch { protocol: Protocol::Push, catalog: Catalog::Otel, samples: Vec::new(), received_ms: 0 }
@@ -171,7 +177,7 @@ mod tests {
         assert!(!queue.has_room());
         queue.stop();
         assert!(!queue.has_room(), "a stopped queue has no room");
-        assert!(BatchQueue::new(1).has_room(), "a queue of one has room while empty");
+        assert!(BatchQueue::<Batch>::new(1).has_room(), "a queue of one has room while empty");
     }
 
     #[test]
@@ -183,6 +189,32 @@ mod tests {
         assert!(queue.take().is_some());
         assert!(!queue.wait_idle(Duration::ZERO), "one batch still being processed");
         queue.done();
+        assert!(queue.take().is_none());
+        assert!(queue.wait_idle(Duration::ZERO));
+    }
+
+    fn log_batch() -> LogBatch {
+        LogBatch { protocol: LogProtocol::SkyWalking, logs: Vec::new(), received_ms: 0 }
+    }
+
+    #[test]
+    fn log_submissions_are_taken_whole_or_refused_whole_and_stop_drains() {
+        let queue = LogQueue::new(3);
+        assert_eq!(queue.push(vec![log_batch(), log_batch()]), Ok(()));
+        assert_eq!(queue.push(vec![log_batch(), log_batch()]), Err(PushRefused::Full), "2 + 2 > 3");
+        assert_eq!(queue.len(), 2);
+        assert!(queue.take().is_some());
+        assert!(queue.take().is_some());
+        assert!(!queue.wait_idle(Duration::ZERO), "two batches still being processed");
+        queue.done();
+        queue.done();
+        assert_eq!(queue.push(vec![log_batch(), log_batch(), log_batch(), log_batch()]), Ok(()), "empty: an oversized request is taken");
+        queue.stop();
+        assert_eq!(queue.push(vec![log_batch()]), Err(PushRefused::Stopped));
+        for _ in 0..4 {
+            assert!(queue.take().is_some(), "what was accepted is still handed out");
+            queue.done();
+        }
         assert!(queue.take().is_none());
         assert!(queue.wait_idle(Duration::ZERO));
     }
