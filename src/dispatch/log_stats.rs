@@ -3,13 +3,11 @@
 //! errors and the last error. Counters are atomics the LAL threads bump once per batch; readers
 //! take a snapshot.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Mutex;
 
 use serde::Serialize;
 
-use crate::ids::RuleKey;
 
 /// What one file's rules did with one batch, summed before it is published.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -149,26 +147,12 @@ pub struct LogEvaluationView {
     pub last_error_time: Option<u64>,
 }
 
+impl super::stats::FileStats for LogRuleStats {
+    type View = LogEvaluationView;
+    fn view(&self) -> LogEvaluationView {
+        LogRuleStats::view(self)
+    }
+}
+
 /// The stats of every LAL file dispatch has seen.
-#[derive(Default)]
-pub struct LogStatsMap {
-    files: RwLock<HashMap<RuleKey, Arc<LogRuleStats>>>,
-}
-
-impl LogStatsMap {
-    pub fn of(&self, key: &RuleKey) -> Arc<LogRuleStats> {
-        if let Some(stats) = self.files.read().unwrap_or_else(|p| p.into_inner()).get(key) {
-            return stats.clone();
-        }
-        self.files.write().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default().clone()
-    }
-
-    pub fn view(&self, key: &RuleKey) -> LogEvaluationView {
-        self.files.read().unwrap_or_else(|p| p.into_inner()).get(key).map(|s| s.view()).unwrap_or_default()
-    }
-
-    /// Forgets the files `keep` says no longer exist.
-    pub fn retain(&self, keep: impl Fn(&RuleKey) -> bool) {
-        self.files.write().unwrap_or_else(|p| p.into_inner()).retain(|key, _| keep(key));
-    }
-}
+pub type LogStatsMap = super::stats::StatsMap<LogRuleStats>;

@@ -72,21 +72,39 @@ pub struct EvaluationView {
     pub last_error_time: Option<u64>,
 }
 
-/// The stats of every file dispatch has seen.
-#[derive(Default)]
-pub struct StatsMap {
-    files: RwLock<HashMap<RuleKey, Arc<RuleStats>>>,
+/// A file's live counters and the view the list renders of them.
+pub trait FileStats: Default + Send + Sync + 'static {
+    type View: Default;
+    fn view(&self) -> Self::View;
 }
 
-impl StatsMap {
-    pub fn of(&self, key: &RuleKey) -> Arc<RuleStats> {
+impl FileStats for RuleStats {
+    type View = EvaluationView;
+    fn view(&self) -> EvaluationView {
+        RuleStats::view(self)
+    }
+}
+
+/// The stats of every file dispatch has seen (MAL files' [`RuleStats`], or LAL files').
+pub struct StatsMap<S = RuleStats> {
+    files: RwLock<HashMap<RuleKey, Arc<S>>>,
+}
+
+impl<S> Default for StatsMap<S> {
+    fn default() -> Self {
+        StatsMap { files: RwLock::new(HashMap::new()) }
+    }
+}
+
+impl<S: FileStats> StatsMap<S> {
+    pub fn of(&self, key: &RuleKey) -> Arc<S> {
         if let Some(stats) = self.files.read().unwrap_or_else(|p| p.into_inner()).get(key) {
             return stats.clone();
         }
         self.files.write().unwrap_or_else(|p| p.into_inner()).entry(key.clone()).or_default().clone()
     }
 
-    pub fn view(&self, key: &RuleKey) -> EvaluationView {
+    pub fn view(&self, key: &RuleKey) -> S::View {
         self.files.read().unwrap_or_else(|p| p.into_inner()).get(key).map(|s| s.view()).unwrap_or_default()
     }
 
