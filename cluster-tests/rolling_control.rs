@@ -467,3 +467,22 @@ async fn the_main_s_roll_worker_takes_a_healthy_roll_node_by_node_to_completion(
     expect(cluster.node(3).push("otel-rules", NAME, &rule(3), &[]).await, 200, "filter_only_applied");
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_node_completes_its_own_roll_without_waiting_for_a_periodic_scan() {
+    // An hour between periodic scans: only the stored roll record can wake the scan that loads
+    // the rolling content (the main writes the record itself; no notice pokes it).
+    let mut settings = NodeSettings { roll_worker: true, ..NodeSettings::for_test() };
+    settings.scan.interval = Duration::from_secs(3600);
+    let (node, _kv) = TestNode::in_memory(settings).await;
+    let (v1, v2) = (rule(1), rule(2));
+    expect(node.push("otel-rules", NAME, &v1, &[]).await, 200, "structural_applied");
+    expect(node.push("otel-rules", NAME, &v2, &ROLLING).await, 200, "roll_started");
+    wait_until(WAIT, "the lone node's roll completes", || async {
+        let record = node.node.state.workflow.stored_roll(&key()).await.expect("readable");
+        record.is_some_and(|r| r.state == RollState::Completed)
+    })
+    .await;
+    let entry = node.node.state.store.get_entry(&key()).await.expect("readable").expect("an entry");
+    assert_eq!(entry.content_hash, hash(&v2), "the rolling content is the committed entry");
+}

@@ -153,13 +153,9 @@ impl BusHandler for NodeBusHandler {
                     BusResponse::Error { message: format!("self-loop from {sender} dropped") }
                 }
                 BusRequest::RollNotice { record, .. } => {
+                    // A stored record wakes this node's scan through the store (`subscribe_rolls`).
                     match super::rolls::receive_notice(&self.notices.workflow, &record).await {
-                        Ok(moved) => {
-                            if moved {
-                                self.notices.scanner.poke();
-                            }
-                            BusResponse::Ack
-                        }
+                        Ok(_) => BusResponse::Ack,
                         Err(message) => BusResponse::Error { message },
                     }
                 }

@@ -523,6 +523,8 @@ pub struct ScanWorker {
     main_view: Option<Box<dyn MainView>>,
     /// The interval passed since the last scan: the next one is a full scan.
     interval_passed: bool,
+    /// Roll records stored here (written on this node or replicated to it).
+    roll_changes: tokio::sync::watch::Receiver<u64>,
 }
 
 /// Whether this node is the main right now, read at every scan. The node gives the scan the
@@ -534,7 +536,8 @@ pub trait MainView: Send + Sync {
 impl ScanWorker {
     /// `main_view` is `None` for a lone node, which is always the main.
     pub fn new(scanner: Arc<Scanner>, main_view: Option<Box<dyn MainView>>) -> ScanWorker {
-        ScanWorker { scanner, main_view, interval_passed: false }
+        let roll_changes = scanner.store.subscribe_rolls();
+        ScanWorker { scanner, main_view, interval_passed: false, roll_changes }
     }
 
     fn is_main(&self) -> bool {
@@ -577,6 +580,8 @@ impl Worker for ScanWorker {
         tokio::select! {
             _ = tokio::time::sleep(interval) => self.interval_passed = true,
             _ = self.scanner.poke.notified() => {}
+            // A roll record moved: the content this node is assigned may have changed.
+            Ok(()) = self.roll_changes.changed() => self.scanner.full_requested.store(true, Ordering::SeqCst),
         }
         WorkerState::Busy
     }

@@ -135,6 +135,8 @@ pub struct Store {
     /// The last prepares aborted here, so one that arrives after its abort is refused.
     aborted: std::sync::Mutex<std::collections::VecDeque<(RuleKey, Revision)>>,
     changes_tx: tokio::sync::watch::Sender<u64>,
+    /// Moves after every commit that carries a roll record (see [`Store::subscribe_rolls`]).
+    roll_changes_tx: tokio::sync::watch::Sender<u64>,
     /// The hash of every stored roll record's bytes (for the replication digest), kept like
     /// the entry index: loaded at open, updated after each synced write.
     roll_hashes: RwLock<BTreeMap<RuleKey, ContentHash>>,
@@ -159,6 +161,7 @@ impl Store {
             staged: RwLock::new(staged),
             aborted: std::sync::Mutex::default(),
             changes_tx: tokio::sync::watch::channel(0).0,
+            roll_changes_tx: tokio::sync::watch::channel(0).0,
             committer: committer::Committer::start(kv.clone()).map_err(StoreError::Committer)?,
             kv,
             index: RwLock::new(entries.into_iter().map(|e| (e.key.clone(), e.meta())).collect()),
@@ -240,10 +243,14 @@ impl Store {
             measures.insert(measure.metric.clone(), measure);
         }
         drop(measures);
-        if !change.rolls.is_empty() {
+        let rolls_moved = !change.rolls.is_empty();
+        if rolls_moved {
             rolls::cache(&mut write_lock(&self.roll_hashes), &change.rolls);
         }
         self.changes_tx.send_modify(|v| *v = v.wrapping_add(1));
+        if rolls_moved {
+            self.roll_changes_tx.send_modify(|v| *v = v.wrapping_add(1));
+        }
         Ok(())
     }
 
@@ -369,6 +376,13 @@ impl Store {
     /// A receiver that sees a new value after every successful commit.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes_tx.subscribe()
+    }
+
+    /// A receiver that sees a new value after every commit that puts a roll record, whoever
+    /// wrote it (the main's workflow, or a replicated record): each node's scan then loads the
+    /// content the record assigns it.
+    pub fn subscribe_rolls(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.roll_changes_tx.subscribe()
     }
 
     /// The cached metadata of every entry (tombstones included), in key order.
