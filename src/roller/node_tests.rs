@@ -38,7 +38,7 @@ async fn a_node_publishes_its_roll_health_from_its_store_and_runtime() {
     let node = RunningNode::start_clustered(settings, kv, listener, wiring).await.expect("node starts");
     let key = RuleKey::new(Catalog::OtelRules, RuleName::parse("vm").expect("name"));
 
-    eprintln!("[node-roller] a roll of vm reaches n1 (index 0); n1 runs nothing for it yet");
+    eprintln!("[node-roller] a roll of vm reaches n1 (index 0): its scan loads the rolling content, the report names it");
     let roll = RollRecord::start(StartRoll {
         key: key.clone(),
         master: None,
@@ -52,14 +52,15 @@ async fn a_node_publishes_its_roll_health_from_its_store_and_runtime() {
     .expect("starts");
     node.state.store.put_roll(&key, codec::encode(&roll).expect("encodes")).await.expect("put");
     let deadline = Instant::now() + WAIT;
-    let first = loop {
-        if let Some(report) = report_of(&node, &key, &id).await {
-            break report;
+    let rolling_hash = ContentHash::of(NEW.as_bytes());
+    loop {
+        let report = report_of(&node, &key, &id).await;
+        if report.as_ref().is_some_and(|r| r.running_hash.as_ref() == Some(&rolling_hash) && r.dispatch_running) {
+            break;
         }
-        assert!(Instant::now() < deadline, "no report in gossip");
+        assert!(Instant::now() < deadline, "no report naming the rolling content in gossip: {report:?}");
         tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    assert_eq!((first.running_hash, first.dispatch_running), (None, false));
+    }
 
     eprintln!("[node-roller] the rolling content is applied: the report names its hash");
     let compiled = compile(DslKind::Mal, NEW.as_bytes()).expect("compiles");
