@@ -558,12 +558,12 @@ impl Worker for ScanWorker {
 
     async fn work(&mut self) -> WorkerState {
         let (keys, full_requested) = self.scanner.take_pokes();
-        if full_requested || std::mem::take(&mut self.interval_passed) || keys.is_empty() {
+        if full_requested || std::mem::take(&mut self.interval_passed) {
             let report = self.scanner.run_once(self.is_main()).await;
             if !report.actions.is_empty() || !report.failed.is_empty() {
                 tracing::info!(actions = ?report.actions, failed = ?report.failed, "scan applied changes");
             }
-        } else {
+        } else if !keys.is_empty() {
             // One per replicated write under load: debug, not info.
             let report = self.scanner.run_keys(&keys, self.is_main()).await;
             if !report.failed.is_empty() {
