@@ -523,7 +523,7 @@ impl RunningNode {
                 board: roll_board,
                 records: Arc::new(crate::roller::StoreRecords::new(store.clone())),
                 facts: Arc::new(crate::roller::RuntimeFacts::new(runtime.clone(), state.dispatcher.clone())),
-                changes: vec![runtime.subscribe(), store.subscribe()],
+                changes: vec![runtime.subscribe(), store.subscribe_rolls()],
             },
             roll_actions,
         );

@@ -135,7 +135,7 @@ pub struct Store {
     /// The last prepares aborted here, so one that arrives after its abort is refused.
     aborted: std::sync::Mutex<std::collections::VecDeque<(RuleKey, Revision)>>,
     changes_tx: tokio::sync::watch::Sender<u64>,
-    /// Moves after every commit that carries a roll record (see [`Store::subscribe_rolls`]).
+    /// Moves after every commit that puts or deletes a roll record (see [`Store::subscribe_rolls`]).
     roll_changes_tx: tokio::sync::watch::Sender<u64>,
     /// The hash of every stored roll record's bytes (for the replication digest), kept like
     /// the entry index: loaded at open, updated after each synced write.
@@ -378,7 +378,7 @@ impl Store {
         self.changes_tx.subscribe()
     }
 
-    /// A receiver that sees a new value after every commit that puts a roll record, whoever
+    /// A receiver that sees a new value after every commit that puts or deletes a roll record, whoever
     /// wrote it (the main's workflow, or a replicated record): each node's scan then loads the
     /// content the record assigns it.
     pub fn subscribe_rolls(&self) -> tokio::sync::watch::Receiver<u64> {
