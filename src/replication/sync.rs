@@ -305,7 +305,18 @@ pub struct SyncWorker {
     differing_since: BTreeMap<NodeId, (String, Instant)>,
     recheck_at: Option<Instant>,
     pending: Option<SyncReason>,
+    /// When the digest was last computed for publishing, and when a commit since then is due
+    /// to be published (see [`DIGEST_MIN_GAP`]).
+    digest_at: Option<Instant>,
+    digest_due: Option<Instant>,
 }
+
+/// The digest is published at most once per this gap: gossip carries it only every gossip
+/// interval (300 ms by default), and computing it hashes every entry's summary, so under a
+/// stream of commits (thousands per second) one computation per commit was wasted work whose
+/// cost grew with the number of stored files. A commit's digest is published at most this
+/// late; the commit notices, not the digest, carry a healthy commit to the peers.
+const DIGEST_MIN_GAP: Duration = Duration::from_millis(50);
 
 impl SyncWorker {
     pub fn new(syncer: Arc<Syncer>, pull_requests_rx: mpsc::Receiver<PullRequest>) -> SyncWorker {
@@ -320,6 +331,8 @@ impl SyncWorker {
             differing_since: BTreeMap::new(),
             recheck_at: None,
             pending: None,
+            digest_at: None,
+            digest_due: None,
         }
     }
 }
@@ -370,6 +383,15 @@ impl Worker for SyncWorker {
             }
             Some(SyncReason::StoreChanged) | None => {}
         }
+        let now = Instant::now();
+        if let Some(at) = self.digest_at
+            && now < at + DIGEST_MIN_GAP
+        {
+            self.digest_due = Some(at + DIGEST_MIN_GAP);
+            return WorkerState::Idle;
+        }
+        self.digest_at = Some(now);
+        self.digest_due = None;
         let digest = self.syncer.digest();
         if digest != self.published {
             if let Err(e) = self.syncer.cluster.membership.set_fact(Fact::Digest, digest.clone()).await {
@@ -394,7 +416,9 @@ impl Worker for SyncWorker {
             false => self.syncer.scanner.settings().interval.min(Duration::from_secs(1)),
         };
         let recheck = self.recheck_at;
+        let digest_due = self.digest_due;
         self.pending = Some(tokio::select! {
+            _ = sleep_until_some(digest_due) => SyncReason::StoreChanged,
             _ = tokio::time::sleep(interval) => SyncReason::Interval,
             _ = sleep_until_some(recheck) => {
                 self.recheck_at = None;
