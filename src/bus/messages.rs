@@ -22,7 +22,9 @@ use crate::store::{EntryStatus, RuleEntry};
 /// prepare/commit ones (`Prepare`, `Abort`, `ResolveStaged`, `Staged`, `StagedFate`) are appended
 /// variants: bincode writes a variant's index, so every earlier message encodes as before, and a
 /// node without them refuses only them (an undecodable call), which the asker counts as no answer.
-pub const BUS_FORMAT_VERSION: u8 = 2;
+/// Version 3: `NotifyCommitted` says whether the peer's answer is a counted confirmation
+/// (`durable`), and `Replicate`/`Replicated` batch prepares and commit notices.
+pub const BUS_FORMAT_VERSION: u8 = 3;
 
 /// The largest encoded message accepted in either direction (64 MiB): a full `Entries` answer
 /// for every rule file fits many times over, and a hostile length prefix cannot make a node
@@ -172,12 +174,17 @@ pub enum BusRequest {
     /// A new revision of `key` is committed. `entry` is the committed entry itself unless it is
     /// too large for a notice (then the peer pulls it); `previous` is the revision the key had
     /// on the sender before this commit (None: it had none), so a peer that holds something
-    /// else knows it missed a write and syncs. → `Ack` once the peer holds `revision`.
+    /// else knows it missed a write and syncs. `durable`: the sender counts this peer's `Ack`
+    /// as a confirmation of the write (`cluster.commit_replicas`), so the peer syncs its copy
+    /// before answering; otherwise (a best-effort notice, or the commit of a write already
+    /// confirmed by prepares) the copy is written without waiting for the disk. → `Ack` once
+    /// the peer holds `revision`.
     NotifyCommitted {
         key: RuleKey,
         revision: Revision,
         previous: Option<Revision>,
         entry: Option<RuleEntry>,
+        durable: bool,
         sender: NodeId,
     },
     /// The summaries of every entry the peer holds, tombstones included. → `DigestReply`
@@ -208,6 +215,37 @@ pub enum BusRequest {
     Abort { key: RuleKey, revision: Revision, sender: NodeId },
     /// What became of a write this node prepared? → `StagedFate`
     ResolveStaged { key: RuleKey, revision: Revision },
+    /// Several prepares and commit notices to one peer in one call (the sender's per-peer
+    /// outbox batches what queued up while its previous call was in flight). The peer handles
+    /// one key's items in order and different keys' items concurrently, so the stagings of one
+    /// batch share a synced write. → `Replicated`, one answer per item, in order.
+    Replicate { items: Vec<ReplicaItem>, sender: NodeId },
+}
+
+/// One item of a [`BusRequest::Replicate`]: what a `Prepare` or a `NotifyCommitted` carries
+/// (the sender is the batch's). Its own type, not a nested [`BusRequest`], so a batch cannot
+/// nest and its decoding stays flat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReplicaItem {
+    Prepare {
+        entry: RuleEntry,
+    },
+    Commit {
+        key: RuleKey,
+        revision: Revision,
+        previous: Option<Revision>,
+        entry: Option<RuleEntry>,
+        durable: bool,
+    },
+}
+
+/// The answer to one [`ReplicaItem`]: `Staged` or `Ack` as the item's own request would get,
+/// or the error the handler gave.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReplicaAnswer {
+    Staged,
+    Ack,
+    Error { message: String },
 }
 
 impl BusRequest {
@@ -230,6 +268,7 @@ impl BusRequest {
             BusRequest::Prepare { .. } => "prepare",
             BusRequest::Abort { .. } => "abort",
             BusRequest::ResolveStaged { .. } => "resolve_staged",
+            BusRequest::Replicate { .. } => "replicate",
         }
     }
 }
@@ -290,6 +329,8 @@ pub enum BusResponse {
     Staged,
     /// The answer to `ResolveStaged`.
     StagedFate { fate: crate::rules::staged::Fate },
+    /// The answer to `Replicate`: one per item, in the items' order.
+    Replicated { answers: Vec<ReplicaAnswer> },
 }
 
 impl BusResponse {
@@ -310,6 +351,7 @@ impl BusResponse {
             BusResponse::Rolls { .. } => "rolls",
             BusResponse::Staged => "staged",
             BusResponse::StagedFate { .. } => "staged_fate",
+            BusResponse::Replicated { .. } => "replicated",
         }
     }
 }
@@ -475,6 +517,7 @@ pub(crate) mod tests {
                 revision: revision(),
                 previous: None,
                 entry: Some(entry()),
+                durable: true,
                 sender: sender.clone(),
             },
             BusRequest::NotifyCommitted {
@@ -482,6 +525,7 @@ pub(crate) mod tests {
                 revision: revision(),
                 previous: Some(Revision::zero()),
                 entry: None,
+                durable: false,
                 sender: sender.clone(),
             },
             BusRequest::Digest { sender: sender.clone() },

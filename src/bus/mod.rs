@@ -34,8 +34,8 @@ pub use auth::BusAuth;
 pub use client::{BusClient, CountedBusClient, DropSwitch, HttpBusClient};
 pub use memory::{MemBusClient, MemNetwork};
 pub use messages::{
-    BusRequest, BusResponse, EntrySummary, ForwardOp, MAX_MESSAGE_BYTES, NodeView, ResumeState,
-    SuspendState,
+    BusRequest, BusResponse, EntrySummary, ForwardOp, MAX_MESSAGE_BYTES, NodeView, ReplicaAnswer,
+    ReplicaItem, ResumeState, SuspendState,
 };
 pub use gate::{BusCounterSnapshot, BusGate};
 pub use server::{BUS_PATH, BusHandler, router, router_with_gate, serve};

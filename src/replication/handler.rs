@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bus::messages::{BusRequest, BusResponse, ForwardOp, NodeView, ResumeState, SuspendState};
+use crate::bus::messages::{BusRequest, BusResponse, ForwardOp, NodeView, ReplicaAnswer, ReplicaItem, ResumeState, SuspendState};
 use crate::bus::query::{MetricInfoWire, MetricQuery, SeriesWire};
 use crate::bus::server::BusHandler;
 use crate::metrics::MetricReader;
@@ -100,6 +100,64 @@ impl NodeBusHandler {
     }
 }
 
+impl NodeBusHandler {
+    /// A batch of prepares and commit notices: one key's items in order, different keys'
+    /// items concurrently (so their stagings and applies share the store's group commit).
+    async fn replicate(&self, items: Vec<ReplicaItem>, sender: crate::ids::NodeId) -> BusResponse {
+        let count = items.len();
+        let mut by_key: std::collections::BTreeMap<RuleKey, Vec<(usize, ReplicaItem)>> = std::collections::BTreeMap::new();
+        for (at, item) in items.into_iter().enumerate() {
+            by_key.entry(item_key(&item).clone()).or_default().push((at, item));
+        }
+        let runs = by_key.into_values().map(|group| {
+            let sender = sender.clone();
+            async move {
+                let mut answers = Vec::with_capacity(group.len());
+                for (at, item) in group {
+                    answers.push((at, answer_of(self.replica_item(item, sender.clone()).await)));
+                }
+                answers
+            }
+        });
+        let mut answers: Vec<Option<ReplicaAnswer>> = vec![None; count];
+        for (at, answer) in futures_util::future::join_all(runs).await.into_iter().flatten() {
+            answers[at] = Some(answer);
+        }
+        BusResponse::Replicated {
+            answers: answers
+                .into_iter()
+                .map(|answer| answer.unwrap_or_else(|| ReplicaAnswer::Error { message: "item not handled".into() }))
+                .collect(),
+        }
+    }
+
+    async fn replica_item(&self, item: ReplicaItem, sender: crate::ids::NodeId) -> BusResponse {
+        match item {
+            ReplicaItem::Prepare { entry } => self.stage(entry, sender).await,
+            ReplicaItem::Commit { key, revision, previous, entry, durable } => {
+                self.notices.receive(Notice { key, revision, previous, entry, durable, sender }).await
+            }
+        }
+    }
+}
+
+fn item_key(item: &ReplicaItem) -> &RuleKey {
+    match item {
+        ReplicaItem::Prepare { entry } => &entry.key,
+        ReplicaItem::Commit { key, .. } => key,
+    }
+}
+
+/// A batch item's answer: what its own request would have answered.
+fn answer_of(response: BusResponse) -> ReplicaAnswer {
+    match response {
+        BusResponse::Staged => ReplicaAnswer::Staged,
+        BusResponse::Ack => ReplicaAnswer::Ack,
+        BusResponse::Error { message } => ReplicaAnswer::Error { message },
+        other => ReplicaAnswer::Error { message: format!("unexpected answer {}", other.name()) },
+    }
+}
+
 impl BusHandler for NodeBusHandler {
     fn handle<'a>(&'a self, request: BusRequest) -> BoxFuture<'a, BusResponse> {
         Box::pin(async move {
@@ -128,8 +186,8 @@ impl BusHandler for NodeBusHandler {
                     };
                     BusResponse::ResumeAck { node: me, state }
                 }
-                BusRequest::NotifyCommitted { key, revision, previous, entry, sender } => {
-                    self.notices.receive(Notice { key, revision, previous, entry, sender }).await
+                BusRequest::NotifyCommitted { key, revision, previous, entry, durable, sender } => {
+                    self.notices.receive(Notice { key, revision, previous, entry, durable, sender }).await
                 }
                 BusRequest::Digest { .. } => BusResponse::DigestReply { entries: summaries(&self.store) },
                 BusRequest::FetchEntries { keys } => {
@@ -162,6 +220,10 @@ impl BusHandler for NodeBusHandler {
                 BusRequest::RollDigest => super::rolls::roll_digest(&self.store).await,
                 BusRequest::FetchRolls { keys } => super::rolls::fetch_rolls(&self.store, keys).await,
                 BusRequest::Prepare { entry, sender } => self.stage(entry, sender).await,
+                BusRequest::Replicate { sender, .. } if sender == me => {
+                    BusResponse::Error { message: format!("self-loop from {sender} dropped") }
+                }
+                BusRequest::Replicate { items, sender } => self.replicate(items, sender).await,
                 BusRequest::Abort { key, revision, .. } => match self.store.abort_stage(&key, &revision).await {
                     Ok(()) => BusResponse::Ack,
                     Err(e) => BusResponse::Error { message: format!("abort of {key} at {revision}: {e}") },

@@ -16,6 +16,7 @@ pub mod forward;
 pub mod handler;
 pub mod notice_order;
 pub mod notices;
+pub mod outbox;
 pub mod peers;
 pub mod pulls;
 pub mod rolls;

@@ -28,6 +28,8 @@ pub struct Notice {
     pub revision: Revision,
     pub previous: Option<Revision>,
     pub entry: Option<RuleEntry>,
+    /// The sender counts the answer as a confirmation: sync the copy before answering.
+    pub durable: bool,
     pub sender: NodeId,
 }
 
@@ -42,7 +44,7 @@ pub struct NoticeReceiver {
 
 impl NoticeReceiver {
     pub async fn receive(&self, notice: Notice) -> BusResponse {
-        let Notice { key, revision, previous, entry, sender } = notice;
+        let Notice { key, revision, previous, entry, durable, sender } = notice;
         let mut timer = crate::workflow::timing::PhaseTimer::start("notice");
         if let Some(entry) = &entry
             && (entry.key != key || entry.revision != revision)
@@ -61,7 +63,7 @@ impl NoticeReceiver {
                 return BusResponse::Ack;
             }
             (NoticePlan::Apply | NoticePlan::ApplyThenSync, Some(entry)) => {
-                if let Err(message) = self.workflow.apply_replicated(vec![entry]).await {
+                if let Err(message) = self.workflow.apply_notified(entry, durable).await {
                     return BusResponse::Error { message: message.to_string() };
                 }
                 self.scanner.poke_keys([key.clone()]);

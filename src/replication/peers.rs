@@ -16,6 +16,8 @@ use crate::worker::JobQueue;
 use super::Cluster;
 use crate::cluster::view::Member;
 use super::notice_order::NoticeOrder;
+use super::outbox::Outbox;
+use crate::bus::messages::ReplicaItem;
 
 pub struct ClusterPeers {
     cluster: Arc<Cluster>,
@@ -23,11 +25,13 @@ pub struct ClusterPeers {
     notices: JobQueue,
     /// One key's notices reach each peer in commit order.
     order: Arc<NoticeOrder>,
+    /// Prepares and commit notices to a peer go out in batches, one call in flight per peer.
+    outbox: Arc<Outbox>,
 }
 
 impl ClusterPeers {
     pub fn new(cluster: Arc<Cluster>, notices: JobQueue) -> ClusterPeers {
-        ClusterPeers { cluster, notices, order: Arc::default() }
+        ClusterPeers { cluster, notices, order: Arc::default(), outbox: Arc::default() }
     }
 }
 
@@ -92,7 +96,8 @@ impl Peers for ClusterPeers {
                 self.notify_in_background(entry, previous);
                 return 0;
             }
-            let notices = self.notices_of(entry, previous, self.cluster.settings.replica_deadline);
+            // These answers are the write's confirmations: each peer syncs its copy first.
+            let notices = self.notices_of(entry, previous, self.cluster.settings.replica_deadline, true);
             self.await_notices(notices.into_iter(), required).await
         })
     }
@@ -187,7 +192,8 @@ impl ClusterPeers {
         let peers: Vec<Member> = self.cluster.view().live_peers().cloned().collect();
         for (rank, peer) in prepare_order(peers, &entry.key).into_iter().enumerate() {
             let cluster = self.cluster.clone();
-            let request = BusRequest::Prepare { entry: entry.clone(), sender: cluster.self_id().clone() };
+            let outbox = self.outbox.clone();
+            let item = ReplicaItem::Prepare { entry: entry.clone() };
             let mut done_rx = done_rx.clone();
             prepares.spawn(async move {
                 // The first `required` peers are prepared at once; the others only if those
@@ -201,7 +207,7 @@ impl ClusterPeers {
                         return (peer, Prepared::Refused);
                     }
                 }
-                let answer = cluster.call(&peer, request, timeout).await;
+                let answer = outbox.call(&cluster, &peer, item, timeout).await;
                 (peer, Prepared::of(&answer))
             });
         }
@@ -272,7 +278,7 @@ impl ClusterPeers {
 
     /// Sends the commit notices of `entry` to every live peer on the commit-notice worker.
     fn notify_in_background(&self, entry: &RuleEntry, previous: Option<&Revision>) {
-        let notices = self.notices_of(entry, previous, self.cluster.settings.sync_timeout);
+        let notices = self.notices_of(entry, previous, self.cluster.settings.sync_timeout, false);
         self.notices.push(Box::pin(async move {
             futures_join(notices.into_iter()).await;
         }));
@@ -285,21 +291,23 @@ impl ClusterPeers {
         entry: &RuleEntry,
         previous: Option<&Revision>,
         timeout: std::time::Duration,
+        durable: bool,
     ) -> Vec<impl std::future::Future<Output = bool> + Send + 'static + use<>> {
-        let request = notice(entry, previous, self.cluster.settings.notice_entry_limit, self.cluster.self_id());
+        let item = notice(entry, previous, self.cluster.settings.notice_entry_limit, durable);
         self.cluster
             .view()
             .live_peers()
             .cloned()
             .map(|peer| {
                 let cluster = self.cluster.clone();
-                let request = request.clone();
+                let outbox = self.outbox.clone();
+                let item = item.clone();
                 let order = self.order.clone();
                 let mut ticket = order.enter(&peer.node_id, &entry.key);
                 async move {
                     // Bounded: behind a hung peer's notice, timeouts must not add up.
                     let _ = tokio::time::timeout(timeout, ticket.wait_turn()).await;
-                    let held = matches!(cluster.call(&peer, request, timeout).await, Ok(BusResponse::Ack));
+                    let held = matches!(outbox.call(&cluster, &peer, item, timeout).await, Ok(BusResponse::Ack));
                     order.leave(ticket);
                     held
                 }
@@ -349,13 +357,13 @@ impl Prepared {
 
 /// The commit notice for `entry`: it carries the entry when its content fits in `limit` bytes,
 /// so a healthy peer applies it from this one message; otherwise the peer pulls it.
-pub fn notice(entry: &RuleEntry, previous: Option<&Revision>, limit: usize, sender: &NodeId) -> BusRequest {
-    BusRequest::NotifyCommitted {
+pub fn notice(entry: &RuleEntry, previous: Option<&Revision>, limit: usize, durable: bool) -> ReplicaItem {
+    ReplicaItem::Commit {
         key: entry.key.clone(),
         revision: entry.revision.clone(),
         previous: previous.cloned(),
         entry: (entry.content.len() <= limit).then(|| entry.clone()),
-        sender: sender.clone(),
+        durable,
     }
 }
 
@@ -467,15 +475,14 @@ mod tests {
             update_time_ms: 2,
             revision: revision.clone(),
         };
-        let sender = NodeId("main".into());
-        match notice(&entry, Some(&previous), 10, &sender) {
-            BusRequest::NotifyCommitted { key, revision: r, previous: p, entry: carried, sender: s } => {
-                assert_eq!((key, r, p, carried, s), (entry.key.clone(), revision.clone(), Some(previous), Some(entry.clone()), sender.clone()));
+        match notice(&entry, Some(&previous), 10, true) {
+            ReplicaItem::Commit { key, revision: r, previous: p, entry: carried, durable } => {
+                assert_eq!((key, r, p, carried, durable), (entry.key.clone(), revision.clone(), Some(previous), Some(entry.clone()), true));
             }
             other => panic!("not a notice: {other:?}"),
         }
-        match notice(&entry, None, 9, &sender) {
-            BusRequest::NotifyCommitted { previous: None, entry: None, .. } => {}
+        match notice(&entry, None, 9, false) {
+            ReplicaItem::Commit { previous: None, entry: None, durable: false, .. } => {}
             other => panic!("an entry over the limit is not carried: {other:?}"),
         }
     }

@@ -12,6 +12,7 @@
 
 pub mod claims;
 pub mod gate;
+pub mod handoff;
 pub mod locks;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -166,6 +167,8 @@ struct Files {
 pub struct Runtime {
     files: RwLock<Files>,
     pub claims: ClaimIndex,
+    /// Replicated content compiled on apply, waiting for the scan that loads it.
+    pub handoff: handoff::CompiledHandoff,
     changes_tx: watch::Sender<u64>,
     alarm_resets: AtomicU64,
     last_alarm_reset: RwLock<Option<AlarmReset>>,
@@ -184,6 +187,7 @@ impl Runtime {
         Runtime {
             files: RwLock::new(Files::default()),
             claims: ClaimIndex::default(),
+            handoff: handoff::CompiledHandoff::default(),
             changes_tx,
             alarm_resets: AtomicU64::new(0),
             last_alarm_reset: RwLock::new(None),

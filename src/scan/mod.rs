@@ -369,7 +369,10 @@ impl Scanner {
         is_main: bool,
         new_measures: &mut Vec<crate::store::Measure>,
     ) -> Result<(), ScanError> {
-        let compiled = compile_off_thread(&entry.key, &entry.content).await.map_err(ScanError::Compile)?;
+        let compiled = match self.runtime.handoff.take(&entry.key, &entry.content_hash) {
+            Some(compiled) => compiled,
+            None => compile_off_thread(&entry.key, &entry.content).await.map_err(ScanError::Compile)?,
+        };
         let reconciled = registry::reconcile(&self.store, &entry.key, &compiled, &entry.revision);
         if is_main {
             new_measures.extend(reconciled.to_create);

@@ -331,6 +331,19 @@ impl Workflow {
     /// (last-write-wins on the revision). Returns how many entries moved storage. Runtime state
     /// follows on the next scan (callers poke it).
     pub async fn apply_replicated(&self, entries: Vec<RuleEntry>) -> Result<usize, ReplicatedError> {
+        self.apply_entries(entries, true).await
+    }
+
+    /// Applies the entry a commit notice carried, as [`Workflow::apply_replicated`]; unless the
+    /// sender counts the answer as a confirmation (`durable`), the batch is not synced: the
+    /// write's confirmations came from the main's disk and the prepared peers', this copy is
+    /// one more (it is in the engine's log, synced by this node's next synced write, and the
+    /// sync worker restores it after a power loss).
+    pub async fn apply_notified(&self, entry: RuleEntry, durable: bool) -> Result<usize, ReplicatedError> {
+        self.apply_entries(vec![entry], durable).await
+    }
+
+    async fn apply_entries(&self, entries: Vec<RuleEntry>, durable: bool) -> Result<usize, ReplicatedError> {
         let mut applied = 0;
         for entry in entries {
             let key = entry.key.clone();
@@ -339,13 +352,16 @@ impl Workflow {
                 return Err(ReplicatedError::LockBusy { key });
             };
             timer.mark("lock");
-            let local = match self.store.get_entry(&key).await {
-                Ok(local) => local,
-                Err(source) => return Err(ReplicatedError::Store { key, source }),
-            };
+            // The index holds what storage holds (it changes only after a write, under this
+            // lock): the merge reads it, not the engine.
+            let local = self.store.entry_meta(&key).map(|meta| merge::Version {
+                revision: meta.revision,
+                tombstone: meta.status == EntryStatus::Deleted,
+                content_hash: meta.content_hash,
+            });
             timer.mark("read");
             self.clock.observe(&entry.revision);
-            if !merge::merge(local.as_ref().map(version).as_ref(), &version(&entry)).writes() {
+            if !merge::merge(local.as_ref(), &version(&entry)).writes() {
                 continue;
             }
             let compiled = if entry.is_live() && key.catalog.is_rule() {
@@ -356,16 +372,21 @@ impl Workflow {
             timer.mark("compile");
             let inactive = entry.status == EntryStatus::Inactive;
             let live = entry.is_live();
+            let content_hash = entry.content_hash.clone();
             // The commit of a prepare: the staged record is durable already and this batch
             // removes it, so the batch need not be synced (lost in a crash, the record is still
             // there and its resolution applies it). The second fsync of a replicated write saved.
-            let sync = !self.store.is_staged(&key, &entry.revision);
+            let sync = durable && !self.store.is_staged(&key, &entry.revision);
             if let Err(source) = self.store.commit_with(Change { entries: vec![entry], ..Change::default() }, sync).await {
                 return Err(ReplicatedError::Store { key, source });
             }
             timer.mark("commit");
-            match (&compiled, live) {
-                (Some(compiled), true) => self.set_claims(&key, compiled, inactive),
+            match (compiled, live) {
+                (Some(compiled), true) => {
+                    self.set_claims(&key, &compiled, inactive);
+                    // The scan that loads this entry takes it instead of compiling it again.
+                    self.runtime.handoff.put(&key, &content_hash, compiled);
+                }
                 _ if !key.catalog.is_rule() => {}
                 _ => self.runtime.claims.remove(&key),
             }

@@ -120,6 +120,9 @@ impl ScriptedHandler {
             BusRequest::Prepare { .. } => BusResponse::Staged,
             BusRequest::Abort { .. } => BusResponse::Ack,
             BusRequest::ResolveStaged { .. } => BusResponse::StagedFate { fate: crate::rules::staged::Fate::NotCommitted },
+            BusRequest::Replicate { items, .. } => BusResponse::Replicated {
+                answers: items.iter().map(|_| crate::bus::ReplicaAnswer::Ack).collect(),
+            },
         }
     }
 }

@@ -60,6 +60,7 @@ fn entry(millis: u64, status: EntryStatus) -> RuleEntry {
 
 fn notice(entry: &RuleEntry, previous: Option<u64>, carried: bool) -> Notice {
     Notice {
+        durable: true,
         key: entry.key.clone(),
         revision: entry.revision.clone(),
         previous: previous.map(rev),
