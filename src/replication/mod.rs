@@ -14,7 +14,6 @@
 pub mod error;
 pub mod forward;
 pub mod handler;
-pub mod notice_order;
 pub mod notices;
 pub mod outbox;
 pub mod peers;

@@ -15,7 +15,9 @@
 //! reports [`BusError::Timeout`] (an item may still have reached the peer: a prepare that timed
 //! out is "unknown", as before). An item whose caller stopped waiting before its batch left is
 //! not sent. The calls keep one order per peer: a batch leaves only after the previous one was
-//! answered, and items leave in the order they were queued.
+//! answered, and items leave in the order they were queued. The main queues a write's commit
+//! notices before it releases the file's lock, so one key's notices (and the prepare of its next
+//! write) reach each peer in commit order.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -70,6 +72,12 @@ impl Outbox {
         item: ReplicaItem,
         timeout: Duration,
     ) -> Result<BusResponse, BusError> {
+        self.enqueue(cluster, peer, item, timeout).wait().await
+    }
+
+    /// Queues `item` for `peer` now (so items queued one after the other leave in that order)
+    /// and returns the wait for its answer. Dropping the wait before the item left withdraws it.
+    pub fn enqueue(&self, cluster: &Arc<Cluster>, peer: &Member, item: ReplicaItem, timeout: Duration) -> Pending {
         let queue = self.queue(&peer.node_id);
         let (done, answer) = oneshot::channel();
         let start_sender = {
@@ -80,15 +88,30 @@ impl Outbox {
         if start_sender {
             tokio::spawn(send_queued(queue, cluster.clone(), peer.clone()));
         }
-        match tokio::time::timeout(timeout, answer).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(BusError::Transport { to: peer.node_id.clone(), reason: "the batch sender stopped".into() }),
-            Err(_) => Err(BusError::Timeout { to: peer.node_id.clone(), after: timeout }),
-        }
+        Pending { answer, peer: peer.node_id.clone(), timeout, deadline: tokio::time::Instant::now() + timeout }
     }
 
     fn queue(&self, peer: &NodeId) -> Arc<PeerQueue> {
         lock(&self.peers).entry(peer.clone()).or_default().clone()
+    }
+}
+
+/// A queued item's answer, to wait for (see [`Outbox::enqueue`]).
+pub struct Pending {
+    answer: oneshot::Receiver<Result<BusResponse, BusError>>,
+    peer: NodeId,
+    timeout: Duration,
+    deadline: tokio::time::Instant,
+}
+
+impl Pending {
+    /// The item's answer, or [`BusError::Timeout`] once its timeout has passed since it was queued.
+    pub async fn wait(self) -> Result<BusResponse, BusError> {
+        match tokio::time::timeout_at(self.deadline, self.answer).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(BusError::Transport { to: self.peer, reason: "the batch sender stopped".into() }),
+            Err(_) => Err(BusError::Timeout { to: self.peer, after: self.timeout }),
+        }
     }
 }
 

@@ -15,7 +15,6 @@ use crate::worker::JobQueue;
 
 use super::Cluster;
 use crate::cluster::view::Member;
-use super::notice_order::NoticeOrder;
 use super::outbox::Outbox;
 use crate::bus::messages::ReplicaItem;
 
@@ -23,15 +22,13 @@ pub struct ClusterPeers {
     cluster: Arc<Cluster>,
     /// Best-effort commit notices go out on the node's commit-notice worker.
     notices: JobQueue,
-    /// One key's notices reach each peer in commit order.
-    order: Arc<NoticeOrder>,
     /// Prepares and commit notices to a peer go out in batches, one call in flight per peer.
     outbox: Arc<Outbox>,
 }
 
 impl ClusterPeers {
     pub fn new(cluster: Arc<Cluster>, notices: JobQueue) -> ClusterPeers {
-        ClusterPeers { cluster, notices, order: Arc::default(), outbox: Arc::default() }
+        ClusterPeers { cluster, notices, outbox: Arc::default() }
     }
 }
 
@@ -276,16 +273,20 @@ impl ClusterPeers {
         futures_join(aborts).await.into_iter().all(|confirmed| confirmed)
     }
 
-    /// Sends the commit notices of `entry` to every live peer on the commit-notice worker.
+    /// Sends the commit notices of `entry` to every live peer; their answers are awaited on the
+    /// commit-notice worker (a notice whose wait is dropped is withdrawn).
     fn notify_in_background(&self, entry: &RuleEntry, previous: Option<&Revision>) {
         let notices = self.notices_of(entry, previous, self.cluster.settings.sync_timeout, false);
         self.notices.push(Box::pin(async move {
-            futures_join(notices.into_iter()).await;
+            for notice in notices {
+                notice.await;
+            }
         }));
     }
 
     /// The commit notice of `entry` to each live peer, each true once the peer holds it. Each
-    /// notice's turn is taken now, in commit order, so one key's notices reach a peer in order.
+    /// notice is queued in its peer's outbox now, in commit order (the caller holds the file's
+    /// lock), so one key's notices reach a peer in order.
     fn notices_of(
         &self,
         entry: &RuleEntry,
@@ -297,20 +298,9 @@ impl ClusterPeers {
         self.cluster
             .view()
             .live_peers()
-            .cloned()
             .map(|peer| {
-                let cluster = self.cluster.clone();
-                let outbox = self.outbox.clone();
-                let item = item.clone();
-                let order = self.order.clone();
-                let mut ticket = order.enter(&peer.node_id, &entry.key);
-                async move {
-                    // Bounded: behind a hung peer's notice, timeouts must not add up.
-                    let _ = tokio::time::timeout(timeout, ticket.wait_turn()).await;
-                    let held = matches!(outbox.call(&cluster, &peer, item, timeout).await, Ok(BusResponse::Ack));
-                    order.leave(ticket);
-                    held
-                }
+                let pending = self.outbox.enqueue(&self.cluster, peer, item.clone(), timeout);
+                async move { matches!(pending.wait().await, Ok(BusResponse::Ack)) }
             })
             .collect()
     }
