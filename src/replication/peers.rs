@@ -181,69 +181,69 @@ impl ClusterPeers {
     /// commit notices go out off the answer's path. If `persist` fails, every prepared peer is
     /// told to abort before the answer, and the answer says whether all of them confirmed.
     async fn prepare_and_commit(&self, entry: &RuleEntry, previous: Option<&Revision>, persist: PersistFuture<'_>) -> CommitOutcome {
+        use futures_util::StreamExt;
         let required = self.cluster.settings.commit_replicas;
         let timeout = self.cluster.settings.replica_deadline;
         let hedge = timeout / PREPARE_HEDGE_DIVISOR;
-        let (done_tx, done_rx) = tokio::sync::watch::channel(false);
-        let mut prepares: tokio::task::JoinSet<(Member, Prepared)> = tokio::task::JoinSet::new();
-        let peers: Vec<Member> = self.cluster.view().live_peers().cloned().collect();
-        for (rank, peer) in prepare_order(peers, &entry.key).into_iter().enumerate() {
-            let cluster = self.cluster.clone();
-            let outbox = self.outbox.clone();
-            let item = ReplicaItem::Prepare { entry: entry.clone() };
-            let mut done_rx = done_rx.clone();
-            prepares.spawn(async move {
-                // The first `required` peers are prepared at once; the others only if those
-                // have not all confirmed within the hedge (each staging is an fsync on a peer).
-                if rank >= required {
-                    tokio::select! {
-                        _ = tokio::time::sleep(hedge) => {}
-                        _ = done_rx.wait_for(|done| *done) => {}
-                    }
-                    if *done_rx.borrow() {
-                        return (peer, Prepared::Refused);
-                    }
-                }
-                let answer = outbox.call(&cluster, &peer, item, timeout).await;
+        // The first `required` peers are prepared at once; the others only if those have not
+        // all confirmed within the hedge (each staging is an fsync on a peer), or all answered
+        // without enough of them staging.
+        let mut first = prepare_order(self.cluster.view().live_peers().cloned().collect(), &entry.key);
+        let mut hedged = first.split_off(required.min(first.len()));
+        let prepare = |peer: Member| {
+            let wait = self.outbox.enqueue(&self.cluster, &peer, ReplicaItem::Prepare { entry: entry.clone() }, timeout);
+            async move {
+                let answer = wait.wait().await;
                 (peer, Prepared::of(&answer))
-            });
-        }
+            }
+        };
+        let mut pending: futures_util::stream::FuturesUnordered<_> = first.into_iter().map(&prepare).collect();
+        // Set when the main's own write failed: nothing more is prepared.
+        let failed = std::sync::atomic::AtomicBool::new(false);
         let persist = async {
             let persisted = persist.await;
             if persisted.is_err() {
-                // Nothing more to prepare: the hedged prepares are not sent.
-                done_tx.send_replace(true);
+                failed.store(true, std::sync::atomic::Ordering::Relaxed);
             }
             persisted
         };
         let mut answered: Vec<(Member, Prepared)> = Vec::new();
+        let hedge_passed = tokio::time::sleep(hedge);
+        tokio::pin!(hedge_passed);
         let (persisted, ()) = tokio::join!(persist, async {
             while answered.iter().filter(|(_, p)| *p == Prepared::Staged).count() < required {
-                match prepares.join_next().await {
-                    Some(Ok(answer)) => answered.push(answer),
-                    Some(Err(e)) => tracing::error!(error = %e, "prepare task failed"),
-                    None => break,
+                if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                    hedged.clear();
+                } else if pending.is_empty() && !hedged.is_empty() {
+                    pending.extend(hedged.drain(..).map(&prepare));
+                }
+                tokio::select! {
+                    Some(answer) = pending.next(), if !pending.is_empty() => answered.push(answer),
+                    () = &mut hedge_passed, if !hedged.is_empty() => {
+                        if !failed.load(std::sync::atomic::Ordering::Relaxed) {
+                            pending.extend(hedged.drain(..).map(&prepare));
+                        }
+                        hedged.clear();
+                    }
+                    else => break,
                 }
             }
         });
-        done_tx.send_replace(true);
         let confirmed = answered.iter().filter(|(_, p)| *p == Prepared::Staged).count();
         match persisted {
             Ok(()) => {
                 // The commit: the notices carry the entry (a staged peer applies it, any other
-                // peer too). The prepares still running finish on the worker.
-                if !prepares.is_empty() {
-                    self.notices.push(Box::pin(async move { while prepares.join_next().await.is_some() {} }));
-                }
+                // peer too). A prepare still queued is withdrawn; one in flight is answered
+                // to nobody (its commit notice follows it in the same outbox).
+                drop(pending);
                 self.notify_in_background(entry, previous);
                 CommitOutcome::Committed { confirmed }
             }
             Err(error) => {
-                while let Some(answer) = prepares.join_next().await {
-                    match answer {
-                        Ok(answer) => answered.push(answer),
-                        Err(e) => tracing::error!(error = %e, "prepare task failed"),
-                    }
+                // Every prepare sent must end before the abort: its answer says whether the
+                // peer may hold a staged copy.
+                while let Some(answer) = pending.next().await {
+                    answered.push(answer);
                 }
                 let withdrawn = self.abort(entry, answered).await;
                 CommitOutcome::Failed { error, withdrawn }
