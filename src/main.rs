@@ -11,7 +11,7 @@ use hotrule::client::{AdminClient, cli};
 use hotrule::config::{self, ConfigSources};
 use hotrule::node::{BusWiring, ClusterWiring, ConfigRuntime, Listeners, LogControl, NodeSettings, RunningNode};
 
-/// Counts allocations per thread for `hotrule bench mal` (a few instructions per call).
+/// mimalloc, counting allocations per thread for `hotrule bench mal` (a few instructions per call).
 #[global_allocator]
 static ALLOCATOR: hotrule::bench::alloc::CountingAlloc = hotrule::bench::alloc::CountingAlloc;
 

@@ -1,10 +1,14 @@
-//! A counting global allocator for `hotrule bench mal`: the system allocator plus per-thread
-//! counters of allocations, bytes allocated and live bytes. The `hotrule` binary installs it
-//! (`main.rs`); the counters are thread-local `Cell`s with constant initializers (no
-//! destructor, no allocation, no contention), so the cost is a few instructions per call.
-//! Per-thread counts are exact for work done on one thread, which is how the benchmark runs.
+//! A counting global allocator for `hotrule bench mal`: mimalloc plus per-thread counters of
+//! allocations, bytes allocated and live bytes. The `hotrule` binary installs it (`main.rs`);
+//! the counters are thread-local `Cell`s with constant initializers (no destructor, no
+//! allocation, no contention), so the cost is a few instructions per call. Per-thread counts are
+//! exact for work done on one thread, which is how the benchmark runs. mimalloc instead of
+//! glibc's malloc: allocation and freeing took about a tenth of a node's CPU under concurrent
+//! writes (docs/benchmarks.md, "where the CPU went").
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
+
+use mimalloc::MiMalloc;
 use std::cell::Cell;
 
 pub struct CountingAlloc;
@@ -25,11 +29,11 @@ fn note_free(size: usize) {
     let _ = LIVE_BYTES.try_with(|c| c.set(c.get() - size as i64));
 }
 
-// SAFETY: every call is forwarded unchanged to `System`; the counters never allocate.
+// SAFETY: every call is forwarded unchanged to mimalloc; the counters never allocate.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract is passed on as is.
-        let ptr = unsafe { System.alloc(layout) };
+        let ptr = unsafe { MiMalloc.alloc(layout) };
         if !ptr.is_null() {
             note_alloc(layout.size());
         }
@@ -38,7 +42,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         // SAFETY: as above.
-        let ptr = unsafe { System.alloc_zeroed(layout) };
+        let ptr = unsafe { MiMalloc.alloc_zeroed(layout) };
         if !ptr.is_null() {
             note_alloc(layout.size());
         }
@@ -47,13 +51,13 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) };
+        unsafe { MiMalloc.dealloc(ptr, layout) };
         note_free(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: as above.
-        let new = unsafe { System.realloc(ptr, layout, new_size) };
+        let new = unsafe { MiMalloc.realloc(ptr, layout, new_size) };
         if !new.is_null() {
             note_free(layout.size());
             note_alloc(new_size);
