@@ -81,18 +81,22 @@ fn rule(key: &str, n: u64) -> Vec<u8> {
     .into_bytes()
 }
 
-pub async fn run(dir: &Path, rounds: usize, seed: u64, net: u8, time_limit: Duration) -> Result<(), String> {
+pub async fn run(dir: &Path, rounds: usize, seed: u64, net: u8, time_limit: Duration, sets: &[String]) -> Result<(), String> {
     const NODES: usize = 3;
     let bin = std::env::current_exe().map_err(|e| e.to_string())?;
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let secret = dir.join("secret");
     std::fs::write(&secret, "bench-chaos-secret").map_err(|e| e.to_string())?;
-    let fast = ["--scan-interval", "1", "--self-heal-threshold", "3"];
+    let mut fast = vec!["--scan-interval", "1", "--self-heal-threshold", "3"];
+    for set in sets {
+        fast.extend(["--set", set.as_str()]);
+    }
+    let fast = fast.as_slice();
     let host = |i: usize| format!("127.0.{net}.{}", i + 1);
     let mut nodes: Vec<Option<Node>> = Vec::new();
     for i in 1..=NODES {
-        nodes.push(Some(spawn_with(&bin, dir, net, i, &secret, &fast)?));
+        nodes.push(Some(spawn_with(&bin, dir, net, i, &secret, fast)?));
     }
     let partitions = Partitions::new();
     if !partitions.enabled {
@@ -148,7 +152,7 @@ pub async fn run(dir: &Path, rounds: usize, seed: u64, net: u8, time_limit: Dura
         }
         match action {
             1 => {
-                nodes[victim - 1] = Some(spawn_with(&bin, dir, net, victim, &secret, &fast)?);
+                nodes[victim - 1] = Some(spawn_with(&bin, dir, net, victim, &secret, fast)?);
             }
             2 => partitions.heal_all(),
             3 => {
@@ -160,7 +164,7 @@ pub async fn run(dir: &Path, rounds: usize, seed: u64, net: u8, time_limit: Dura
                     kills += 1;
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                nodes[main - 1] = Some(spawn_with(&bin, dir, net, main, &secret, &fast)?);
+                nodes[main - 1] = Some(spawn_with(&bin, dir, net, main, &secret, fast)?);
             }
             _ => {}
         }

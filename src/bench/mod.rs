@@ -84,6 +84,9 @@ pub enum BenchCommand {
         /// Stop starting rounds after this many seconds.
         #[arg(long, default_value_t = 1200)]
         time_limit: u64,
+        /// A setting passed to every node, e.g. `--set cluster.commit_replicas=1` (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
     },
     /// The failover anchor: kill -9 of the leader of a three-member etcd cluster (Debian's
     /// `etcd-server`), measured as `bench cluster` measures hotrule's main.
@@ -288,8 +291,8 @@ pub async fn run(command: BenchCommand) -> ExitCode {
                 (result, _) => report(result),
             }
         }
-        BenchCommand::Chaos { dir, rounds, seed, net, time_limit } => {
-            report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit)).await)
+        BenchCommand::Chaos { dir, rounds, seed, net, time_limit, sets } => {
+            report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit), &sets).await)
         }
         BenchCommand::Agents(args) => report(bench_agents(args).await),
         BenchCommand::Query { entities, requests } => report(query::run(entities, requests).await),
