@@ -184,14 +184,48 @@ pub fn validate(raw: &RawExport, issue: &mut impl FnMut(&str, String)) -> Option
             }
         },
     };
+    let headers = checked_headers("export.remote_write", &rw.headers, &RESERVED_HEADERS, &mut fail);
+    let retry = checked_limits(
+        "export.remote_write",
+        Limits { batch_size: (rw.batch_size, MAX_BATCH_SIZE), queue_batches: (rw.queue_batches, MAX_QUEUE_BATCHES) },
+        &[("flush_interval", rw.flush_interval), ("timeout", rw.timeout)],
+        &rw.retry,
+        &mut fail,
+    );
+    let url = url?;
+    ok.then(|| RemoteWriteSettings {
+        url,
+        headers,
+        batch_size: rw.batch_size,
+        queue_batches: rw.queue_batches,
+        flush_interval: rw.flush_interval.0,
+        timeout: rw.timeout.0,
+        retry,
+    })
+}
+
+/// An exporter's batch and queue sizes, each with its largest accepted value.
+pub(crate) struct Limits {
+    pub batch_size: (usize, usize),
+    pub queue_batches: (usize, usize),
+}
+
+/// The extra request headers under `{section}.headers`: valid names and values, none of the
+/// `reserved` ones the exporter sets itself; every bad one is reported to `fail` and left out.
+pub(crate) fn checked_headers(
+    section: &str,
+    raw: &BTreeMap<String, String>,
+    reserved: &[&str],
+    fail: &mut impl FnMut(&str, String),
+) -> ExtraHeaders {
     let mut headers = Vec::new();
-    for (name, value) in &rw.headers {
-        let key = format!("export.remote_write.headers.{name}");
+    for (name, value) in raw {
+        let key = format!("{section}.headers.{name}");
         let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
             fail(&key, "is not a valid HTTP header name".into());
             continue;
         };
-        if RESERVED_HEADERS.contains(&header.as_str()) {
+        if reserved.contains(&header.as_str()) {
             fail(&key, "is set by the exporter itself and cannot be configured".into());
             continue;
         }
@@ -203,41 +237,39 @@ pub fn validate(raw: &RawExport, issue: &mut impl FnMut(&str, String)) -> Option
             Err(_) => fail(&key, "the value is not a valid HTTP header value".into()),
         }
     }
-    if !(1..=MAX_BATCH_SIZE).contains(&rw.batch_size) {
-        fail("export.remote_write.batch_size", format!("{} is outside 1..={MAX_BATCH_SIZE}", rw.batch_size));
-    }
-    if !(1..=MAX_QUEUE_BATCHES).contains(&rw.queue_batches) {
-        fail("export.remote_write.queue_batches", format!("{} is outside 1..={MAX_QUEUE_BATCHES}", rw.queue_batches));
-    }
-    for (key, value) in [
-        ("export.remote_write.flush_interval", rw.flush_interval),
-        ("export.remote_write.timeout", rw.timeout),
-        ("export.remote_write.retry.initial_backoff", rw.retry.initial_backoff),
-    ] {
-        if value.0.is_zero() {
-            fail(key, "must be greater than zero".into());
+    ExtraHeaders(headers)
+}
+
+/// Checks what every exporter's section shares (sizes, intervals, retry), reporting each
+/// problem under its `{section}.…` key, and returns the retry settings.
+pub(crate) fn checked_limits(
+    section: &str,
+    limits: Limits,
+    intervals: &[(&str, DurationSetting)],
+    retry: &RawRetry,
+    fail: &mut impl FnMut(&str, String),
+) -> RetrySettings {
+    for (name, (value, max)) in [("batch_size", limits.batch_size), ("queue_batches", limits.queue_batches)] {
+        if !(1..=max).contains(&value) {
+            fail(&format!("{section}.{name}"), format!("{value} is outside 1..={max}"));
         }
     }
-    if rw.retry.max_backoff.0 < rw.retry.initial_backoff.0 {
-        fail("export.remote_write.retry.max_backoff", "must be at least retry.initial_backoff".into());
+    for (name, value) in intervals.iter().copied().chain([("retry.initial_backoff", retry.initial_backoff)]) {
+        if value.0.is_zero() {
+            fail(&format!("{section}.{name}"), "must be greater than zero".into());
+        }
     }
-    if rw.retry.max_attempts == 0 {
-        fail("export.remote_write.retry.max_attempts", "must be at least 1 (the first attempt counts)".into());
+    if retry.max_backoff.0 < retry.initial_backoff.0 {
+        fail(&format!("{section}.retry.max_backoff"), "must be at least retry.initial_backoff".into());
     }
-    let url = url?;
-    ok.then(|| RemoteWriteSettings {
-        url,
-        headers: ExtraHeaders(headers),
-        batch_size: rw.batch_size,
-        queue_batches: rw.queue_batches,
-        flush_interval: rw.flush_interval.0,
-        timeout: rw.timeout.0,
-        retry: RetrySettings {
-            initial_backoff: rw.retry.initial_backoff.0,
-            max_backoff: rw.retry.max_backoff.0,
-            max_attempts: rw.retry.max_attempts,
-        },
-    })
+    if retry.max_attempts == 0 {
+        fail(&format!("{section}.retry.max_attempts"), "must be at least 1 (the first attempt counts)".into());
+    }
+    RetrySettings {
+        initial_backoff: retry.initial_backoff.0,
+        max_backoff: retry.max_backoff.0,
+        max_attempts: retry.max_attempts,
+    }
 }
 
 /// An `http://` or `https://` URL with a host and no credentials (those go in `headers`).
@@ -261,6 +293,29 @@ pub(crate) fn parse_url(text: &str) -> Result<Uri, String> {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn each_exporter_refuses_only_the_headers_it_sets_itself() {
+        let raw = BTreeMap::from([
+            ("X-Prometheus-Remote-Write-Version".to_string(), "2.0".to_string()),
+            ("X-Scope-OrgID".to_string(), "tenant".to_string()),
+        ]);
+        let mut issues = Vec::new();
+        let headers = checked_headers("export.remote_write", &raw, &RESERVED_HEADERS, &mut |key, message| {
+            issues.push(format!("{key}: {message}"))
+        });
+        assert_eq!(headers.0.len(), 1, "only the tenant header is kept");
+        assert_eq!(
+            issues,
+            ["export.remote_write.headers.X-Prometheus-Remote-Write-Version: is set by the exporter itself and cannot be configured"]
+        );
+        let mut issues = Vec::new();
+        let reserved = crate::export::otlp_logs::config::RESERVED_HEADERS;
+        let headers = checked_headers("export.otlp_logs", &raw, &reserved, &mut |key, message| {
+            issues.push(format!("{key}: {message}"))
+        });
+        assert_eq!((headers.0.len(), issues.len()), (2, 0), "the log exporter does not set the remote-write header");
+    }
 
     fn raw(url: &str) -> RawRemoteWrite {
         RawRemoteWrite {

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use axum::http::{HeaderName, HeaderValue, Uri};
+use axum::http::Uri;
 use serde::{Deserialize, Serialize};
 
 use crate::config::DurationSetting;
-use crate::export::config::{ExtraHeaders, RawRetry, RetrySettings, parse_url};
+use crate::export::config::{ExtraHeaders, Limits, RawRetry, RetrySettings, checked_headers, checked_limits, parse_url};
 
 fn default_batch_size() -> usize {
     512
@@ -117,59 +117,23 @@ pub fn validate(raw: Option<&RawOtlpLogs>, issue: &mut impl FnMut(&str, String))
             }
         },
     };
-    let mut headers = Vec::new();
-    for (name, value) in &raw.headers {
-        let key = format!("export.otlp_logs.headers.{name}");
-        let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
-            fail(&key, "is not a valid HTTP header name".into());
-            continue;
-        };
-        if RESERVED_HEADERS.contains(&header.as_str()) {
-            fail(&key, "is set by the exporter itself and cannot be configured".into());
-            continue;
-        }
-        match HeaderValue::from_str(value) {
-            Ok(mut header_value) => {
-                header_value.set_sensitive(true);
-                headers.push((header, header_value));
-            }
-            Err(_) => fail(&key, "the value is not a valid HTTP header value".into()),
-        }
-    }
-    if !(1..=MAX_BATCH_SIZE).contains(&raw.batch_size) {
-        fail("export.otlp_logs.batch_size", format!("{} is outside 1..={MAX_BATCH_SIZE}", raw.batch_size));
-    }
-    if !(1..=MAX_QUEUE_BATCHES).contains(&raw.queue_batches) {
-        fail("export.otlp_logs.queue_batches", format!("{} is outside 1..={MAX_QUEUE_BATCHES}", raw.queue_batches));
-    }
-    for (key, value) in [
-        ("export.otlp_logs.max_delay", raw.max_delay),
-        ("export.otlp_logs.timeout", raw.timeout),
-        ("export.otlp_logs.retry.initial_backoff", raw.retry.initial_backoff),
-    ] {
-        if value.0.is_zero() {
-            fail(key, "must be greater than zero".into());
-        }
-    }
-    if raw.retry.max_backoff.0 < raw.retry.initial_backoff.0 {
-        fail("export.otlp_logs.retry.max_backoff", "must be at least retry.initial_backoff".into());
-    }
-    if raw.retry.max_attempts == 0 {
-        fail("export.otlp_logs.retry.max_attempts", "must be at least 1 (the first attempt counts)".into());
-    }
+    let headers = checked_headers("export.otlp_logs", &raw.headers, &RESERVED_HEADERS, &mut fail);
+    let retry = checked_limits(
+        "export.otlp_logs",
+        Limits { batch_size: (raw.batch_size, MAX_BATCH_SIZE), queue_batches: (raw.queue_batches, MAX_QUEUE_BATCHES) },
+        &[("max_delay", raw.max_delay), ("timeout", raw.timeout)],
+        &raw.retry,
+        &mut fail,
+    );
     let endpoint = endpoint?;
     ok.then(|| OtlpLogsSettings {
         endpoint,
-        headers: ExtraHeaders(headers),
+        headers,
         batch_size: raw.batch_size,
         max_delay: raw.max_delay.0,
         queue_batches: raw.queue_batches,
         timeout: raw.timeout.0,
-        retry: RetrySettings {
-            initial_backoff: raw.retry.initial_backoff.0,
-            max_backoff: raw.retry.max_backoff.0,
-            max_attempts: raw.retry.max_attempts,
-        },
+        retry,
     })
 }
 
