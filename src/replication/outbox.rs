@@ -130,7 +130,9 @@ async fn send_queued(queue: Arc<PeerQueue>, cluster: Arc<Cluster>, peer: Member)
             let count = take_batch(&sizes, MAX_BATCH_ITEMS, MAX_BATCH_CONTENT_BYTES);
             state.items.drain(..count).collect::<Vec<_>>()
         };
-        send_batch(&cluster, &peer, batch).await;
+        // The peer's address as the view has it now (a peer that restarted may listen elsewhere).
+        let current = cluster.view().member(&peer.node_id).cloned().unwrap_or_else(|| peer.clone());
+        send_batch(&cluster, &current, batch).await;
     }
 }
 
