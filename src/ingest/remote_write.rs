@@ -19,9 +19,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use prost::Message;
-
 use super::prom::{self, BadBucket};
+use super::remote_write_wire as wire;
 use crate::data::{Batch, Catalog, Protocol, Sample};
 use hotrule_mal_engine::LabelMap;
 
@@ -115,7 +114,9 @@ pub fn decode(body: &[u8], max_decompressed: usize, received_ms: i64) -> Result<
 }
 
 /// Decodes a compressed body; with `reads`, only the series whose MAL name is in it become
-/// samples (the others are counted in `unread`).
+/// samples (the others are counted in `unread`). The protobuf is read by
+/// [`super::remote_write_wire`], which borrows the labels from the decompressed bytes: a series
+/// left out allocates nothing.
 pub fn decode_reading(
     body: &[u8],
     max_decompressed: usize,
@@ -123,8 +124,10 @@ pub fn decode_reading(
     reads: Option<&HashSet<String>>,
 ) -> Result<RemoteWriteMapping, RemoteWriteError> {
     let raw = decompress(body, max_decompressed)?;
-    let request = prompb::WriteRequest::decode(raw.as_slice()).map_err(|e| RemoteWriteError::Protobuf(e.to_string()))?;
-    Ok(map_request_reading(request, received_ms, reads))
+    let mut mapper = Mapper::new(reads);
+    wire::walk(&raw, |index, series| mapper.series(index, &series.labels, &series.samples))
+        .map_err(|e| RemoteWriteError::Protobuf(e.to_string()))?;
+    Ok(mapper.finish(received_ms))
 }
 
 /// Maps a decoded `WriteRequest`, keeping every series.
@@ -132,11 +135,24 @@ pub fn map_request(request: prompb::WriteRequest, received_ms: i64) -> RemoteWri
     map_request_reading(request, received_ms, None)
 }
 
-/// Whether a valid series of name `name` is left out: `reads` is given, the series' MAL name is
-/// not in it, and it is not a bucket whose `le` the conversion would refuse.
-fn unread(name: &str, labels: &[prompb::Label], reads: Option<&HashSet<String>>) -> bool {
-    let Some(reads) = reads else { return false };
-    let le = labels.iter().find(|l| l.name == "le" && !l.value.is_empty()).map(|l| l.value.as_str());
+/// Maps a decoded `WriteRequest`; see [`decode_reading`] for `reads`.
+pub fn map_request_reading(request: prompb::WriteRequest, received_ms: i64, reads: Option<&HashSet<String>>) -> RemoteWriteMapping {
+    let mut mapper = Mapper::new(reads);
+    let (mut labels, mut samples) = (Vec::new(), Vec::new());
+    for (index, series) in request.timeseries.iter().enumerate() {
+        labels.clear();
+        labels.extend(series.labels.iter().map(|l| (l.name.as_str(), l.value.as_str())));
+        samples.clear();
+        samples.extend(series.samples.iter().map(|s| (s.value, s.timestamp)));
+        mapper.series(index, &labels, &samples);
+    }
+    mapper.finish(received_ms)
+}
+
+/// Whether a valid series of name `name` is left out: its MAL name is not in `reads`, and it is
+/// not a bucket whose `le` the conversion would refuse.
+fn unread(name: &str, labels: &[(&str, &str)], reads: &HashSet<String>) -> bool {
+    let le = labels.iter().find(|(k, v)| *k == "le" && !v.is_empty()).map(|(_, v)| *v);
     let mal_name = prom::mal_name(name, le.is_some());
     if reads.contains(mal_name.as_ref()) {
         return false;
@@ -144,106 +160,133 @@ fn unread(name: &str, labels: &[prompb::Label], reads: Option<&HashSet<String>>)
     !(name.ends_with("_bucket") && le.is_some_and(|le| prom::parse_bound(le).is_none()))
 }
 
-/// The value of `__name__` if the series is valid (no empty label name, no repeated name), read
-/// without building its label map.
-fn valid_name(labels: &[prompb::Label]) -> Option<&str> {
-    let mut name = None;
-    for (i, label) in labels.iter().enumerate() {
-        if label.name.is_empty() || labels[..i].iter().any(|other| other.name == label.name) {
-            return None;
-        }
-        if label.name == "__name__" && !label.value.is_empty() {
-            name = Some(label.value.as_str());
-        }
+/// Above this many labels a series' names are checked for repeats with a set, below it by
+/// comparing them pairwise (no allocation).
+const PAIRWISE_LABELS: usize = 32;
+
+/// The first label name that repeats an earlier one, if any.
+fn repeated_name<'a>(labels: &[(&'a str, &str)]) -> Option<&'a str> {
+    if labels.len() <= PAIRWISE_LABELS {
+        return labels.iter().enumerate().find(|(i, (k, _))| labels[..*i].iter().any(|(other, _)| other == k)).map(|(_, (k, _))| *k);
     }
-    name
+    let mut seen = HashSet::with_capacity(labels.len());
+    labels.iter().find(|(k, _)| !seen.insert(*k)).map(|(k, _)| *k)
 }
 
-/// Maps a decoded `WriteRequest`; see [`decode_reading`] for `reads`.
-pub fn map_request_reading(request: prompb::WriteRequest, received_ms: i64, reads: Option<&HashSet<String>>) -> RemoteWriteMapping {
-    let mut out = RemoteWriteMapping::default();
-    let mut samples = Vec::new();
-    for (index, series) in request.timeseries.into_iter().enumerate() {
-        if reads.is_some()
-            && let Some(name) = valid_name(&series.labels)
-            && unread(name, &series.labels, reads)
+/// The value of `__name__` if the series is valid (no empty label name, no repeated name), read
+/// without building its label map.
+fn valid_name<'a>(labels: &[(&str, &'a str)]) -> Option<&'a str> {
+    if labels.iter().any(|(k, _)| k.is_empty()) || repeated_name(labels).is_some() {
+        return None;
+    }
+    labels.iter().find(|(k, v)| *k == "__name__" && !v.is_empty()).map(|(_, v)| *v)
+}
+
+/// Maps series one at a time into samples, then into batches.
+struct Mapper<'r> {
+    reads: Option<&'r HashSet<String>>,
+    out: RemoteWriteMapping,
+    samples: Vec<Sample>,
+}
+
+impl<'r> Mapper<'r> {
+    fn new(reads: Option<&'r HashSet<String>>) -> Mapper<'r> {
+        Mapper { reads, out: RemoteWriteMapping::default(), samples: Vec::new() }
+    }
+
+    /// One `WriteRequest.timeseries` entry: its labels and its (value, timestamp) samples.
+    fn series(&mut self, index: usize, labels: &[(&str, &str)], samples: &[(f64, i64)]) {
+        if let Some(reads) = self.reads
+            && let Some(name) = valid_name(labels)
+            && unread(name, labels, reads)
         {
-            for sample in &series.samples {
-                match sample.value.to_bits() == STALE_NAN_BITS {
-                    true => out.stale += 1,
-                    false => out.unread += 1,
+            for (value, _) in samples {
+                match value.to_bits() == STALE_NAN_BITS {
+                    true => self.out.stale += 1,
+                    false => self.out.unread += 1,
                 }
             }
-            continue;
+            return;
         }
-        let (name, labels) = match series_labels(series.labels) {
+        let (name, labels) = match series_labels(labels) {
             Ok(parts) => parts,
             Err((problem, labels)) => {
-                out.invalid.push(InvalidSeries {
+                self.out.invalid.push(InvalidSeries {
                     index: Some(index),
                     series: prom::series_text("", &labels),
-                    samples: series.samples.len(),
+                    samples: samples.len(),
                     problem,
                 });
-                continue;
+                return;
             }
         };
         let labels = Arc::new(labels);
-        for sample in series.samples {
-            if sample.value.to_bits() == STALE_NAN_BITS {
-                out.stale += 1;
+        for &(value, timestamp) in samples {
+            if value.to_bits() == STALE_NAN_BITS {
+                self.out.stale += 1;
                 continue;
             }
-            samples.push(Sample::new(name.clone(), labels.clone(), sample.value, sample.timestamp));
+            self.samples.push(Sample::new(name.clone(), labels.clone(), value, timestamp));
         }
     }
-    for scrape in prom::split_scrapes(samples) {
-        let (converted, bad) = prom::to_mal(scrape);
-        for bucket in bad {
-            out.invalid.push(InvalidSeries {
-                index: None,
-                series: bucket.series.clone(),
-                samples: 1,
-                problem: SeriesProblem::BadBucket(bucket),
-            });
+
+    fn finish(self, received_ms: i64) -> RemoteWriteMapping {
+        let Mapper { mut out, samples, .. } = self;
+        for scrape in prom::split_scrapes(samples) {
+            let (converted, bad) = prom::to_mal(scrape);
+            for bucket in bad {
+                out.invalid.push(InvalidSeries {
+                    index: None,
+                    series: bucket.series.clone(),
+                    samples: 1,
+                    problem: SeriesProblem::BadBucket(bucket),
+                });
+            }
+            if !converted.is_empty() {
+                out.batches.push(Batch { protocol: Protocol::RemoteWrite, catalog: Catalog::Otel, samples: converted, received_ms });
+            }
         }
-        if !converted.is_empty() {
-            out.batches.push(Batch { protocol: Protocol::RemoteWrite, catalog: Catalog::Otel, samples: converted, received_ms });
-        }
+        out
     }
-    out
 }
 
 /// The series' name and its other labels (empty values dropped), or why it is invalid (with the
 /// labels read so far, to name it).
-fn series_labels(labels: Vec<prompb::Label>) -> Result<(String, LabelMap), (SeriesProblem, LabelMap)> {
+fn series_labels(labels: &[(&str, &str)]) -> Result<(String, LabelMap), (SeriesProblem, LabelMap)> {
     let mut map = LabelMap::new();
     let mut name = None;
-    let mut seen = std::collections::HashSet::new();
     let mut problem = None;
-    for label in labels {
-        if label.name.is_empty() {
+    let pairwise = labels.len() <= PAIRWISE_LABELS;
+    let mut seen = HashSet::new();
+    for (i, &(key, value)) in labels.iter().enumerate() {
+        if key.is_empty() {
             problem.get_or_insert(SeriesProblem::EmptyLabelName);
             continue;
         }
-        if !seen.insert(label.name.clone()) {
-            problem.get_or_insert(SeriesProblem::DuplicateLabel(label.name.clone()));
+        let repeated = match pairwise {
+            true => labels[..i].iter().any(|(other, _)| *other == key),
+            false => !seen.insert(key),
+        };
+        if repeated {
+            problem.get_or_insert_with(|| SeriesProblem::DuplicateLabel(key.to_owned()));
             continue;
         }
-        if label.value.is_empty() {
+        if value.is_empty() {
             continue;
         }
-        if label.name == "__name__" {
-            name = Some(label.value.clone());
+        if key == "__name__" {
+            name = Some(value.to_owned());
+            continue;
         }
-        map.insert(label.name, label.value);
+        map.insert(key.to_owned(), value.to_owned());
     }
     match (problem, name) {
-        (Some(problem), _) => Err((problem, map)),
-        (None, None) => Err((SeriesProblem::MissingName, map)),
-        (None, Some(name)) => {
-            map.remove("__name__");
-            Ok((name, map))
+        (Some(problem), Some(name)) => {
+            map.insert("__name__".to_owned(), name);
+            Err((problem, map))
         }
+        (Some(problem), None) => Err((problem, map)),
+        (None, None) => Err((SeriesProblem::MissingName, map)),
+        (None, Some(name)) => Ok((name, map)),
     }
 }
