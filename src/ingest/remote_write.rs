@@ -108,6 +108,33 @@ pub fn decompress(body: &[u8], limit: usize) -> Result<Vec<u8>, RemoteWriteError
     snap::raw::Decoder::new().decompress_vec(body).map_err(|e| RemoteWriteError::Snappy(e.to_string()))
 }
 
+/// A decompression buffer kept per thread up to this capacity (the receivers decode on the
+/// blocking pool's threads, request after request).
+const KEPT_BUFFER_BYTES: usize = 4 << 20;
+
+thread_local! {
+    static DECOMPRESSED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// [`decompress`] into this thread's reused buffer, then `then` on the bytes.
+fn with_decompressed<T>(body: &[u8], limit: usize, then: impl FnOnce(&[u8]) -> T) -> Result<T, RemoteWriteError> {
+    let declared = snap::raw::decompress_len(body).map_err(|e| RemoteWriteError::Snappy(e.to_string()))?;
+    if declared > limit {
+        return Err(RemoteWriteError::TooLarge { declared, limit });
+    }
+    let mut buffer = DECOMPRESSED.take();
+    buffer.clear();
+    buffer.resize(declared, 0);
+    let result = match snap::raw::Decoder::new().decompress(body, &mut buffer) {
+        Ok(written) => Ok(then(&buffer[..written])),
+        Err(e) => Err(RemoteWriteError::Snappy(e.to_string())),
+    };
+    if buffer.capacity() <= KEPT_BUFFER_BYTES {
+        DECOMPRESSED.set(buffer);
+    }
+    result
+}
+
 /// Decodes a compressed body, keeping every series: see the module documentation.
 pub fn decode(body: &[u8], max_decompressed: usize, received_ms: i64) -> Result<RemoteWriteMapping, RemoteWriteError> {
     decode_reading(body, max_decompressed, received_ms, None)
@@ -123,9 +150,8 @@ pub fn decode_reading(
     received_ms: i64,
     reads: Option<&HashSet<String>>,
 ) -> Result<RemoteWriteMapping, RemoteWriteError> {
-    let raw = decompress(body, max_decompressed)?;
     let mut mapper = Mapper::new(reads);
-    wire::walk(&raw, |index, series| mapper.series(index, &series.labels, &series.samples))
+    with_decompressed(body, max_decompressed, |raw| wire::walk(raw, |index, series| mapper.series(index, &series.labels, &series.samples)))?
         .map_err(|e| RemoteWriteError::Protobuf(e.to_string()))?;
     Ok(mapper.finish(received_ms))
 }
