@@ -8,15 +8,17 @@
 //!   Prometheus drops them. Label order is not checked.
 //! - `metadata` and exemplars are ignored; native histograms (`TimeSeries.histograms`, field 4)
 //!   are not in the message hotrule compiles and are skipped as unknown fields.
-//! - Batches: one per scrape, i.e. per (`job`, `instance`, timestamp) group (see
-//!   [`super::prom::split_scrapes`]), converted by [`super::prom::to_mal`].
+//! - Batches: one per scrape, i.e. per (`job`, `instance`, timestamp) group, as
+//!   [`super::prom::split_scrapes`] groups them, converted as [`super::prom::to_mal`] converts
+//!   them. A read series' labels go from the borrowed pairs straight to their MAL form
+//!   ([`super::prom::mal_labels_of`]), without a Prometheus label map in between.
 //! - Given the names the loaded rules read ([`decode_reading`]), a valid series whose MAL name
 //!   ([`super::prom::mal_name`]) no rule reads is counted (`unread`) and left out before its
 //!   samples are built: a node_exporter scrape has 507 series, `vm.yaml` reads 43. Such series
 //!   are still validated (a bad one is refused and named as before); a bucket whose `le` does not
 //!   parse is kept so that the conversion reports it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::prom::{self, BadBucket};
@@ -212,12 +214,16 @@ fn valid_name<'a>(labels: &[(&str, &'a str)]) -> Option<&'a str> {
 struct Mapper<'r> {
     reads: Option<&'r HashSet<String>>,
     out: RemoteWriteMapping,
-    samples: Vec<Sample>,
+    /// Samples with their labels already in MAL form, each with its scrape and, for a bucket
+    /// whose `le` does not parse, the Prometheus series' text.
+    samples: Vec<(Sample, usize, Option<String>)>,
+    /// The scrapes, (`job`, `instance`, timestamp), in order of first appearance.
+    scrapes: Scrapes,
 }
 
 impl<'r> Mapper<'r> {
     fn new(reads: Option<&'r HashSet<String>>) -> Mapper<'r> {
-        Mapper { reads, out: RemoteWriteMapping::default(), samples: Vec::new() }
+        Mapper { reads, out: RemoteWriteMapping::default(), samples: Vec::new(), scrapes: Scrapes::default() }
     }
 
     /// One `WriteRequest.timeseries` entry: its labels and its (value, timestamp) samples.
@@ -234,9 +240,10 @@ impl<'r> Mapper<'r> {
             }
             return;
         }
-        let (name, labels) = match series_labels(labels) {
-            Ok(parts) => parts,
-            Err((problem, labels)) => {
+        let name = match series_name(labels) {
+            Ok(name) => name,
+            Err(problem) => {
+                let (_, labels) = series_labels(labels);
                 self.out.invalid.push(InvalidSeries {
                     index: Some(index),
                     series: prom::series_text("", &labels),
@@ -246,20 +253,34 @@ impl<'r> Mapper<'r> {
                 return;
             }
         };
-        let labels = Arc::new(labels);
+        // Valid: distinct non-empty names; the labels with a value, `__name__` aside.
+        let kept = || labels.iter().copied().filter(|(k, v)| !v.is_empty() && *k != "__name__");
+        let value_of = |key: &str| kept().find(|(k, _)| *k == key).map_or("", |(_, v)| v);
+        let bad_bucket = name.ends_with("_bucket") && kept().any(|(k, v)| k == "le" && prom::parse_bound(v).is_none());
+        let text = bad_bucket.then(|| {
+            let map: LabelMap = kept().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+            prom::series_text(name, &map)
+        });
+        let mal_labels = Arc::new(prom::mal_labels_of(kept()));
+        let (job, instance) = (value_of("job"), value_of("instance"));
         for &(value, timestamp) in samples {
             if value.to_bits() == STALE_NAN_BITS {
                 self.out.stale += 1;
                 continue;
             }
-            self.samples.push(Sample::new(name.clone(), labels.clone(), value, timestamp));
+            let scrape = self.scrapes.of(job, instance, timestamp);
+            self.samples.push((Sample::new(name, mal_labels.clone(), value, timestamp), scrape, text.clone()));
         }
     }
 
     fn finish(self, received_ms: i64) -> RemoteWriteMapping {
-        let Mapper { mut out, samples, .. } = self;
-        for scrape in prom::split_scrapes(samples) {
-            let (converted, bad) = prom::to_mal(scrape);
+        let Mapper { mut out, samples, scrapes, .. } = self;
+        let mut groups: Vec<Vec<(Sample, Option<String>)>> = (0..scrapes.len()).map(|_| Vec::new()).collect();
+        for (sample, scrape, text) in samples {
+            groups[scrape].push((sample, text));
+        }
+        for scrape in groups {
+            let (converted, bad) = prom::convert(scrape.into_iter().map(|(sample, text)| (sample, move |_: &str| text.unwrap_or_default())));
             for bucket in bad {
                 out.invalid.push(InvalidSeries {
                     index: None,
@@ -276,11 +297,73 @@ impl<'r> Mapper<'r> {
     }
 }
 
-/// The series' name and its other labels (empty values dropped), or why it is invalid (with the
-/// labels read so far, to name it).
-fn series_labels(labels: &[(&str, &str)]) -> Result<(String, LabelMap), (SeriesProblem, LabelMap)> {
+/// Above this many scrapes in one request, they are found by a map instead of a scan.
+const SCANNED_SCRAPES: usize = 8;
+
+/// The scrapes of a request ([`prom::split_scrapes`]'s groups): (`job`, `instance`, timestamp),
+/// a missing label read as `""`.
+#[derive(Default)]
+struct Scrapes {
+    keys: Vec<(String, String, i64)>,
+    index: HashMap<(String, String, i64), usize>,
+}
+
+impl Scrapes {
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The number of the scrape of a sample, a new one if it is the first of its scrape.
+    fn of(&mut self, job: &str, instance: &str, timestamp: i64) -> usize {
+        let same = |(j, i, t): &(String, String, i64)| *t == timestamp && j == job && i == instance;
+        if let Some(last) = self.keys.last()
+            && same(last)
+        {
+            return self.keys.len() - 1;
+        }
+        if self.keys.len() <= SCANNED_SCRAPES {
+            if let Some(found) = self.keys.iter().position(same) {
+                return found;
+            }
+        } else if let Some(found) = self.index.get(&(job.to_owned(), instance.to_owned(), timestamp)) {
+            return *found;
+        }
+        let key = (job.to_owned(), instance.to_owned(), timestamp);
+        if self.keys.len() == SCANNED_SCRAPES {
+            self.index = self.keys.iter().cloned().enumerate().map(|(n, key)| (key, n)).collect();
+        }
+        if self.keys.len() >= SCANNED_SCRAPES {
+            self.index.insert(key.clone(), self.keys.len());
+        }
+        self.keys.push(key);
+        self.keys.len() - 1
+    }
+}
+
+/// The value of `__name__` of a series, or why the series is invalid (the first problem in
+/// label order; a missing name only if there is no other).
+fn series_name<'a>(labels: &[(&str, &'a str)]) -> Result<&'a str, SeriesProblem> {
+    if labels.len() > PAIRWISE_LABELS {
+        return match series_labels(labels) {
+            (Some(problem), _) => Err(problem),
+            (None, _) => labels.iter().find(|(k, v)| *k == "__name__" && !v.is_empty()).map(|(_, v)| *v).ok_or(SeriesProblem::MissingName),
+        };
+    }
+    for (i, &(key, _)) in labels.iter().enumerate() {
+        if key.is_empty() {
+            return Err(SeriesProblem::EmptyLabelName);
+        }
+        if labels[..i].iter().any(|(other, _)| *other == key) {
+            return Err(SeriesProblem::DuplicateLabel(key.to_owned()));
+        }
+    }
+    labels.iter().find(|(k, v)| *k == "__name__" && !v.is_empty()).map(|(_, v)| *v).ok_or(SeriesProblem::MissingName)
+}
+
+/// An invalid series' first problem (if any) and its labels as read (empty values and repeats
+/// dropped, `__name__` kept), to name it.
+fn series_labels(labels: &[(&str, &str)]) -> (Option<SeriesProblem>, LabelMap) {
     let mut map = LabelMap::new();
-    let mut name = None;
     let mut problem = None;
     let pairwise = labels.len() <= PAIRWISE_LABELS;
     let mut seen = HashSet::new();
@@ -297,22 +380,9 @@ fn series_labels(labels: &[(&str, &str)]) -> Result<(String, LabelMap), (SeriesP
             problem.get_or_insert_with(|| SeriesProblem::DuplicateLabel(key.to_owned()));
             continue;
         }
-        if value.is_empty() {
-            continue;
+        if !value.is_empty() {
+            map.insert(key.to_owned(), value.to_owned());
         }
-        if key == "__name__" {
-            name = Some(value.to_owned());
-            continue;
-        }
-        map.insert(key.to_owned(), value.to_owned());
     }
-    match (problem, name) {
-        (Some(problem), Some(name)) => {
-            map.insert("__name__".to_owned(), name);
-            Err((problem, map))
-        }
-        (Some(problem), None) => Err((problem, map)),
-        (None, None) => Err((SeriesProblem::MissingName, map)),
-        (None, Some(name)) => Ok((name, map)),
-    }
+    (problem, map)
 }

@@ -299,3 +299,139 @@ fn a_bad_series_no_rule_reads_still_refuses_the_request() {
     let fine = snap::raw::Encoder::new().compress_vec(&read).expect("compresses");
     assert_eq!(decode_reading(&fine, 1 << 20, 0, Some(&reads)).expect("decodes").sample_count(), 1);
 }
+
+/// The mapping as it was before the wire decoder (prost's series, a Prometheus label map per
+/// series, [`split_scrapes`] then [`to_mal`]): the reference the receiver must still equal.
+fn reference_mapping(request: &WriteRequest) -> (Vec<Vec<crate::data::Sample>>, Vec<(Option<usize>, String, usize, String)>, usize) {
+    use crate::ingest::prom::{series_text, split_scrapes, to_mal};
+    use hotrule_mal_engine::LabelMap;
+    use std::sync::Arc;
+    let (mut invalid, mut stale, mut samples) = (Vec::new(), 0, Vec::new());
+    for (index, series) in request.timeseries.iter().enumerate() {
+        let (mut map, mut name, mut seen, mut problem) = (LabelMap::new(), None, std::collections::HashSet::new(), None);
+        for label in &series.labels {
+            if label.name.is_empty() {
+                problem.get_or_insert("a label has an empty name".to_owned());
+                continue;
+            }
+            if !seen.insert(label.name.clone()) {
+                problem.get_or_insert(format!("label {:?} is repeated", label.name));
+                continue;
+            }
+            if label.value.is_empty() {
+                continue;
+            }
+            if label.name == "__name__" {
+                name = Some(label.value.clone());
+            }
+            map.insert(label.name.clone(), label.value.clone());
+        }
+        let name = match (problem, name) {
+            (Some(problem), _) => {
+                invalid.push((Some(index), series_text("", &map), series.samples.len(), problem));
+                continue;
+            }
+            (None, None) => {
+                invalid.push((Some(index), series_text("", &map), series.samples.len(), "no __name__ label".to_owned()));
+                continue;
+            }
+            (None, Some(name)) => name,
+        };
+        map.remove("__name__");
+        let labels = Arc::new(map);
+        for sample in &series.samples {
+            match sample.value.to_bits() == crate::ingest::remote_write::STALE_NAN_BITS {
+                true => stale += 1,
+                false => samples.push(crate::data::Sample::new(name.clone(), labels.clone(), sample.value, sample.timestamp)),
+            }
+        }
+    }
+    let mut batches = Vec::new();
+    for scrape in split_scrapes(samples) {
+        let (converted, bad) = to_mal(scrape);
+        invalid.extend(bad.into_iter().map(|b| (None, b.series.clone(), 1, b.to_string())));
+        if !converted.is_empty() {
+            batches.push(converted);
+        }
+    }
+    (batches, invalid, stale)
+}
+
+fn prometheus_like_request(rng: &mut StdRng) -> WriteRequest {
+    const NAMES: [&str; 7] = ["up", "node_load1", "rpc_seconds_bucket", "jvm.memory.used", "x_bucket", "rpc_seconds_count", ""];
+    const JOBS: [&str; 3] = ["vm", "api", ""];
+    const INSTANCES: [&str; 4] = ["a:9100", "[::1]:9", "host", ""];
+    const LES: [&str; 5] = ["0.1", "1", "+Inf", "often", ""];
+    const QUANTILES: [&str; 3] = ["0.5", "1", "bad"];
+    let pick = |rng: &mut StdRng, from: &[&str]| from[rng.random_range(0..from.len())].to_owned();
+    let timeseries = (0..rng.random_range(0..12))
+        .map(|_| {
+            let mut labels = vec![Label { name: "__name__".into(), value: pick(rng, &NAMES) }];
+            if rng.random_bool(0.9) {
+                labels.push(Label { name: "job".into(), value: pick(rng, &JOBS) });
+            }
+            if rng.random_bool(0.9) {
+                labels.push(Label { name: "instance".into(), value: pick(rng, &INSTANCES) });
+            }
+            if rng.random_bool(0.4) {
+                labels.push(Label { name: "le".into(), value: pick(rng, &LES) });
+            }
+            if rng.random_bool(0.2) {
+                labels.push(Label { name: "quantile".into(), value: pick(rng, &QUANTILES) });
+            }
+            if rng.random_bool(0.3) {
+                labels.push(Label { name: ["cpu", "service_name", "job_name", "mode"][rng.random_range(0..4)].into(), value: pick(rng, &JOBS) });
+            }
+            if rng.random_bool(0.05) {
+                labels.push(Label { name: String::new(), value: "x".into() });
+            }
+            if rng.random_bool(0.05) {
+                let again = labels[rng.random_range(0..labels.len())].clone();
+                labels.push(again);
+            }
+            if rng.random_bool(0.1) {
+                let other = rng.random_range(0..labels.len());
+                labels.swap(0, other);
+            }
+            let samples = (0..rng.random_range(0..3))
+                .map(|_| Sample {
+                    value: [1.0, 4.0, 2.5, f64::from_bits(crate::ingest::remote_write::STALE_NAN_BITS)][rng.random_range(0..4)],
+                    timestamp: [1000, 2000][rng.random_range(0..2)],
+                })
+                .collect();
+            TimeSeries { labels, samples, exemplars: Vec::new() }
+        })
+        .collect();
+    WriteRequest { timeseries, metadata: Vec::new() }
+}
+
+/// The receiver maps every request exactly as the prost-based mapping did: same batches (one per
+/// scrape, same samples in the same order), same refused series, same stale count, with or
+/// without a set of read names.
+#[test]
+fn mapping_equals_the_prost_era_mapping_on_prometheus_like_requests() {
+    let mut rng = StdRng::seed_from_u64(0x3a9_2024);
+    for _ in 0..2000 {
+        let request = prometheus_like_request(&mut rng);
+        let (batches, invalid, stale) = reference_mapping(&request);
+        let body = snap::raw::Encoder::new().compress_vec(&request.encode_to_vec()).expect("compresses");
+        let mapped = decode(&body, 1 << 20, 7).expect("decodes");
+        let got: Vec<Vec<crate::data::Sample>> = mapped.batches.iter().map(|b| b.samples.clone()).collect();
+        assert_eq!(got, batches, "{request:?}");
+        let got_invalid: Vec<_> = mapped.invalid.iter().map(|i| (i.index, i.series.clone(), i.samples, i.problem.to_string())).collect();
+        assert_eq!(got_invalid, invalid, "{request:?}");
+        assert_eq!(mapped.stale, stale);
+        // With a read set, the read series come out the same and the rest are counted.
+        let reads: std::collections::HashSet<String> = ["node_load1", "rpc_seconds"].into_iter().map(String::from).collect();
+        let read = decode_reading(&body, 1 << 20, 7, Some(&reads)).expect("decodes");
+        let kept: Vec<crate::data::Sample> = batches.iter().flatten().filter(|s| reads.contains(&s.name)).cloned().collect();
+        let read_samples: Vec<crate::data::Sample> = read.batches.iter().flat_map(|b| b.samples.clone()).filter(|s| reads.contains(&s.name)).collect();
+        // Scrapes are numbered by first appearance among the series taken, so compare as sets.
+        let sorted = |mut samples: Vec<crate::data::Sample>| {
+            samples.sort_by_key(|s| format!("{s:?}"));
+            samples
+        };
+        assert_eq!(sorted(read_samples), sorted(kept));
+        assert_eq!(read.invalid, mapped.invalid, "refused either way");
+    }
+}
