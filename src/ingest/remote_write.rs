@@ -152,10 +152,12 @@ pub fn decode_reading(
     received_ms: i64,
     reads: Option<&HashSet<String>>,
 ) -> Result<RemoteWriteMapping, RemoteWriteError> {
-    let mut mapper = Mapper::new(reads);
-    with_decompressed(body, max_decompressed, |raw| wire::walk(raw, |index, series| mapper.series(index, &series.labels, &series.samples)))?
-        .map_err(|e| RemoteWriteError::Protobuf(e.to_string()))?;
-    Ok(mapper.finish(received_ms))
+    with_decompressed(body, max_decompressed, |raw| {
+        let mut mapper = Mapper::new(reads);
+        wire::walk(raw, |index, series| mapper.series(index, &series.labels, &series.samples))
+            .map(|()| mapper.finish(received_ms))
+            .map_err(|e| RemoteWriteError::Protobuf(e.to_string()))
+    })?
 }
 
 /// Maps a decoded `WriteRequest`, keeping every series.
@@ -211,8 +213,12 @@ fn valid_name<'a>(labels: &[(&str, &'a str)]) -> Option<&'a str> {
 }
 
 /// Maps series one at a time into samples, then into batches.
-struct Mapper<'r> {
+struct Mapper<'r, 'a> {
     reads: Option<&'r HashSet<String>>,
+    /// The labels (`__name__` and empty values aside) of the last series taken, and their MAL
+    /// form: consecutive series with the same labels share one map (a scrape's gauges of one
+    /// target often do), which also lets dispatch judge the file filter once for all of them.
+    last: Option<(Vec<(&'a str, &'a str)>, Arc<LabelMap>)>,
     out: RemoteWriteMapping,
     /// Samples with their labels already in MAL form, each with its scrape and, for a bucket
     /// whose `le` does not parse, the Prometheus series' text.
@@ -221,13 +227,28 @@ struct Mapper<'r> {
     scrapes: Scrapes,
 }
 
-impl<'r> Mapper<'r> {
-    fn new(reads: Option<&'r HashSet<String>>) -> Mapper<'r> {
-        Mapper { reads, out: RemoteWriteMapping::default(), samples: Vec::new(), scrapes: Scrapes::default() }
+impl<'r, 'a> Mapper<'r, 'a> {
+    fn new(reads: Option<&'r HashSet<String>>) -> Mapper<'r, 'a> {
+        Mapper { reads, last: None, out: RemoteWriteMapping::default(), samples: Vec::new(), scrapes: Scrapes::default() }
+    }
+
+    /// The MAL labels of a valid series' `kept` labels, shared with the last series if equal.
+    fn mal_labels(&mut self, kept: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Arc<LabelMap> {
+        if let Some((pairs, mal)) = &self.last
+            && kept.clone().eq(pairs.iter().copied())
+        {
+            return mal.clone();
+        }
+        let mal = Arc::new(prom::mal_labels_of(kept.clone()));
+        let mut pairs = self.last.take().map(|(pairs, _)| pairs).unwrap_or_default();
+        pairs.clear();
+        pairs.extend(kept);
+        self.last = Some((pairs, mal.clone()));
+        mal
     }
 
     /// One `WriteRequest.timeseries` entry: its labels and its (value, timestamp) samples.
-    fn series(&mut self, index: usize, labels: &[(&str, &str)], samples: &[(f64, i64)]) {
+    fn series(&mut self, index: usize, labels: &[(&'a str, &'a str)], samples: &[(f64, i64)]) {
         if let Some(reads) = self.reads
             && let Some(name) = valid_name(labels)
             && unread(name, labels, reads)
@@ -261,7 +282,7 @@ impl<'r> Mapper<'r> {
             let map: LabelMap = kept().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
             prom::series_text(name, &map)
         });
-        let mal_labels = Arc::new(prom::mal_labels_of(kept()));
+        let mal_labels = self.mal_labels(kept());
         let (job, instance) = (value_of("job"), value_of("instance"));
         for &(value, timestamp) in samples {
             if value.to_bits() == STALE_NAN_BITS {

@@ -195,10 +195,14 @@ impl PreparedFile {
         // The file filter depends on the sample only: run it once per family, not once per rule.
         let filtered: Option<HashMap<&str, Result<Family, EvalError>>> =
             self.file.filter.as_ref().map(|filter| {
+                let mut verdicts = Verdicts::new();
                 families
                     .iter()
                     .map(|(name, family)| {
-                        (*name, filter_family(filter, family, &mut state.regexes))
+                        (
+                            *name,
+                            filter_family(filter, family, &mut state.regexes, &mut verdicts),
+                        )
                     })
                     .collect()
             });
@@ -372,11 +376,19 @@ pub fn run_expression(
     })
 }
 
+/// The file filter's verdict per label map of one batch, by the map's address: the filter is a
+/// function of the tags alone (closures see no clock and no state but a regex cache), and the
+/// samples of a batch often share their label map (a receiver gives one map to a target's
+/// series with the same labels), so it runs once per map. The batch holds every map for the
+/// whole evaluation, so an address is never reused within it.
+type Verdicts = HashMap<usize, Result<bool, EvalError>>;
+
 /// The file `filter` on one family: the samples whose tags pass.
 fn filter_family(
     filter: &hotrule_rule_compiler::ast::Expr,
     family: &Family,
     regexes: &mut RegexCache,
+    verdicts: &mut Verdicts,
 ) -> Result<Family, EvalError> {
     let hotrule_rule_compiler::ast::ExprKind::Closure(closure) = &filter.kind else {
         return Ok(family.clone());
@@ -384,10 +396,18 @@ fn filter_family(
     let mut interp = Interp { regexes };
     let mut kept = Vec::new();
     for sample in family.samples() {
-        if interp
-            .call(closure, vec![tags_value(&sample.labels)])?
-            .truthy()
-        {
+        let address = std::sync::Arc::as_ptr(&sample.labels) as usize;
+        let verdict = match verdicts.get(&address) {
+            Some(verdict) => verdict.clone(),
+            None => {
+                let verdict = interp
+                    .call(closure, vec![tags_value(&sample.labels)])
+                    .map(|value| value.truthy());
+                verdicts.insert(address, verdict.clone());
+                verdict
+            }
+        };
+        if verdict? {
             kept.push(sample.clone());
         }
     }
