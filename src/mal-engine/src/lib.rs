@@ -393,6 +393,15 @@ fn filter_family(
     let hotrule_rule_compiler::ast::ExprKind::Closure(closure) = &filter.kind else {
         return Ok(family.clone());
     };
+    if let Some(test) = LabelTest::of(closure) {
+        let kept = family
+            .samples()
+            .iter()
+            .filter(|sample| test.passes(&sample.labels))
+            .cloned()
+            .collect();
+        return Ok(Family::build(kept));
+    }
     let mut interp = Interp { regexes };
     let mut kept = Vec::new();
     for sample in family.samples() {
@@ -412,6 +421,56 @@ fn filter_family(
         }
     }
     Ok(Family::build(kept))
+}
+
+/// The file filter most bundled files have, `{ tags -> tags.KEY == 'literal' }` (or `!=`),
+/// judged on the labels without building the closure's tag map. The interpreter gives the same
+/// answer: a missing tag reads as `null`, which equals no string, and two strings are equal
+/// when their texts are.
+struct LabelTest<'f> {
+    key: &'f str,
+    literal: &'f str,
+    equal: bool,
+}
+
+impl<'f> LabelTest<'f> {
+    fn of(closure: &'f hotrule_rule_compiler::ast::Closure) -> Option<LabelTest<'f>> {
+        use hotrule_rule_compiler::ast::{BinaryOp, ExprKind, StmtKind};
+        let [param] = closure.params.as_slice() else {
+            return None;
+        };
+        let [statement] = closure.body.statements.as_slice() else {
+            return None;
+        };
+        let StmtKind::Expr(expr) = &statement.kind else {
+            return None;
+        };
+        let ExprKind::Binary { op, left, right } = &expr.kind else {
+            return None;
+        };
+        let equal = match op {
+            BinaryOp::Eq => true,
+            BinaryOp::NotEq => false,
+            _ => return None,
+        };
+        let (ExprKind::Property { receiver, name, .. }, ExprKind::Str(literal)) =
+            (&left.kind, &right.kind)
+        else {
+            return None;
+        };
+        match &receiver.kind {
+            ExprKind::Name(variable) if *variable == param.name.name => Some(LabelTest {
+                key: &name.name,
+                literal: &literal.value,
+                equal,
+            }),
+            _ => None,
+        }
+    }
+
+    fn passes(&self, labels: &Labels) -> bool {
+        (labels.get(self.key).map(String::as_str) == Some(self.literal)) == self.equal
+    }
 }
 
 /// The runtime evaluates on a worker pool: a prepared file is shared, a state moves between threads.

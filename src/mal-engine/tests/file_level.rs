@@ -446,3 +446,29 @@ fn filter_verdicts_shared_by_label_map_equal_one_run_per_sample() {
         assert!(!one.values.is_empty() || !one.warnings.is_empty() || !one.errors.is_empty(), "{filter}: something happened");
     }
 }
+
+/// `{ tags -> tags.k == 'v' }` and `!=` (judged on the labels directly) keep exactly what the
+/// interpreter keeps for the same test written another way, a missing tag included.
+#[test]
+fn label_test_filters_agree_with_the_interpreter() {
+    let input = [
+        s("m", &[("job_name", "vm"), ("service", "a")], 1.0),
+        s("m", &[("job_name", "vmx"), ("service", "b")], 1.0),
+        s("m", &[("service", "c")], 1.0),
+        s("m", &[("job_name", ""), ("service", "d")], 1.0),
+    ];
+    let services = |filter: &str| {
+        let yaml = format!("metricPrefix: meter\nfilter: \"{filter}\"\nmetricsRules:\n  - name: m\n    exp: m.sum(['service']).service(['service'], Layer.GENERAL)\n");
+        let mut names: Vec<String> = evaluate(&yaml, &input).values.iter().map(|v| v.entity.service_name.clone()).collect();
+        names.sort();
+        names
+    };
+    for (fast, interpreted, expected) in [
+        ("{ tags -> tags.job_name == 'vm' }", "{ tags -> (tags.job_name == 'vm') }", vec!["a"]),
+        ("{ tags -> tags.job_name != 'vm' }", "{ tags -> (tags.job_name != 'vm') }", vec!["b", "c", "d"]),
+        ("{ t -> t.job_name == '' }", "{ t -> (t.job_name == '') }", vec!["d"]),
+    ] {
+        assert_eq!(services(fast), expected, "{fast}");
+        assert_eq!(services(interpreted), expected, "{interpreted}");
+    }
+}
