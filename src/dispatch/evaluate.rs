@@ -33,8 +33,9 @@ use crate::telemetry::labels;
 pub(super) struct Prepared {
     pub hash: ContentHash,
     pub file: PreparedFile,
-    /// Every sample name some rule reads.
-    inputs: HashSet<String>,
+    /// Every sample name some rule reads (checked against every batch of the catalog: a fast
+    /// hash, seeded per process).
+    inputs: FastSet<String>,
     shapes: BTreeMap<String, MetricShape>,
 }
 
@@ -71,7 +72,9 @@ pub(super) fn restarted_metrics(old: &BTreeMap<String, MetricShape>, new: &BTree
 }
 
 /// A batch's sample count per sample name, counted once for all files.
-type Names<'a> = HashMap<&'a str, usize>;
+type Names<'a> = HashMap<&'a str, usize, foldhash::fast::RandomState>;
+
+type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
 
 /// One file's evaluation state, owned by dispatch.
 #[derive(Default)]
@@ -180,7 +183,7 @@ fn write_group(shared: &Shared, key: &RuleKey, group: Vec<QueuedWrite>) {
 /// first, then the busy ones in turn.
 pub(super) fn run_batch(shared: &Shared, batch: &Batch) {
     let files = shared.files_of(batch.catalog);
-    let mut names: Names<'_> = HashMap::new();
+    let mut names: Names<'_> = HashMap::default();
     for sample in &batch.samples {
         *names.entry(sample.name.as_str()).or_default() += 1;
     }

@@ -36,6 +36,7 @@ pub mod prom;
 pub mod recording;
 pub mod recording_logs;
 pub mod remote_write;
+pub mod remote_write_wire;
 pub mod scrape;
 
 use std::sync::Arc;

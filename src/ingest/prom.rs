@@ -71,6 +71,26 @@ pub fn split_scrapes(samples: Vec<Sample>) -> Vec<Vec<Sample>> {
 /// Buckets with an unreadable `le` are returned as errors; everything else is converted. The
 /// per-bucket samples of a histogram take the place of its first bucket in the output.
 pub fn to_mal(samples: Vec<Sample>) -> (Vec<Sample>, Vec<BadBucket>) {
+    // Consecutive samples of one series share their label map: convert it once.
+    let mut last: Option<(Arc<LabelMap>, Arc<LabelMap>)> = None;
+    convert(samples.into_iter().map(|mut sample| {
+        let converted = match &last {
+            Some((input, output)) if Arc::ptr_eq(input, &sample.labels) => output.clone(),
+            _ => {
+                let output = Arc::new(mal_labels(&sample.labels));
+                last = Some((sample.labels.clone(), output.clone()));
+                output
+            }
+        };
+        let prometheus = std::mem::replace(&mut sample.labels, converted);
+        (sample, move |name: &str| series_text(name, &prometheus))
+    }))
+}
+
+/// [`to_mal`] of samples whose labels are already converted ([`mal_labels_of`]); `series_text`
+/// names a bucket whose `le` does not parse (given the sample's name), as [`series_text`] of
+/// its Prometheus labels would.
+pub fn convert<F: FnOnce(&str) -> String>(samples: impl IntoIterator<Item = (Sample, F)>) -> (Vec<Sample>, Vec<BadBucket>) {
     /// Where an output sample comes from: a plain sample, or the histogram series at an index.
     enum Slot {
         Plain(Sample),
@@ -83,27 +103,19 @@ pub fn to_mal(samples: Vec<Sample>) -> (Vec<Sample>, Vec<BadBucket>) {
         /// (bound, cumulative count)
         buckets: Vec<(f64, f64)>,
     }
-    let mut slots = Vec::with_capacity(samples.len());
+    let samples = samples.into_iter();
+    let mut slots = Vec::with_capacity(samples.size_hint().0);
     let mut bad = Vec::new();
     let mut series: Vec<Series> = Vec::new();
     let mut index: HashMap<(String, LabelMap, i64), usize> = HashMap::new();
-    // Consecutive samples of one series share their label map: convert it once.
-    let mut last: Option<(Arc<LabelMap>, Arc<LabelMap>)> = None;
-    for sample in samples {
-        let converted = match &last {
-            Some((input, output)) if Arc::ptr_eq(input, &sample.labels) => output.clone(),
-            _ => {
-                let output = Arc::new(mal_labels(&sample.labels));
-                last = Some((sample.labels.clone(), output.clone()));
-                output
-            }
-        };
+    for (sample, text) in samples {
+        let converted = sample.labels.clone();
         let bucket_base = sample.name.strip_suffix("_bucket").filter(|_| converted.contains_key("le"));
         if let Some(base) = bucket_base {
             let mut labels = LabelMap::clone(&converted);
             let le_text = labels.remove("le").unwrap_or_default();
             let Some(bound) = parse_bound(&le_text) else {
-                bad.push(BadBucket { series: series_text(&sample.name, &sample.labels), le: le_text });
+                bad.push(BadBucket { series: text(&sample.name), le: le_text });
                 continue;
             };
             let key = (escape_metric_name(base), labels, sample.timestamp_ms);
@@ -180,13 +192,26 @@ pub fn parse_bound(text: &str) -> Option<f64> {
 /// The collector's resource attributes from `job` and `instance`, with the series' other labels
 /// overriding them.
 fn mal_labels(prometheus: &LabelMap) -> LabelMap {
+    mal_labels_of(prometheus.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+}
+
+/// [`mal_labels`] of a series' labels given as distinct `(name, value)` pairs.
+pub fn mal_labels_of<'a>(prometheus: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> LabelMap {
     let mut labels = LabelMap::new();
-    if let Some(job) = prometheus.get("job") {
-        labels.insert("job_name".to_owned(), job.clone());
-        labels.insert("service_name".to_owned(), job.clone());
+    let (mut job, mut instance) = (None, None);
+    for (key, value) in prometheus.clone() {
+        match key {
+            "job" => job = Some(value),
+            "instance" => instance = Some(value),
+            _ => {}
+        }
     }
-    if let Some(instance) = prometheus.get("instance") {
-        labels.insert("service_instance_id".to_owned(), instance.clone());
+    if let Some(job) = job {
+        labels.insert("job_name".to_owned(), job.to_owned());
+        labels.insert("service_name".to_owned(), job.to_owned());
+    }
+    if let Some(instance) = instance {
+        labels.insert("service_instance_id".to_owned(), instance.to_owned());
         let (host, port) = split_host_port(instance);
         labels.insert("server_address".to_owned(), host.to_owned());
         labels.insert("node_identifier_host_name".to_owned(), host.to_owned());
@@ -194,9 +219,9 @@ fn mal_labels(prometheus: &LabelMap) -> LabelMap {
             labels.insert("server_port".to_owned(), port.to_owned());
         }
     }
-    for (key, value) in prometheus.iter() {
+    for (key, value) in prometheus {
         if key != "job" && key != "instance" && key != "__name__" {
-            labels.insert(key.clone(), value.clone());
+            labels.insert(key.to_owned(), value.to_owned());
         }
     }
     labels

@@ -8,20 +8,21 @@
 //!   Prometheus drops them. Label order is not checked.
 //! - `metadata` and exemplars are ignored; native histograms (`TimeSeries.histograms`, field 4)
 //!   are not in the message hotrule compiles and are skipped as unknown fields.
-//! - Batches: one per scrape, i.e. per (`job`, `instance`, timestamp) group (see
-//!   [`super::prom::split_scrapes`]), converted by [`super::prom::to_mal`].
+//! - Batches: one per scrape, i.e. per (`job`, `instance`, timestamp) group, as
+//!   [`super::prom::split_scrapes`] groups them, converted as [`super::prom::to_mal`] converts
+//!   them. A read series' labels go from the borrowed pairs straight to their MAL form
+//!   ([`super::prom::mal_labels_of`]), without a Prometheus label map in between.
 //! - Given the names the loaded rules read ([`decode_reading`]), a valid series whose MAL name
 //!   ([`super::prom::mal_name`]) no rule reads is counted (`unread`) and left out before its
 //!   samples are built: a node_exporter scrape has 507 series, `vm.yaml` reads 43. Such series
 //!   are still validated (a bad one is refused and named as before); a bucket whose `le` does not
 //!   parse is kept so that the conversion reports it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use prost::Message;
-
 use super::prom::{self, BadBucket};
+use super::remote_write_wire as wire;
 use crate::data::{Batch, Catalog, Protocol, Sample};
 use hotrule_mal_engine::LabelMap;
 
@@ -109,22 +110,54 @@ pub fn decompress(body: &[u8], limit: usize) -> Result<Vec<u8>, RemoteWriteError
     snap::raw::Decoder::new().decompress_vec(body).map_err(|e| RemoteWriteError::Snappy(e.to_string()))
 }
 
+/// A decompression buffer kept per thread up to this capacity (the receivers decode on the
+/// blocking pool's threads, request after request).
+const KEPT_BUFFER_BYTES: usize = 4 << 20;
+
+thread_local! {
+    static DECOMPRESSED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// [`decompress`] into this thread's reused buffer, then `then` on the bytes.
+fn with_decompressed<T>(body: &[u8], limit: usize, then: impl FnOnce(&[u8]) -> T) -> Result<T, RemoteWriteError> {
+    let declared = snap::raw::decompress_len(body).map_err(|e| RemoteWriteError::Snappy(e.to_string()))?;
+    if declared > limit {
+        return Err(RemoteWriteError::TooLarge { declared, limit });
+    }
+    let mut buffer = DECOMPRESSED.take();
+    buffer.clear();
+    buffer.resize(declared, 0);
+    let result = match snap::raw::Decoder::new().decompress(body, &mut buffer) {
+        Ok(written) => Ok(then(&buffer[..written])),
+        Err(e) => Err(RemoteWriteError::Snappy(e.to_string())),
+    };
+    if buffer.capacity() <= KEPT_BUFFER_BYTES {
+        DECOMPRESSED.set(buffer);
+    }
+    result
+}
+
 /// Decodes a compressed body, keeping every series: see the module documentation.
 pub fn decode(body: &[u8], max_decompressed: usize, received_ms: i64) -> Result<RemoteWriteMapping, RemoteWriteError> {
     decode_reading(body, max_decompressed, received_ms, None)
 }
 
 /// Decodes a compressed body; with `reads`, only the series whose MAL name is in it become
-/// samples (the others are counted in `unread`).
+/// samples (the others are counted in `unread`). The protobuf is read by
+/// [`super::remote_write_wire`], which borrows the labels from the decompressed bytes: a series
+/// left out allocates nothing.
 pub fn decode_reading(
     body: &[u8],
     max_decompressed: usize,
     received_ms: i64,
     reads: Option<&HashSet<String>>,
 ) -> Result<RemoteWriteMapping, RemoteWriteError> {
-    let raw = decompress(body, max_decompressed)?;
-    let request = prompb::WriteRequest::decode(raw.as_slice()).map_err(|e| RemoteWriteError::Protobuf(e.to_string()))?;
-    Ok(map_request_reading(request, received_ms, reads))
+    with_decompressed(body, max_decompressed, |raw| {
+        let mut mapper = Mapper::new(reads);
+        wire::walk(raw, |index, series| mapper.series(index, &series.labels, &series.samples))
+            .map(|()| mapper.finish(received_ms))
+            .map_err(|e| RemoteWriteError::Protobuf(e.to_string()))
+    })?
 }
 
 /// Maps a decoded `WriteRequest`, keeping every series.
@@ -132,11 +165,24 @@ pub fn map_request(request: prompb::WriteRequest, received_ms: i64) -> RemoteWri
     map_request_reading(request, received_ms, None)
 }
 
-/// Whether a valid series of name `name` is left out: `reads` is given, the series' MAL name is
-/// not in it, and it is not a bucket whose `le` the conversion would refuse.
-fn unread(name: &str, labels: &[prompb::Label], reads: Option<&HashSet<String>>) -> bool {
-    let Some(reads) = reads else { return false };
-    let le = labels.iter().find(|l| l.name == "le" && !l.value.is_empty()).map(|l| l.value.as_str());
+/// Maps a decoded `WriteRequest`; see [`decode_reading`] for `reads`.
+pub fn map_request_reading(request: prompb::WriteRequest, received_ms: i64, reads: Option<&HashSet<String>>) -> RemoteWriteMapping {
+    let mut mapper = Mapper::new(reads);
+    let (mut labels, mut samples) = (Vec::new(), Vec::new());
+    for (index, series) in request.timeseries.iter().enumerate() {
+        labels.clear();
+        labels.extend(series.labels.iter().map(|l| (l.name.as_str(), l.value.as_str())));
+        samples.clear();
+        samples.extend(series.samples.iter().map(|s| (s.value, s.timestamp)));
+        mapper.series(index, &labels, &samples);
+    }
+    mapper.finish(received_ms)
+}
+
+/// Whether a valid series of name `name` is left out: its MAL name is not in `reads`, and it is
+/// not a bucket whose `le` the conversion would refuse.
+fn unread(name: &str, labels: &[(&str, &str)], reads: &HashSet<String>) -> bool {
+    let le = labels.iter().find(|(k, v)| *k == "le" && !v.is_empty()).map(|(_, v)| *v);
     let mal_name = prom::mal_name(name, le.is_some());
     if reads.contains(mal_name.as_ref()) {
         return false;
@@ -144,106 +190,220 @@ fn unread(name: &str, labels: &[prompb::Label], reads: Option<&HashSet<String>>)
     !(name.ends_with("_bucket") && le.is_some_and(|le| prom::parse_bound(le).is_none()))
 }
 
+/// Above this many labels a series' names are checked for repeats with a set, below it by
+/// comparing them pairwise (no allocation).
+const PAIRWISE_LABELS: usize = 32;
+
+/// The first label name that repeats an earlier one, if any.
+fn repeated_name<'a>(labels: &[(&'a str, &str)]) -> Option<&'a str> {
+    if labels.len() <= PAIRWISE_LABELS {
+        return labels.iter().enumerate().find(|(i, (k, _))| labels[..*i].iter().any(|(other, _)| other == k)).map(|(_, (k, _))| *k);
+    }
+    let mut seen = HashSet::with_capacity(labels.len());
+    labels.iter().find(|(k, _)| !seen.insert(*k)).map(|(k, _)| *k)
+}
+
 /// The value of `__name__` if the series is valid (no empty label name, no repeated name), read
 /// without building its label map.
-fn valid_name(labels: &[prompb::Label]) -> Option<&str> {
-    let mut name = None;
-    for (i, label) in labels.iter().enumerate() {
-        if label.name.is_empty() || labels[..i].iter().any(|other| other.name == label.name) {
-            return None;
-        }
-        if label.name == "__name__" && !label.value.is_empty() {
-            name = Some(label.value.as_str());
-        }
+fn valid_name<'a>(labels: &[(&str, &'a str)]) -> Option<&'a str> {
+    if labels.iter().any(|(k, _)| k.is_empty()) || repeated_name(labels).is_some() {
+        return None;
     }
-    name
+    labels.iter().find(|(k, v)| *k == "__name__" && !v.is_empty()).map(|(_, v)| *v)
 }
 
-/// Maps a decoded `WriteRequest`; see [`decode_reading`] for `reads`.
-pub fn map_request_reading(request: prompb::WriteRequest, received_ms: i64, reads: Option<&HashSet<String>>) -> RemoteWriteMapping {
-    let mut out = RemoteWriteMapping::default();
-    let mut samples = Vec::new();
-    for (index, series) in request.timeseries.into_iter().enumerate() {
-        if reads.is_some()
-            && let Some(name) = valid_name(&series.labels)
-            && unread(name, &series.labels, reads)
+/// Maps series one at a time into samples, then into batches.
+struct Mapper<'r, 'a> {
+    reads: Option<&'r HashSet<String>>,
+    /// The labels (`__name__` and empty values aside) of the last series taken, and their MAL
+    /// form: consecutive series with the same labels share one map (a scrape's gauges of one
+    /// target often do), which also lets dispatch judge the file filter once for all of them.
+    last: Option<(Vec<(&'a str, &'a str)>, Arc<LabelMap>)>,
+    out: RemoteWriteMapping,
+    /// Samples with their labels already in MAL form, each with its scrape and, for a bucket
+    /// whose `le` does not parse, the Prometheus series' text.
+    samples: Vec<(Sample, usize, Option<String>)>,
+    /// The scrapes, (`job`, `instance`, timestamp), in order of first appearance.
+    scrapes: Scrapes,
+}
+
+impl<'r, 'a> Mapper<'r, 'a> {
+    fn new(reads: Option<&'r HashSet<String>>) -> Mapper<'r, 'a> {
+        Mapper { reads, last: None, out: RemoteWriteMapping::default(), samples: Vec::new(), scrapes: Scrapes::default() }
+    }
+
+    /// The MAL labels of a valid series' `kept` labels, shared with the last series if equal.
+    fn mal_labels(&mut self, kept: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Arc<LabelMap> {
+        if let Some((pairs, mal)) = &self.last
+            && kept.clone().eq(pairs.iter().copied())
         {
-            for sample in &series.samples {
-                match sample.value.to_bits() == STALE_NAN_BITS {
-                    true => out.stale += 1,
-                    false => out.unread += 1,
+            return mal.clone();
+        }
+        let mal = Arc::new(prom::mal_labels_of(kept.clone()));
+        let mut pairs = self.last.take().map(|(pairs, _)| pairs).unwrap_or_default();
+        pairs.clear();
+        pairs.extend(kept);
+        self.last = Some((pairs, mal.clone()));
+        mal
+    }
+
+    /// One `WriteRequest.timeseries` entry: its labels and its (value, timestamp) samples.
+    fn series(&mut self, index: usize, labels: &[(&'a str, &'a str)], samples: &[(f64, i64)]) {
+        if let Some(reads) = self.reads
+            && let Some(name) = valid_name(labels)
+            && unread(name, labels, reads)
+        {
+            for (value, _) in samples {
+                match value.to_bits() == STALE_NAN_BITS {
+                    true => self.out.stale += 1,
+                    false => self.out.unread += 1,
                 }
             }
-            continue;
+            return;
         }
-        let (name, labels) = match series_labels(series.labels) {
-            Ok(parts) => parts,
-            Err((problem, labels)) => {
-                out.invalid.push(InvalidSeries {
+        let name = match series_name(labels) {
+            Ok(name) => name,
+            Err(problem) => {
+                let (_, labels) = series_labels(labels);
+                self.out.invalid.push(InvalidSeries {
                     index: Some(index),
                     series: prom::series_text("", &labels),
-                    samples: series.samples.len(),
+                    samples: samples.len(),
                     problem,
                 });
-                continue;
+                return;
             }
         };
-        let labels = Arc::new(labels);
-        for sample in series.samples {
-            if sample.value.to_bits() == STALE_NAN_BITS {
-                out.stale += 1;
+        // Valid: distinct non-empty names; the labels with a value, `__name__` aside.
+        let kept = || labels.iter().copied().filter(|(k, v)| !v.is_empty() && *k != "__name__");
+        let value_of = |key: &str| kept().find(|(k, _)| *k == key).map_or("", |(_, v)| v);
+        let bad_bucket = name.ends_with("_bucket") && kept().any(|(k, v)| k == "le" && prom::parse_bound(v).is_none());
+        let text = bad_bucket.then(|| {
+            let map: LabelMap = kept().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+            prom::series_text(name, &map)
+        });
+        let mal_labels = self.mal_labels(kept());
+        let (job, instance) = (value_of("job"), value_of("instance"));
+        for &(value, timestamp) in samples {
+            if value.to_bits() == STALE_NAN_BITS {
+                self.out.stale += 1;
                 continue;
             }
-            samples.push(Sample::new(name.clone(), labels.clone(), sample.value, sample.timestamp));
+            let scrape = self.scrapes.of(job, instance, timestamp);
+            self.samples.push((Sample::new(name, mal_labels.clone(), value, timestamp), scrape, text.clone()));
         }
     }
-    for scrape in prom::split_scrapes(samples) {
-        let (converted, bad) = prom::to_mal(scrape);
-        for bucket in bad {
-            out.invalid.push(InvalidSeries {
-                index: None,
-                series: bucket.series.clone(),
-                samples: 1,
-                problem: SeriesProblem::BadBucket(bucket),
-            });
+
+    fn finish(self, received_ms: i64) -> RemoteWriteMapping {
+        let Mapper { mut out, samples, scrapes, .. } = self;
+        let mut groups: Vec<Vec<(Sample, Option<String>)>> = (0..scrapes.len()).map(|_| Vec::new()).collect();
+        for (sample, scrape, text) in samples {
+            groups[scrape].push((sample, text));
         }
-        if !converted.is_empty() {
-            out.batches.push(Batch { protocol: Protocol::RemoteWrite, catalog: Catalog::Otel, samples: converted, received_ms });
+        for scrape in groups {
+            let (converted, bad) = prom::convert(scrape.into_iter().map(|(sample, text)| (sample, move |_: &str| text.unwrap_or_default())));
+            for bucket in bad {
+                out.invalid.push(InvalidSeries {
+                    index: None,
+                    series: bucket.series.clone(),
+                    samples: 1,
+                    problem: SeriesProblem::BadBucket(bucket),
+                });
+            }
+            if !converted.is_empty() {
+                out.batches.push(Batch { protocol: Protocol::RemoteWrite, catalog: Catalog::Otel, samples: converted, received_ms });
+            }
         }
+        out
     }
-    out
 }
 
-/// The series' name and its other labels (empty values dropped), or why it is invalid (with the
-/// labels read so far, to name it).
-fn series_labels(labels: Vec<prompb::Label>) -> Result<(String, LabelMap), (SeriesProblem, LabelMap)> {
+/// Above this many scrapes in one request, they are found by a map instead of a scan.
+const SCANNED_SCRAPES: usize = 8;
+
+/// The scrapes of a request ([`prom::split_scrapes`]'s groups): (`job`, `instance`, timestamp),
+/// a missing label read as `""`.
+#[derive(Default)]
+struct Scrapes {
+    keys: Vec<(String, String, i64)>,
+    index: HashMap<(String, String, i64), usize>,
+}
+
+impl Scrapes {
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The number of the scrape of a sample, a new one if it is the first of its scrape.
+    fn of(&mut self, job: &str, instance: &str, timestamp: i64) -> usize {
+        let same = |(j, i, t): &(String, String, i64)| *t == timestamp && j == job && i == instance;
+        if let Some(last) = self.keys.last()
+            && same(last)
+        {
+            return self.keys.len() - 1;
+        }
+        if self.keys.len() <= SCANNED_SCRAPES {
+            if let Some(found) = self.keys.iter().position(same) {
+                return found;
+            }
+        } else if let Some(found) = self.index.get(&(job.to_owned(), instance.to_owned(), timestamp)) {
+            return *found;
+        }
+        let key = (job.to_owned(), instance.to_owned(), timestamp);
+        if self.keys.len() == SCANNED_SCRAPES {
+            self.index = self.keys.iter().cloned().enumerate().map(|(n, key)| (key, n)).collect();
+        }
+        if self.keys.len() >= SCANNED_SCRAPES {
+            self.index.insert(key.clone(), self.keys.len());
+        }
+        self.keys.push(key);
+        self.keys.len() - 1
+    }
+}
+
+/// The value of `__name__` of a series, or why the series is invalid (the first problem in
+/// label order; a missing name only if there is no other).
+fn series_name<'a>(labels: &[(&str, &'a str)]) -> Result<&'a str, SeriesProblem> {
+    if labels.len() > PAIRWISE_LABELS {
+        return match series_labels(labels) {
+            (Some(problem), _) => Err(problem),
+            (None, _) => labels.iter().find(|(k, v)| *k == "__name__" && !v.is_empty()).map(|(_, v)| *v).ok_or(SeriesProblem::MissingName),
+        };
+    }
+    for (i, &(key, _)) in labels.iter().enumerate() {
+        if key.is_empty() {
+            return Err(SeriesProblem::EmptyLabelName);
+        }
+        if labels[..i].iter().any(|(other, _)| *other == key) {
+            return Err(SeriesProblem::DuplicateLabel(key.to_owned()));
+        }
+    }
+    labels.iter().find(|(k, v)| *k == "__name__" && !v.is_empty()).map(|(_, v)| *v).ok_or(SeriesProblem::MissingName)
+}
+
+/// An invalid series' first problem (if any) and its labels as read (empty values and repeats
+/// dropped, `__name__` kept), to name it.
+fn series_labels(labels: &[(&str, &str)]) -> (Option<SeriesProblem>, LabelMap) {
     let mut map = LabelMap::new();
-    let mut name = None;
-    let mut seen = std::collections::HashSet::new();
     let mut problem = None;
-    for label in labels {
-        if label.name.is_empty() {
+    let pairwise = labels.len() <= PAIRWISE_LABELS;
+    let mut seen = HashSet::new();
+    for (i, &(key, value)) in labels.iter().enumerate() {
+        if key.is_empty() {
             problem.get_or_insert(SeriesProblem::EmptyLabelName);
             continue;
         }
-        if !seen.insert(label.name.clone()) {
-            problem.get_or_insert(SeriesProblem::DuplicateLabel(label.name.clone()));
+        let repeated = match pairwise {
+            true => labels[..i].iter().any(|(other, _)| *other == key),
+            false => !seen.insert(key),
+        };
+        if repeated {
+            problem.get_or_insert_with(|| SeriesProblem::DuplicateLabel(key.to_owned()));
             continue;
         }
-        if label.value.is_empty() {
-            continue;
-        }
-        if label.name == "__name__" {
-            name = Some(label.value.clone());
-        }
-        map.insert(label.name, label.value);
-    }
-    match (problem, name) {
-        (Some(problem), _) => Err((problem, map)),
-        (None, None) => Err((SeriesProblem::MissingName, map)),
-        (None, Some(name)) => {
-            map.remove("__name__");
-            Ok((name, map))
+        if !value.is_empty() {
+            map.insert(key.to_owned(), value.to_owned());
         }
     }
+    (problem, map)
 }

@@ -1,5 +1,6 @@
 //! No decoder panics on any input: random bytes, and valid bodies with random bytes flipped,
-//! cut or spliced, fed to every decoder (a bounded, seeded loop).
+//! cut or spliced, fed to every decoder (a bounded, seeded loop). The remote-write wire decoder
+//! must also accept exactly what prost accepts.
 
 use prost::Message;
 use rand::rngs::StdRng;
@@ -9,7 +10,7 @@ use super::otlp_json::JSON_REQUEST;
 use super::remote_write::{encode, series};
 use crate::data::Protocol;
 use crate::ingest::exposition::{TargetLabels, to_batch};
-use crate::ingest::{body, otlp, otlp_json, remote_write};
+use crate::ingest::{body, otlp, otlp_json, remote_write, remote_write_wire};
 
 const ROUNDS: usize = 3000;
 const LIMIT: usize = 1 << 20;
@@ -59,7 +60,12 @@ fn every_decoder(input: &[u8]) {
     let _ = remote_write::decode(input, LIMIT, 0);
     // The protobuf inside a snappy body, mutated after compression would mostly fail the
     // checksum-free block format early; also feed the raw bytes to the message decoder.
-    if let Ok(request) = remote_write::prompb::WriteRequest::decode(input) {
+    let by_prost = remote_write::prompb::WriteRequest::decode(input);
+    let mut by_wire = 0;
+    let walked = remote_write_wire::walk(input, |_, series| by_wire += series.labels.len() + series.samples.len());
+    let prost_count = by_prost.as_ref().ok().map(|r| r.timeseries.iter().map(|s| s.labels.len() + s.samples.len()).sum::<usize>());
+    assert_eq!(walked.is_ok().then_some(by_wire), prost_count, "the wire decoder accepts what prost accepts: {input:02x?}");
+    if let Ok(request) = by_prost {
         let _ = remote_write::map_request(request, 0);
     }
     let _ = to_batch(input, &TargetLabels::new("j", Some("i:1"), &Default::default()), Protocol::Push, 0);

@@ -12,6 +12,7 @@ mod otlp_json;
 mod otlp_logs;
 mod prom;
 mod remote_write;
+mod remote_write_wire;
 mod scrape;
 
 use crate::data::Sample;

@@ -145,3 +145,20 @@ fn series_no_rule_reads_are_counted_and_left_out() {
     assert_eq!(read.invalid, all.invalid, "the bad bucket and the nameless series are refused either way");
     assert_eq!(read.invalid.len(), 2);
 }
+
+/// Consecutive series whose labels (besides `__name__`) are equal share one MAL label map, so
+/// the file filter is judged once for them; a series with other labels gets its own.
+#[test]
+fn consecutive_series_with_the_same_labels_share_one_label_map() {
+    let j = [("job", "vm-monitoring"), ("instance", "node-a:9100")];
+    let body = encode(vec![
+        series("node_load1", &j, &[(1.0, 1000)]),
+        series("node_load5", &j, &[(2.0, 1000)]),
+        series("node_cpu_seconds_total", &[j[0], j[1], ("cpu", "0")], &[(3.0, 1000)]),
+    ]);
+    let mapped = decode(&body, LIMIT, 0).expect("decodes");
+    let samples = &mapped.batches[0].samples;
+    assert!(std::sync::Arc::ptr_eq(&samples[0].labels, &samples[1].labels));
+    assert!(!std::sync::Arc::ptr_eq(&samples[1].labels, &samples[2].labels));
+    assert_eq!(samples[2].label("cpu"), "0");
+}

@@ -195,10 +195,14 @@ impl PreparedFile {
         // The file filter depends on the sample only: run it once per family, not once per rule.
         let filtered: Option<HashMap<&str, Result<Family, EvalError>>> =
             self.file.filter.as_ref().map(|filter| {
+                let mut verdicts = Verdicts::new();
                 families
                     .iter()
                     .map(|(name, family)| {
-                        (*name, filter_family(filter, family, &mut state.regexes))
+                        (
+                            *name,
+                            filter_family(filter, family, &mut state.regexes, &mut verdicts),
+                        )
                     })
                     .collect()
             });
@@ -372,26 +376,101 @@ pub fn run_expression(
     })
 }
 
+/// The file filter's verdict per label map of one batch, by the map's address: the filter is a
+/// function of the tags alone (closures see no clock and no state but a regex cache), and the
+/// samples of a batch often share their label map (a receiver gives one map to a target's
+/// series with the same labels), so it runs once per map. The batch holds every map for the
+/// whole evaluation, so an address is never reused within it.
+type Verdicts = HashMap<usize, Result<bool, EvalError>>;
+
 /// The file `filter` on one family: the samples whose tags pass.
 fn filter_family(
     filter: &hotrule_rule_compiler::ast::Expr,
     family: &Family,
     regexes: &mut RegexCache,
+    verdicts: &mut Verdicts,
 ) -> Result<Family, EvalError> {
     let hotrule_rule_compiler::ast::ExprKind::Closure(closure) = &filter.kind else {
         return Ok(family.clone());
     };
+    if let Some(test) = LabelTest::of(closure) {
+        let kept = family
+            .samples()
+            .iter()
+            .filter(|sample| test.passes(&sample.labels))
+            .cloned()
+            .collect();
+        return Ok(Family::build(kept));
+    }
     let mut interp = Interp { regexes };
     let mut kept = Vec::new();
     for sample in family.samples() {
-        if interp
-            .call(closure, vec![tags_value(&sample.labels)])?
-            .truthy()
-        {
+        let address = std::sync::Arc::as_ptr(&sample.labels) as usize;
+        let verdict = match verdicts.get(&address) {
+            Some(verdict) => verdict.clone(),
+            None => {
+                let verdict = interp
+                    .call(closure, vec![tags_value(&sample.labels)])
+                    .map(|value| value.truthy());
+                verdicts.insert(address, verdict.clone());
+                verdict
+            }
+        };
+        if verdict? {
             kept.push(sample.clone());
         }
     }
     Ok(Family::build(kept))
+}
+
+/// The file filter most bundled files have, `{ tags -> tags.KEY == 'literal' }` (or `!=`),
+/// judged on the labels without building the closure's tag map. The interpreter gives the same
+/// answer: a missing tag reads as `null`, which equals no string, and two strings are equal
+/// when their texts are.
+struct LabelTest<'f> {
+    key: &'f str,
+    literal: &'f str,
+    equal: bool,
+}
+
+impl<'f> LabelTest<'f> {
+    fn of(closure: &'f hotrule_rule_compiler::ast::Closure) -> Option<LabelTest<'f>> {
+        use hotrule_rule_compiler::ast::{BinaryOp, ExprKind, StmtKind};
+        let [param] = closure.params.as_slice() else {
+            return None;
+        };
+        let [statement] = closure.body.statements.as_slice() else {
+            return None;
+        };
+        let StmtKind::Expr(expr) = &statement.kind else {
+            return None;
+        };
+        let ExprKind::Binary { op, left, right } = &expr.kind else {
+            return None;
+        };
+        let equal = match op {
+            BinaryOp::Eq => true,
+            BinaryOp::NotEq => false,
+            _ => return None,
+        };
+        let (ExprKind::Property { receiver, name, .. }, ExprKind::Str(literal)) =
+            (&left.kind, &right.kind)
+        else {
+            return None;
+        };
+        match &receiver.kind {
+            ExprKind::Name(variable) if *variable == param.name.name => Some(LabelTest {
+                key: &name.name,
+                literal: &literal.value,
+                equal,
+            }),
+            _ => None,
+        }
+    }
+
+    fn passes(&self, labels: &Labels) -> bool {
+        (labels.get(self.key).map(String::as_str) == Some(self.literal)) == self.equal
+    }
 }
 
 /// The runtime evaluates on a worker pool: a prepared file is shared, a state moves between threads.

@@ -419,3 +419,56 @@ fn replayed_batches_with_old_timestamps_keep_their_counter_history() {
         "history survived a month-old replay"
     );
 }
+
+/// The file filter runs once per label map of a batch: samples of several families sharing one
+/// map (as a receiver shares a target's labels) evaluate exactly as with a map each, whether
+/// the filter passes, refuses or fails on them.
+#[test]
+fn filter_verdicts_shared_by_label_map_equal_one_run_per_sample() {
+    let rules = "metricsRules:\n  - name: a\n    exp: m_a.sum(['service']).service(['service'], Layer.GENERAL)\n  - name: b\n    exp: m_b.sum(['service']).service(['service'], Layer.GENERAL)\n";
+    for filter in [
+        "{ tags -> tags.job_name == 'vm' }",
+        "{ tags -> tags.job_name != 'vm' }",
+        "{ tags -> tags.job_name.substring(5) == 'x' }",
+    ] {
+        let yaml = format!("metricPrefix: meter\nfilter: \"{filter}\"\n{rules}");
+        let separate = [
+            s("m_a", &[("job_name", "vm"), ("service", "a")], 1.0),
+            s("m_b", &[("job_name", "vm"), ("service", "a")], 2.0),
+            s("m_a", &[("job_name", "other"), ("service", "b")], 3.0),
+            s("m_b", &[("job_name", "other"), ("service", "b")], 4.0),
+        ];
+        let mut shared = separate.clone();
+        shared[1].labels = shared[0].labels.clone();
+        shared[3].labels = shared[2].labels.clone();
+        let (one, other) = (evaluate(&yaml, &separate), evaluate(&yaml, &shared));
+        assert_eq!(one, other, "{filter}");
+        assert!(!one.values.is_empty() || !one.warnings.is_empty() || !one.errors.is_empty(), "{filter}: something happened");
+    }
+}
+
+/// `{ tags -> tags.k == 'v' }` and `!=` (judged on the labels directly) keep exactly what the
+/// interpreter keeps for the same test written another way, a missing tag included.
+#[test]
+fn label_test_filters_agree_with_the_interpreter() {
+    let input = [
+        s("m", &[("job_name", "vm"), ("service", "a")], 1.0),
+        s("m", &[("job_name", "vmx"), ("service", "b")], 1.0),
+        s("m", &[("service", "c")], 1.0),
+        s("m", &[("job_name", ""), ("service", "d")], 1.0),
+    ];
+    let services = |filter: &str| {
+        let yaml = format!("metricPrefix: meter\nfilter: \"{filter}\"\nmetricsRules:\n  - name: m\n    exp: m.sum(['service']).service(['service'], Layer.GENERAL)\n");
+        let mut names: Vec<String> = evaluate(&yaml, &input).values.iter().map(|v| v.entity.service_name.clone()).collect();
+        names.sort();
+        names
+    };
+    for (fast, interpreted, expected) in [
+        ("{ tags -> tags.job_name == 'vm' }", "{ tags -> (tags.job_name == 'vm') }", vec!["a"]),
+        ("{ tags -> tags.job_name != 'vm' }", "{ tags -> (tags.job_name != 'vm') }", vec!["b", "c", "d"]),
+        ("{ t -> t.job_name == '' }", "{ t -> (t.job_name == '') }", vec!["d"]),
+    ] {
+        assert_eq!(services(fast), expected, "{fast}");
+        assert_eq!(services(interpreted), expected, "{interpreted}");
+    }
+}
