@@ -25,6 +25,14 @@ fn free_port() -> Result<u16, String> {
 
 impl IngestNode {
     pub async fn start(dir: &Path, rules_dir: &Path) -> Result<IngestNode, String> {
+        // Without the bundled rules no series is read: every sample would be skipped unevaluated
+        // and the figure would measure the decoder alone.
+        if !rules_dir.join("otel-rules").is_dir() {
+            return Err(format!(
+                "{} has no otel-rules directory: run from the repository root or pass --rules-dir",
+                rules_dir.display()
+            ));
+        }
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let exe = std::env::current_exe().map_err(|e| format!("locating this binary: {e}"))?;
         let (admin_port, data_port) = (free_port()?, free_port()?);
