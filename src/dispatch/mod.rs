@@ -141,24 +141,22 @@ pub(crate) struct Shared {
 impl Shared {
     /// The loaded MAL files of `catalog` with their evaluation state.
     fn files_of(&self, catalog: Catalog) -> Arc<Vec<(RuleKey, Slot)>> {
-        let catalog = rule_catalog(catalog);
-        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        let version = self.runtime.version();
-        if slots.runtime_version != Some(version) {
-            self.rebuild(&mut slots, version);
-        }
-        slots.by_catalog.get(&catalog).cloned().unwrap_or_default()
+        self.with_current(|slots| slots.by_catalog.get(&rule_catalog(catalog)).cloned().unwrap_or_default())
     }
 
     /// Every sample name the loaded files of `catalog` read (see [`BatchSink::reads`]).
     fn reads_of(&self, catalog: Catalog) -> Arc<HashSet<String>> {
-        let catalog = rule_catalog(catalog);
+        self.with_current(|slots| slots.reads.get(&rule_catalog(catalog)).cloned().unwrap_or_default())
+    }
+
+    /// Reads the slots, rebuilt first if the runtime changed since they were built.
+    fn with_current<T>(&self, read: impl FnOnce(&Slots) -> T) -> T {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let version = self.runtime.version();
         if slots.runtime_version != Some(version) {
             self.rebuild(&mut slots, version);
         }
-        slots.reads.get(&catalog).cloned().unwrap_or_default()
+        read(&slots)
     }
 
     /// Keeps the state of files still loaded, adds new ones, forgets unloaded ones (a file

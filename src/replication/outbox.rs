@@ -11,10 +11,10 @@
 //! sender task around it is the IO. A lone item goes as its own request (`Prepare`,
 //! `NotifyCommitted`), exactly as before batching: a single writer pays nothing for it.
 //!
-//! Every caller keeps its own deadline: it waits for its answer at most its timeout and then
-//! reports [`BusError::Timeout`] (an item may still have reached the peer: a prepare that timed
-//! out is "unknown", as before). An item whose caller stopped waiting before its batch left is
-//! not sent. The calls keep one order per peer: a batch leaves only after the previous one was
+//! Every caller keeps its own deadline ([`Outbox::enqueue`], then [`Pending::wait`]): it waits
+//! for its answer at most its timeout and then reports [`BusError::Timeout`] (an item may still
+//! have reached the peer: a prepare that timed out is "unknown", as before). An item whose
+//! caller stopped waiting before its batch left is not sent. The calls keep one order per peer: a batch leaves only after the previous one was
 //! answered, and items leave in the order they were queued. The main queues a write's commit
 //! notices before it releases the file's lock, so one key's notices (and the prepare of its next
 //! write) reach each peer in commit order.
@@ -63,18 +63,6 @@ struct Queued {
 }
 
 impl Outbox {
-    /// Sends `item` to `peer` with the items queued for it meanwhile, and returns the answer
-    /// its own request would have got, within `timeout`.
-    pub async fn call(
-        &self,
-        cluster: &Arc<Cluster>,
-        peer: &Member,
-        item: ReplicaItem,
-        timeout: Duration,
-    ) -> Result<BusResponse, BusError> {
-        self.enqueue(cluster, peer, item, timeout).wait().await
-    }
-
     /// Queues `item` for `peer` now (so items queued one after the other leave in that order)
     /// and returns the wait for its answer. Dropping the wait before the item left withdraws it.
     pub fn enqueue(&self, cluster: &Arc<Cluster>, peer: &Member, item: ReplicaItem, timeout: Duration) -> Pending {
@@ -187,17 +175,6 @@ fn request_of(item: ReplicaItem, sender: NodeId) -> BusRequest {
     }
 }
 
-/// The item a request stands for in a batch, if it is one that batches.
-#[cfg(test)]
-fn item_of(request: BusRequest) -> Result<ReplicaItem, BusRequest> {
-    match request {
-        BusRequest::Prepare { entry, .. } => Ok(ReplicaItem::Prepare { entry }),
-        BusRequest::NotifyCommitted { key, revision, previous, entry, durable, .. } => {
-            Ok(ReplicaItem::Commit { key, revision, previous, entry, durable })
-        }
-        other => Err(other),
-    }
-}
 
 /// Each item's result from the batch call's: its own answer, or the call's error for every
 /// item (a batch that never reached the peer reached it for none of them).
@@ -255,6 +232,17 @@ mod tests {
             update_time_ms: 1,
             content_hash: ContentHash::of(content),
             revision: Revision { millis: 2, counter: 0, node: node("a") },
+        }
+    }
+
+    /// The item a request stands for in a batch, if it is one that batches.
+    fn item_of(request: BusRequest) -> Result<ReplicaItem, BusRequest> {
+        match request {
+            BusRequest::Prepare { entry, .. } => Ok(ReplicaItem::Prepare { entry }),
+            BusRequest::NotifyCommitted { key, revision, previous, entry, durable, .. } => {
+                Ok(ReplicaItem::Commit { key, revision, previous, entry, durable })
+            }
+            other => Err(other),
         }
     }
 
