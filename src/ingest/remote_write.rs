@@ -103,11 +103,17 @@ impl RemoteWriteMapping {
 /// Decompresses a snappy block body, refusing one that declares more than `limit` bytes before
 /// allocating for it.
 pub fn decompress(body: &[u8], limit: usize) -> Result<Vec<u8>, RemoteWriteError> {
+    declared_len(body, limit)?;
+    snap::raw::Decoder::new().decompress_vec(body).map_err(|e| RemoteWriteError::Snappy(e.to_string()))
+}
+
+/// The decompressed length `body` declares, refused above `limit` (checked before allocating).
+fn declared_len(body: &[u8], limit: usize) -> Result<usize, RemoteWriteError> {
     let declared = snap::raw::decompress_len(body).map_err(|e| RemoteWriteError::Snappy(e.to_string()))?;
     if declared > limit {
         return Err(RemoteWriteError::TooLarge { declared, limit });
     }
-    snap::raw::Decoder::new().decompress_vec(body).map_err(|e| RemoteWriteError::Snappy(e.to_string()))
+    Ok(declared)
 }
 
 /// A decompression buffer kept per thread up to this capacity (the receivers decode on the
@@ -120,10 +126,7 @@ thread_local! {
 
 /// [`decompress`] into this thread's reused buffer, then `then` on the bytes.
 fn with_decompressed<T>(body: &[u8], limit: usize, then: impl FnOnce(&[u8]) -> T) -> Result<T, RemoteWriteError> {
-    let declared = snap::raw::decompress_len(body).map_err(|e| RemoteWriteError::Snappy(e.to_string()))?;
-    if declared > limit {
-        return Err(RemoteWriteError::TooLarge { declared, limit });
-    }
+    let declared = declared_len(body, limit)?;
     let mut buffer = DECOMPRESSED.take();
     buffer.clear();
     buffer.resize(declared, 0);
