@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::{TestNode, corpus_dir, wait_until};
-use hotrule::client::with_query;
-use hotrule::ids::{Catalog, NodeId, Revision, RuleKey, RuleName};
+use hotrule::cli::client::with_query;
+use hotrule::base::ids::{Catalog, NodeId, Revision, RuleKey, RuleName};
 use hotrule::node::NodeSettings;
-use hotrule::runtime::Origin;
-use hotrule::workflow::{Peers, SuspendVote, peers::BoxFuture};
+use hotrule::control::runtime::Origin;
+use hotrule::control::workflow::{Peers, SuspendVote, peers::BoxFuture};
 
 const RULE: &str = "\
 expSuffix: service(['svc'], Layer.GENERAL)
@@ -300,8 +300,8 @@ async fn conditional_get(node: &TestNode, path: &str, etag: &str) -> u16 {
 async fn the_token_protects_every_route_but_healthz() {
     let settings = NodeSettings { admin_token: Some("s3cret".into()), ..NodeSettings::for_test() };
     let (node, _kv) = TestNode::in_memory(settings).await;
-    let anonymous = hotrule::client::AdminClient::new(&node.node.admin_addr.to_string(), None).expect("client");
-    let wrong = hotrule::client::AdminClient::new(&node.node.admin_addr.to_string(), Some("nope".into())).expect("client");
+    let anonymous = hotrule::cli::client::AdminClient::new(&node.node.admin_addr.to_string(), None).expect("client");
+    let wrong = hotrule::cli::client::AdminClient::new(&node.node.admin_addr.to_string(), Some("nope".into())).expect("client");
     assert!(anonymous.get("/healthz").await.expect("healthz").status.is_success());
     for client in [&anonymous, &wrong] {
         for path in ["/runtime/rule/list", "/readyz", "/runtime/rule/dump"] {
@@ -431,15 +431,15 @@ async fn entries_survive_a_restart_on_rocksdb() {
 struct PanicsAtOnce;
 
 #[async_trait::async_trait]
-impl hotrule::worker::Worker for PanicsAtOnce {
+impl hotrule::base::worker::Worker for PanicsAtOnce {
     fn name(&self) -> &'static str {
         "test-panicker"
     }
-    async fn work(&mut self) -> hotrule::worker::WorkerState {
+    async fn work(&mut self) -> hotrule::base::worker::WorkerState {
         panic!("test worker broke on purpose")
     }
-    async fn wait_for_work(&mut self) -> hotrule::worker::WorkerState {
-        hotrule::worker::WorkerState::Busy
+    async fn wait_for_work(&mut self) -> hotrule::base::worker::WorkerState {
+        hotrule::base::worker::WorkerState::Busy
     }
 }
 

@@ -10,17 +10,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::{hotrule_cli, wait_until};
-use hotrule::agent::model::ConfigKind;
-use hotrule::agent::{DetailDelivery, LivenessPolicy};
-use hotrule::agent::proto;
-use hotrule::agent::sim::{AgentClient, REAL_AGENT_CAPABILITIES, SimAgent, SimAgentSpec};
-use hotrule::agent::state::ApplyStatus;
-use hotrule::bus::MemNetwork;
-use hotrule::client::{AdminClient, with_query};
-use hotrule::cluster::{GossipNetwork, GossipTransport, MembershipSettings};
-use hotrule::ids::NodeId;
+use hotrule::api::agents::model::ConfigKind;
+use hotrule::api::agents::{DetailDelivery, LivenessPolicy};
+use hotrule::api::agents::proto;
+use hotrule::api::agents::sim::{AgentClient, REAL_AGENT_CAPABILITIES, SimAgent, SimAgentSpec};
+use hotrule::api::agents::state::ApplyStatus;
+use hotrule::cluster::bus::MemNetwork;
+use hotrule::cli::client::{AdminClient, with_query};
+use hotrule::cluster::gossip::{GossipNetwork, GossipTransport, MembershipSettings};
+use hotrule::base::ids::NodeId;
 use hotrule::node::{BusWiring, ClusterWiring, Listeners, NodeSettings, RunningNode};
-use hotrule::replication::ReplicationSettings;
+use hotrule::cluster::replication::ReplicationSettings;
 use hotrule::store::kv::{KvEngine, MemKv};
 use serde_json::{Value, json};
 
@@ -34,7 +34,7 @@ fn phase(scenario: &str, what: &str) {
 }
 
 fn now_s() -> i64 {
-    i64::try_from(hotrule::clock::now_ms() / 1000).unwrap_or(0)
+    i64::try_from(hotrule::base::clock::now_ms() / 1000).unwrap_or(0)
 }
 
 async fn bind() -> tokio::net::TcpListener {

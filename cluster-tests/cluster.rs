@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use harness::{TestNode, wait_until};
-use hotrule::bus::MemNetwork;
-use hotrule::bus::messages::{BusRequest, BusResponse, ForwardOp};
-use hotrule::cluster::{GossipNetwork, GossipTransport, MembershipSettings};
-use hotrule::ids::{Catalog, NodeId, RuleKey, RuleName};
+use hotrule::cluster::bus::MemNetwork;
+use hotrule::cluster::bus::messages::{BusRequest, BusResponse, ForwardOp};
+use hotrule::cluster::gossip::{GossipNetwork, GossipTransport, MembershipSettings};
+use hotrule::base::ids::{Catalog, NodeId, RuleKey, RuleName};
 use hotrule::node::{BusWiring, ClusterWiring, NodeSettings, RunningNode};
-use hotrule::replication::ReplicationSettings;
+use hotrule::cluster::replication::ReplicationSettings;
 use hotrule::store::kv::{KvEngine, MemKv};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -102,7 +102,7 @@ impl TestCluster {
         let settings = NodeSettings { node_id: Some(format!("n{i}")), ..NodeSettings::for_test() };
         let kv: Arc<dyn KvEngine> = self.stores[i - 1].clone();
         let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring).await.expect("node starts");
-        let client = hotrule::client::AdminClient::new(&admin, None).expect("client");
+        let client = hotrule::cli::client::AdminClient::new(&admin, None).expect("client");
         self.nodes[i - 1] = Some(TestNode { node, client, kv });
     }
 
@@ -137,7 +137,7 @@ impl TestCluster {
 
     /// Waits until node `i` stores and runs `content` for `otel-rules/name`.
     async fn wait_rule(&self, i: usize, name: &str, content: &str) {
-        let hash = hotrule::ids::ContentHash::of(content.as_bytes()).0;
+        let hash = hotrule::base::ids::ContentHash::of(content.as_bytes()).0;
         wait_until(WAIT, &format!("n{i} runs {name} at {}", &hash[..8]), || async {
             self.node(i).row("otel-rules", name).await.is_some_and(|r| {
                 r["contentHash"] == hash.as_str() && r["appliedContentHash"] == hash.as_str() && r["localState"] == "RUNNING"
@@ -214,7 +214,7 @@ async fn a_healthy_commit_reaches_every_node_and_writes_anywhere_are_forwarded()
     let client = cluster.bus.client(NodeId("outsider".into()));
     let key = RuleKey::new(Catalog::OtelRules, RuleName::parse("a").expect("name"));
     let request = BusRequest::Forward { op: ForwardOp::Inactivate { key }, sender: NodeId("outsider".into()), issued_at_ms: 0 };
-    match hotrule::bus::BusClient::call(&client, &node_id(2), "", request, Duration::from_secs(5)).await {
+    match hotrule::cluster::bus::BusClient::call(&client, &node_id(2), "", request, Duration::from_secs(5)).await {
         Ok(BusResponse::Forwarded { http_status, body, .. }) => {
             assert_eq!(http_status, 421);
             let body: serde_json::Value = serde_json::from_slice(&body).expect("json");
@@ -235,7 +235,7 @@ async fn a_healthy_commit_reaches_every_node_and_writes_anywhere_are_forwarded()
         assert_eq!(ready.status.as_u16(), 200, "n{i}");
         let workers = cluster.node(i).node.state.workers.all();
         for name in ["scan", "agent-maintenance", "sync", "commit-notices"] {
-            assert_eq!(workers.get(name), Some(&hotrule::worker::WorkerStatus::Running), "n{i} {name}: {workers:?}");
+            assert_eq!(workers.get(name), Some(&hotrule::base::worker::WorkerStatus::Running), "n{i} {name}: {workers:?}");
         }
     }
     tokio::time::timeout(Duration::from_secs(30), cluster.shutdown()).await.expect("3 nodes stop within 30 s");
@@ -262,15 +262,15 @@ async fn dropped_pauses_split_brain_and_self_heal() {
     phase(s, "a peer already suspended by SELF refuses the main's Suspend: 409 split_brain_detected");
     let key = RuleKey::new(Catalog::OtelRules, RuleName::parse("p").expect("name"));
     let n2 = &cluster.node(2).node.state.runtime;
-    n2.suspend(&key, hotrule::runtime::Origin::SelfOrigin, true);
+    n2.suspend(&key, hotrule::control::runtime::Origin::SelfOrigin, true);
     let (code, json) = cluster.node(1).push("otel-rules", "p", &rule("pp", 1), &[("allowStorageChange", "true")]).await;
     assert_eq!((code, json["applyStatus"].as_str()), (409, Some("split_brain_detected")), "{json}");
     assert_eq!(cluster.node(1).row("otel-rules", "p").await.expect("row")["suspendOrigin"], "NONE", "the main resumed itself");
-    n2.resume(&key, hotrule::runtime::Origin::SelfOrigin);
+    n2.resume(&key, hotrule::control::runtime::Origin::SelfOrigin);
 
     phase(s, "a PEER suspension left behind by a crashed main self-heals after the threshold");
     let n3 = &cluster.node(3).node.state.runtime;
-    n3.suspend(&key, hotrule::runtime::Origin::Peer, true);
+    n3.suspend(&key, hotrule::control::runtime::Origin::Peer, true);
     wait_until(WAIT, "n3 self-heals", || async {
         cluster.node(3).row("otel-rules", "p").await.is_some_and(|r| r["suspendOrigin"] == "NONE")
     })
@@ -449,7 +449,7 @@ async fn chaos(s: &str, commit_replicas: usize) {
             let (code, json) = cluster.node(node).push("otel-rules", key, &content, &[]).await;
             if code == 200 {
                 let revision = json["revision"].as_str().and_then(parse_revision).expect("a committed write carries its revision");
-                acked.push((key.to_string(), revision, hotrule::ids::ContentHash::of(content.as_bytes()).0));
+                acked.push((key.to_string(), revision, hotrule::base::ids::ContentHash::of(content.as_bytes()).0));
             }
         }
         match action {
@@ -574,7 +574,7 @@ async fn commit_replicas_make_the_main_wait_for_peers_to_hold_the_entry() {
     assert_eq!(code, 200, "{json}");
     assert!(json["message"].as_str().is_some_and(|m| m.ends_with("held by 2 peer(s), 2 required")), "{json}");
     // Held means stored: both peers already answer the new content, without waiting.
-    let hash = hotrule::ids::ContentHash::of(rule("rr", 1).as_bytes()).0;
+    let hash = hotrule::base::ids::ContentHash::of(rule("rr", 1).as_bytes()).0;
     for i in 2..=3 {
         let reply = cluster.node(i).client.get("/runtime/rule?catalog=otel-rules&name=r").await.expect("get");
         assert_eq!(reply.headers["x-sw-content-hash"].to_str().ok(), Some(hash.as_str()));
@@ -672,7 +672,7 @@ async fn a_healthy_commit_reaches_each_peer_in_one_bus_message() {
     }
     for i in 2..=3 {
         let reply = cluster.node(i).client.get("/runtime/rule?catalog=otel-rules&name=one").await.expect("get");
-        let hash = hotrule::ids::ContentHash::of(rule("one", 2).as_bytes()).0;
+        let hash = hotrule::base::ids::ContentHash::of(rule("one", 2).as_bytes()).0;
         assert_eq!(reply.headers["x-sw-content-hash"].to_str().ok(), Some(hash.as_str()), "n{i} holds it");
     }
     cluster.shutdown().await;
@@ -767,7 +767,7 @@ fn write_every_50ms(cluster: &TestCluster, through: usize, name: &'static str, s
             }
             let (client, log) = (client.clone(), writer_log.clone());
             writes.push(tokio::spawn(async move {
-                let path = hotrule::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", name)]);
+                let path = hotrule::cli::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", name)]);
                 let sent = Instant::now();
                 let (code, status) = match client.post(&path, rule("fo", step % 50 + 1).into_bytes()).await {
                     Ok(reply) => {
@@ -895,15 +895,15 @@ async fn a_slow_main_is_not_deposed_by_bus_timeouts() {
     cluster.shutdown().await;
 }
 
-fn requests_batch(service: &str) -> Vec<hotrule::data::Batch> {
-    use hotrule::data::{Batch, Catalog, Protocol, Sample};
+fn requests_batch(service: &str) -> Vec<hotrule::data::seam::Batch> {
+    use hotrule::data::seam::{Batch, Catalog, Protocol, Sample};
     let sample = Sample::new("requests_total", hotrule_mal_engine::labels([("svc", service)]), 7.0, 1_795_598_820_000);
     vec![Batch { protocol: Protocol::Otlp, catalog: Catalog::Otel, samples: vec![sample], received_ms: 0 }]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_drains_its_evaluations_before_it_answers_the_pause() {
-    use hotrule::data::BatchSink;
+    use hotrule::data::seam::BatchSink;
     let s = "peer-drain";
     // A long Suspend deadline, so n2's drain bound (half of it, at most dispatch.drain_timeout)
     // cannot pass while the test holds the batch.
@@ -937,7 +937,7 @@ async fn a_peer_drains_its_evaluations_before_it_answers_the_pause() {
     let apply = {
         let client = cluster.node(1).client.clone();
         tokio::spawn(async move {
-            let url = hotrule::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "pd")]);
+            let url = hotrule::cli::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "pd")]);
             let reply = client.post(&url, new.into_bytes()).await.expect("post");
             (reply.status.as_u16(), reply.json().unwrap_or_default(), Instant::now())
         })

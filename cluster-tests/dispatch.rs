@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use harness::{SlowWriter, TestNode, wait_until};
-use hotrule::data::{Batch, BatchSink, Catalog, Protocol, Sample};
-use hotrule::dispatch::EvaluationProbe;
-use hotrule::ids::{ContentHash, RuleKey};
+use hotrule::data::seam::{Batch, BatchSink, Catalog, Protocol, Sample};
+use hotrule::data::evaluation::EvaluationProbe;
+use hotrule::base::ids::{ContentHash, RuleKey};
 use hotrule::node::NodeSettings;
 use hotrule_mal_engine::{MetricValue, labels};
 
@@ -62,7 +62,7 @@ async fn a_structural_apply_answers_after_the_batch_in_flight_and_nothing_later_
     let apply = {
         let client = node.client.clone();
         tokio::spawn(async move {
-            let url = hotrule::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "boundary")]);
+            let url = hotrule::cli::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "boundary")]);
             let reply = client.post(&url, NEW.as_bytes().to_vec()).await.expect("post");
             (reply.status.as_u16(), reply.json().unwrap_or_default(), Instant::now())
         })
@@ -139,9 +139,9 @@ async fn inactivate_stops_evaluation_and_the_list_shows_the_live_state() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_past_its_bound_fails_the_apply_and_changes_nothing() {
     let settings = NodeSettings {
-        dispatch: hotrule::dispatch::DispatchSettings {
+        dispatch: hotrule::data::evaluation::DispatchSettings {
             drain_timeout: Duration::from_millis(200),
-            ..hotrule::dispatch::DispatchSettings::for_test()
+            ..hotrule::data::evaluation::DispatchSettings::for_test()
         },
         ..NodeSettings::for_test()
     };
@@ -177,7 +177,7 @@ async fn a_node_exporter_scrape_runs_through_the_bundled_vm_rules() {
     let dispatcher = node.node.state.dispatcher.clone();
     let writer = Arc::new(SlowWriter::default());
     dispatcher.add_writer(writer.clone());
-    let text = include_str!("../src/mal-engine/tests/data/node-exporter/scrape1.prom");
+    let text = include_str!("../src/engines/mal-engine/tests/data/node-exporter/scrape1.prom");
     let parsed = hotrule_mal_engine::exposition::parse(text, 1_795_598_820_000, usize::MAX).expect("fixture parses");
     let samples: Vec<Sample> = parsed
         .samples
@@ -241,8 +241,8 @@ impl HeldLogs {
     }
 }
 
-impl hotrule::logs::LogWriter for HeldLogs {
-    fn write(&self, logs: &[hotrule::logs::KeptLog]) -> Result<(), hotrule::logs::LogStoreError> {
+impl hotrule::data::logs::LogWriter for HeldLogs {
+    fn write(&self, logs: &[hotrule::data::logs::KeptLog]) -> Result<(), hotrule::data::logs::LogStoreError> {
         let mut held = self.held.lock().expect("lock");
         if *held {
             *self.blocked.lock().expect("lock") += 1;
@@ -260,20 +260,20 @@ impl hotrule::logs::LogWriter for HeldLogs {
     }
 }
 
-fn log_batch(n: usize) -> Vec<hotrule::data::LogBatch> {
-    let log = hotrule::data::LogData {
+fn log_batch(n: usize) -> Vec<hotrule::data::seam::LogBatch> {
+    let log = hotrule::data::seam::LogData {
         timestamp_ms: 1_795_598_820_000,
         service: "svc".into(),
         layer: "GENERAL".into(),
         body: hotrule_lal_engine::Body::Text("a line".into()),
-        ..hotrule::data::LogData::default()
+        ..hotrule::data::seam::LogData::default()
     };
-    vec![hotrule::data::LogBatch { protocol: hotrule::data::LogProtocol::SkyWalking, logs: vec![log; n], received_ms: 0 }]
+    vec![hotrule::data::seam::LogBatch { protocol: hotrule::data::seam::LogProtocol::SkyWalking, logs: vec![log; n], received_ms: 0 }]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_structural_lal_apply_answers_after_the_log_batch_in_flight_and_nothing_later_uses_the_old_rule() {
-    use hotrule::data::LogSink;
+    use hotrule::data::seam::LogSink;
     let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
     let dispatcher = node.node.state.dispatcher.clone();
     let logs = Arc::new(HeldLogs::default());
@@ -292,7 +292,7 @@ async fn a_structural_lal_apply_answers_after_the_log_batch_in_flight_and_nothin
         let client = node.client.clone();
         let content = lal_content("new");
         tokio::spawn(async move {
-            let url = hotrule::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "lal"), ("name", "boundary")]);
+            let url = hotrule::cli::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "lal"), ("name", "boundary")]);
             let reply = client.post(&url, content.into_bytes()).await.expect("post");
             (reply.status.as_u16(), reply.json().unwrap_or_default(), Instant::now())
         })

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use harness::{TestNode, wait_until};
-use hotrule::client::with_query;
-use hotrule::ids::{Catalog, RuleKey, RuleName};
-use hotrule::listen::ListenLimits;
+use hotrule::cli::client::with_query;
+use hotrule::base::ids::{Catalog, RuleKey, RuleName};
+use hotrule::base::listen::ListenLimits;
 use hotrule::node::NodeSettings;
 use hotrule::store::kv::{KvEngine, KvOp, MemKv};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -45,7 +45,7 @@ async fn exchange(addr: std::net::SocketAddr, request: &[u8], within: Duration) 
 #[tokio::test]
 async fn bad_names_are_400_and_a_case_twin_is_refused() {
     let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
-    let long = "n".repeat(hotrule::ids::MAX_RULE_NAME_BYTES + 1);
+    let long = "n".repeat(hotrule::base::ids::MAX_RULE_NAME_BYTES + 1);
     for name in ["a/./b", "a//b", "/a", "a/", "..", "a/../b", ".", long.as_str()] {
         let (status, body) = node.push("otel-rules", name, RULE, &[]).await;
         assert_eq!(status, 400, "{name}: {body}");
@@ -195,7 +195,7 @@ fn patch(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
 
 #[test]
 fn a_bad_name_over_the_bus_does_not_decode() {
-    use hotrule::bus::messages::{BusRequest, decode_request, encode_request};
+    use hotrule::cluster::bus::messages::{BusRequest, decode_request, encode_request};
     let key = RuleKey::new(Catalog::OtelRules, RuleName::parse("aaaaaaaaaaaaaa").expect("valid"));
     let bytes = encode_request(&BusRequest::FetchEntries { keys: vec![key] }).expect("encode");
     assert!(decode_request(&bytes).is_ok());
@@ -264,7 +264,7 @@ async fn healthz_answers_promptly_while_large_files_compile() {
             (status, body["applyStatus"].clone(), started.elapsed())
         }));
     }
-    let client = hotrule::client::AdminClient::new(&node.node.admin_addr.to_string(), None)
+    let client = hotrule::cli::client::AdminClient::new(&node.node.admin_addr.to_string(), None)
         .expect("client")
         .with_timeout(Duration::from_secs(60));
     let deadline = Instant::now() + Duration::from_secs(300);
@@ -294,8 +294,8 @@ async fn healthz_answers_promptly_while_large_files_compile() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_flooding_its_free_text_is_stored_bounded() {
-    use hotrule::agent::bounds::{MAX_FIELD_BYTES, MAX_RECORD_TEXT_BYTES, TRUNCATION_MARKER};
-    use hotrule::agent::proto;
+    use hotrule::api::agents::bounds::{MAX_FIELD_BYTES, MAX_RECORD_TEXT_BYTES, TRUNCATION_MARKER};
+    use hotrule::api::agents::proto;
     use prost::Message;
 
     let node = harness::start_with_data_listener(NodeSettings::for_test()).await;
@@ -322,7 +322,7 @@ async fn an_agent_flooding_its_free_text_is_stored_bounded() {
     let answer = exchange(data_addr, &request, Duration::from_secs(10)).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{}", &answer[..answer.len().min(200)]);
 
-    let admin = hotrule::client::AdminClient::new(&node.admin_addr.to_string(), None).expect("client");
+    let admin = hotrule::cli::client::AdminClient::new(&node.admin_addr.to_string(), None).expect("client");
     let reply = admin.get("/agent/agents?local=true").await.expect("agents");
     let text = reply.text();
     assert!(text.len() < 2 * MAX_RECORD_TEXT_BYTES, "the listing is bounded: {} bytes", text.len());
@@ -381,8 +381,8 @@ async fn a_huge_declared_length_on_the_data_port_gets_the_protocol_413_at_once()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_flood_on_the_bus_port_is_capped_and_closed() {
-    use hotrule::cluster::{GossipNetwork, GossipTransport, MembershipSettings};
-    use hotrule::ids::NodeId;
+    use hotrule::cluster::gossip::{GossipNetwork, GossipTransport, MembershipSettings};
+    use hotrule::base::ids::NodeId;
     use hotrule::node::{BusWiring, ClusterWiring, Listeners, RunningNode};
 
     let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -392,8 +392,8 @@ async fn an_idle_flood_on_the_bus_port_is_capped_and_closed() {
     let wiring = ClusterWiring {
         membership: MembershipSettings::for_test(NodeId("n1".into()), "10.0.0.1:7000".parse().expect("addr")),
         gossip: GossipTransport::InMemory(GossipNetwork::new()),
-        bus: BusWiring::Http { listener: bus, advertise: bus_addr.to_string(), auth: hotrule::bus::BusAuth::secret("s") },
-        replication: hotrule::replication::ReplicationSettings::default(),
+        bus: BusWiring::Http { listener: bus, advertise: bus_addr.to_string(), auth: hotrule::cluster::bus::BusAuth::secret("s") },
+        replication: hotrule::cluster::replication::ReplicationSettings::default(),
         admin_advertise,
     };
     let limits = ListenLimits {

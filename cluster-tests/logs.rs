@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use harness::TestNode;
-use hotrule::client::logs::{LogsCommand, LogsQuery, first, follow_once};
-use hotrule::client::with_query;
+use hotrule::cli::client::logs::{LogsCommand, LogsQuery, first, follow_once};
+use hotrule::cli::client::with_query;
 use hotrule_lal_engine::{ContentType, LogRecord};
-use hotrule::logs::{KeptLog, LogWriter};
+use hotrule::data::logs::{KeptLog, LogWriter};
 use hotrule::node::NodeSettings;
 use hotrule::store::kv::MemKv;
 use serde_json::Value as Json;
@@ -41,7 +41,7 @@ fn kept(service: &str, timestamp_ms: i64, content: &str, tags: &[(&str, &str)]) 
 }
 
 fn now_ms() -> i64 {
-    hotrule::clock::now_ms() as i64
+    hotrule::base::clock::now_ms() as i64
 }
 
 async fn get(node: &TestNode, pairs: &[(&str, &str)]) -> (u16, Json) {
@@ -127,7 +127,7 @@ async fn query_logs_needs_the_admin_token() {
     let node = TestNode::start(settings, Arc::new(MemKv::new())).await;
     let (status, _) = get(&node, &[]).await;
     assert_eq!(status, 200, "the node's client carries the token");
-    let anonymous = hotrule::client::AdminClient::new(&node.node.admin_addr.to_string(), None).expect("client");
+    let anonymous = hotrule::cli::client::AdminClient::new(&node.node.admin_addr.to_string(), None).expect("client");
     let reply = anonymous.get("/query/logs?tag=a:b&tag=c:d").await.expect("request");
     assert_eq!(reply.status.as_u16(), 401);
     node.node.shutdown().await;

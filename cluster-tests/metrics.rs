@@ -7,10 +7,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use harness::{TestNode, wait_until};
-use hotrule::bus::MemNetwork;
-use hotrule::client::AdminClient;
-use hotrule::cluster::{GossipNetwork, MembershipSettings};
-use hotrule::ids::NodeId;
+use hotrule::cluster::bus::MemNetwork;
+use hotrule::cli::client::AdminClient;
+use hotrule::cluster::gossip::{GossipNetwork, MembershipSettings};
+use hotrule::base::ids::NodeId;
 use hotrule::node::NodeSettings;
 
 const WAIT: Duration = Duration::from_secs(20);

@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use harness::wait_until;
-use hotrule::client::{AdminClient, with_query};
+use hotrule::cli::client::{AdminClient, with_query};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/partition.sh");
 /// The nodes' scan interval (`--scan-interval`); the self-heal threshold is twice that.
@@ -37,7 +37,7 @@ fn rule(prefix: &str, metrics: &[&str], step: u32) -> String {
 }
 
 fn hash(content: &str) -> String {
-    hotrule::ids::ContentHash::of(content.as_bytes()).0
+    hotrule::base::ids::ContentHash::of(content.as_bytes()).0
 }
 
 /// Why this machine cannot run the test, if it cannot.

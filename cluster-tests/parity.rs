@@ -40,7 +40,7 @@ fn expect(got: (u16, Value), code: u16, status: &str) -> Value {
 }
 
 async fn status_of(node: &TestNode, pairs: &[(&str, &str)]) -> Value {
-    let reply = node.client.get(&hotrule::client::with_query("/runtime/rule/status", pairs)).await.expect("status");
+    let reply = node.client.get(&hotrule::cli::client::with_query("/runtime/rule/status", pairs)).await.expect("status");
     assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
     reply.json().expect("status json")
 }
@@ -127,7 +127,7 @@ async fn bundled_files_keep_their_shapes_and_revert_to_bundled_carries_an_apply_
     let apply_id = json["applyId"].as_str().expect("reverted_to_bundled carries an applyId").to_string();
     let status = status_of(&node, &[("applyId", &apply_id)]).await;
     assert_eq!((status["found"].as_bool(), status["phase"].as_str()), (Some(true), Some("APPLIED")), "{status}");
-    let bundled_hash = hotrule::ids::ContentHash::of(windows.as_bytes()).0;
+    let bundled_hash = hotrule::base::ids::ContentHash::of(windows.as_bytes()).0;
     assert_eq!(status["contentHash"].as_str(), Some(bundled_hash.as_str()));
 }
 
@@ -138,7 +138,7 @@ async fn the_apply_status_surface_on_one_node() {
     let v1 = rule("x_total.sum(['svc'])", SERVICE);
     let json = expect(node.push("otel-rules", "st", &v1, &[]).await, 200, "structural_applied");
     let apply_id = json["applyId"].as_str().expect("structural_applied carries an applyId").to_string();
-    let hash = hotrule::ids::ContentHash::of(v1.as_bytes()).0;
+    let hash = hotrule::base::ids::ContentHash::of(v1.as_bytes()).0;
 
     let by_id = status_of(&node, &[("applyId", &apply_id)]).await;
     assert_eq!((by_id["found"].as_bool(), by_id["phase"].as_str()), (Some(true), Some("APPLIED")), "{by_id}");
@@ -159,7 +159,7 @@ async fn the_apply_status_surface_on_one_node() {
     let json = expect(node.push("otel-rules", "st", &v2, &[]).await, 200, "filter_only_applied");
     assert!(json.get("applyId").is_none(), "{json}");
     // ...so a query for exactly that content is answered from the stored row.
-    let v2_hash = hotrule::ids::ContentHash::of(v2.as_bytes()).0;
+    let v2_hash = hotrule::base::ids::ContentHash::of(v2.as_bytes()).0;
     let durable = status_of(&node, &[("catalog", "otel-rules"), ("name", "st"), ("contentHash", &v2_hash)]).await;
     assert_eq!(
         (durable["found"].as_bool(), durable["phase"].as_str(), durable["derivedFrom"].as_str()),
@@ -191,10 +191,10 @@ async fn the_apply_status_surface_on_one_node() {
     // commit_deferred: committed, the local finish deferred → DEGRADED (failpoint builds only;
     // otherwise a plain structural apply).
     #[cfg(feature = "failpoints")]
-    fail::cfg(hotrule::workflow::faults::AFTER_PERSIST, "return(test)").expect("failpoint");
+    fail::cfg(hotrule::control::workflow::faults::AFTER_PERSIST, "return(test)").expect("failpoint");
     let deferred = node.push("otel-rules", "st", &v3, &[("allowStorageChange", "true")]).await;
     #[cfg(feature = "failpoints")]
-    fail::remove(hotrule::workflow::faults::AFTER_PERSIST);
+    fail::remove(hotrule::control::workflow::faults::AFTER_PERSIST);
     let (deferred_status, deferred_phase) =
         if cfg!(feature = "failpoints") { (500, "DEGRADED") } else { (200, "APPLIED") };
     let json = expect(deferred, deferred_status, if cfg!(feature = "failpoints") { "commit_deferred" } else { "structural_applied" });
@@ -308,9 +308,9 @@ fn tar_names(bytes: &[u8]) -> Vec<String> {
 #[tokio::test]
 async fn a_status_read_on_a_peer_is_served_by_the_main() {
     let _serial = SERIAL.lock().await;
-    use hotrule::bus::MemNetwork;
-    use hotrule::cluster::{GossipNetwork, MembershipSettings};
-    use hotrule::ids::NodeId;
+    use hotrule::cluster::bus::MemNetwork;
+    use hotrule::cluster::gossip::{GossipNetwork, MembershipSettings};
+    use hotrule::base::ids::NodeId;
 
     let scenario = "status-on-a-peer";
     let gossip = GossipNetwork::new();
@@ -353,7 +353,7 @@ async fn a_status_read_on_a_peer_is_served_by_the_main() {
     assert_eq!(on_main["servedBy"].as_str(), Some("n1"));
 
     phase(scenario, "with the main gone, a peer answers from its replica");
-    let hash = hotrule::ids::ContentHash::of(content.as_bytes()).0;
+    let hash = hotrule::base::ids::ContentHash::of(content.as_bytes()).0;
     wait_until(WAIT, "n2 holds the entry", || async {
         nodes[1].row("otel-rules", "fwd").await.is_some_and(|r| r["contentHash"] == hash.as_str())
     })

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use harness::{ProcessNode, free_port, hotrule_cli, wait_until};
-use hotrule::client::{AdminClient, with_query};
+use hotrule::cli::client::{AdminClient, with_query};
 
 const RULE: &str = "\
 expSuffix: service(['svc'], Layer.GENERAL)
@@ -177,7 +177,7 @@ async fn acknowledged_writes_survive_kill_9() {
                     let path = with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", &name)]);
                     match client.post(&path, content.clone().into_bytes()).await {
                         Ok(reply) if reply.status.as_u16() == 200 => {
-                            acked.lock().expect("acked").push((name, hotrule::ids::ContentHash::of(content.as_bytes()).0));
+                            acked.lock().expect("acked").push((name, hotrule::base::ids::ContentHash::of(content.as_bytes()).0));
                         }
                         _ => return,
                     }

@@ -9,7 +9,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use harness::wait_until;
-use hotrule::client::{AdminClient, with_query};
+use hotrule::cli::client::{AdminClient, with_query};
 
 const WAIT: Duration = Duration::from_secs(40);
 
@@ -73,7 +73,7 @@ async fn push(p: &Proc, name: &str, content: &str) -> (u16, serde_json::Value) {
 }
 
 async fn wait_rule(p: &Proc, name: &str, content: &str) {
-    let hash = hotrule::ids::ContentHash::of(content.as_bytes()).0;
+    let hash = hotrule::base::ids::ContentHash::of(content.as_bytes()).0;
     wait_until(WAIT, &format!("{} runs {name}", p.host), || async {
         let path = with_query("/runtime/rule", &[("catalog", "otel-rules"), ("name", name)]);
         let stored = p.client.get(&path).await.ok().and_then(|r| {

@@ -10,15 +10,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use harness::{TestNode, wait_until};
-use hotrule::bus::MemNetwork;
-use hotrule::client::{AdminClient, Reply, with_query};
-use hotrule::cluster::{GossipNetwork, MembershipSettings};
+use hotrule::cluster::bus::MemNetwork;
+use hotrule::cli::client::{AdminClient, Reply, with_query};
+use hotrule::cluster::gossip::{GossipNetwork, MembershipSettings};
 use hotrule::compiler::{DataType, Downsampling, ScopeType};
-use hotrule::ids::NodeId;
-use hotrule::metrics::{Entity, Granularity, MetricInfo, MetricReader, MetricStoreError, Series, SeriesFilter, Value};
+use hotrule::base::ids::NodeId;
+use hotrule::data::metrics::{Entity, Granularity, MetricInfo, MetricReader, MetricStoreError, Series, SeriesFilter, Value};
 use hotrule::node::{NodeSettings, RunningNode};
-use hotrule::query::memory::MemMetrics;
-use hotrule::query::time::bucket_of;
+use hotrule::api::query::memory::MemMetrics;
+use hotrule::api::query::time::bucket_of;
 use hotrule::store::kv::MemKv;
 use serde_json::{Value as Json, json};
 

@@ -21,11 +21,11 @@ use components::{
     require_otlp_python, send_otlp_fixture, unix_now,
 };
 use harness::{TestNode, wait_until};
-use hotrule::client::with_query;
+use hotrule::cli::client::with_query;
 use hotrule::compiler::{Compiled, DslKind, compile_bundled};
 use hotrule::config::ConfigSources;
-use hotrule::data::{Batch, Protocol, Value as Stored};
-use hotrule::ingest::RecordingSink;
+use hotrule::data::seam::{Batch, Protocol, Value as Stored};
+use hotrule::data::ingest::RecordingSink;
 use hotrule::node::NodeSettings;
 use hotrule_mal_engine::{EngineState, PreparedFile};
 use serde_json::{Value, json};
@@ -232,7 +232,7 @@ async fn the_fixture_rules_compute_the_expected_values_on_a_dry_run() {
     let percentile = &values_of(&report, "latency_percentile")[0]["value"];
     assert_eq!(percentile["percentiles"], json!([50, 90]));
     for (rank, expected) in scenario::OTLP_PERCENTILES {
-        assert_eq!(hotrule::metrics::prom::percentile(&buckets, rank) as f64, expected, "p{rank}");
+        assert_eq!(hotrule::data::metrics::prom::percentile(&buckets, rank) as f64, expected, "p{rank}");
     }
 
     // The structural change of vm.yaml on a recorded node_exporter scrape.
@@ -356,7 +356,7 @@ async fn real_components_reach_hotrules_receivers_and_the_rules_compute_the_expe
         let sample = batch.samples.iter().find(|s| s.name == "node_memory_MemTotal_bytes").expect("MemTotal");
         assert_eq!(sample.label("job_name"), VM_JOB, "{sample:?}");
         assert_eq!(sample.value, mem_total);
-        assert_eq!(batch.catalog, hotrule::data::Catalog::Otel);
+        assert_eq!(batch.catalog, hotrule::data::seam::Catalog::Otel);
         // vm.yaml on what the receiver handed over: the value data_plane.rs reads back.
         let vm = prepared(&components::bundled_vm_yaml());
         assert_eq!(single_value(&vm, &batch, "meter_vm_memory_total"), (host.to_string(), mem_total as i64), "{protocol:?}");

@@ -12,12 +12,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use harness::{TestNode, wait_until};
-use hotrule::bus::MemNetwork;
-use hotrule::cluster::{GossipNetwork, MembershipSettings};
-use hotrule::ids::{Catalog, ContentHash, NodeId, RuleKey, RuleName};
+use hotrule::cluster::bus::MemNetwork;
+use hotrule::cluster::gossip::{GossipNetwork, MembershipSettings};
+use hotrule::base::ids::{Catalog, ContentHash, NodeId, RuleKey, RuleName};
 use hotrule::node::NodeSettings;
-use hotrule::rolling::{NodeState, RollRecord, RollState};
-use hotrule::workflow::RollError;
+use hotrule::control::rolling::{NodeState, RollRecord, RollState};
+use hotrule::control::workflow::RollError;
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -103,7 +103,7 @@ impl Cluster {
     }
 
     /// Waits until node `i` holds a record in `state` at `revision` (any revision when `None`).
-    async fn wait_record(&self, i: usize, state: &str, revision: Option<&hotrule::ids::Revision>) -> RollRecord {
+    async fn wait_record(&self, i: usize, state: &str, revision: Option<&hotrule::base::ids::Revision>) -> RollRecord {
         wait_until(WAIT, &format!("n{i} holds the record {state}"), || async {
             self.stored_roll(i)
                 .await
@@ -327,7 +327,7 @@ async fn a_rolling_start_answers_every_4xx_of_a_normal_write_and_a_lone_node_rol
         async move {
             let reply = node
                 .client
-                .post(&hotrule::client::with_query("/runtime/rule/addOrUpdate", &pairs), body)
+                .post(&hotrule::cli::client::with_query("/runtime/rule/addOrUpdate", &pairs), body)
                 .await
                 .expect("post");
             (reply.status.as_u16(), reply.json().unwrap_or_default())

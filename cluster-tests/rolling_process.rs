@@ -18,7 +18,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use harness::wait_until;
-use hotrule::client::{AdminClient, with_query};
+use hotrule::cli::client::{AdminClient, with_query};
 
 const WAIT: Duration = Duration::from_secs(60);
 const NET: u8 = 73;
@@ -40,7 +40,7 @@ fn silent_rule() -> String {
 }
 
 fn hash(content: &str) -> String {
-    hotrule::ids::ContentHash::of(content.as_bytes()).0
+    hotrule::base::ids::ContentHash::of(content.as_bytes()).0
 }
 
 struct Proc {

@@ -6,7 +6,7 @@
 mod harness;
 
 use harness::{TestNode, hotrule_cli};
-use hotrule::client::with_query;
+use hotrule::cli::client::with_query;
 use hotrule::node::NodeSettings;
 use serde_json::{Value, json};
 

@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use harness::{TestNode, wait_until};
-use hotrule::bus::{BusAuth, MemNetwork};
-use hotrule::cluster::{GossipNetwork, GossipTransport, MembershipSettings};
-use hotrule::ids::NodeId;
+use hotrule::cluster::bus::{BusAuth, MemNetwork};
+use hotrule::cluster::gossip::{GossipNetwork, GossipTransport, MembershipSettings};
+use hotrule::base::ids::NodeId;
 use hotrule::node::{BusWiring, ClusterWiring, NodeSettings, RunningNode};
-use hotrule::replication::ReplicationSettings;
+use hotrule::cluster::replication::ReplicationSettings;
 use hotrule::store::kv::{KvEngine, MemKv};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -81,7 +81,7 @@ async fn start_udp_node(id: &str, gossip_port: u16, seeds: &[u16], auth: BusAuth
     let node = RunningNode::start_clustered(settings, kv.clone(), admin, wiring)
         .await
         .expect("node starts");
-    let client = hotrule::client::AdminClient::new(&admin_addr, None).expect("client");
+    let client = hotrule::cli::client::AdminClient::new(&admin_addr, None).expect("client");
     TestNode { node, client, kv }
 }
 
@@ -238,7 +238,7 @@ async fn cluster_reads_go_over_the_bus_and_never_send_the_token() {
         let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring)
             .await
             .expect("starts");
-        let client = hotrule::client::AdminClient::new(&admin, Some(TOKEN.into())).expect("client");
+        let client = hotrule::cli::client::AdminClient::new(&admin, Some(TOKEN.into())).expect("client");
         nodes.push(TestNode { node, client, kv });
     }
     wait_until(WAIT, "n1 sees n2 live", || async {
@@ -297,18 +297,18 @@ async fn cluster_reads_go_over_the_bus_and_never_send_the_token() {
 }
 
 /// Posts a captured bus call (body and auth headers) as is; the status code of the answer.
-async fn post_captured(bus_addr: &str, body: &[u8], signature: &hotrule::bus::auth::Signature) -> u16 {
+async fn post_captured(bus_addr: &str, body: &[u8], signature: &hotrule::cluster::bus::auth::Signature) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(bus_addr).await.expect("connect");
     let head = format!(
         "POST {} HTTP/1.1\r\nhost: {bus_addr}\r\ncontent-length: {}\r\n{}: {}\r\n{}: {}\r\n{}: {}\r\nconnection: close\r\n\r\n",
-        hotrule::bus::BUS_PATH,
+        hotrule::cluster::bus::BUS_PATH,
         body.len(),
-        hotrule::bus::auth::TIMESTAMP_HEADER,
+        hotrule::cluster::bus::auth::TIMESTAMP_HEADER,
         signature.timestamp,
-        hotrule::bus::auth::NONCE_HEADER,
+        hotrule::cluster::bus::auth::NONCE_HEADER,
         signature.nonce_hex,
-        hotrule::bus::auth::MAC_HEADER,
+        hotrule::cluster::bus::auth::MAC_HEADER,
         signature.mac_hex,
     );
     stream.write_all(head.as_bytes()).await.expect("head");
@@ -326,21 +326,21 @@ async fn a_captured_forward_replayed_cannot_overwrite_a_newer_write() {
     let bus_addr = status(&n1).await["members"][0]["busAddr"].as_str().expect("bus address").to_string();
 
     phase(s, "a member's signed forward of version A is captured on the wire, and delivered");
-    let key = hotrule::ids::RuleKey::new(
-        hotrule::ids::Catalog::OtelRules,
-        hotrule::ids::RuleName::parse("replayed").expect("name"),
+    let key = hotrule::base::ids::RuleKey::new(
+        hotrule::base::ids::Catalog::OtelRules,
+        hotrule::base::ids::RuleName::parse("replayed").expect("name"),
     );
-    let forward = hotrule::bus::BusRequest::Forward {
-        op: hotrule::bus::ForwardOp::AddOrUpdate { key, content: rule("old").into_bytes(), allow_storage_change: false, force: false },
+    let forward = hotrule::cluster::bus::BusRequest::Forward {
+        op: hotrule::cluster::bus::ForwardOp::AddOrUpdate { key, content: rule("old").into_bytes(), allow_storage_change: false, force: false },
         sender: NodeId("n2".into()),
-        issued_at_ms: hotrule::clock::now_ms(),
+        issued_at_ms: hotrule::base::clock::now_ms(),
     };
-    let body = hotrule::bus::messages::encode_request(&forward).expect("encode");
+    let body = hotrule::cluster::bus::messages::encode_request(&forward).expect("encode");
     let signature = BusAuth::secret(SECRET)
-        .sign(hotrule::clock::now_ms(), &hotrule::bus::auth::new_nonce(), hotrule::bus::BUS_PATH, &body)
+        .sign(hotrule::base::clock::now_ms(), &hotrule::cluster::bus::auth::new_nonce(), hotrule::cluster::bus::BUS_PATH, &body)
         .expect("signs");
     assert_eq!(post_captured(&bus_addr, &body, &signature).await, 200);
-    let old_hash = hotrule::ids::ContentHash::of(rule("old").as_bytes()).0;
+    let old_hash = hotrule::base::ids::ContentHash::of(rule("old").as_bytes()).0;
     assert_eq!(n1.row("otel-rules", "replayed").await.map(|r| r["contentHash"].clone()), Some(old_hash.into()));
 
     phase(s, "the operator writes version B; the captured forward is replayed");
@@ -349,7 +349,7 @@ async fn a_captured_forward_replayed_cannot_overwrite_a_newer_write() {
     for _ in 0..3 {
         assert_eq!(post_captured(&bus_addr, &body, &signature).await, 401, "a replay is refused");
     }
-    let new_hash = hotrule::ids::ContentHash::of(rule("new").as_bytes()).0;
+    let new_hash = hotrule::base::ids::ContentHash::of(rule("new").as_bytes()).0;
     assert_eq!(n1.row("otel-rules", "replayed").await.map(|r| r["contentHash"].clone()), Some(new_hash.into()));
     let bus = status(&n1).await["security"]["bus"].clone();
     assert_eq!(bus["replayed"], 3, "{bus}");

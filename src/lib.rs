@@ -4,38 +4,16 @@
 //! `rules` (pure decisions) and `store` (the only module that touches the key-value engine)
 //! import nothing above them. Only `node` sees everything and wires it together.
 
-pub mod agent;
+pub mod api;
+pub mod base;
 pub mod bench;
-pub mod bundled;
-pub mod bus;
-pub mod clock;
+pub mod cli;
 pub mod cluster;
-pub mod client;
-pub mod compile_pool;
 pub mod config;
+pub mod control;
 pub mod data;
-pub mod export;
-pub mod dispatch;
-pub mod http;
-pub mod ids;
-pub mod ingest;
-pub mod listen;
-pub mod logs;
-pub mod metrics;
 pub mod node;
-pub mod query;
-pub mod replication;
-pub mod roller;
-pub mod rolling;
-pub mod rules;
-pub mod runtime;
-pub mod scan;
-pub mod status;
-pub mod telemetry;
-pub mod tls;
 pub mod store;
-pub mod workflow;
-pub mod worker;
 
 #[cfg(test)]
 mod import_direction;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
-use hotrule::client::{AdminClient, cli};
+use hotrule::cli::client::{AdminClient, cli};
 use hotrule::config::{self, ConfigSources};
 use hotrule::node::{BusWiring, ClusterWiring, ConfigRuntime, Listeners, LogControl, NodeSettings, RunningNode};
 
@@ -66,14 +66,14 @@ enum Command {
         #[command(flatten)]
         server: ServerArgs,
         #[command(subcommand)]
-        command: hotrule::client::metrics::MetricsCommand,
+        command: hotrule::cli::client::metrics::MetricsCommand,
     },
     /// Kept logs (`/query/logs`): query them, or follow them.
     Logs {
         #[command(flatten)]
         server: ServerArgs,
         #[command(subcommand)]
-        command: hotrule::client::logs::LogsCommand,
+        command: hotrule::cli::client::logs::LogsCommand,
     },
     /// Inspect a configuration without running a node.
     Config {
@@ -515,11 +515,11 @@ fn main() -> ExitCode {
             },
             Command::Bench { command } => hotrule::bench::run(command).await,
             Command::Metrics { server, command } => match admin_client(&server) {
-                Ok(client) => exit_code(hotrule::client::metrics::run(&client, command).await),
+                Ok(client) => exit_code(hotrule::cli::client::metrics::run(&client, command).await),
                 Err(code) => code,
             },
             Command::Logs { server, command } => match admin_client(&server) {
-                Ok(client) => exit_code(hotrule::client::logs::run(&client, command).await),
+                Ok(client) => exit_code(hotrule::cli::client::logs::run(&client, command).await),
                 Err(code) => code,
             },
             Command::Agent { server, command } => agent(server, AgentCli::Agent(command)).await,
@@ -573,14 +573,14 @@ async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
         RuleCommand::Push {
             catalog, name, file, allow_storage_change, force, rolling: true, step_timeout, health_window, health_checks,
         } => {
-            let settings = hotrule::client::roll::RollingPush { step_timeout, health_window, health_checks };
-            hotrule::client::roll::push_rolling(&client, &catalog, &name, &file, allow_storage_change, force, &settings).await
+            let settings = hotrule::cli::client::roll::RollingPush { step_timeout, health_window, health_checks };
+            hotrule::cli::client::roll::push_rolling(&client, &catalog, &name, &file, allow_storage_change, force, &settings).await
         }
         RuleCommand::Roll { command: RollCommand::Rollback { catalog, name } } => {
-            hotrule::client::roll::end(&client, &catalog, &name, hotrule::client::roll::RollEnd::Rollback).await
+            hotrule::cli::client::roll::end(&client, &catalog, &name, hotrule::cli::client::roll::RollEnd::Rollback).await
         }
         RuleCommand::Roll { command: RollCommand::ForceCommit { catalog, name } } => {
-            hotrule::client::roll::end(&client, &catalog, &name, hotrule::client::roll::RollEnd::ForceCommit).await
+            hotrule::cli::client::roll::end(&client, &catalog, &name, hotrule::cli::client::roll::RollEnd::ForceCommit).await
         }
         RuleCommand::Get { catalog, name, bundled, json } => cli::get(&client, &catalog, &name, bundled, json).await,
         RuleCommand::List { catalog, json, cluster: false } => cli::list(&client, catalog.as_deref(), json).await,
@@ -603,7 +603,7 @@ async fn rule(server: ServerArgs, command: RuleCommand) -> ExitCode {
         }
         RuleCommand::Dump { catalog, output } => cli::dump(&client, catalog.as_deref(), &output).await,
         RuleCommand::Roll { command: RollCommand::Status { catalog, name, watch, interval_secs, json } } => {
-            use hotrule::client::roll::{self, RollQuery};
+            use hotrule::cli::client::roll::{self, RollQuery};
             let query = match (catalog, name) {
                 (Some(catalog), Some(name)) => RollQuery::One { catalog, name },
                 _ => RollQuery::All,
@@ -635,7 +635,7 @@ async fn rule_test(
     against_current: bool,
     name: Option<String>,
 ) -> ExitCode {
-    use hotrule::client::rule_test::{self, TestArgs};
+    use hotrule::cli::client::rule_test::{self, TestArgs};
     let usage = |message: String| {
         eprintln!("hotrule: {message}");
         ExitCode::from(2)
@@ -665,7 +665,7 @@ async fn lal_rule_test(
     against_current: bool,
     name: Option<String>,
 ) -> ExitCode {
-    use hotrule::client::rule_test::lal::{self, LalTestArgs};
+    use hotrule::cli::client::rule_test::lal::{self, LalTestArgs};
     if catalog != "lal" {
         eprintln!("hotrule: --logs runs a LAL file: use --catalog lal (got {catalog})");
         return ExitCode::from(2);
@@ -678,8 +678,8 @@ async fn lal_rule_test(
     test_exit(lal::test(client, &args).await)
 }
 
-fn test_exit(result: Result<hotrule::client::rule_test::TestVerdict, hotrule::client::cli::CliError>) -> ExitCode {
-    use hotrule::client::rule_test::TestVerdict;
+fn test_exit(result: Result<hotrule::cli::client::rule_test::TestVerdict, hotrule::cli::client::cli::CliError>) -> ExitCode {
+    use hotrule::cli::client::rule_test::TestVerdict;
     match result {
         Ok(TestVerdict::Clean) => ExitCode::SUCCESS,
         Ok(TestVerdict::RuleErrors(n)) => {
@@ -704,7 +704,7 @@ enum AgentCli {
 }
 
 async fn agent(server: ServerArgs, command: AgentCli) -> ExitCode {
-    use hotrule::client::agents;
+    use hotrule::cli::client::agents;
     let client = match admin_client(&server) {
         Ok(client) => client,
         Err(code) => return code,
@@ -871,29 +871,29 @@ async fn cluster_wiring(cluster: &config::model::ClusterConfig, node: &config::N
         .await
         .map_err(|e| format!("cannot listen for the cluster bus on {}: {e}", cluster.bus_listen))?;
     let auth = match &cluster.secret {
-        Some(secret) => hotrule::bus::BusAuth::secret(secret),
+        Some(secret) => hotrule::cluster::bus::BusAuth::secret(secret),
         None => {
             tracing::warn!("cluster gossip and bus run WITHOUT authentication (--insecure-bus)");
-            hotrule::bus::BusAuth::Insecure
+            hotrule::cluster::bus::BusAuth::Insecure
         }
     };
     let node_id = hotrule::node::resolve_node_id(node.node_id.as_deref(), &cluster.admin_advertise);
-    let mut membership = hotrule::cluster::MembershipSettings::new(node_id, cluster.gossip_advertise);
+    let mut membership = hotrule::cluster::gossip::MembershipSettings::new(node_id, cluster.gossip_advertise);
     membership.gossip_listen_addr = cluster.gossip_listen;
     membership.seeds = cluster.seeds.clone();
     membership.cluster_id = cluster.id.clone();
     membership.gossip_interval = cluster.gossip_interval;
     membership.phi_threshold = cluster.phi_threshold;
     membership.suspect_phi_threshold = cluster.suspect_phi_threshold;
-    let replication = hotrule::replication::ReplicationSettings {
+    let replication = hotrule::cluster::replication::ReplicationSettings {
         commit_replicas: cluster.commit_replicas,
         forward_wait: cluster.forward_wait,
-        ..hotrule::replication::ReplicationSettings::default()
+        ..hotrule::cluster::replication::ReplicationSettings::default()
     };
     Ok(ClusterWiring {
         membership,
         // The one secret seals gossip and signs the bus: membership and data alike.
-        gossip: hotrule::cluster::GossipTransport::Udp(auth.clone()),
+        gossip: hotrule::cluster::gossip::GossipTransport::Udp(auth.clone()),
         bus: BusWiring::Http { listener: bus_listener, advertise: cluster.bus_advertise.clone(), auth },
         replication,
         admin_advertise: cluster.admin_advertise.clone(),

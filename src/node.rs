@@ -14,33 +14,33 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{AgentRegistry, AgentService, StoreAgentState, StoreConfigSource};
-use crate::bundled::Bundled;
-use crate::cluster::{Fact, Membership};
-use crate::replication::handler::NodeBusHandler;
-use crate::replication::notices::NoticeReceiver;
-use crate::replication::pulls::PullQueue;
-use crate::replication::peers::ClusterPeers;
-use crate::replication::sync::{SyncWorker, Syncer};
-use crate::replication::Cluster;
-use crate::agent::maintenance::MaintenanceWorker;
+use crate::api::agents::{AgentRegistry, AgentService, StoreAgentState, StoreConfigSource};
+use crate::control::bundled::Bundled;
+use crate::cluster::gossip::{Fact, Membership};
+use crate::cluster::replication::handler::NodeBusHandler;
+use crate::cluster::replication::notices::NoticeReceiver;
+use crate::cluster::replication::pulls::PullQueue;
+use crate::cluster::replication::peers::ClusterPeers;
+use crate::cluster::replication::sync::{SyncWorker, Syncer};
+use crate::cluster::replication::Cluster;
+use crate::api::agents::maintenance::MaintenanceWorker;
 use crate::config::reload::{LiveError, LiveSettings, ReloadWorker, Reloader};
 use crate::config::{ConfigSources, ConfigState, NodeConfig};
-use crate::clock::RevisionClock;
-use crate::http::{self, AdminState};
-use crate::ids::NodeId;
-use crate::listen::{Limits, ListenLimits};
-use crate::runtime::Runtime;
-use crate::runtime::locks::FileLocks;
-use crate::scan::{MainView, ScanReport, ScanSettings, ScanWorker, Scanner, boot};
-use crate::metrics::store::MetricStore;
-use crate::metrics::store::retention::RetentionWorker;
-use crate::metrics::{MetricReader, MetricWriter};
+use crate::base::clock::RevisionClock;
+use crate::api::admin::{self, AdminState};
+use crate::base::ids::NodeId;
+use crate::base::listen::{Limits, ListenLimits};
+use crate::control::runtime::Runtime;
+use crate::control::runtime::locks::FileLocks;
+use crate::control::scan::{MainView, ScanReport, ScanSettings, ScanWorker, Scanner, boot};
+use crate::data::metrics::cells::MetricStore;
+use crate::data::metrics::cells::retention::RetentionWorker;
+use crate::data::metrics::{MetricReader, MetricWriter};
 use crate::store::Store;
 use crate::store::kv::KvEngine;
-use crate::telemetry::Telemetry;
-use crate::workflow::{NoPeers, Peers, Workflow};
-use crate::worker::{JobWorker, Worker, WorkerRunner};
+use crate::base::self_metrics::Telemetry;
+use crate::control::workflow::{NoPeers, Peers, Workflow};
+use crate::base::worker::{JobWorker, Worker, WorkerRunner};
 
 /// Sets the log filter of the running process (live log-level changes).
 pub type LogControl = Arc<dyn Fn(&str) -> Result<(), LiveError> + Send + Sync>;
@@ -66,37 +66,37 @@ pub struct NodeSettings {
     /// Present when the node runs from a loaded configuration (enables reload).
     pub config: Option<ConfigRuntime>,
     /// The agent config server's protocol settings.
-    pub agents: crate::agent::AgentServiceSettings,
+    pub agents: crate::api::agents::AgentServiceSettings,
     /// How often agent state is flushed to storage.
     pub agent_flush_interval: std::time::Duration,
     /// TLS on the data listener: certificate and key files (re-read when they change).
-    pub agent_tls: Option<crate::tls::TlsFiles>,
+    pub agent_tls: Option<crate::base::tls::TlsFiles>,
     /// Timeouts and connection caps of the admin, bus and data listeners.
     pub limits: ListenLimits,
     /// Receiver body limits and scrape jobs.
-    pub ingest: crate::ingest::IngestConfig,
+    pub ingest: crate::data::ingest::IngestConfig,
     /// Where received samples go instead of the node's dispatcher (tests that record batches);
     /// none: the dispatcher.
-    pub data_sink: Option<Arc<dyn crate::data::BatchSink>>,
+    pub data_sink: Option<Arc<dyn crate::data::seam::BatchSink>>,
     /// Where received logs go instead of the node's default (tests that record log batches);
     /// none: the node's log dispatcher, when it has one (else the log routes answer 503).
-    pub log_sink: Option<Arc<dyn crate::data::LogSink>>,
+    pub log_sink: Option<Arc<dyn crate::data::seam::LogSink>>,
     /// The node's own metrics (`GET /metrics`): one instance, handed to every component that
     /// counts (scan, bus, admin writes; dispatch, ingest, storage and export on the data plane).
     pub telemetry: Arc<Telemetry>,
     /// Remote-write export of computed metrics (`export.remote_write`); none: no export.
-    pub export: Option<crate::export::RemoteWriteSettings>,
+    pub export: Option<crate::data::export::RemoteWriteSettings>,
     /// OTLP/HTTP export of kept logs (`export.otlp_logs`); none: no log export.
-    pub otlp_logs_export: Option<crate::export::otlp_logs::OtlpLogsSettings>,
+    pub otlp_logs_export: Option<crate::data::export::otlp_logs::OtlpLogsSettings>,
     /// The data plane's dispatch queue, evaluation threads and drain bound.
-    pub dispatch: crate::dispatch::DispatchSettings,
+    pub dispatch: crate::data::evaluation::DispatchSettings,
     /// The metric reader queries use instead of the node's metric store (tests); none: the
     /// node's store.
-    pub metric_reader: Option<Arc<dyn crate::metrics::MetricReader>>,
+    pub metric_reader: Option<Arc<dyn crate::data::metrics::MetricReader>>,
     /// Metric retention per granularity.
-    pub retention: crate::metrics::store::Retention,
+    pub retention: crate::data::metrics::cells::Retention,
     /// Rolling rule changes: the roll tick.
-    pub rolling: crate::roller::RollerSettings,
+    pub rolling: crate::control::rolling::roller::RollerSettings,
     /// Whether the main's roll worker advances rolls (always, from the configuration); tests of
     /// the control side that move a roll's index by hand turn it off.
     pub roll_worker: bool,
@@ -116,20 +116,20 @@ impl NodeSettings {
             admin_token: None,
             lock_timeout: std::time::Duration::from_millis(500),
             config: None,
-            agents: crate::agent::AgentServiceSettings::default(),
+            agents: crate::api::agents::AgentServiceSettings::default(),
             agent_flush_interval: std::time::Duration::from_millis(500),
             agent_tls: None,
             limits: ListenLimits::default(),
-            ingest: crate::ingest::IngestConfig::default(),
+            ingest: crate::data::ingest::IngestConfig::default(),
             data_sink: None,
             log_sink: None,
             telemetry: Arc::new(Telemetry::new()),
             export: None,
             otlp_logs_export: None,
-            dispatch: crate::dispatch::DispatchSettings::for_test(),
+            dispatch: crate::data::evaluation::DispatchSettings::for_test(),
             metric_reader: None,
-            retention: crate::metrics::store::Retention::default(),
-            rolling: crate::roller::RollerSettings::for_test(),
+            retention: crate::data::metrics::cells::Retention::default(),
+            rolling: crate::control::rolling::roller::RollerSettings::for_test(),
             roll_worker: true,
         }
     }
@@ -154,7 +154,7 @@ impl NodeSettings {
             lock_timeout: config.lock_timeout,
             config: Some(runtime),
             agents: config.agents.service.clone(),
-            agent_flush_interval: crate::agent::maintenance::default_flush_interval(),
+            agent_flush_interval: crate::api::agents::maintenance::default_flush_interval(),
             agent_tls: config.agents.tls.clone(),
             limits: config.limits.clone(),
             ingest: config.ingest.clone(),
@@ -200,31 +200,31 @@ pub enum NodeError {
     #[error("opening management storage: {0}")]
     Store(#[from] crate::store::StoreError),
     #[error("reading bundled rules: {0}")]
-    Bundled(#[from] crate::bundled::BundledError),
+    Bundled(#[from] crate::control::bundled::BundledError),
     #[error("listener: {0}")]
     Listener(std::io::Error),
     #[error("agent state: {0}")]
-    AgentState(#[from] crate::agent::registry::RegistryError),
+    AgentState(#[from] crate::api::agents::registry::RegistryError),
     #[error("{0}")]
     Config(#[from] crate::config::ConfigErrors),
     #[error("cluster membership: {0}")]
-    Cluster(crate::cluster::ClusterError),
+    Cluster(crate::cluster::gossip::ClusterError),
     #[error("agent data listener TLS: {0}")]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(#[from] crate::base::tls::TlsError),
     #[error("remote-write export: {0}")]
-    Export(#[from] crate::export::ExportError),
+    Export(#[from] crate::data::export::ExportError),
     #[error("dispatch: {0}")]
-    Dispatch(#[from] crate::dispatch::DispatchError),
+    Dispatch(#[from] crate::data::evaluation::DispatchError),
     #[error("opening metric storage: {0}")]
-    MetricStore(#[from] crate::metrics::MetricStoreError),
+    MetricStore(#[from] crate::data::metrics::MetricStoreError),
     #[error("opening log storage: {0}")]
-    LogStore(#[from] crate::logs::LogStoreError),
+    LogStore(#[from] crate::data::logs::LogStoreError),
 }
 
 /// The agent data listener, plain or TLS.
 enum DataListener {
     Plain(TcpListener),
-    Tls(crate::tls::TlsListener),
+    Tls(crate::base::tls::TlsListener),
 }
 
 /// Serves `app` on `listener` with `limits` until `stop` is cancelled.
@@ -232,23 +232,23 @@ fn spawn_server<L>(listener: L, app: axum::Router, limits: Limits, stop: Cancell
 where
     L: axum::serve::Listener<Addr = SocketAddr>,
 {
-    tokio::spawn(crate::listen::serve(listener, app, limits, stop, what))
+    tokio::spawn(crate::base::listen::serve(listener, app, limits, stop, what))
 }
 
 /// How a clustered node reaches its peers.
 pub struct ClusterWiring {
-    pub membership: crate::cluster::MembershipSettings,
-    pub gossip: crate::cluster::GossipTransport,
+    pub membership: crate::cluster::gossip::MembershipSettings,
+    pub gossip: crate::cluster::gossip::GossipTransport,
     pub bus: BusWiring,
-    pub replication: crate::replication::ReplicationSettings,
+    pub replication: crate::cluster::replication::ReplicationSettings,
     /// The admin address peers and operators reach this node at (a gossip fact).
     pub admin_advertise: String,
 }
 
 /// The cluster bus of a node: real HTTP on its own listener, or the in-memory twin.
 pub enum BusWiring {
-    Http { listener: TcpListener, advertise: String, auth: crate::bus::BusAuth },
-    Memory { network: crate::bus::MemNetwork },
+    Http { listener: TcpListener, advertise: String, auth: crate::cluster::bus::BusAuth },
+    Memory { network: crate::cluster::bus::MemNetwork },
 }
 
 /// The listeners a node serves on, bound by the caller (port 0 in tests).
@@ -279,12 +279,12 @@ pub struct RunningNode {
     pub metric_store: Arc<MetricStore>,
     /// The embedded log store (the `logs` key space): dispatch writes kept logs to it (a
     /// `LogWriter`), `/query/logs` reads it.
-    pub log_store: Arc<crate::logs::store::LogStore>,
+    pub log_store: Arc<crate::data::logs::records::LogStore>,
     /// The node's own metrics (`/metrics`).
     pub telemetry: Arc<Telemetry>,
-    /// The OTLP log exporter (`export.otlp_logs`), a [`crate::logs::LogWriter`] for kept logs;
+    /// The OTLP log exporter (`export.otlp_logs`), a [`crate::data::logs::LogWriter`] for kept logs;
     /// none when log export is off.
-    pub log_exporter: Option<Arc<crate::export::otlp_logs::OtlpLogExporter>>,
+    pub log_exporter: Option<Arc<crate::data::export::otlp_logs::OtlpLogExporter>>,
     shutdown: CancellationToken,
     /// Admin, agent data and bus servers, in start order.
     servers: Vec<(&'static str, JoinHandle<()>)>,
@@ -294,8 +294,8 @@ pub struct RunningNode {
 /// The cluster side of a node: membership, the bus client, and what still has to be served.
 struct ClusterParts {
     cluster: Arc<Cluster>,
-    bus_server: Option<(TcpListener, crate::bus::BusGate)>,
-    memory_network: Option<crate::bus::MemNetwork>,
+    bus_server: Option<(TcpListener, crate::cluster::bus::BusGate)>,
+    memory_network: Option<crate::cluster::bus::MemNetwork>,
 }
 
 impl RunningNode {
@@ -371,11 +371,11 @@ impl RunningNode {
         //    database as rule entries, in their own key space.
         let telemetry = settings.telemetry.clone();
         let metric_store = Arc::new(MetricStore::open(kv.series(), settings.retention, telemetry.clone())?);
-        let log_store = Arc::new(crate::logs::store::LogStore::open(kv.logs(), settings.retention.logs, telemetry.clone())?);
+        let log_store = Arc::new(crate::data::logs::records::LogStore::open(kv.logs(), settings.retention.logs, telemetry.clone())?);
         // Queries read the node's store unless a test hands them another reader.
         let metric_reader: Arc<dyn MetricReader> = settings.metric_reader.clone().unwrap_or_else(|| metric_store.clone());
         // Dispatch writes the store, then (when configured) the remote-write exporter.
-        let metric_writer = crate::export::wire(
+        let metric_writer = crate::data::export::wire(
             settings.export.clone(),
             metric_store.clone(),
             metric_reader.clone(),
@@ -385,7 +385,7 @@ impl RunningNode {
         // Kept logs also go to the OTLP log exporter when `export.otlp_logs` is set: one more
         // log writer for dispatch, its worker on the node's runner.
         let log_exporter =
-            crate::export::otlp_logs::wire(settings.otlp_logs_export.clone(), telemetry.clone(), &mut workers)?;
+            crate::data::export::otlp_logs::wire(settings.otlp_logs_export.clone(), telemetry.clone(), &mut workers)?;
         let store = Arc::new(Store::open(kv)?);
         let bundled = Arc::new(load_bundled(&settings)?);
         let runtime = Arc::new(Runtime::new());
@@ -421,7 +421,7 @@ impl RunningNode {
         // cluster; a lone node is its own source of truth.
         let (catch_up, caught_up) = match &cluster {
             Some(parts) => {
-                let (catch_up, caught_up) = crate::replication::sync::CatchUp::new(parts.cluster.settings.alone_after);
+                let (catch_up, caught_up) = crate::cluster::replication::sync::CatchUp::new(parts.cluster.settings.alone_after);
                 (Some(catch_up), caught_up)
             }
             None => (None, tokio::sync::watch::channel(true).1),
@@ -432,10 +432,10 @@ impl RunningNode {
         );
         // The data plane's dispatch: batches from receivers, evaluated against the loaded rules
         // under their gates, written to the metric writers (storage, exporter) it is given.
-        let dispatcher = Arc::new(crate::dispatch::Dispatcher::new(
+        let dispatcher = Arc::new(crate::data::evaluation::Dispatcher::new(
             settings.dispatch.clone(),
             runtime.clone(),
-            Arc::new(crate::dispatch::NodeRegistry::new(store.clone(), runtime.clone())),
+            Arc::new(crate::data::evaluation::NodeRegistry::new(store.clone(), runtime.clone())),
             settings.telemetry.clone(),
             vec![metric_writer],
         )?);
@@ -455,21 +455,21 @@ impl RunningNode {
             agents: agents.clone(),
             telemetry: settings.telemetry.clone(),
             dispatcher,
-            query: Arc::new(crate::query::QueryService::new(
+            query: Arc::new(crate::api::query::QueryService::new(
                 node_id.clone(),
                 Some(metric_reader.clone()),
                 cluster.as_ref().map(|parts| parts.cluster.clone()),
-                crate::query::QuerySettings::default(),
+                crate::api::query::QuerySettings::default(),
             )
             .with_logs(log_store.clone())),
         });
 
-        let sink: Arc<dyn crate::data::BatchSink> = match &settings.data_sink {
+        let sink: Arc<dyn crate::data::seam::BatchSink> = match &settings.data_sink {
             Some(sink) => sink.clone(),
             None => state.dispatcher.clone(),
         };
         // Logs go to the dispatcher's LAL path unless a test hands the receivers another sink.
-        let log_sink: Arc<dyn crate::data::LogSink> = match &settings.log_sink {
+        let log_sink: Arc<dyn crate::data::seam::LogSink> = match &settings.log_sink {
             Some(sink) => sink.clone(),
             None => state.dispatcher.clone(),
         };
@@ -478,7 +478,7 @@ impl RunningNode {
         if let Some(exporter) = &log_exporter {
             state.dispatcher.add_log_writer(exporter.clone());
         }
-        let ingest = crate::ingest::Ingest::with_logs(sink, Some(log_sink), settings.telemetry.clone(), settings.ingest.limits);
+        let ingest = crate::data::ingest::Ingest::with_logs(sink, Some(log_sink), settings.telemetry.clone(), settings.ingest.limits);
 
         // 4. Boot: one synchronous scan before the admin port serves anything.
         let boot_report = boot::boot(&scanner, &store, &clock).await;
@@ -493,12 +493,12 @@ impl RunningNode {
         ));
         workers.spawn(MaintenanceWorker::new(agents.clone(), settings.agent_flush_interval));
         if !settings.ingest.scrape_jobs.is_empty() {
-            workers.spawn(crate::ingest::ScrapeWorker::new(ingest.clone(), &settings.ingest.scrape_jobs));
+            workers.spawn(crate::data::ingest::ScrapeWorker::new(ingest.clone(), &settings.ingest.scrape_jobs));
         }
-        workers.spawn(RetentionWorker::new(metric_store.clone(), crate::metrics::store::retention::RETENTION_INTERVAL));
-        workers.spawn(crate::logs::store::retention::LogRetentionWorker::new(
+        workers.spawn(RetentionWorker::new(metric_store.clone(), crate::data::metrics::cells::retention::RETENTION_INTERVAL));
+        workers.spawn(crate::data::logs::records::retention::LogRetentionWorker::new(
             log_store.clone(),
-            crate::logs::store::retention::RETENTION_INTERVAL,
+            crate::data::logs::records::retention::RETENTION_INTERVAL,
         ));
         if let Some(runtime) = &settings.config {
             let live = Arc::new(NodeLive { scanner: scanner.clone(), state: state.clone(), log_control: runtime.log_control.clone() });
@@ -507,22 +507,22 @@ impl RunningNode {
         }
         // Rolling changes (issue 15): every node publishes its roll health (in gossip, or to
         // itself when alone); the main's roll worker advances the rolls through the workflow.
-        let roll_actions: Option<Arc<dyn crate::roller::RollActions>> = match settings.roll_worker {
+        let roll_actions: Option<Arc<dyn crate::control::rolling::roller::RollActions>> = match settings.roll_worker {
             true => Some(workflow.clone()),
             false => None,
         };
-        let roll_board: Arc<dyn crate::roller::HealthBoard> = match &cluster {
-            Some(parts) => Arc::new(crate::roller::GossipBoard::new(parts.cluster.membership.clone())),
-            None => Arc::new(crate::roller::LocalBoard::new(node_id.clone())),
+        let roll_board: Arc<dyn crate::control::rolling::roller::HealthBoard> = match &cluster {
+            Some(parts) => Arc::new(crate::control::rolling::roller::GossipBoard::new(parts.cluster.membership.clone())),
+            None => Arc::new(crate::control::rolling::roller::LocalBoard::new(node_id.clone())),
         };
-        crate::roller::spawn(
+        crate::control::rolling::roller::spawn(
             &mut workers,
             &settings.rolling,
-            crate::roller::RollerParts {
+            crate::control::rolling::roller::RollerParts {
                 self_id: node_id.clone(),
                 board: roll_board,
-                records: Arc::new(crate::roller::StoreRecords::new(store.clone())),
-                facts: Arc::new(crate::roller::RuntimeFacts::new(runtime.clone(), state.dispatcher.clone())),
+                records: Arc::new(crate::control::rolling::roller::StoreRecords::new(store.clone())),
+                facts: Arc::new(crate::control::rolling::roller::RuntimeFacts::new(runtime.clone(), state.dispatcher.clone())),
                 changes: vec![runtime.subscribe(), store.subscribe_rolls()],
             },
             roll_actions,
@@ -538,7 +538,7 @@ impl RunningNode {
             let handler = bus_handler(&cluster, &state, &locks, pulls, Some(metric_reader.clone()));
             match (bus_server, &memory_network) {
                 (Some((listener, gate)), _) => {
-                    let router = crate::bus::router_with_gate(handler, gate);
+                    let router = crate::cluster::bus::router_with_gate(handler, gate);
                     // The bus gate checks the declared length itself (after the MAC headers, and
                     // counted with its other refusals); the listener leaves that answer to it.
                     let limits = settings.limits.listener(settings.limits.bus_connections, u64::MAX);
@@ -547,18 +547,18 @@ impl RunningNode {
                 (None, Some(network)) => network.register_with_gate(node_id.clone(), handler, cluster.bus_gate.clone()),
                 (None, None) => {}
             }
-            workers.spawn(crate::replication::forward::ProbeWorker::new(cluster.clone()));
+            workers.spawn(crate::cluster::replication::forward::ProbeWorker::new(cluster.clone()));
             if let Err(e) = cluster.membership.set_ready(true).await {
                 tracing::warn!(error = %e, "cannot publish readiness");
             }
         }
 
         // 6b. The admin and agent data servers.
-        let admin_limits = settings.limits.listener(settings.limits.admin_connections, http::LARGEST_BODY_BYTES);
-        servers.push(("admin", spawn_server(admin_listener, http::router(state.clone()), admin_limits, shutdown.clone(), "admin")));
+        let admin_limits = settings.limits.listener(settings.limits.admin_connections, admin::LARGEST_BODY_BYTES);
+        servers.push(("admin", spawn_server(admin_listener, admin::router(state.clone()), admin_limits, shutdown.clone(), "admin")));
         if let Some(listener) = data_listener {
             // The receivers share the data listener with the agent config server.
-            let app = crate::agent::router(agents.clone()).merge(crate::ingest::router(ingest.clone()));
+            let app = crate::api::agents::router(agents.clone()).merge(crate::data::ingest::router(ingest.clone()));
             // The agent routes (and the receivers) refuse an oversized declared length themselves, before reading,
             // with the protocol's error body; the listener leaves that answer to them.
             let limits = settings.limits.listener(settings.limits.data_connections, u64::MAX);
@@ -640,8 +640,8 @@ fn data_listener_for(listener: Option<TcpListener>, settings: &NodeSettings) -> 
         (None, _) => None,
         (Some(tcp), None) => Some(DataListener::Plain(tcp)),
         (Some(tcp), Some(files)) => {
-            let config = crate::tls::server_config(files, crate::tls::DEFAULT_RECHECK)?;
-            Some(DataListener::Tls(crate::tls::TlsListener::new(tcp, config).map_err(NodeError::Listener)?))
+            let config = crate::base::tls::server_config(files, crate::base::tls::DEFAULT_RECHECK)?;
+            Some(DataListener::Tls(crate::base::tls::TlsListener::new(tcp, config).map_err(NodeError::Listener)?))
         }
     })
 }
@@ -661,18 +661,18 @@ fn load_bundled(settings: &NodeSettings) -> Result<Bundled, NodeError> {
 async fn connect_cluster(wiring: ClusterWiring, node_id: &NodeId, telemetry: &Arc<Telemetry>) -> Result<ClusterParts, NodeError> {
     let mut bus_server = None;
     let mut memory_network = None;
-    let (bus, drop_switch, bus_advertise, bus_gate): (Arc<dyn crate::bus::BusClient>, _, String, _) = match wiring.bus {
+    let (bus, drop_switch, bus_advertise, bus_gate): (Arc<dyn crate::cluster::bus::BusClient>, _, String, _) = match wiring.bus {
         BusWiring::Http { listener, advertise, auth } => {
-            let switch = crate::bus::DropSwitch::new();
-            let gate = crate::bus::BusGate::new(auth.clone());
-            let client = crate::bus::HttpBusClient::with_drop_switch(auth, switch.clone()).with_counters(gate.counters().clone());
+            let switch = crate::cluster::bus::DropSwitch::new();
+            let gate = crate::cluster::bus::BusGate::new(auth.clone());
+            let client = crate::cluster::bus::HttpBusClient::with_drop_switch(auth, switch.clone()).with_counters(gate.counters().clone());
             bus_server = Some((listener, gate.clone()));
             (Arc::new(client), Some(switch), advertise, gate)
         }
         BusWiring::Memory { network } => {
             let client = network.client(node_id.clone());
             let switch = client.drop_switch().clone();
-            let gate = crate::bus::BusGate::new(network.auth().clone());
+            let gate = crate::cluster::bus::BusGate::new(network.auth().clone());
             memory_network = Some(network);
             (Arc::new(client), Some(switch), node_id.0.clone(), gate)
         }
@@ -682,13 +682,13 @@ async fn connect_cluster(wiring: ClusterWiring, node_id: &NodeId, telemetry: &Ar
     membership_settings.initial_facts.push((Fact::AdminAddr, wiring.admin_advertise.clone()));
     membership_settings.initial_facts.push((Fact::BusAddr, bus_advertise));
     let membership = Membership::start(membership_settings, &wiring.gossip).await.map_err(NodeError::Cluster)?;
-    let bus: Arc<dyn crate::bus::BusClient> = Arc::new(crate::bus::CountedBusClient::new(bus, telemetry.clone()));
+    let bus: Arc<dyn crate::cluster::bus::BusClient> = Arc::new(crate::cluster::bus::CountedBusClient::new(bus, telemetry.clone()));
     let cluster = Arc::new(Cluster { membership: Arc::new(membership), bus, drop_switch, bus_gate, settings: wiring.replication });
     Ok(ClusterParts { cluster, bus_server, memory_network })
 }
 
 /// The scan's view of main-ship: the cluster view's watch channel, read at every scan.
-struct ViewIsMain(tokio::sync::watch::Receiver<crate::cluster::ClusterView>);
+struct ViewIsMain(tokio::sync::watch::Receiver<crate::cluster::gossip::ClusterView>);
 
 impl MainView for ViewIsMain {
     fn is_main(&self) -> bool {
@@ -702,8 +702,8 @@ fn bus_handler(
     state: &Arc<AdminState>,
     locks: &Arc<FileLocks>,
     pulls: PullQueue,
-    metrics: Option<Arc<dyn crate::metrics::MetricReader>>,
-) -> Arc<dyn crate::bus::BusHandler> {
+    metrics: Option<Arc<dyn crate::data::metrics::MetricReader>>,
+) -> Arc<dyn crate::cluster::bus::BusHandler> {
     Arc::new(NodeBusHandler {
         cluster: cluster.clone(),
         store: state.store.clone(),
@@ -716,12 +716,12 @@ fn bus_handler(
             pulls,
             pull_wait: cluster.settings.sync_timeout,
         },
-        forwarded: Arc::new(http::ForwardedRequests::new(state)),
+        forwarded: Arc::new(admin::ForwardedRequests::new(state)),
         // Weak: the bus (and the in-memory network) must not keep the node's state alive.
         views: {
             let state = Arc::downgrade(state);
             Arc::new(move |what| match state.upgrade() {
-                Some(state) => http::node_view(&state, what),
+                Some(state) => admin::node_view(&state, what),
                 None => b"null".to_vec(),
             })
         },

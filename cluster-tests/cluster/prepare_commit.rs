@@ -3,8 +3,8 @@
 //! main never wrote it, one whose main is gone, and a peer restarting with a staged entry.
 
 use super::*;
-use hotrule::bus::BusClient;
-use hotrule::ids::{ContentHash, Revision};
+use hotrule::cluster::bus::BusClient;
+use hotrule::base::ids::{ContentHash, Revision};
 use hotrule::store::kv::KvOp;
 use hotrule::store::staged::{STAGED_PREFIX, StagedRecord, encode, staged_key};
 use hotrule::store::{EntryStatus, RuleEntry};
@@ -21,7 +21,7 @@ fn staged_count(cluster: &TestCluster, i: usize) -> usize {
 
 /// An entry of `otel-rules/name` as node `writer` would have written it now.
 fn entry(name: &str, content: &str, writer: usize) -> RuleEntry {
-    let now = hotrule::clock::now_ms();
+    let now = hotrule::base::clock::now_ms();
     RuleEntry {
         key: RuleKey::new(Catalog::OtelRules, RuleName::parse(name).expect("name")),
         content: content.as_bytes().to_vec(),

@@ -10,10 +10,10 @@ use std::process::{Child, Command};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use hotrule::client::{AdminClient, with_query};
+use hotrule::cli::client::{AdminClient, with_query};
 use hotrule::node::{NodeSettings, RunningNode};
 use hotrule::store::kv::{KvEngine, MemKv};
-use hotrule::workflow::Peers;
+use hotrule::control::workflow::Peers;
 
 /// The bundled rules shipped in config/rules (a copy of the SkyWalking corpus).
 pub fn corpus_dir() -> PathBuf {
@@ -76,19 +76,19 @@ impl TestNode {
     /// `membership`'s id.
     pub async fn clustered_in_memory(
         settings: NodeSettings,
-        membership: hotrule::cluster::MembershipSettings,
-        gossip: &hotrule::cluster::GossipNetwork,
-        bus: &hotrule::bus::MemNetwork,
+        membership: hotrule::cluster::gossip::MembershipSettings,
+        gossip: &hotrule::cluster::gossip::GossipNetwork,
+        bus: &hotrule::cluster::bus::MemNetwork,
     ) -> TestNode {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let admin = listener.local_addr().expect("addr").to_string();
         let wiring = hotrule::node::ClusterWiring {
             membership,
-            gossip: hotrule::cluster::GossipTransport::InMemory(gossip.clone()),
+            gossip: hotrule::cluster::gossip::GossipTransport::InMemory(gossip.clone()),
             bus: hotrule::node::BusWiring::Memory { network: bus.clone() },
-            replication: hotrule::replication::ReplicationSettings {
+            replication: hotrule::cluster::replication::ReplicationSettings {
                 sync_timeout: Duration::from_secs(2),
-                ..hotrule::replication::ReplicationSettings::default()
+                ..hotrule::cluster::replication::ReplicationSettings::default()
             },
             admin_advertise: admin.clone(),
         };
@@ -265,8 +265,8 @@ impl SlowWriter {
     }
 }
 
-impl hotrule::metrics::MetricWriter for SlowWriter {
-    fn write(&self, values: &[hotrule::data::MetricValue]) -> Result<(), hotrule::metrics::MetricStoreError> {
+impl hotrule::data::metrics::MetricWriter for SlowWriter {
+    fn write(&self, values: &[hotrule::data::seam::MetricValue]) -> Result<(), hotrule::data::metrics::MetricStoreError> {
         let mut held = self.held.lock().expect("lock");
         if *held {
             *self.blocked.lock().expect("lock") += 1;

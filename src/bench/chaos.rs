@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::cluster::{Node, spawn_with};
-use crate::client::with_query;
+use crate::cli::client::with_query;
 
 const CHAIN: &str = "HR-CHAOS";
 
@@ -147,7 +147,7 @@ pub async fn run(dir: &Path, rounds: usize, seed: u64, net: u8, time_limit: Dura
             {
                 let json = reply.json().unwrap_or_default();
                 let revision = json["revision"].as_str().and_then(parse_revision).ok_or("a 200 without a revision")?;
-                acked.push((key.to_string(), revision, crate::ids::ContentHash::of(&content).0));
+                acked.push((key.to_string(), revision, crate::base::ids::ContentHash::of(&content).0));
             }
         }
         match action {

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::client::{AdminClient, with_query};
+use crate::cli::client::{AdminClient, with_query};
 
 pub(super) struct Node {
     pub(super) child: Child,
@@ -128,7 +128,7 @@ pub async fn run(dir: &Path, nodes: usize, writes: usize, net: u8, bench: &Clust
     let mut visible = Vec::with_capacity(writes);
     for w in 0..writes {
         let content = rule(w);
-        let hash = crate::ids::ContentHash::of(&content).0;
+        let hash = crate::base::ids::ContentHash::of(&content).0;
         let reply = cluster[0].client.post(&path, content).await.map_err(|e| e.to_string())?;
         if !reply.status.is_success() {
             return Err(format!("write {w}: {} {}", reply.status, reply.text()));

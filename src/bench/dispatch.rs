@@ -18,12 +18,12 @@ use hotrule_mal_engine::{MetricValue, Sample};
 
 use super::mal::{T0, recorded};
 use crate::compiler::{Compiled, DslKind, MetricShape, compile_bundled};
-use crate::data::{Batch, BatchSink, Catalog, Protocol};
-use crate::dispatch::{DispatchSettings, Dispatcher, MeasureRegistry};
-use crate::ids::{ContentHash, RuleKey};
-use crate::metrics::{MetricStoreError, MetricWriter};
-use crate::runtime::{LoaderKind, Runtime, loaded_rule};
-use crate::telemetry::Telemetry;
+use crate::data::seam::{Batch, BatchSink, Catalog, Protocol};
+use crate::data::evaluation::{DispatchSettings, Dispatcher, MeasureRegistry};
+use crate::base::ids::{ContentHash, RuleKey};
+use crate::data::metrics::{MetricStoreError, MetricWriter};
+use crate::control::runtime::{LoaderKind, Runtime, loaded_rule};
+use crate::base::self_metrics::Telemetry;
 
 /// What one run measured.
 #[derive(Debug, Clone)]
@@ -97,7 +97,7 @@ pub async fn measure(rules_dir: &Path, settings: DispatchSettings, hosts: usize,
     let compiled = compile_bundled(DslKind::Mal, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     let Compiled::Mal(file) = &compiled else { return Err("vm.yaml is not a MAL file".into()) };
     let shapes = Shapes(file.metrics());
-    let key = RuleKey::new(crate::ids::Catalog::OtelRules, crate::ids::RuleName::parse("vm").map_err(|e| e.to_string())?);
+    let key = RuleKey::new(crate::base::ids::Catalog::OtelRules, crate::base::ids::RuleName::parse("vm").map_err(|e| e.to_string())?);
     let runtime = Arc::new(Runtime::new());
     runtime.install(&key, loaded_rule(compiled, ContentHash::of(&bytes), None, LoaderKind::Bundled), Default::default());
     let writer = Arc::new(CountingWriter::default());

@@ -39,8 +39,8 @@ pub mod prompb {
     include!(concat!(env!("OUT_DIR"), "/prometheus.rs"));
 }
 
-const SCRAPE_1: &str = include_str!("../mal-engine/tests/data/node-exporter/scrape1.prom");
-const SCRAPE_2: &str = include_str!("../mal-engine/tests/data/node-exporter/scrape2.prom");
+const SCRAPE_1: &str = include_str!("../engines/mal-engine/tests/data/node-exporter/scrape1.prom");
+const SCRAPE_2: &str = include_str!("../engines/mal-engine/tests/data/node-exporter/scrape2.prom");
 /// The scrape interval the stream simulates.
 const ROUND_MS: i64 = 1000;
 /// The most rounds a connection sends in one run (a bound on the loop, never reached in practice).

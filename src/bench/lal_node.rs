@@ -26,15 +26,15 @@ use std::time::{Duration, Instant};
 
 use hotrule_lal_engine::{Body, LogData};
 
-use crate::client::{AdminClient, with_query};
-use crate::data::{LogBatch, LogProtocol, LogSink, SubmitError};
-use crate::dispatch::DispatchSettings;
-use crate::ids::{Catalog, RuleKey, RuleName};
-use crate::logs::{LogCursor, LogFilter, LogOrder, LogReader, MAX_LIMIT};
-use crate::metrics::{Granularity, MetricReader, SeriesFilter, Value};
+use crate::cli::client::{AdminClient, with_query};
+use crate::data::seam::{LogBatch, LogProtocol, LogSink, SubmitError};
+use crate::data::evaluation::DispatchSettings;
+use crate::base::ids::{Catalog, RuleKey, RuleName};
+use crate::data::logs::{LogCursor, LogFilter, LogOrder, LogReader, MAX_LIMIT};
+use crate::data::metrics::{Granularity, MetricReader, SeriesFilter, Value};
 use crate::node::{NodeSettings, RunningNode};
 use crate::store::kv::{KvEngine, MemKv};
-use crate::telemetry::{Telemetry, labels};
+use crate::base::self_metrics::{Telemetry, labels};
 
 /// The log-MAL metric whose values count the error lines.
 pub const ERROR_METRIC: &str = "meter_nginx_service_error_log_count";
@@ -294,7 +294,7 @@ async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str) -
     install(&client, "log-mal-rules", &bench.rules_dir).await?;
     install(&client, "lal", &bench.rules_dir).await?;
 
-    let start_ms = crate::clock::now_ms() as i64;
+    let start_ms = crate::base::clock::now_ms() as i64;
     let prepared: Vec<Vec<(LogBatch, u64)>> = (0..bench.producers)
         .map(|p| (0..PREPARED).map(|i| prepared_batch(p, i, bench.batch, bench.services, start_ms)).collect())
         .collect();
@@ -332,13 +332,13 @@ async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str) -
     });
     let (wall, cpu_seconds) = timed.await.map_err(|e| e.to_string())??;
 
-    let end_ms = crate::clock::now_ms() as i64;
+    let end_ms = crate::base::clock::now_ms() as i64;
     // Error lines carry their time to the second; a margin on both sides of the run.
     let (from, to) = (start_ms - 120_000, end_ms + 120_000);
     let lal = RuleKey::new(Catalog::Lal, RuleName::parse("nginx").map_err(|e| e.to_string())?);
     let view = match dispatcher.evaluation_of(&lal) {
-        crate::dispatch::RuleEvaluation::Logs(view) => view,
-        crate::dispatch::RuleEvaluation::Metrics(_) => return Err("lal/nginx has no log evaluation state".into()),
+        crate::data::evaluation::RuleEvaluation::Logs(view) => view,
+        crate::data::evaluation::RuleEvaluation::Metrics(_) => return Err("lal/nginx has no log evaluation state".into()),
     };
     if view.errors > 0 {
         return Err(format!("lal/nginx rule errors: {} (last: {})", view.errors, view.last_error));

@@ -18,10 +18,10 @@ use std::time::Instant;
 use hotrule_lal_engine::{ContentType, LogRecord};
 
 use super::store::{engine, load_average, percentile, thread_cpu_time};
-use crate::logs::store::LogStore;
-use crate::logs::{KeptLog, LogFilter, LogOrder, LogReader, LogWriter};
+use crate::data::logs::records::LogStore;
+use crate::data::logs::{KeptLog, LogFilter, LogOrder, LogReader, LogWriter};
 use crate::store::kv::{KvEngine, MemKv};
-use crate::telemetry::Telemetry;
+use crate::base::self_metrics::Telemetry;
 
 /// What `bench logs` runs.
 #[derive(Debug, Clone)]
@@ -125,9 +125,9 @@ pub fn run(dir: &Path, bench: &LogsBench) -> Result<(), String> {
         engine(&path)?
     };
     let store = Arc::new(
-        LogStore::open(engine.logs(), crate::logs::store::DEFAULT_RETENTION, Arc::new(Telemetry::new())).map_err(|e| e.to_string())?,
+        LogStore::open(engine.logs(), crate::data::logs::records::DEFAULT_RETENTION, Arc::new(Telemetry::new())).map_err(|e| e.to_string())?,
     );
-    let end_ms = crate::clock::now_ms() as i64;
+    let end_ms = crate::base::clock::now_ms() as i64;
     let start_ms = end_ms - HOUR_MS;
     let step = HOUR_MS as f64 / bench.logs as f64;
     let services: Vec<String> = (0..SERVICES).map(|s| format!("service-{s:02}")).collect();

@@ -25,8 +25,8 @@ use hotrule_mal_engine::{EngineState, LabelMap, Labels, PreparedFile, Sample, ex
 use super::alloc::{AllocSnapshot, counting};
 use crate::compiler::{Compiled, DslKind, compile_bundled};
 
-const SCRAPE_1: &str = include_str!("../mal-engine/tests/data/node-exporter/scrape1.prom");
-const SCRAPE_2: &str = include_str!("../mal-engine/tests/data/node-exporter/scrape2.prom");
+const SCRAPE_1: &str = include_str!("../engines/mal-engine/tests/data/node-exporter/scrape1.prom");
+const SCRAPE_2: &str = include_str!("../engines/mal-engine/tests/data/node-exporter/scrape2.prom");
 pub(super) const T0: i64 = 1_795_598_820_000;
 const WARM_UP_ROUNDS: usize = 2;
 
@@ -163,7 +163,7 @@ pub struct CorpusReport {
 
 /// Every MAL file under `rules_dir` (LAL files are skipped) on its synthesized input.
 pub fn corpus(rules_dir: &Path, rounds: usize) -> Result<CorpusReport, String> {
-    let (bundled, _) = crate::bundled::Bundled::load(rules_dir).map_err(|e| e.to_string())?;
+    let (bundled, _) = crate::control::bundled::Bundled::load(rules_dir).map_err(|e| e.to_string())?;
     let mut report = CorpusReport {
         files: 0,
         rules: 0,

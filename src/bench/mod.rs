@@ -307,10 +307,10 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             report(tokio::task::block_in_place(|| logs::run(&dir, &bench)))
         }
         BenchCommand::LalNode { rules, dir, seconds, producers, batch, services, log_workers, log_queue } => {
-            let dispatch = crate::dispatch::DispatchSettings {
+            let dispatch = crate::data::evaluation::DispatchSettings {
                 log_workers: log_workers.max(1),
                 log_queue_batches: log_queue.max(1),
-                ..crate::dispatch::DispatchSettings::default()
+                ..crate::data::evaluation::DispatchSettings::default()
             };
             let bench = lal_node::LalNodeBench {
                 rules_dir: rules,
@@ -326,10 +326,10 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         BenchCommand::Etcd { dir, rounds, net } => report(bench_etcd(&dir, rounds, net, None).await),
         BenchCommand::Dispatch { dir, hosts, workers, queue, pauses } => {
             let cores = std::thread::available_parallelism().map_or(1, usize::from);
-            let settings = crate::dispatch::DispatchSettings {
+            let settings = crate::data::evaluation::DispatchSettings {
                 queue_batches: queue.max(1),
                 workers: if workers == 0 { cores } else { workers },
-                ..crate::dispatch::DispatchSettings::default()
+                ..crate::data::evaluation::DispatchSettings::default()
             };
             report(dispatch::run(&dir, settings, hosts, pauses).await)
         }
@@ -360,14 +360,14 @@ async fn bench_agents(args: AgentsArgs) -> Result<(), String> {
         return Err("--interval must be at least 1 second".into());
     }
     let interval = std::time::Duration::from_secs(args.interval);
-    let mut settings = crate::agent::AgentBenchSettings::new(args.server, args.agents, interval);
+    let mut settings = crate::api::agents::AgentBenchSettings::new(args.server, args.agents, interval);
     if let Some(duration) = args.duration {
         settings.duration = std::time::Duration::from_secs(duration);
     }
-    settings.tags = args.tags.iter().map(|t| crate::client::agents::parse_tag(t)).collect::<Result<_, _>>()?;
+    settings.tags = args.tags.iter().map(|t| crate::cli::client::agents::parse_tag(t)).collect::<Result<_, _>>()?;
     settings.token = args.token.filter(|t| !t.is_empty());
     settings.ca_file = args.ca_file;
-    let report = crate::agent::run_agents(settings).await;
+    let report = crate::api::agents::run_agents(settings).await;
     print!("{report}");
     if report.heartbeats_ok == 0 {
         return Err("no heartbeat was answered".into());
@@ -386,7 +386,7 @@ fn report(result: Result<(), String>) -> ExitCode {
 }
 
 fn compile(dir: &std::path::Path, rounds: u32) -> ExitCode {
-    let (bundled, warnings) = match crate::bundled::Bundled::load(dir) {
+    let (bundled, warnings) = match crate::control::bundled::Bundled::load(dir) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("hotrule bench: {e}");
@@ -402,7 +402,7 @@ fn compile(dir: &std::path::Path, rounds: u32) -> ExitCode {
         let start = std::time::Instant::now();
         let mut failures = 0;
         for rule in &files {
-            if crate::rules::compile::compile_for(&rule.key, &rule.content).is_err() {
+            if crate::control::rules::compile::compile_for(&rule.key, &rule.content).is_err() {
                 failures += 1;
             }
         }

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use hotrule_mal_engine::{DataType, Downsampling, ScopeType};
 
-use crate::client::{AdminClient, with_query};
-use crate::metrics::{Entity, Granularity, MetricInfo, MetricReader, MetricValue, Value};
+use crate::cli::client::{AdminClient, with_query};
+use crate::data::metrics::{Entity, Granularity, MetricInfo, MetricReader, MetricValue, Value};
 use crate::node::{NodeSettings, RunningNode};
-use crate::query::memory::MemMetrics;
-use crate::query::time::bucket_of;
+use crate::api::query::memory::MemMetrics;
+use crate::api::query::time::bucket_of;
 
 /// The benchmark's metric.
 pub const METRIC: &str = "meter_bench_cpu";

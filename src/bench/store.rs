@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use hotrule_mal_engine::{DataType, Downsampling, Entity, MetricValue, ScopeType, Value};
 
-use crate::metrics::store::keys::bucket_start_ms;
-use crate::metrics::store::{MetricStore, Retention};
-use crate::metrics::{Granularity, MetricReader, MetricWriter, SeriesFilter};
+use crate::data::metrics::cells::keys::bucket_start_ms;
+use crate::data::metrics::cells::{MetricStore, Retention};
+use crate::data::metrics::{Granularity, MetricReader, MetricWriter, SeriesFilter};
 use crate::store::kv::KvEngine;
-use crate::telemetry::Telemetry;
+use crate::base::self_metrics::Telemetry;
 
 /// What `bench store` runs.
 #[derive(Debug, Clone)]

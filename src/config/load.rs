@@ -181,11 +181,11 @@ fn decode_sections(value: &Value, issues: &mut Vec<ConfigIssue>) -> RawConfig {
         cluster: section::<RawCluster>(value, "cluster", issues),
         agents: section::<RawAgents>(value, "agents", issues),
         limits: section::<RawLimits>(value, "limits", issues),
-        ingest: section::<crate::ingest::RawIngest>(value, "ingest", issues),
-        export: section::<crate::export::RawExport>(value, "export", issues),
-        dispatch: section::<crate::dispatch::RawDispatch>(value, "dispatch", issues),
-        storage: section::<crate::metrics::store::config::RawStorage>(value, "storage", issues),
-        rolling: section::<crate::roller::RawRolling>(value, "rolling", issues),
+        ingest: section::<crate::data::ingest::RawIngest>(value, "ingest", issues),
+        export: section::<crate::data::export::RawExport>(value, "export", issues),
+        dispatch: section::<crate::data::evaluation::RawDispatch>(value, "dispatch", issues),
+        storage: section::<crate::data::metrics::cells::config::RawStorage>(value, "storage", issues),
+        rolling: section::<crate::control::rolling::roller::RawRolling>(value, "rolling", issues),
     }
 }
 

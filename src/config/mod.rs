@@ -35,7 +35,7 @@ impl ConfigState {
         ConfigState {
             current: RwLock::new(Arc::new(loaded)),
             pending_restart: RwLock::new(BTreeSet::new()),
-            loaded_at_ms: AtomicU64::new(crate::clock::now_ms()),
+            loaded_at_ms: AtomicU64::new(crate::base::clock::now_ms()),
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
             last_error: RwLock::new(String::new()),
@@ -49,7 +49,7 @@ impl ConfigState {
     fn accept(&self, loaded: Loaded, restart_keys: &[&'static str]) {
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(loaded);
         self.pending_restart.write().unwrap_or_else(|p| p.into_inner()).extend(restart_keys.iter().map(|k| k.to_string()));
-        self.loaded_at_ms.store(crate::clock::now_ms(), Ordering::SeqCst);
+        self.loaded_at_ms.store(crate::base::clock::now_ms(), Ordering::SeqCst);
         self.reloads.fetch_add(1, Ordering::SeqCst);
         self.last_error.write().unwrap_or_else(|p| p.into_inner()).clear();
     }

@@ -207,7 +207,7 @@ fn default_cluster_id() -> String {
     "hotrule".into()
 }
 fn default_gossip_interval() -> DurationSetting {
-    DurationSetting(crate::cluster::membership::default_gossip_interval())
+    DurationSetting(crate::cluster::gossip::membership::default_gossip_interval())
 }
 fn default_phi_threshold() -> f64 {
     8.0
@@ -354,18 +354,18 @@ impl Default for RawAgents {
 pub struct AgentsConfig {
     pub data_listen: std::net::SocketAddr,
     /// Present when the data listener speaks TLS.
-    pub tls: Option<crate::tls::TlsFiles>,
-    pub service: crate::agent::AgentServiceSettings,
+    pub tls: Option<crate::base::tls::TlsFiles>,
+    pub service: crate::api::agents::AgentServiceSettings,
 }
 
 fn default_header_read_timeout() -> DurationSetting {
-    DurationSetting(crate::listen::default_header_read_timeout())
+    DurationSetting(crate::base::listen::default_header_read_timeout())
 }
 fn default_body_read_timeout() -> DurationSetting {
-    DurationSetting(crate::listen::default_body_read_timeout())
+    DurationSetting(crate::base::listen::default_body_read_timeout())
 }
 fn default_idle_timeout() -> DurationSetting {
-    DurationSetting(crate::listen::default_idle_timeout())
+    DurationSetting(crate::base::listen::default_idle_timeout())
 }
 
 /// Timeouts and connection caps of the admin, bus and data listeners (see `docs/security.md`).
@@ -383,11 +383,11 @@ pub struct RawLimits {
     /// `listen::MIN_IDLE_TIMEOUT`, at most `header_read_timeout`).
     #[serde(default = "default_idle_timeout")]
     pub idle_timeout: DurationSetting,
-    #[serde(default = "crate::listen::default_admin_connections")]
+    #[serde(default = "crate::base::listen::default_admin_connections")]
     pub admin_connections: usize,
-    #[serde(default = "crate::listen::default_bus_connections")]
+    #[serde(default = "crate::base::listen::default_bus_connections")]
     pub bus_connections: usize,
-    #[serde(default = "crate::listen::default_data_connections")]
+    #[serde(default = "crate::base::listen::default_data_connections")]
     pub data_connections: usize,
 }
 
@@ -397,9 +397,9 @@ impl Default for RawLimits {
             header_read_timeout: default_header_read_timeout(),
             body_read_timeout: default_body_read_timeout(),
             idle_timeout: default_idle_timeout(),
-            admin_connections: crate::listen::default_admin_connections(),
-            bus_connections: crate::listen::default_bus_connections(),
-            data_connections: crate::listen::default_data_connections(),
+            admin_connections: crate::base::listen::default_admin_connections(),
+            bus_connections: crate::base::listen::default_bus_connections(),
+            data_connections: crate::base::listen::default_data_connections(),
         }
     }
 }
@@ -425,15 +425,15 @@ pub struct RawConfig {
     #[serde(default)]
     pub limits: RawLimits,
     #[serde(default)]
-    pub ingest: crate::ingest::RawIngest,
-    pub export: crate::export::RawExport,
-    pub dispatch: crate::dispatch::RawDispatch,
+    pub ingest: crate::data::ingest::RawIngest,
+    pub export: crate::data::export::RawExport,
+    pub dispatch: crate::data::evaluation::RawDispatch,
     /// Metric storage (retention per granularity).
     #[serde(default)]
-    pub storage: crate::metrics::store::config::RawStorage,
+    pub storage: crate::data::metrics::cells::config::RawStorage,
     /// Rolling rule changes (the main's roll tick).
     #[serde(default)]
-    pub rolling: crate::roller::RawRolling,
+    pub rolling: crate::control::rolling::roller::RawRolling,
 }
 
 /// The validated configuration of a node.
@@ -455,19 +455,19 @@ pub struct NodeConfig {
     pub cluster: Option<ClusterConfig>,
     pub agents: AgentsConfig,
     /// Timeouts and connection caps of the listeners.
-    pub limits: crate::listen::ListenLimits,
+    pub limits: crate::base::listen::ListenLimits,
     /// Receiver body limits and scrape jobs.
-    pub ingest: crate::ingest::IngestConfig,
+    pub ingest: crate::data::ingest::IngestConfig,
     /// Remote-write export of computed metrics; none: no export.
-    pub export: Option<crate::export::RemoteWriteSettings>,
+    pub export: Option<crate::data::export::RemoteWriteSettings>,
     /// OTLP/HTTP export of kept logs (`export.otlp_logs`); none: no log export.
-    pub otlp_logs_export: Option<crate::export::otlp_logs::OtlpLogsSettings>,
+    pub otlp_logs_export: Option<crate::data::export::otlp_logs::OtlpLogsSettings>,
     /// The data plane's dispatch queue, evaluation threads and drain bound.
-    pub dispatch: crate::dispatch::DispatchSettings,
+    pub dispatch: crate::data::evaluation::DispatchSettings,
     /// Metric retention per granularity.
-    pub retention: crate::metrics::store::Retention,
+    pub retention: crate::data::metrics::cells::Retention,
     /// Rolling rule changes (the main's roll tick).
-    pub rolling: crate::roller::RollerSettings,
+    pub rolling: crate::control::rolling::roller::RollerSettings,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
 }

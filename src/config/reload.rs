@@ -6,9 +6,9 @@ use std::sync::Arc;
 use hotrule_confmap::{Env, WatchEvent, WatchOptions, Watcher};
 
 use super::model::{AgentsConfig, NodeConfig};
-use crate::agent::AgentServiceSettings;
+use crate::api::agents::AgentServiceSettings;
 use super::{ConfigSources, ConfigState, load};
-use crate::worker::{Worker, WorkerState};
+use crate::base::worker::{Worker, WorkerState};
 
 /// What changed between two configs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -313,7 +313,7 @@ fn agent_tls_needs_both_files_and_a_pair_that_fits() {
 
 #[test]
 fn agent_settings_are_validated_and_become_the_service_settings() {
-    use crate::agent::{DetailDelivery, LivenessPolicy};
+    use crate::api::agents::{DetailDelivery, LivenessPolicy};
     let with = |sets: &[&str]| {
         load(&ConfigSources { sets: sets.iter().map(|s| s.to_string()).collect(), ..ConfigSources::default() }, env(&[]))
     };
@@ -383,7 +383,7 @@ async fn the_reload_worker_applies_a_watched_file_edit_off_the_async_threads() {
     let state = Arc::new(ConfigState::new(load(&s, env(&[])).expect("valid")));
     let recorder = Arc::new(Recorder::default());
     let reloader = Arc::new(Reloader::new(s, env(&[]), state.clone(), recorder.clone()));
-    let mut runner = crate::worker::WorkerRunner::new(tokio_util::sync::CancellationToken::new());
+    let mut runner = crate::base::worker::WorkerRunner::new(tokio_util::sync::CancellationToken::new());
     runner.spawn(reload::ReloadWorker::new(reloader));
     file(&dir, "live.yaml", "rules:\n  scan_interval: 2s\n");
     let applied = tokio::time::timeout(Duration::from_secs(15), async {

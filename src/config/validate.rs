@@ -62,14 +62,14 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
         }
     }
     let limits = limits_config(&raw, &mut issue);
-    let ingest = crate::ingest::config::validate(&raw.ingest, &mut issue);
+    let ingest = crate::data::ingest::config::validate(&raw.ingest, &mut issue);
     let dispatch = raw.dispatch.validate(&mut issue);
     let retention = raw.storage.validate(&mut issue);
     let rolling = raw.rolling.validate(&mut issue);
     let cluster = admin_listen.and_then(|admin| cluster_config(&raw, admin, &mut issue));
     let agents = admin_listen.and_then(|admin| agents_config(&raw, admin, &mut issue));
-    let export = crate::export::config::validate(&raw.export, &mut issue);
-    let otlp_logs_export = crate::export::otlp_logs::config::validate(raw.export.otlp_logs.as_ref(), &mut issue);
+    let export = crate::data::export::config::validate(&raw.export, &mut issue);
+    let otlp_logs_export = crate::data::export::otlp_logs::config::validate(raw.export.otlp_logs.as_ref(), &mut issue);
     if let Err(e) = tracing_subscriber::EnvFilter::try_new(&raw.log.level) {
         issue("log.level", format!("{:?} is not a log filter: {e}", raw.log.level));
     }
@@ -127,7 +127,7 @@ fn admin_token(raw: &RawConfig, issue: &mut impl FnMut(&str, String)) -> Option<
 const MAX_CONNECTIONS_SETTING: usize = 65_536;
 
 /// Validates the `limits` section.
-fn limits_config(raw: &RawConfig, issue: &mut impl FnMut(&str, String)) -> crate::listen::ListenLimits {
+fn limits_config(raw: &RawConfig, issue: &mut impl FnMut(&str, String)) -> crate::base::listen::ListenLimits {
     let l = &raw.limits;
     for (key, value) in [
         ("limits.header_read_timeout", l.header_read_timeout),
@@ -138,13 +138,13 @@ fn limits_config(raw: &RawConfig, issue: &mut impl FnMut(&str, String)) -> crate
             issue(key, "must be greater than zero".into());
         }
     }
-    if !l.idle_timeout.0.is_zero() && l.idle_timeout.0 < crate::listen::MIN_IDLE_TIMEOUT {
+    if !l.idle_timeout.0.is_zero() && l.idle_timeout.0 < crate::base::listen::MIN_IDLE_TIMEOUT {
         issue(
             "limits.idle_timeout",
             format!(
                 "must be at least {:?}: the node's own clients drop idle connections after {:?}",
-                crate::listen::MIN_IDLE_TIMEOUT,
-                crate::listen::CLIENT_POOL_IDLE_TIMEOUT
+                crate::base::listen::MIN_IDLE_TIMEOUT,
+                crate::base::listen::CLIENT_POOL_IDLE_TIMEOUT
             ),
         );
     }
@@ -166,7 +166,7 @@ fn limits_config(raw: &RawConfig, issue: &mut impl FnMut(&str, String)) -> crate
             issue(key, format!("{value} is not between 1 and {MAX_CONNECTIONS_SETTING}"));
         }
     }
-    crate::listen::ListenLimits {
+    crate::base::listen::ListenLimits {
         header_read_timeout: l.header_read_timeout.0,
         body_read_timeout: l.body_read_timeout.0,
         idle_timeout: l.idle_timeout.0,
@@ -178,7 +178,7 @@ fn limits_config(raw: &RawConfig, issue: &mut impl FnMut(&str, String)) -> crate
 
 /// Validates the `agents` section.
 fn agents_config(raw: &RawConfig, admin: SocketAddr, issue: &mut impl FnMut(&str, String)) -> Option<AgentsConfig> {
-    use crate::agent::{AgentServiceSettings, DetailDelivery, LivenessPolicy};
+    use crate::api::agents::{AgentServiceSettings, DetailDelivery, LivenessPolicy};
     let a = &raw.agents;
     let data_listen = match &a.data_listen {
         None => Some(SocketAddr::new(admin.ip(), super::model::DEFAULT_DATA_PORT)),
@@ -229,12 +229,12 @@ fn agents_config(raw: &RawConfig, admin: SocketAddr, issue: &mut impl FnMut(&str
 }
 
 /// Validates `agents.tls`: both files or neither, and a pair that loads and fits together.
-fn agent_tls(raw: &super::model::RawTls, issue: &mut impl FnMut(&str, String)) -> Option<Option<crate::tls::TlsFiles>> {
+fn agent_tls(raw: &super::model::RawTls, issue: &mut impl FnMut(&str, String)) -> Option<Option<crate::base::tls::TlsFiles>> {
     match (&raw.cert_file, &raw.key_file) {
         (None, None) => Some(None),
         (Some(cert_file), Some(key_file)) => {
-            let files = crate::tls::TlsFiles { cert_file: cert_file.clone(), key_file: key_file.clone() };
-            match crate::tls::load(&files) {
+            let files = crate::base::tls::TlsFiles { cert_file: cert_file.clone(), key_file: key_file.clone() };
+            match crate::base::tls::load(&files) {
                 Ok(_) => Some(Some(files)),
                 Err(e) => {
                     issue("agents.tls", e.to_string());

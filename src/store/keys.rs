@@ -11,7 +11,7 @@
 //! Agent desired state (groups, configs, commands) lives under `rule/<agent catalog>/<name>`: it is
 //! written and replicated exactly like rule entries.
 
-use crate::ids::{Catalog, RuleKey};
+use crate::base::ids::{Catalog, RuleKey};
 
 pub const RULE_PREFIX: &[u8] = b"rule/";
 pub const MEASURE_PREFIX: &[u8] = b"measure/";
@@ -40,11 +40,11 @@ pub fn rule_key(key: &RuleKey) -> Vec<u8> {
     out
 }
 
-/// True when a `rule/<catalog>/<name>` key's name is a valid [`crate::ids::RuleName`].
+/// True when a `rule/<catalog>/<name>` key's name is a valid [`crate::base::ids::RuleName`].
 pub fn has_valid_rule_name(raw_key: &[u8]) -> bool {
     let Some(rest) = raw_key.strip_prefix(RULE_PREFIX) else { return false };
     let Ok(rest) = std::str::from_utf8(rest) else { return false };
-    rest.split_once('/').is_some_and(|(_catalog, name)| crate::ids::RuleName::parse(name).is_ok())
+    rest.split_once('/').is_some_and(|(_catalog, name)| crate::base::ids::RuleName::parse(name).is_ok())
 }
 
 pub fn measure_key(metric: &str) -> Vec<u8> {
@@ -66,5 +66,5 @@ pub fn roll_key(key: &RuleKey) -> Vec<u8> {
 pub fn parse_roll_key(raw_key: &[u8]) -> Option<RuleKey> {
     let rest = std::str::from_utf8(raw_key.strip_prefix(ROLL_PREFIX)?).ok()?;
     let (catalog, name) = rest.split_once('/')?;
-    Some(RuleKey::new(Catalog::parse(catalog)?, crate::ids::RuleName::parse(name).ok()?))
+    Some(RuleKey::new(Catalog::parse(catalog)?, crate::base::ids::RuleName::parse(name).ok()?))
 }

@@ -26,7 +26,7 @@ use std::sync::{Arc, RwLock};
 use serde::{Deserialize, Serialize};
 
 use crate::compiler::MetricShape;
-use crate::ids::{ContentHash, RuleKey, Revision};
+use crate::base::ids::{ContentHash, RuleKey, Revision};
 use kv::{KvEngine, KvError, KvOp};
 
 /// The persisted status of an entry. `Deleted` is a tombstone, kept for last-write-wins merge.
@@ -413,7 +413,7 @@ impl Store {
     /// Reads every entry of one catalog (tombstones included) from the engine, synchronously:
     /// a prefix scan of one small catalog, for callers that are not async (the agent config
     /// source rebuilding its snapshot after a change).
-    pub fn read_catalog_now(&self, catalog: crate::ids::Catalog) -> Result<Vec<RuleEntry>, StoreError> {
+    pub fn read_catalog_now(&self, catalog: crate::base::ids::Catalog) -> Result<Vec<RuleEntry>, StoreError> {
         fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::injected_read("failpoint store::read"))));
         self.kv
             .scan_prefix(&keys::catalog_prefix(catalog))?

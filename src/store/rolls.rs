@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use super::kv::{KvEngine, KvError, KvOp};
 use super::{Change, Store, StoreError, blocking, keys, read_lock};
-use crate::ids::{ContentHash, RuleKey};
+use crate::base::ids::{ContentHash, RuleKey};
 
 /// One stored roll record: the file it rolls and the record's encoded bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,7 +118,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::ids::{Catalog, RuleName};
+    use crate::base::ids::{Catalog, RuleName};
     use crate::store::kv::{KvEngine, MemKv};
 
     fn key(name: &str) -> RuleKey {
@@ -159,7 +159,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_change_writes_an_entry_and_a_roll_record_in_one_batch() {
-        use crate::ids::Revision;
+        use crate::base::ids::Revision;
         use crate::store::{EntryStatus, RuleEntry};
         let kv = Arc::new(MemKv::new());
         let store = Store::open(kv.clone()).expect("open");

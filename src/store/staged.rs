@@ -17,7 +17,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::{RuleEntry, StoreError, codec, keys, kv::KvEngine};
-use crate::ids::{NodeId, Revision, RuleKey};
+use crate::base::ids::{NodeId, Revision, RuleKey};
 
 pub const STAGED_PREFIX: &[u8] = b"staged/";
 

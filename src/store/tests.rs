@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::compiler::{DataType, Downsampling, ScopeType};
-use crate::ids::{Catalog, NodeId, RuleName};
+use crate::base::ids::{Catalog, NodeId, RuleName};
 use kv::MemKv;
 
 fn key(n: &str) -> RuleKey {

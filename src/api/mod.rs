@@ -1,0 +1,7 @@
+//! What the outside world calls: the admin HTTP routes (`admin`), the read APIs over the
+//! metric and log stores (`query`: JSON and the Prometheus API), and the agents' ConfigServer
+//! (`agents`).
+
+pub mod admin;
+pub mod agents;
+pub mod query;

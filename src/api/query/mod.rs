@@ -1,0 +1,253 @@
+//! Query: reading stored metric values back, through two HTTP APIs on the admin port.
+//!
+//! - `/query/metrics`, `/query/metrics/list`, `/query/metrics/entities` ([`json_api`]): hotrule's
+//!   own JSON, SkyWalking-shaped (name, entity filters, start/end, MINUTE|HOUR|DAY step). The
+//!   handlers are in `http::query`; this module computes their bodies.
+//! - The Prometheus HTTP API subset ([`prom_api`]): `/api/v1/query`, `/query_range`, `/series`,
+//!   `/labels`, `/label/{name}/values`, `/status/buildinfo`, `/metadata`, for Grafana and
+//!   `promtool`. Vector selectors only ([`promql`]); labels from `metrics::prom`.
+//!
+//! - `/query/logs` ([`logs_api`]): the kept logs of the node's log store, filtered and paged.
+//!
+//! Reads go to the node's [`MetricReader`] (off the async threads) and, for a cluster-wide read,
+//! to every live peer over the bus (`QueryMetrics` / `ListMetrics`) with a per-node deadline. A
+//! peer that does not answer in time is named in the answer (`partial` / `warnings`), never
+//! waited for. Several nodes' series merge by each metric's downsampling function ([`merge`]).
+//! The pure parts (parsing, matching, evaluation, merging) have no IO.
+
+pub mod json_api;
+mod lexer;
+pub mod logs_api;
+pub mod matcher;
+pub mod memory;
+pub mod merge;
+pub mod prom_api;
+pub mod prom_eval;
+pub mod promql;
+pub mod time;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::cluster::bus::messages::{BusRequest, BusResponse};
+use crate::cluster::bus::query::MetricQuery;
+use crate::base::ids::NodeId;
+use crate::data::metrics::{Granularity, MetricInfo, MetricReader, MetricStoreError, Series, SeriesFilter};
+use crate::cluster::replication::Cluster;
+
+/// How queries behave; defaults from named functions.
+#[derive(Debug, Clone)]
+pub struct QuerySettings {
+    /// How long a cluster-wide read waits for one peer.
+    pub fan_out_timeout: Duration,
+    /// The Prometheus lookback: an instant value is the latest point within this before `time`.
+    pub lookback_ms: i64,
+}
+
+pub fn default_fan_out_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+
+/// Prometheus's default `--query.lookback-delta`.
+pub fn default_lookback_ms() -> i64 {
+    5 * 60_000
+}
+
+impl Default for QuerySettings {
+    fn default() -> QuerySettings {
+        QuerySettings { fan_out_timeout: default_fan_out_timeout(), lookback_ms: default_lookback_ms() }
+    }
+}
+
+/// Why a read failed as a whole (a peer's failure only makes it partial).
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    #[error("this node has no metric storage configured")]
+    NoStorage,
+    #[error("reading the metric store: {0}")]
+    Store(#[from] MetricStoreError),
+    #[error("the metric read task failed: {0}")]
+    Task(String),
+    #[error("this node has no log storage configured")]
+    NoLogStorage,
+    #[error("reading the log store: {0}")]
+    LogStore(#[from] crate::data::logs::LogStoreError),
+}
+
+/// Where a read goes: this node only, or every live node with a per-peer deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct Reach {
+    pub cluster: bool,
+    pub timeout: Duration,
+}
+
+/// A peer that did not contribute, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Missing {
+    pub node: NodeId,
+    pub reason: String,
+}
+
+impl Missing {
+    /// The line a Prometheus `warnings` entry carries.
+    pub fn warning(&self) -> String {
+        format!("node {} did not contribute (results are partial): {}", self.node, self.reason)
+    }
+}
+
+/// What a read gathered: merged series, the metrics they belong to, who answered and who not.
+#[derive(Debug, Default)]
+pub struct Gathered {
+    pub series: Vec<Series>,
+    pub metrics: BTreeMap<String, MetricInfo>,
+    pub nodes: Vec<NodeId>,
+    pub missing: Vec<Missing>,
+}
+
+/// The node's query side: its metric store and, in a cluster, the bus to its peers.
+pub struct QueryService {
+    pub node_id: NodeId,
+    reader: Option<Arc<dyn MetricReader>>,
+    cluster: Option<Arc<Cluster>>,
+    pub settings: QuerySettings,
+    /// The node's log store (`/query/logs`); none: that route answers `storage_unavailable`.
+    logs: Option<Arc<dyn crate::data::logs::LogReader>>,
+}
+
+impl QueryService {
+    pub fn new(node_id: NodeId, reader: Option<Arc<dyn MetricReader>>, cluster: Option<Arc<Cluster>>, settings: QuerySettings) -> QueryService {
+        QueryService { node_id, reader, cluster, settings, logs: None }
+    }
+
+    /// The same service, reading logs from `logs`.
+    pub fn with_logs(mut self, logs: Arc<dyn crate::data::logs::LogReader>) -> QueryService {
+        self.logs = Some(logs);
+        self
+    }
+
+    /// Whether this node has peers to fan out to.
+    pub fn clustered(&self) -> bool {
+        self.cluster.is_some()
+    }
+
+    /// The reach of a read, with `timeout` capping the per-peer deadline.
+    pub fn reach(&self, cluster: bool, timeout: Option<Duration>) -> Reach {
+        let limit = self.settings.fan_out_timeout;
+        Reach { cluster: cluster && self.cluster.is_some(), timeout: timeout.map_or(limit, |t| t.min(limit)) }
+    }
+
+    /// The metrics stored here (and on every live peer with `reach.cluster`).
+    pub async fn list(&self, reach: Reach) -> Result<Gathered, QueryError> {
+        let local = self.blocking(|reader| reader.metrics()).await?;
+        let mut gathered = Gathered { nodes: vec![self.node_id.clone()], ..Gathered::default() };
+        for info in local {
+            gathered.metrics.insert(info.name.clone(), info);
+        }
+        if reach.cluster {
+            for (node, answer) in self.ask_peers(BusRequest::ListMetrics, reach.timeout).await {
+                match answer {
+                    Ok(BusResponse::MetricList { metrics }) => {
+                        gathered.nodes.push(node);
+                        for info in metrics {
+                            gathered.metrics.entry(info.name.clone()).or_insert_with(|| info.into());
+                        }
+                    }
+                    other => gathered.missing.push(missing(node, other)),
+                }
+            }
+        }
+        Ok(gathered)
+    }
+
+    /// The series of `filter` in `[start_ms, end_ms]` at `granularity`, merged across nodes.
+    pub async fn read(&self, filter: &SeriesFilter, granularity: Granularity, start_ms: i64, end_ms: i64, reach: Reach) -> Result<Gathered, QueryError> {
+        let local_filter = filter.clone();
+        let (local_metrics, local_series) = self
+            .blocking(move |reader| {
+                let series = reader.read(&local_filter, granularity, start_ms, end_ms)?;
+                Ok((reader.metrics()?, series))
+            })
+            .await?;
+        let mut gathered = Gathered { nodes: vec![self.node_id.clone()], ..Gathered::default() };
+        for info in local_metrics {
+            gathered.metrics.insert(info.name.clone(), info);
+        }
+        let mut per_node = vec![local_series];
+        if reach.cluster {
+            let query = MetricQuery::new(filter, granularity, start_ms, end_ms);
+            for (node, answer) in self.ask_peers(BusRequest::QueryMetrics { query }, reach.timeout).await {
+                match answer {
+                    Ok(BusResponse::MetricSeries { metrics, series }) => {
+                        gathered.nodes.push(node);
+                        for info in metrics {
+                            gathered.metrics.entry(info.name.clone()).or_insert_with(|| info.into());
+                        }
+                        per_node.push(series.into_iter().map(Series::from).collect());
+                    }
+                    other => gathered.missing.push(missing(node, other)),
+                }
+            }
+        }
+        let metrics = &gathered.metrics;
+        gathered.series = merge::merge_series(per_node, |name| metrics.get(name).map(|m| m.downsampling));
+        Ok(gathered)
+    }
+
+    /// Runs `work` on the store off the async threads.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&dyn MetricReader) -> Result<T, MetricStoreError> + Send + 'static,
+    ) -> Result<T, QueryError> {
+        let reader = self.reader.clone().ok_or(QueryError::NoStorage)?;
+        tokio::task::spawn_blocking(move || work(reader.as_ref()))
+            .await
+            .map_err(|e| QueryError::Task(e.to_string()))?
+            .map_err(QueryError::Store)
+    }
+
+    /// Sends `request` to every live peer at once; each answer or why there is none, by peer in
+    /// id order. Each call is bounded by `timeout`, so the whole fan-out is too. A member the
+    /// view holds dead is not asked but listed (its data is missing from the answer too).
+    async fn ask_peers(&self, request: BusRequest, timeout: Duration) -> Vec<(NodeId, Result<BusResponse, String>)> {
+        let Some(cluster) = &self.cluster else { return Vec::new() };
+        let view = cluster.view();
+        let mut peers: Vec<_> = view.live_peers().cloned().collect();
+        peers.sort_by(|a, b| a.node_id.cmp(&b.node_id));
+        let dead = view
+            .members
+            .iter()
+            .filter(|m| !m.live && m.node_id != view.self_id)
+            .map(|m| (m.node_id.clone(), Err("not live in this node's cluster view".to_string())));
+        let dead: Vec<_> = dead.collect();
+        let calls = peers.into_iter().map(|peer| {
+            let cluster = cluster.clone();
+            let request = request.clone();
+            async move {
+                // The bus call has its own deadline; the outer one guards against a transport
+                // that would not honour it.
+                let call = cluster.call(&peer, request, timeout);
+                let answer = match tokio::time::timeout(timeout + Duration::from_millis(250), call).await {
+                    Ok(Ok(response)) => Ok(response),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!("no answer within {timeout:?}")),
+                };
+                (peer.node_id, answer)
+            }
+        });
+        let mut answers = crate::cluster::replication::peers::futures_join(calls).await;
+        answers.extend(dead);
+        answers.sort_by(|a, b| a.0.cmp(&b.0));
+        answers
+    }
+}
+
+fn missing(node: NodeId, answer: Result<BusResponse, String>) -> Missing {
+    let reason = match answer {
+        Ok(BusResponse::Error { message }) => message,
+        Ok(other) => format!("unexpected answer {}", other.name()),
+        Err(reason) => reason,
+    };
+    tracing::debug!(peer = %node, %reason, "peer left out of a metric query");
+    Missing { node, reason }
+}

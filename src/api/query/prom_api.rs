@@ -1,0 +1,520 @@
+//! The Prometheus HTTP API subset: what Grafana's Prometheus data source and `promtool query`
+//! call. GET or form-encoded POST; the envelope, time and value formats and the errorType →
+//! HTTP status table of Prometheus's `web/api/v1`.
+//!
+//! Reads are cluster-wide unless `cluster=false`: every live peer is asked with a deadline and
+//! one that does not answer is named in `warnings`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::{Value, json};
+
+use crate::base::clock::now_ms;
+use crate::data::metrics::SeriesFilter;
+use crate::data::metrics::prom::Labels;
+
+use super::prom_eval::{self, MAX_POINTS_PER_SERIES, PromSeries};
+use super::promql::{self, Query, Selector};
+use super::time::{floor_to, parse_duration, parse_prom_time, prom_timestamp, prom_value};
+use super::{Missing, QueryError, QueryService, Reach};
+
+/// The routes, on their own state; `http` mounts them behind the admin token.
+pub fn router(service: Arc<QueryService>) -> Router {
+    Router::new()
+        .route("/api/v1/query", get(query).post(query))
+        .route("/api/v1/query_range", get(query_range).post(query_range))
+        .route("/api/v1/series", get(series).post(series))
+        .route("/api/v1/labels", get(labels).post(labels))
+        .route("/api/v1/label/{name}/values", get(label_values))
+        .route("/api/v1/metadata", get(metadata))
+        .route("/api/v1/query_exemplars", get(no_exemplars).post(no_exemplars))
+        .route("/api/v1/status/buildinfo", get(buildinfo))
+        .with_state(service)
+}
+
+/// Prometheus's error types and their HTTP statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorType {
+    BadData,
+    Execution,
+    Internal,
+    Unavailable,
+}
+
+impl ErrorType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorType::BadData => "bad_data",
+            ErrorType::Execution => "execution",
+            ErrorType::Internal => "internal",
+            ErrorType::Unavailable => "unavailable",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            ErrorType::BadData => StatusCode::BAD_REQUEST,
+            ErrorType::Execution => StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorType::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorType::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+}
+
+/// A failed API call: its type and message.
+#[derive(Debug)]
+pub struct ApiError(pub ErrorType, pub String);
+
+impl ApiError {
+    fn bad(message: impl Into<String>) -> ApiError {
+        ApiError(ErrorType::BadData, message.into())
+    }
+}
+
+impl From<QueryError> for ApiError {
+    fn from(e: QueryError) -> ApiError {
+        let kind = match e {
+            QueryError::NoStorage | QueryError::NoLogStorage => ErrorType::Unavailable,
+            QueryError::Store(_) | QueryError::LogStore(_) => ErrorType::Execution,
+            QueryError::Task(_) => ErrorType::Internal,
+        };
+        ApiError(kind, e.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"status": "error", "errorType": self.0.as_str(), "error": self.1});
+        (self.0.status(), axum::Json(body)).into_response()
+    }
+}
+
+/// Prometheus's success envelope, serialized directly (a day of minute steps is 1441 pairs).
+#[derive(serde::Serialize)]
+struct Envelope<T> {
+    status: &'static str,
+    data: T,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<String>,
+}
+
+/// A successful answer: `data`, and `warnings` when there are any.
+pub fn success<T: serde::Serialize>(data: T, warnings: Vec<String>) -> Response {
+    axum::Json(Envelope { status: "success", data, warnings }).into_response()
+}
+
+/// A `matrix` result: series with `[time, "value"]` pairs.
+#[derive(serde::Serialize)]
+struct Matrix {
+    #[serde(rename = "resultType")]
+    result_type: &'static str,
+    result: Vec<MatrixSeries>,
+}
+
+#[derive(serde::Serialize)]
+struct MatrixSeries {
+    metric: Labels,
+    values: Vec<(Value, String)>,
+}
+
+fn matrix_series(metric: Labels, values: Vec<(i64, f64)>) -> MatrixSeries {
+    MatrixSeries { metric, values: values.into_iter().map(|(t, v)| (prom_timestamp(t), prom_value(v))).collect() }
+}
+
+/// The parameters of a call: the query string, then a form-encoded body (Go's `r.Form` order).
+pub struct Form {
+    pairs: Vec<(String, String)>,
+}
+
+impl Form {
+    pub fn read(uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Form {
+        let mut pairs: Vec<(String, String)> =
+            form_urlencoded::parse(uri.query().unwrap_or("").as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        let is_form = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with("application/x-www-form-urlencoded"));
+        if is_form {
+            // Body values come first, as in Go's ParseForm.
+            let mut body_pairs: Vec<(String, String)> = form_urlencoded::parse(body).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+            body_pairs.append(&mut pairs);
+            pairs = body_pairs;
+        }
+        Form { pairs }
+    }
+
+    /// The first value of `name`, if given and not empty.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+    }
+
+    pub fn all(&self, name: &str) -> Vec<&str> {
+        self.pairs.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str()).collect()
+    }
+
+    fn time(&self, name: &str, default: i64) -> Result<i64, ApiError> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(text) => parse_prom_time(text).map_err(|e| ApiError::bad(format!("invalid parameter \"{name}\": {e}"))),
+        }
+    }
+
+    fn required_time(&self, name: &str) -> Result<i64, ApiError> {
+        let text = self.get(name).unwrap_or("");
+        parse_prom_time(text).map_err(|e| ApiError::bad(format!("invalid parameter \"{name}\": {e}")))
+    }
+
+    fn duration(&self, name: &str) -> Result<Option<i64>, ApiError> {
+        self.get(name).map(|text| parse_duration(text).map_err(|e| ApiError::bad(format!("invalid parameter \"{name}\": {e}")))).transpose()
+    }
+
+    fn limit(&self) -> Result<Option<usize>, ApiError> {
+        match self.get("limit") {
+            None => Ok(None),
+            Some(text) => match text.trim().parse::<i64>() {
+                Ok(0) => Ok(None),
+                Ok(n) if n > 0 => Ok(Some(n as usize)),
+                _ => Err(ApiError::bad(format!("invalid parameter \"limit\": cannot parse {text:?} to a non-negative integer"))),
+            },
+        }
+    }
+
+    /// Cluster-wide unless `cluster=false`; `timeout` caps the per-peer deadline.
+    fn reach(&self, service: &QueryService) -> Result<Reach, ApiError> {
+        let cluster = match self.get("cluster").map(|v| v.trim().to_ascii_lowercase()) {
+            None => true,
+            Some(v) if matches!(v.as_str(), "true" | "1" | "yes") => true,
+            Some(v) if matches!(v.as_str(), "false" | "0" | "no") => false,
+            Some(v) => return Err(ApiError::bad(format!("invalid parameter \"cluster\": {v:?} is not true or false"))),
+        };
+        let timeout = self.duration("timeout")?.filter(|ms| *ms > 0).map(|ms| Duration::from_millis(ms as u64));
+        Ok(service.reach(cluster, timeout))
+    }
+}
+
+fn parse_query(form: &Form) -> Result<Query, ApiError> {
+    let text = form.get("query").unwrap_or("");
+    promql::parse(text).map_err(|e| ApiError::bad(e.to_string()))
+}
+
+fn warnings(missing: &[Missing]) -> Vec<String> {
+    missing.iter().map(Missing::warning).collect()
+}
+
+/// The filter a selector's equality matchers allow (the rest is matched after reading).
+fn filter_of(selector: &Selector) -> SeriesFilter {
+    SeriesFilter {
+        metric: selector.metric_name().unwrap_or("").to_string(),
+        service: selector.fixed("service").map(str::to_string),
+        instance: selector.fixed("service_instance").map(str::to_string),
+        endpoint: selector.fixed("endpoint").map(str::to_string),
+    }
+}
+
+/// The Prometheus series of `selector` read at `granularity` over `[start_ms, end_ms]`.
+async fn select(service: &QueryService, selector: &Selector, granularity: crate::data::metrics::Granularity, start_ms: i64, end_ms: i64, reach: Reach) -> Result<(Vec<PromSeries>, Vec<Missing>), ApiError> {
+    let gathered = service.read(&filter_of(selector), granularity, floor_to(granularity, start_ms), end_ms, reach).await?;
+    Ok((prom_eval::to_prom_series(&gathered.series, &selector.matchers), gathered.missing))
+}
+
+fn metric_json(labels: &Labels) -> Value {
+    Value::Object(labels.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
+}
+
+fn truncate<T>(items: &mut Vec<T>, limit: Option<usize>, warnings: &mut Vec<String>) {
+    if let Some(limit) = limit
+        && items.len() > limit
+    {
+        items.truncate(limit);
+        warnings.push("results truncated due to limit".to_string());
+    }
+}
+
+async fn query(State(service): State<Arc<QueryService>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let form = Form::read(&uri, &headers, &body);
+    instant_query(&service, &form).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn instant_query(service: &QueryService, form: &Form) -> Result<Response, ApiError> {
+    let query = parse_query(form)?;
+    let t = form.time("time", now_ms() as i64)?;
+    let lookback = lookback(service, form)?;
+    let reach = form.reach(service)?;
+    let limit = form.limit()?;
+    match query {
+        Query::Scalar(value) => Ok(success(json!({"resultType": "scalar", "result": [prom_timestamp(t), prom_value(value)]}), Vec::new())),
+        Query::Selector(selector) => {
+            let granularity = crate::data::metrics::Granularity::Minute;
+            let (series, missing) = select(service, &selector, granularity, t - lookback, t, reach).await?;
+            let mut result: Vec<Value> = prom_eval::instant(&series, t, lookback)
+                .into_iter()
+                .map(|(labels, v)| json!({"metric": metric_json(&labels), "value": [prom_timestamp(t), prom_value(v)]}))
+                .collect();
+            let mut warnings = warnings(&missing);
+            truncate(&mut result, limit, &mut warnings);
+            Ok(success(json!({"resultType": "vector", "result": result}), warnings))
+        }
+    }
+}
+
+fn lookback(service: &QueryService, form: &Form) -> Result<i64, ApiError> {
+    match form.duration("lookback_delta")? {
+        None => Ok(service.settings.lookback_ms),
+        Some(ms) if ms > 0 => Ok(ms),
+        Some(_) => Err(ApiError::bad("invalid parameter \"lookback_delta\": must be positive")),
+    }
+}
+
+async fn query_range(State(service): State<Arc<QueryService>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let form = Form::read(&uri, &headers, &body);
+    range_query(&service, &form).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn range_query(service: &QueryService, form: &Form) -> Result<Response, ApiError> {
+    let start = form.required_time("start")?;
+    let end = form.required_time("end")?;
+    if end < start {
+        return Err(ApiError::bad("end timestamp must not be before start time"));
+    }
+    let step = match form.get("step") {
+        None => return Err(ApiError::bad("invalid parameter \"step\": cannot parse \"\" to a valid duration")),
+        Some(text) => parse_duration(text).map_err(|e| ApiError::bad(format!("invalid parameter \"step\": {e}")))?,
+    };
+    if step <= 0 {
+        return Err(ApiError::bad("zero or negative query resolution step widths are not accepted. Try a positive integer"));
+    }
+    if (end - start) / step > MAX_POINTS_PER_SERIES {
+        return Err(ApiError::bad("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"));
+    }
+    let query = parse_query(form)?;
+    let lookback = lookback(service, form)?;
+    let reach = form.reach(service)?;
+    let limit = form.limit()?;
+    match query {
+        Query::Scalar(value) => {
+            let steps = (0..=(end - start) / step).map(|k| (start + k * step, value)).collect();
+            Ok(success(Matrix { result_type: "matrix", result: vec![matrix_series(Labels::new(), steps)] }, Vec::new()))
+        }
+        Query::Selector(selector) => {
+            let granularity = prom_eval::granularity_for_step(step);
+            let lookback = lookback.max(granularity.millis());
+            let (series, missing) = select(service, &selector, granularity, start - lookback, end, reach).await?;
+            let mut result: Vec<MatrixSeries> = prom_eval::range(&series, start, end, step, lookback)
+                .into_iter()
+                .map(|(labels, values)| matrix_series(labels, values))
+                .collect();
+            let mut warnings = warnings(&missing);
+            truncate(&mut result, limit, &mut warnings);
+            Ok(success(Matrix { result_type: "matrix", result }, warnings))
+        }
+    }
+}
+
+/// The window of a metadata call: `start`/`end` or the last 24 hours.
+fn window(form: &Form) -> Result<(i64, i64), ApiError> {
+    let end = form.time("end", now_ms() as i64)?;
+    let start = form.time("start", end - 86_400_000)?;
+    if end < start {
+        return Err(ApiError::bad("end timestamp must not be before start time"));
+    }
+    Ok((start, end))
+}
+
+fn selectors(form: &Form) -> Result<Vec<Selector>, ApiError> {
+    form.all("match[]")
+        .into_iter()
+        .map(|text| match promql::parse(text) {
+            Ok(Query::Selector(selector)) => Ok(selector),
+            Ok(Query::Scalar(_)) => Err(ApiError::bad(format!("invalid parameter \"match[]\": {text:?} is not a vector selector"))),
+            Err(e) => Err(ApiError::bad(format!("invalid parameter \"match[]\": {e}"))),
+        })
+        .collect()
+}
+
+/// The label sets of every series `selectors` select in the window (all series without any).
+async fn matching(service: &QueryService, form: &Form, selectors: &[Selector]) -> Result<(Vec<Labels>, Vec<Missing>), ApiError> {
+    let (start, end) = window(form)?;
+    let reach = form.reach(service)?;
+    let granularity = prom_eval::granularity_for_window(end - start);
+    let everything = [Selector { matchers: Vec::new() }];
+    let selectors = if selectors.is_empty() { &everything[..] } else { selectors };
+    let mut sets = std::collections::BTreeSet::new();
+    let mut missing = Vec::new();
+    for selector in selectors {
+        let (series, not_answered) = select(service, selector, granularity, start, end, reach).await?;
+        sets.extend(series.into_iter().map(|s| s.labels));
+        for m in not_answered {
+            if !missing.contains(&m) {
+                missing.push(m);
+            }
+        }
+    }
+    Ok((sets.into_iter().collect(), missing))
+}
+
+async fn series(State(service): State<Arc<QueryService>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let form = Form::read(&uri, &headers, &body);
+    let run = async {
+        let selectors = selectors(&form)?;
+        if selectors.is_empty() {
+            return Err(ApiError::bad("no match[] parameter provided"));
+        }
+        let limit = form.limit()?;
+        let (sets, missing) = matching(&service, &form, &selectors).await?;
+        let mut data: Vec<Value> = sets.iter().map(metric_json).collect();
+        let mut warnings = warnings(&missing);
+        truncate(&mut data, limit, &mut warnings);
+        Ok::<_, ApiError>(success(Value::Array(data), warnings))
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn labels(State(service): State<Arc<QueryService>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let form = Form::read(&uri, &headers, &body);
+    let run = async {
+        let selectors = selectors(&form)?;
+        let limit = form.limit()?;
+        let (sets, missing) = matching(&service, &form, &selectors).await?;
+        let names: std::collections::BTreeSet<&String> = sets.iter().flat_map(|labels| labels.keys()).collect();
+        let mut data: Vec<Value> = names.into_iter().map(|n| Value::String(n.clone())).collect();
+        let mut warnings = warnings(&missing);
+        truncate(&mut data, limit, &mut warnings);
+        Ok::<_, ApiError>(success(Value::Array(data), warnings))
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// A label name in a path, with Prometheus's `U__` escape (`U__http_2e_status` is `http.status`).
+pub fn unescape_label_name(name: &str) -> Option<String> {
+    let Some(escaped) = name.strip_prefix("U__") else { return Some(name.to_string()) };
+    let mut out = String::new();
+    let mut rest = escaped;
+    while let Some(c) = rest.chars().next() {
+        if let Some(after) = rest.strip_prefix("__") {
+            out.push('_');
+            rest = after;
+        } else if c == '_' {
+            let end = rest[1..].find('_')? + 1;
+            let code = u32::from_str_radix(&rest[1..end], 16).ok()?;
+            out.push(char::from_u32(code)?);
+            rest = &rest[end + 1..];
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    Some(out)
+}
+
+async fn label_values(State(service): State<Arc<QueryService>>, Path(name): Path<String>, uri: Uri, headers: HeaderMap) -> Response {
+    let form = Form::read(&uri, &headers, &[]);
+    let run = async {
+        let legacy = |n: &str| {
+            let mut chars = n.chars();
+            chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        let label = unescape_label_name(&name)
+            .filter(|n| !n.is_empty() && (name.starts_with("U__") || legacy(n)))
+            .ok_or_else(|| ApiError::bad(format!("invalid label name: {name:?}")))?;
+        let selectors = selectors(&form)?;
+        let limit = form.limit()?;
+        let mut warnings = Vec::new();
+        let mut values: Vec<String> = if label == "__name__" && selectors.is_empty() {
+            // Every stored metric's name, without reading series (Grafana's metric browser).
+            let gathered = service.list(form.reach(&service)?).await?;
+            warnings.extend(gathered.missing.iter().map(Missing::warning));
+            gathered.metrics.into_keys().collect()
+        } else {
+            let (sets, missing) = matching(&service, &form, &selectors).await?;
+            warnings.extend(missing.iter().map(Missing::warning));
+            let set: std::collections::BTreeSet<String> = sets.into_iter().filter_map(|mut l| l.remove(&label)).filter(|v| !v.is_empty()).collect();
+            set.into_iter().collect()
+        };
+        truncate(&mut values, limit, &mut warnings);
+        Ok::<_, ApiError>(success(json!(values), warnings))
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `/api/v1/metadata`: every metric as a gauge, its help naming its function and scope.
+async fn metadata(State(service): State<Arc<QueryService>>, uri: Uri, headers: HeaderMap) -> Response {
+    let form = Form::read(&uri, &headers, &[]);
+    let run = async {
+        let gathered = service.list(form.reach(&service)?).await?;
+        let only = form.get("metric");
+        let data: serde_json::Map<String, Value> = gathered
+            .metrics
+            .values()
+            .filter(|info| only.is_none_or(|name| name == info.name))
+            .map(|info| {
+                let shape = crate::compiler::MetricShape { scope: info.scope, downsampling: info.downsampling, data_type: info.data_type };
+                let help = format!("hotrule MAL metric, stored as {shape}");
+                (info.name.clone(), json!([{"type": "gauge", "help": help, "unit": ""}]))
+            })
+            .collect();
+        Ok::<_, ApiError>(success(Value::Object(data), warnings(&gathered.missing)))
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// `/api/v1/query_exemplars`: hotrule stores no exemplars (Grafana asks when a panel has them
+/// switched on; an empty answer is what Prometheus gives for series without any).
+async fn no_exemplars() -> Response {
+    success(json!([]), Vec::new())
+}
+
+/// `/api/v1/status/buildinfo`: Grafana reads it to tell Prometheus from Mimir (no `features`:
+/// Prometheus). The version is hotrule's.
+async fn buildinfo() -> Response {
+    success(
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "revision": "",
+            "branch": "",
+            "buildUser": "hotrule",
+            "buildDate": "",
+            "goVersion": "none (hotrule is written in Rust)",
+        }),
+        Vec::new(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn u_escaped_label_names() {
+        assert_eq!(unescape_label_name("job").as_deref(), Some("job"));
+        assert_eq!(unescape_label_name("U__http_2e_status_5f_code").as_deref(), Some("http.status_code"));
+        assert_eq!(unescape_label_name("U__a__b").as_deref(), Some("a_b"));
+        assert_eq!(unescape_label_name("U__bad_zz_"), None);
+    }
+
+    #[test]
+    fn error_types_map_to_statuses() {
+        assert_eq!(ErrorType::BadData.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(ErrorType::Execution.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(ErrorType::Internal.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(ErrorType::Unavailable.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    #[test]
+    fn form_bodies_come_before_the_query_string() {
+        let uri: Uri = "/api/v1/query?query=b&match%5B%5D=x".parse().expect("uri");
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, "application/x-www-form-urlencoded".parse().expect("header"));
+        let form = Form::read(&uri, &headers, b"query=a+1&match[]=y");
+        assert_eq!(form.get("query"), Some("a 1"));
+        assert_eq!(form.all("match[]"), vec!["y", "x"]);
+        let no_form = Form::read(&uri, &HeaderMap::new(), b"query=a");
+        assert_eq!(no_form.get("query"), Some("b"), "a body that is not a form is not read");
+    }
+}

@@ -1,0 +1,9 @@
+//! What every plane stands on: identifiers, the clock, background workers, listeners, TLS and
+//! the node's own metrics. Nothing here imports anything above it.
+
+pub mod clock;
+pub mod ids;
+pub mod listen;
+pub mod self_metrics;
+pub mod tls;
+pub mod worker;

@@ -1,0 +1,258 @@
+//! The value encodings of the `logs` key space: one kept log, and the sequence record.
+//!
+//! Every value starts with a format-version byte ([`FORMAT_VERSION`]); a value of another
+//! version, cut short, with trailing bytes or unknown codes does not decode (the store reports it
+//! as `LogStoreError::Corrupt`, naming the key). Integers are big-endian, strings
+//! `u32`-length-prefixed UTF-8.
+//!
+//! - log: `version | service | instance | endpoint | layer | trace id | segment id |
+//!   span (0 | 1 i32) | content type (u8) | content | tags: n × (key value) |
+//!   output type (0 | 1 string) | fields (a JSON object, as text) | rule | file | received ms
+//!   (i64)`. The timestamp is the key's. Service, instance and endpoint come first so a read
+//!   filters on them ([`names`]) without decoding the rest.
+//! - sequence record: `version | next sequence (u64)`.
+
+use std::collections::BTreeMap;
+
+use hotrule_lal_engine::{ContentType, LogRecord};
+
+use crate::data::logs::KeptLog;
+
+pub const FORMAT_VERSION: u8 = 1;
+
+/// A cursor over stored bytes; every read checks the length.
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.bytes.len() < n {
+            return Err(format!("cut short: {n} bytes wanted, {} left", self.bytes.len()));
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+
+    fn str(&mut self) -> Result<&'a str, String> {
+        let len = self.u32()? as usize;
+        std::str::from_utf8(self.take(len)?).map_err(|_| "a string is not UTF-8".to_string())
+    }
+
+    fn version(&mut self) -> Result<(), String> {
+        match self.u8()? {
+            FORMAT_VERSION => Ok(()),
+            other => Err(format!("format version {other}, this build reads {FORMAT_VERSION}")),
+        }
+    }
+
+    /// A count of items of at least `item_size` bytes each, refused when the bytes left cannot
+    /// hold them (a corrupt count never makes a huge allocation).
+    fn count(&mut self, item_size: usize) -> Result<usize, String> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(item_size) > self.bytes.len() {
+            return Err(format!("count {n} exceeds the {} bytes left", self.bytes.len()));
+        }
+        Ok(n)
+    }
+
+    fn finish(&self) -> Result<(), String> {
+        if self.bytes.is_empty() { Ok(()) } else { Err(format!("{} trailing bytes", self.bytes.len())) }
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, text: &str) {
+    // A string longer than u32::MAX bytes cannot reach here: receivers cap bodies far below.
+    let len = u32::try_from(text.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&text.as_bytes()[..len as usize]);
+}
+
+fn content_type_from(code: u8) -> Result<ContentType, String> {
+    Ok(match code {
+        0 => ContentType::None,
+        1 => ContentType::Text,
+        2 => ContentType::Json,
+        3 => ContentType::Yaml,
+        other => return Err(format!("unknown content type {other}")),
+    })
+}
+
+/// The stored value of one kept log.
+pub fn encode_log(log: &KeptLog) -> Vec<u8> {
+    let r = &log.record;
+    let mut out = Vec::with_capacity(64 + r.content.len() + r.service.len() + r.tags.len() * 24);
+    out.push(FORMAT_VERSION);
+    for text in [&r.service, &r.instance, &r.endpoint, &r.layer, &r.trace_id, &r.segment_id] {
+        put_str(&mut out, text);
+    }
+    match r.span_id {
+        None => out.push(0),
+        Some(span) => {
+            out.push(1);
+            out.extend_from_slice(&span.to_be_bytes());
+        }
+    }
+    out.push(r.content_type as u8);
+    put_str(&mut out, &r.content);
+    out.extend_from_slice(&u32::try_from(r.tags.len()).unwrap_or(u32::MAX).to_be_bytes());
+    for (key, value) in &r.tags {
+        put_str(&mut out, key);
+        put_str(&mut out, value);
+    }
+    match &r.output_type {
+        None => out.push(0),
+        Some(kind) => {
+            out.push(1);
+            put_str(&mut out, kind);
+        }
+    }
+    let fields = if r.fields.is_empty() { String::new() } else { serde_json::to_string(&r.fields).unwrap_or_default() };
+    put_str(&mut out, &fields);
+    put_str(&mut out, &log.rule);
+    put_str(&mut out, &log.file);
+    out.extend_from_slice(&log.received_ms.to_be_bytes());
+    out
+}
+
+/// The `[service, instance, endpoint]` of a stored log, without decoding the rest.
+pub fn names(value: &[u8]) -> Result<[&str; 3], String> {
+    let mut reader = Reader { bytes: value };
+    reader.version()?;
+    Ok([reader.str()?, reader.str()?, reader.str()?])
+}
+
+/// A stored log read in place: strings borrowed from the value, nothing parsed that a filter
+/// does not need. [`LogView::to_kept`] makes the owned log of a match.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogView<'a> {
+    pub service: &'a str,
+    pub instance: &'a str,
+    pub endpoint: &'a str,
+    pub layer: &'a str,
+    pub trace_id: &'a str,
+    pub segment_id: &'a str,
+    pub span_id: Option<i32>,
+    pub content_type: ContentType,
+    pub content: &'a str,
+    pub tags: Vec<(&'a str, &'a str)>,
+    pub output_type: Option<&'a str>,
+    /// The fields object as JSON text (empty: no fields).
+    pub fields: &'a str,
+    pub rule: &'a str,
+    pub file: &'a str,
+    pub received_ms: i64,
+}
+
+/// Reads a stored log in place.
+pub fn view(value: &[u8]) -> Result<LogView<'_>, String> {
+    let mut reader = Reader { bytes: value };
+    reader.version()?;
+    let (service, instance, endpoint) = (reader.str()?, reader.str()?, reader.str()?);
+    let (layer, trace_id, segment_id) = (reader.str()?, reader.str()?, reader.str()?);
+    let span_id = match reader.u8()? {
+        0 => None,
+        1 => Some(i32::from_be_bytes(reader.array()?)),
+        other => return Err(format!("unknown span flag {other}")),
+    };
+    let content_type = content_type_from(reader.u8()?)?;
+    let content = reader.str()?;
+    let tag_count = reader.count(8)?;
+    let mut tags = Vec::with_capacity(tag_count);
+    for _ in 0..tag_count {
+        tags.push((reader.str()?, reader.str()?));
+    }
+    let output_type = match reader.u8()? {
+        0 => None,
+        1 => Some(reader.str()?),
+        other => return Err(format!("unknown output type flag {other}")),
+    };
+    let fields = reader.str()?;
+    let (rule, file) = (reader.str()?, reader.str()?);
+    let received_ms = i64::from_be_bytes(reader.array()?);
+    reader.finish()?;
+    Ok(LogView {
+        service,
+        instance,
+        endpoint,
+        layer,
+        trace_id,
+        segment_id,
+        span_id,
+        content_type,
+        content,
+        tags,
+        output_type,
+        fields,
+        rule,
+        file,
+        received_ms,
+    })
+}
+
+impl LogView<'_> {
+    /// The owned log, with the timestamp its key carries.
+    pub fn to_kept(&self, timestamp_ms: i64) -> Result<KeptLog, String> {
+        let fields: BTreeMap<String, serde_json::Value> = if self.fields.is_empty() {
+            BTreeMap::new()
+        } else {
+            serde_json::from_str(self.fields).map_err(|e| format!("fields are not a JSON object: {e}"))?
+        };
+        Ok(KeptLog {
+            rule: self.rule.to_string(),
+            file: self.file.to_string(),
+            record: LogRecord {
+                service: self.service.to_string(),
+                instance: self.instance.to_string(),
+                endpoint: self.endpoint.to_string(),
+                layer: self.layer.to_string(),
+                timestamp_ms,
+                trace_id: self.trace_id.to_string(),
+                segment_id: self.segment_id.to_string(),
+                span_id: self.span_id,
+                content_type: self.content_type,
+                content: self.content.to_string(),
+                tags: self.tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                output_type: self.output_type.map(str::to_string),
+                fields,
+            },
+            received_ms: self.received_ms,
+        })
+    }
+}
+
+/// A stored log back, with the timestamp its key carries.
+pub fn decode_log(value: &[u8], timestamp_ms: i64) -> Result<KeptLog, String> {
+    view(value)?.to_kept(timestamp_ms)
+}
+
+/// The sequence record: the next sequence to assign.
+pub fn encode_sequence(next: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9);
+    out.push(FORMAT_VERSION);
+    out.extend_from_slice(&next.to_be_bytes());
+    out
+}
+
+pub fn decode_sequence(value: &[u8]) -> Result<u64, String> {
+    let mut reader = Reader { bytes: value };
+    reader.version()?;
+    let next = u64::from_be_bytes(reader.array()?);
+    reader.finish()?;
+    Ok(next)
+}

@@ -1,0 +1,297 @@
+//! The value encodings of the metric series key space: cells and metric index records.
+//!
+//! Every value starts with a format-version byte ([`FORMAT_VERSION`]); a value of another
+//! version, or one that is cut short or carries unknown codes, does not decode (the store reports
+//! it as `MetricStoreError::Corrupt`). Integers are big-endian, strings `u32`-length-prefixed.
+//!
+//! - cell: `version | function | kind | payload` where kind 0 = single (`value count`), 1 =
+//!   labeled (`n × (key value count)`), 2 = histogram (`ranks: n × u32`, `n × (bound value count)`);
+//! - index record: `version | scope | data type | function`.
+
+use std::collections::BTreeMap;
+
+use hotrule_mal_engine::{DataType, Downsampling, ScopeType};
+
+use super::cell::{Acc, Cell, Data};
+use crate::data::metrics::MetricInfo;
+
+pub const FORMAT_VERSION: u8 = 1;
+
+/// A cursor over stored bytes; every read checks the length.
+pub struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(bytes: &'a [u8]) -> Reader<'a> {
+        Reader { bytes }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.bytes.len() < n {
+            return Err(format!("cut short: {n} bytes wanted, {} left", self.bytes.len()));
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    pub fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    pub fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+
+    pub fn i32(&mut self) -> Result<i32, String> {
+        Ok(i32::from_be_bytes(self.array()?))
+    }
+
+    pub fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_be_bytes(self.array()?))
+    }
+
+    pub fn i64(&mut self) -> Result<i64, String> {
+        Ok(i64::from_be_bytes(self.array()?))
+    }
+
+    pub fn string(&mut self) -> Result<String, String> {
+        let len = self.u32()? as usize;
+        let bytes = self.take(len)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| "a string is not UTF-8".to_string())
+    }
+
+    /// A count of items of at least `item_size` bytes each: refused when the bytes left cannot
+    /// hold them, so a corrupt count never makes a huge allocation.
+    fn count(&mut self, item_size: usize) -> Result<usize, String> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(item_size) > self.bytes.len() {
+            return Err(format!("count {n} exceeds the {} bytes left", self.bytes.len()));
+        }
+        Ok(n)
+    }
+
+    pub fn finish(&self) -> Result<(), String> {
+        if self.bytes.is_empty() { Ok(()) } else { Err(format!("{} trailing bytes", self.bytes.len())) }
+    }
+}
+
+pub fn scope_code(scope: ScopeType) -> u8 {
+    match scope {
+        ScopeType::Service => 0,
+        ScopeType::ServiceInstance => 1,
+        ScopeType::Endpoint => 2,
+        ScopeType::Process => 3,
+        ScopeType::ServiceRelation => 4,
+        ScopeType::ServiceInstanceRelation => 5,
+        ScopeType::ProcessRelation => 6,
+    }
+}
+
+pub fn scope_from(code: u8) -> Result<ScopeType, String> {
+    Ok(match code {
+        0 => ScopeType::Service,
+        1 => ScopeType::ServiceInstance,
+        2 => ScopeType::Endpoint,
+        3 => ScopeType::Process,
+        4 => ScopeType::ServiceRelation,
+        5 => ScopeType::ServiceInstanceRelation,
+        6 => ScopeType::ProcessRelation,
+        other => return Err(format!("unknown scope code {other}")),
+    })
+}
+
+fn function_code(function: Downsampling) -> u8 {
+    match function {
+        Downsampling::Avg => 0,
+        Downsampling::Sum => 1,
+        Downsampling::Latest => 2,
+        Downsampling::SumPerMin => 3,
+        Downsampling::Max => 4,
+        Downsampling::Min => 5,
+    }
+}
+
+fn function_from(code: u8) -> Result<Downsampling, String> {
+    Ok(match code {
+        0 => Downsampling::Avg,
+        1 => Downsampling::Sum,
+        2 => Downsampling::Latest,
+        3 => Downsampling::SumPerMin,
+        4 => Downsampling::Max,
+        5 => Downsampling::Min,
+        other => return Err(format!("unknown function code {other}")),
+    })
+}
+
+fn data_type_code(data_type: DataType) -> u8 {
+    match data_type {
+        DataType::Single => 0,
+        DataType::Labeled => 1,
+        DataType::Histogram => 2,
+        DataType::HistogramPercentile => 3,
+    }
+}
+
+fn data_type_from(code: u8) -> Result<DataType, String> {
+    Ok(match code {
+        0 => DataType::Single,
+        1 => DataType::Labeled,
+        2 => DataType::Histogram,
+        3 => DataType::HistogramPercentile,
+        other => return Err(format!("unknown data type code {other}")),
+    })
+}
+
+fn put_acc(out: &mut Vec<u8>, acc: &Acc) {
+    out.extend_from_slice(&acc.value.to_be_bytes());
+    out.extend_from_slice(&acc.count.to_be_bytes());
+}
+
+fn read_acc(reader: &mut Reader<'_>) -> Result<Acc, String> {
+    Ok(Acc { value: reader.i64()?, count: reader.i64()? })
+}
+
+fn put_len(out: &mut Vec<u8>, len: usize) {
+    out.extend_from_slice(&(len.min(u32::MAX as usize) as u32).to_be_bytes());
+}
+
+pub fn encode_cell(cell: &Cell) -> Vec<u8> {
+    let mut out = vec![FORMAT_VERSION, function_code(cell.function)];
+    match &cell.data {
+        Data::Single(acc) => {
+            out.push(0);
+            put_acc(&mut out, acc);
+        }
+        Data::Labeled(map) => {
+            out.push(1);
+            put_len(&mut out, map.len());
+            for (key, acc) in map {
+                put_len(&mut out, key.len());
+                out.extend_from_slice(key.as_bytes());
+                put_acc(&mut out, acc);
+            }
+        }
+        Data::Histogram { buckets, percentiles } => {
+            out.push(2);
+            put_len(&mut out, percentiles.len());
+            for rank in percentiles {
+                out.extend_from_slice(&rank.to_be_bytes());
+            }
+            put_len(&mut out, buckets.len());
+            for (bound, acc) in buckets {
+                out.extend_from_slice(&bound.to_be_bytes());
+                put_acc(&mut out, acc);
+            }
+        }
+    }
+    out
+}
+
+pub fn decode_cell(bytes: &[u8]) -> Result<Cell, String> {
+    let mut reader = Reader::new(bytes);
+    check_version(reader.u8()?)?;
+    let function = function_from(reader.u8()?)?;
+    let data = match reader.u8()? {
+        0 => Data::Single(read_acc(&mut reader)?),
+        1 => {
+            let n = reader.count(20)?;
+            let mut map = BTreeMap::new();
+            for _ in 0..n {
+                let key = reader.string()?;
+                map.insert(key, read_acc(&mut reader)?);
+            }
+            Data::Labeled(map)
+        }
+        2 => {
+            let ranks = reader.count(4)?;
+            let mut percentiles = Vec::with_capacity(ranks);
+            for _ in 0..ranks {
+                percentiles.push(reader.u32()?);
+            }
+            let n = reader.count(24)?;
+            let mut buckets = BTreeMap::new();
+            for _ in 0..n {
+                let bound = reader.i64()?;
+                buckets.insert(bound, read_acc(&mut reader)?);
+            }
+            Data::Histogram { buckets, percentiles }
+        }
+        other => return Err(format!("unknown cell kind {other}")),
+    };
+    reader.finish()?;
+    Ok(Cell { function, data })
+}
+
+pub fn encode_info(info: &MetricInfo) -> Vec<u8> {
+    vec![FORMAT_VERSION, scope_code(info.scope), data_type_code(info.data_type), function_code(info.downsampling)]
+}
+
+pub fn decode_info(name: &str, bytes: &[u8]) -> Result<MetricInfo, String> {
+    let mut reader = Reader::new(bytes);
+    check_version(reader.u8()?)?;
+    let info = MetricInfo {
+        name: name.to_string(),
+        scope: scope_from(reader.u8()?)?,
+        data_type: data_type_from(reader.u8()?)?,
+        downsampling: function_from(reader.u8()?)?,
+    };
+    reader.finish()?;
+    Ok(info)
+}
+
+fn check_version(version: u8) -> Result<(), String> {
+    if version == FORMAT_VERSION { Ok(()) } else { Err(format!("format version {version}, this build reads {FORMAT_VERSION}")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_round_trip_and_garbage_is_an_error() {
+        let cells = [
+            Cell { function: Downsampling::Avg, data: Data::Single(Acc { value: -5, count: 3 }) },
+            Cell {
+                function: Downsampling::Max,
+                data: Data::Labeled(BTreeMap::from([("a=1".to_string(), Acc::of(4)), (String::new(), Acc::of(-1))])),
+            },
+            Cell {
+                function: Downsampling::Sum,
+                data: Data::Histogram { buckets: BTreeMap::from([(i64::MIN, Acc::of(1)), (100, Acc::of(2))]), percentiles: vec![50, 99] },
+            },
+        ];
+        for cell in &cells {
+            let bytes = encode_cell(cell);
+            assert_eq!(&decode_cell(&bytes).expect("decode"), cell);
+            for cut in 0..bytes.len() {
+                assert!(decode_cell(&bytes[..cut]).is_err(), "a value cut at {cut} must not decode");
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert!(decode_cell(&longer).is_err());
+        }
+        assert!(decode_cell(&[9, 0, 0]).is_err(), "another format version");
+        // A huge count with nothing behind it is refused before allocating.
+        assert!(decode_cell(&[FORMAT_VERSION, 0, 1, 0xff, 0xff, 0xff, 0xff]).is_err());
+    }
+
+    #[test]
+    fn index_records_round_trip() {
+        let info = MetricInfo {
+            name: "meter_x".into(),
+            scope: ScopeType::Endpoint,
+            data_type: DataType::HistogramPercentile,
+            downsampling: Downsampling::SumPerMin,
+        };
+        assert_eq!(decode_info("meter_x", &encode_info(&info)).expect("decode"), info);
+        assert!(decode_info("meter_x", &[FORMAT_VERSION, 9, 0, 0]).is_err());
+    }
+}

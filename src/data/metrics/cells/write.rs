@@ -1,0 +1,254 @@
+//! The write path: prepare on the caller's thread, then a group commit by one writer at a time.
+//!
+//! A caller turns its values into deltas and cell keys (no lock held), queues them, and takes
+//! the writer lock. If a writer before it already wrote its values, it returns that outcome;
+//! otherwise it writes everything queued as one group: shape check against the index, one
+//! batched read of the touched cells, combine (stored first, then the deltas in arrival order),
+//! one synced batch. The writer lock makes each cell's read-modify-write exclusive; the queue
+//! lets one fsync acknowledge every caller that arrived while the previous group was syncing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use super::cell::Cell;
+use super::{MetricStore, codec, corrupt, keys, lock, read_lock, write_lock};
+use crate::data::metrics::{Granularity, MetricInfo, MetricStoreError, MetricValue};
+use crate::store::kv::KvError;
+use crate::store::series::SeriesOp;
+use crate::base::self_metrics::labels;
+
+/// One value, ready to merge.
+struct Prepared {
+    info: MetricInfo,
+    /// The keys of the cells it updates (those within retention), minute first.
+    cells: Vec<Vec<u8>>,
+    /// Whether the minute cell is among them (what `values_stored` counts).
+    minute: bool,
+    delta: Cell,
+}
+
+/// One caller's queued write and where its outcome goes.
+pub(super) struct Pending {
+    values: Vec<Prepared>,
+    outcome: Arc<Mutex<Option<Result<(), MetricStoreError>>>>,
+}
+
+impl MetricStore {
+    pub(super) fn write_values(&self, values: &[MetricValue]) -> Result<(), MetricStoreError> {
+        let prepared = self.prepare(values, (self.now_ms)());
+        if prepared.is_empty() {
+            return Ok(());
+        }
+        let outcome = Arc::new(Mutex::new(None));
+        lock(&self.queue).push(Pending { values: prepared, outcome: outcome.clone() });
+        let _writer = lock(&self.writer);
+        // Our values were queued before we held the writer lock, so either a writer before us
+        // took them (and left the outcome), or the group written now holds them.
+        loop {
+            if let Some(result) = lock(&outcome).take() {
+                return result;
+            }
+            self.write_queued_group();
+        }
+    }
+
+    /// Deltas and cell keys of `values`; values whose every cell is past retention are dropped
+    /// here (a minute cell past retention counts `values_rejected{reason="expired"}`).
+    fn prepare(&self, values: &[MetricValue], now_ms: i64) -> Vec<Prepared> {
+        let cutoffs = Granularity::ALL.map(|g| keys::bucket_of(g, now_ms.saturating_sub(self.retention.millis(g))));
+        let mut out = Vec::with_capacity(values.len());
+        let mut expired = 0;
+        for value in values {
+            let (delta, group) = Cell::from_value(&value.value, value.downsampling);
+            let suffix = keys::cell_suffix(&value.entity, &group);
+            let mut cells = Vec::with_capacity(3);
+            let mut minute = false;
+            for (granularity, cutoff) in Granularity::ALL.into_iter().zip(cutoffs) {
+                let bucket = granularity.from_minute_bucket(value.time_bucket);
+                if bucket < cutoff {
+                    if granularity == Granularity::Minute {
+                        expired += 1;
+                    }
+                    continue;
+                }
+                minute |= granularity == Granularity::Minute;
+                cells.push(keys::cell_key_with(&value.metric, granularity, bucket, &suffix));
+            }
+            if cells.is_empty() {
+                continue;
+            }
+            let info = MetricInfo {
+                name: value.metric.clone(),
+                scope: value.entity.scope,
+                data_type: value.data_type,
+                downsampling: value.downsampling,
+            };
+            out.push(Prepared { info, cells, minute, delta });
+        }
+        if expired > 0 {
+            self.telemetry.values_rejected.get_or_create(&labels([("reason", "expired")])).inc_by(expired);
+        }
+        out
+    }
+
+    /// Writes every queued write as one group and leaves each caller its outcome. The caller
+    /// holds the writer lock.
+    pub(super) fn write_queued_group(&self) {
+        let group = std::mem::take(&mut *lock(&self.queue));
+        if group.is_empty() {
+            return;
+        }
+        let results = self.commit_group(&group);
+        for (pending, result) in group.iter().zip(results) {
+            *lock(&pending.outcome) = Some(result);
+        }
+    }
+
+    fn commit_group(&self, group: &[Pending]) -> Vec<Result<(), MetricStoreError>> {
+        // 1. Shapes: a value must match its metric's indexed shape (or the first value of a
+        //    metric new in this group).
+        let mut new_metrics: BTreeMap<String, MetricInfo> = BTreeMap::new();
+        let mut accepted: Vec<Vec<&Prepared>> = Vec::with_capacity(group.len());
+        let mut mismatched = 0;
+        {
+            let index = read_lock(&self.index);
+            for pending in group {
+                let mut keep = Vec::with_capacity(pending.values.len());
+                for value in &pending.values {
+                    let name = &value.info.name;
+                    match index.get(name).or_else(|| new_metrics.get(name)) {
+                        Some(known) if *known == value.info => keep.push(value),
+                        Some(_) => mismatched += 1,
+                        None => {
+                            new_metrics.insert(name.clone(), value.info.clone());
+                            keep.push(value);
+                        }
+                    }
+                }
+                accepted.push(keep);
+            }
+        }
+        if mismatched > 0 {
+            self.telemetry.values_rejected.get_or_create(&labels([("reason", "shape_mismatch")])).inc_by(mismatched);
+        }
+
+        // 2. One batched read of every touched cell.
+        let touched: BTreeSet<&[u8]> = accepted.iter().flatten().flat_map(|v| v.cells.iter().map(Vec::as_slice)).collect();
+        let touched: Vec<Vec<u8>> = touched.into_iter().map(<[u8]>::to_vec).collect();
+        let stored = match self.kv.get_many(&touched) {
+            Ok(stored) => stored,
+            Err(e) => return group.iter().map(|_| Err(MetricStoreError::Kv(copy_kv_error(&e)))).collect(),
+        };
+        let mut working: BTreeMap<&[u8], Cell> = BTreeMap::new();
+        let mut unreadable: BTreeMap<&[u8], String> = BTreeMap::new();
+        for (key, value) in touched.iter().zip(stored) {
+            if let Some(bytes) = value {
+                match codec::decode_cell(&bytes) {
+                    Ok(cell) => {
+                        working.insert(key.as_slice(), cell);
+                    }
+                    Err(detail) => {
+                        unreadable.insert(key.as_slice(), detail);
+                    }
+                }
+            }
+        }
+
+        // 3. A caller whose values touch an unreadable cell, or a stored cell of another value
+        //    type, gets `Corrupt` and none of its values is written.
+        let mut results: Vec<Result<(), MetricStoreError>> = Vec::with_capacity(group.len());
+        for values in &accepted {
+            results.push(check_cells(values, &working, &unreadable));
+        }
+
+        // 4. Combine, in arrival order.
+        let mut stored_per_metric: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut used_new: BTreeSet<&str> = BTreeSet::new();
+        for (values, result) in accepted.iter().zip(&results) {
+            if result.is_err() {
+                continue;
+            }
+            for value in values {
+                for key in &value.cells {
+                    match working.get_mut(key.as_slice()) {
+                        Some(cell) => {
+                            // Checked above against stored cells; deltas of one metric share
+                            // its indexed data type.
+                            if let Err(e) = cell.combine(&value.delta) {
+                                tracing::warn!(metric = %value.info.name, error = %e, "value skipped for one cell");
+                            }
+                        }
+                        None => {
+                            working.insert(key.as_slice(), value.delta.clone());
+                        }
+                    }
+                }
+                if value.minute {
+                    *stored_per_metric.entry(value.info.name.as_str()).or_default() += 1;
+                }
+                if new_metrics.contains_key(&value.info.name) {
+                    used_new.insert(value.info.name.as_str());
+                }
+            }
+        }
+
+        // 5. One synced batch: changed cells and new index records.
+        let mut ops: Vec<SeriesOp> = Vec::with_capacity(working.len() + used_new.len());
+        let written: BTreeSet<&[u8]> = accepted
+            .iter()
+            .zip(&results)
+            .filter(|(_, result)| result.is_ok())
+            .flat_map(|(values, _)| values.iter().flat_map(|v| v.cells.iter().map(Vec::as_slice)))
+            .collect();
+        for (key, cell) in &working {
+            if written.contains(key) {
+                ops.push(SeriesOp::Put { key: key.to_vec(), value: codec::encode_cell(cell) });
+            }
+        }
+        for name in &used_new {
+            if let Some(info) = new_metrics.get(*name) {
+                ops.push(SeriesOp::Put { key: keys::index_key(name), value: codec::encode_info(info) });
+            }
+        }
+        if ops.is_empty() {
+            return results;
+        }
+        if let Err(e) = self.kv.write(&ops, true) {
+            return group.iter().map(|_| Err(MetricStoreError::Kv(copy_kv_error(&e)))).collect();
+        }
+        let mut index = write_lock(&self.index);
+        for name in used_new {
+            if let Some(info) = new_metrics.remove(name) {
+                index.insert(name.to_string(), info);
+            }
+        }
+        drop(index);
+        for (metric, count) in stored_per_metric {
+            self.telemetry.values_stored.get_or_create(&labels([("metric", metric)])).inc_by(count);
+        }
+        results
+    }
+}
+
+fn check_cells(values: &[&Prepared], working: &BTreeMap<&[u8], Cell>, unreadable: &BTreeMap<&[u8], String>) -> Result<(), MetricStoreError> {
+    for value in values {
+        for key in &value.cells {
+            if let Some(detail) = unreadable.get(key.as_slice()) {
+                return Err(corrupt(key, detail.clone()));
+            }
+            if let Some(stored) = working.get(key.as_slice()) {
+                stored.check_combine(&value.delta).map_err(|e| corrupt(key, e.to_string()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The same failure for another caller of the group (`KvError` is not `Clone`).
+fn copy_kv_error(error: &KvError) -> KvError {
+    match error {
+        KvError::Read { kind, detail } => KvError::Read { kind: *kind, detail: detail.clone() },
+        KvError::Write { kind, detail } => KvError::Write { kind: *kind, detail: detail.clone() },
+        KvError::Open { kind, detail } => KvError::Open { kind: *kind, detail: detail.clone() },
+    }
+}
