@@ -2,6 +2,7 @@
 //! the node's own metrics. Nothing here imports anything above it.
 
 pub mod clock;
+pub mod duration;
 pub mod ids;
 pub mod listen;
 pub mod self_metrics;

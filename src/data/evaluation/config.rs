@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::model::DurationSetting;
+use crate::base::duration::DurationSetting;
 
 fn default_queue_batches() -> usize {
     1024

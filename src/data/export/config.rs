@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::http::{HeaderName, HeaderValue, Uri};
 use serde::{Deserialize, Serialize};
 
-use crate::config::DurationSetting;
+use crate::base::duration::DurationSetting;
 
 fn default_batch_size() -> usize {
     1000

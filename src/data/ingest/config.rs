@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::model::DurationSetting;
+use crate::base::duration::DurationSetting;
 use hotrule_mal_engine::LabelMap;
 
 fn default_max_body_bytes() -> usize {

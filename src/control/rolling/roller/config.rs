@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::model::DurationSetting;
+use crate::base::duration::DurationSetting;
 
 /// 5 s: a healthy step takes the health window (30 s by default) plus at most one tick.
 pub fn default_tick() -> Duration {

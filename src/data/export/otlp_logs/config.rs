@@ -7,7 +7,7 @@ use std::time::Duration;
 use axum::http::Uri;
 use serde::{Deserialize, Serialize};
 
-use crate::config::DurationSetting;
+use crate::base::duration::DurationSetting;
 use crate::data::export::config::{ExtraHeaders, Limits, RawRetry, RetrySettings, checked_headers, checked_limits, parse_url};
 
 fn default_batch_size() -> usize {

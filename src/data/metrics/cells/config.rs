@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::model::DurationSetting;
+use crate::base::duration::DurationSetting;
 use crate::data::metrics::Granularity;
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
