@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::{hotrule_cli, wait_until};
-use hotrule::api::agents::model::ConfigKind;
+use hotrule::control::agents::model::ConfigKind;
 use hotrule::api::agents::{DetailDelivery, LivenessPolicy};
-use hotrule::api::agents::proto;
+use hotrule::control::agents::proto;
 use hotrule::api::agents::sim::{AgentClient, REAL_AGENT_CAPABILITIES, SimAgent, SimAgentSpec};
 use hotrule::api::agents::state::ApplyStatus;
 use hotrule::cluster::bus::MemNetwork;

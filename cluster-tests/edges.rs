@@ -295,7 +295,7 @@ async fn healthz_answers_promptly_while_large_files_compile() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_flooding_its_free_text_is_stored_bounded() {
     use hotrule::api::agents::bounds::{MAX_FIELD_BYTES, MAX_RECORD_TEXT_BYTES, TRUNCATION_MARKER};
-    use hotrule::api::agents::proto;
+    use hotrule::control::agents::proto;
     use prost::Message;
 
     let node = harness::start_with_data_listener(NodeSettings::for_test()).await;

@@ -83,6 +83,12 @@ impl ConfigState {
     }
 }
 
+impl crate::api::admin::ConfigView for ConfigState {
+    fn view(&self) -> Value {
+        ConfigState::view(self)
+    }
+}
+
 /// Replaces secret leaves of a JSON tree with `[REDACTED]` (null stays null).
 fn redact_json(value: Value, prefix: &str) -> Value {
     match value {

@@ -3,6 +3,7 @@
 //! is stored with what runs, `runtime` holds the dispatch gates the data plane reads, and
 //! `rolling` carries a change one node at a time (pure decisions, the roller beside them).
 
+pub mod agents;
 pub mod bundled;
 pub mod compile_pool;
 pub mod outcome;

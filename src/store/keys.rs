@@ -4,7 +4,7 @@
 //! - `measure/<metric name>`: a schema-registry measure;
 //! - `roll/<catalog>/<name>`: the roll record of a rule file being rolled out node by node
 //!   (issue 15); outside `rule/`, so not an entry: it replicates through its own messages and
-//!   its own part of the digest (`replication::rolls`);
+//!   its own part of the digest (`replication::rolling`);
 //! - `agent-state/<instance id>`: what this node remembers of an agent heartbeating it. Node-local:
 //!   outside `rule/`, so neither the digest nor the fetch of replication ever sees it.
 //!

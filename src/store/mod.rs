@@ -16,7 +16,7 @@ pub mod codec;
 mod committer;
 pub mod keys;
 pub mod kv;
-pub mod rolls;
+pub mod rolling;
 pub mod series;
 pub mod staged;
 
@@ -103,7 +103,7 @@ pub struct Change {
     pub purge_entries: Vec<RuleKey>,
     /// Roll records to put or remove in the same batch (a roll's start, step, or its final
     /// record next to the committed entry of a completion or force-commit; see `rolls`).
-    pub rolls: Vec<rolls::RollOp>,
+    pub rolls: Vec<rolling::RollOp>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -150,7 +150,7 @@ impl Store {
         purge_invalid_names(kv.as_ref())?;
         let entries = read_entries(kv.as_ref())?;
         let measures = read_measures(kv.as_ref())?;
-        let roll_hashes = rolls::read_roll_hashes(kv.as_ref())?;
+        let roll_hashes = rolling::read_roll_hashes(kv.as_ref())?;
         let opened = std::time::Instant::now();
         let staged = staged::read_all(kv.as_ref())?
             .into_iter()
@@ -215,7 +215,7 @@ impl Store {
         for key in &change.purge_entries {
             ops.push(KvOp::Delete { key: keys::rule_key(key) });
         }
-        ops.extend(change.rolls.iter().map(rolls::RollOp::kv_op));
+        ops.extend(change.rolls.iter().map(rolling::RollOp::kv_op));
         // An entry written replaces every staged record of its key up to its revision (the
         // commit of a prepare, or a later write): they go in the same batch.
         let unstaged = self.staged_up_to(&change.entries);
@@ -245,7 +245,7 @@ impl Store {
         drop(measures);
         let rolls_moved = !change.rolls.is_empty();
         if rolls_moved {
-            rolls::cache(&mut write_lock(&self.roll_hashes), &change.rolls);
+            rolling::cache(&mut write_lock(&self.roll_hashes), &change.rolls);
         }
         self.changes_tx.send_modify(|v| *v = v.wrapping_add(1));
         if rolls_moved {

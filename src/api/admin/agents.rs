@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use super::params::{Params, RawQuery};
 use super::writes::forward_if_not_main;
 use super::{AdminState, outcome_response};
-use crate::api::agents::manage::{AgentOp, config_catalog, parse_kind};
-use crate::api::agents::model::{AgentGroup, ConfigEntry, ConfigKind, ContentFormat, OnetimeCommand};
+use crate::control::agents::manage::{AgentOp, config_catalog, parse_kind};
+use crate::control::agents::model::{AgentGroup, ConfigEntry, ConfigKind, ContentFormat, OnetimeCommand};
 use crate::api::agents::snapshot::ConfigSnapshot;
 use crate::api::agents::state::{AgentRecord, ApplyStatus as AgentApplyStatus, ConfigStatusRecord};
 use crate::cluster::bus::messages::ForwardOp;
@@ -320,7 +320,7 @@ pub async fn config_status(
                 "failed"
             }
             (true, _) => "applying",
-            (false, Some(r)) if r.version != crate::api::agents::model::DELETE_VERSION => "removing",
+            (false, Some(r)) if r.version != crate::control::agents::model::DELETE_VERSION => "removing",
             (false, _) => continue,
         };
         by_state.entry(bucket).or_default().push(json!({
@@ -556,7 +556,7 @@ pub async fn show_agent(
             configs.push(json!({
                 "kind": kind,
                 "name": name,
-                "desiredVersion": want.unwrap_or(crate::api::agents::model::DELETE_VERSION),
+                "desiredVersion": want.unwrap_or(crate::control::agents::model::DELETE_VERSION),
                 "reportedVersion": got.map(|c| c.version),
                 "status": got.map(|c| c.status),
                 "message": got.map_or("", |c| c.message.as_str()),

@@ -57,7 +57,7 @@ pub struct AdminState {
     pub ready: AtomicBool,
     /// The node's background workers; a dead one makes the node not ready.
     pub workers: Arc<crate::base::worker::WorkerHealth>,
-    pub config: Arc<crate::config::ConfigState>,
+    pub config: Arc<dyn ConfigView>,
     /// Present when the node runs in a cluster.
     pub cluster: Option<Arc<crate::cluster::replication::Cluster>>,
     /// The agent config server of this node (agents it holds, desired state it serves).
@@ -71,6 +71,12 @@ pub struct AdminState {
     pub dispatcher: Arc<crate::data::evaluation::Dispatcher>,
     /// Metric queries: this node's metric store and the cluster fan-out.
     pub query: Arc<crate::api::query::QueryService>,
+}
+
+/// What `GET /config` shows: the node's effective configuration with secrets redacted. The
+/// config module implements it; the admin routes sit below config and read it through this.
+pub trait ConfigView: Send + Sync {
+    fn view(&self) -> serde_json::Value;
 }
 
 impl AdminState {

@@ -22,7 +22,7 @@ use crate::base::ids::RuleKey;
 use crate::control::rolling::view::RollView;
 use crate::control::rolling::{HealthChecks, HealthSettings, RollRecord, codec};
 use crate::control::outcome::{ApplyStatus, Outcome};
-use crate::store::rolls::StoredRoll;
+use crate::store::rolling::StoredRoll;
 use crate::control::workflow::{RollStart, Workflow};
 
 pub async fn rolling(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Response {

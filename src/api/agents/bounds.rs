@@ -18,7 +18,7 @@
 
 use std::collections::BTreeSet;
 
-use super::model::MAX_NAME_LEN;
+use crate::control::agents::model::MAX_NAME_LEN;
 use super::state::{AgentRecord, ConfigStatusRecord};
 
 /// Longest stored free-text field (and extras key), in bytes.
@@ -132,7 +132,7 @@ fn cut_to(text: &mut String, max: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::agents::model::{AgentTag, InstanceId};
+    use crate::control::agents::model::{AgentTag, InstanceId};
     use crate::api::agents::state::ApplyStatus;
 
     fn record() -> AgentRecord {

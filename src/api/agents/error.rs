@@ -10,8 +10,8 @@
 
 use axum::http::StatusCode;
 
-use super::model::ModelError;
-use super::proto;
+use crate::control::agents::model::ModelError;
+use crate::control::agents::proto;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {

@@ -31,7 +31,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use prost::Message;
 
 use super::error::{ProtocolError, fetch_error, heartbeat_error, report_error};
-use super::proto;
+use crate::control::agents::proto;
 use super::service::AgentService;
 
 /// The optional agent token header. The 3.x agent sends no headers of its own, so a token only

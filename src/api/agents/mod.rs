@@ -20,15 +20,10 @@
 //! The behaviour rules, and why each is as it is, are in `protocol`'s docs.
 
 pub mod bounds;
-pub mod detail;
 pub mod error;
 pub mod http;
 pub mod liveness;
 pub mod maintenance;
-pub mod manage;
-pub mod matching;
-pub mod model;
-pub mod proto;
 pub mod protocol;
 pub mod registry;
 pub mod service;
@@ -43,7 +38,7 @@ mod tests;
 
 pub use http::{AGENT_TOKEN_HEADER, router};
 pub use liveness::{Liveness, LivenessPolicy};
-pub use model::{
+pub use crate::control::agents::model::{
     AgentGroup, ConfigEntry, ConfigKind, ContentFormat, GroupSelector, OnetimeCommand, TagMatch,
 };
 pub use protocol::DetailDelivery;
@@ -54,4 +49,4 @@ pub use snapshot::ConfigSnapshot;
 pub use source::{AgentConfigSource, MemConfigSource};
 pub use state::{AgentRecord, AgentStateStore, MemAgentStateStore};
 pub use store_source::{StoreAgentState, StoreConfigSource};
-pub use manage::AgentOp;
+pub use crate::control::agents::manage::AgentOp;

@@ -32,8 +32,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::error::{ProtocolError, ok_common_response};
-use super::model::{ConfigKind, DELETE_VERSION, InstanceId};
-use super::proto;
+use crate::control::agents::model::{ConfigKind, DELETE_VERSION, InstanceId};
+use crate::control::agents::proto;
 use super::snapshot::{ConfigSnapshot, DeliverableConfig, DesiredState};
 use super::state::{AgentRecord, AttributesRecord, ConfigStatusRecord};
 
@@ -163,7 +163,7 @@ pub fn merge_heartbeat(
             record.tags = request
                 .tags
                 .iter()
-                .map(|t| super::model::AgentTag {
+                .map(|t| crate::control::agents::model::AgentTag {
                     name: t.name.clone(),
                     value: t.value.clone(),
                 })
@@ -444,7 +444,7 @@ pub fn plan_fetch(
                 Some(known) => known.desired.commands.get(&info.name).map(Arc::as_ref),
                 None => snapshot
                     .command(&info.name)
-                    .filter(|c| !super::model::expired(c.expire_time_s, now_ms)),
+                    .filter(|c| !crate::control::agents::model::expired(c.expire_time_s, now_ms)),
             })
             .map(command_detail)
             .collect()

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use super::liveness::{Liveness, LivenessPolicy};
-use super::model::InstanceId;
+use crate::control::agents::model::InstanceId;
 use super::state::{AgentRecord, AgentStateBatch, AgentStateStore, AgentStoreError};
 
 /// Default cap on agents held in memory by one node.

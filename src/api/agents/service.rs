@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::error::{ProtocolError, ok_common_response};
 use super::liveness::{Liveness, LivenessPolicy};
-use super::proto;
+use crate::control::agents::proto;
 use super::protocol::{
     DetailDelivery, KnownAgent, check_fetch, check_report, decide_heartbeat, merge_report,
     plan_fetch, plan_holding_fetch,
@@ -193,7 +193,7 @@ impl AgentService {
         request: &proto::HeartbeatRequest,
     ) -> Result<proto::HeartbeatResponse, ProtocolError> {
         let now_ms = self.now_ms();
-        let instance_id = super::model::InstanceId::from_wire(&request.instance_id)?;
+        let instance_id = crate::control::agents::model::InstanceId::from_wire(&request.instance_id)?;
         // Read, decide, write back without holding a lock across the decision: an agent sends one
         // heartbeat at a time, so two concurrent heartbeats of one instance do not happen in
         // practice, and if they did the later write would simply win.

@@ -27,8 +27,8 @@ use rand::Rng;
 pub use bench::{AgentBenchReport, AgentBenchSettings, run_agents};
 pub use client::{AgentClient, RawReply, SimError};
 
-use super::model::{ConfigKind, DELETE_VERSION};
-use super::proto;
+use crate::control::agents::model::{ConfigKind, DELETE_VERSION};
+use crate::control::agents::proto;
 use super::state::ApplyStatus;
 
 /// The agent type the 3.x agent reports.
@@ -226,7 +226,7 @@ impl SimAgent {
             onetime_pipeline_configs: self
                 .onetime
                 .iter()
-                .filter(|(_, c)| !super::model::expired(c.expire_time_s, now_ms))
+                .filter(|(_, c)| !crate::control::agents::model::expired(c.expire_time_s, now_ms))
                 .map(|(name, c)| proto::ConfigInfo {
                     name: name.clone(),
                     version: 1,
@@ -284,7 +284,7 @@ impl SimAgent {
         let mut received = 0;
         for command in commands
             .iter()
-            .filter(|c| !super::model::expired(c.expire_time, now_ms))
+            .filter(|c| !crate::control::agents::model::expired(c.expire_time, now_ms))
         {
             let status = if valid_detail(&command.detail) {
                 ApplyStatus::Applied

@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::detail::to_json_detail;
-use super::matching::AgentIdentity;
-use super::model::{AgentGroup, ConfigEntry, ConfigKind, OnetimeCommand};
+use crate::control::agents::detail::to_json_detail;
+use crate::control::agents::matching::AgentIdentity;
+use crate::control::agents::model::{AgentGroup, ConfigEntry, ConfigKind, OnetimeCommand};
 
 /// A config ready to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -225,7 +225,7 @@ impl ConfigSnapshot {
                 .values()
                 .filter(|c| {
                     member_of.contains(c.group.as_str())
-                        && !super::model::expired(c.expire_time_s, now_ms)
+                        && !crate::control::agents::model::expired(c.expire_time_s, now_ms)
                 })
                 .map(|c| (c.name.clone(), Arc::clone(c)))
                 .collect(),

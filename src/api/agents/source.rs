@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::detail::{DetailError, to_json_detail};
-use super::model::{
+use crate::control::agents::detail::{DetailError, to_json_detail};
+use crate::control::agents::model::{
     AgentGroup, ConfigEntry, ConfigKind, ContentFormat, DEFAULT_GROUP, ModelError, OnetimeCommand,
     validate_name,
 };

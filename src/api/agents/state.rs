@@ -11,9 +11,9 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::matching::{AgentIdentity, parse_agent_ip};
-use super::model::{AgentTag, InstanceId};
-use super::proto;
+use crate::control::agents::matching::{AgentIdentity, parse_agent_ip};
+use crate::control::agents::model::{AgentTag, InstanceId};
+use crate::control::agents::proto;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentStoreError {

@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::manage::decode_objects;
+use crate::control::agents::manage::decode_objects;
 use super::snapshot::ConfigSnapshot;
 use super::source::{AgentConfigSource, SourceError};
 use super::state::{AgentRecord, AgentStateBatch, AgentStateStore, AgentStoreError};
@@ -134,15 +134,15 @@ impl AgentStateStore for StoreAgentState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::agents::manage::AgentOp;
-    use crate::api::agents::model::{ConfigKind, ContentFormat, InstanceId};
+    use crate::control::agents::manage::AgentOp;
+    use crate::control::agents::model::{ConfigKind, ContentFormat, InstanceId};
     use crate::base::ids::{ContentHash, NodeId, Revision};
     use crate::store::kv::MemKv;
     use crate::store::{Change, EntryStatus};
 
     fn entry(op: &AgentOp, version: i64, prior: Option<&[u8]>) -> RuleEntry {
         let content = match op.edit(prior, version, |_| true).expect("edit") {
-            crate::api::agents::manage::Edit::Put { content, .. } => content,
+            crate::control::agents::manage::Edit::Put { content, .. } => content,
             other => panic!("{other:?}"),
         };
         RuleEntry {

@@ -56,7 +56,7 @@ pub enum ForwardOp {
         revert_to_bundled: bool,
     },
     /// A management operation on the agents' desired state: `op` is an
-    /// [`AgentOp`](crate::api::agents::AgentOp) as JSON, `key` the object it writes.
+    /// [`AgentOp`](crate::control::agents::manage::AgentOp) as JSON, `key` the object it writes.
     Agent {
         key: RuleKey,
         op: Vec<u8>,

@@ -28,7 +28,7 @@ pub mod keys;
 pub mod liveness;
 pub mod main_select;
 pub mod membership;
-pub mod roll_health;
+pub mod rolling;
 pub mod sealed;
 pub mod secure_udp;
 pub mod view;
@@ -44,7 +44,7 @@ pub use keys::{Fact, MAX_FACT_VALUE_BYTES, digest_of};
 pub use main_select::{BusFailure, Liveness, LivenessEvidence, dedup_generations, judge_liveness, select_main};
 pub use membership::{GossipNetwork, GossipTransport, Membership, MembershipSettings};
 pub use sealed::GossipCounterSnapshot;
-pub use roll_health::{MAX_ROLL_REPORT_BYTES, RollHealth};
+pub use rolling::{MAX_ROLL_REPORT_BYTES, RollHealth};
 pub use view::{ClusterView, Member};
 
 /// Why a membership operation failed.

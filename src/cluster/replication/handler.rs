@@ -212,13 +212,13 @@ impl BusHandler for NodeBusHandler {
                 }
                 BusRequest::RollNotice { record, .. } => {
                     // A stored record wakes this node's scan through the store (`subscribe_rolls`).
-                    match super::rolls::receive_notice(&self.notices.workflow, &record).await {
+                    match super::rolling::receive_notice(&self.notices.workflow, &record).await {
                         Ok(_) => BusResponse::Ack,
                         Err(message) => BusResponse::Error { message },
                     }
                 }
-                BusRequest::RollDigest => super::rolls::roll_digest(&self.store).await,
-                BusRequest::FetchRolls { keys } => super::rolls::fetch_rolls(&self.store, keys).await,
+                BusRequest::RollDigest => super::rolling::roll_digest(&self.store).await,
+                BusRequest::FetchRolls { keys } => super::rolling::fetch_rolls(&self.store, keys).await,
                 BusRequest::Prepare { entry, sender } => self.stage(entry, sender).await,
                 BusRequest::Replicate { sender, .. } if sender == me => {
                     BusResponse::Error { message: format!("self-loop from {sender} dropped") }

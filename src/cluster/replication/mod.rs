@@ -18,7 +18,7 @@ pub mod notices;
 pub mod outbox;
 pub mod peers;
 pub mod pulls;
-pub mod rolls;
+pub mod rolling;
 pub mod staging;
 pub mod sync;
 

@@ -202,7 +202,7 @@ impl Syncer {
                 }
             }
             // Roll records ride the periodic and membership syncs only (`rolls`).
-            match super::rolls::pull_newer_rolls(&self.cluster, &self.workflow, &source).await {
+            match super::rolling::pull_newer_rolls(&self.cluster, &self.workflow, &source).await {
                 Ok(n) => applied += n,
                 Err(e) => tracing::debug!(from = %source.node_id, error = %e, "roll record sync skipped"),
             }
@@ -257,7 +257,7 @@ impl Syncer {
     }
 
     fn digest(&self) -> String {
-        super::rolls::digest(&summaries(&self.store), &self.store.roll_hashes())
+        super::rolling::digest(&summaries(&self.store), &self.store.roll_hashes())
     }
 }
 

@@ -7,7 +7,7 @@ use crate::base::ids::{NodeId, Revision, RuleKey};
 use crate::control::rolling::{Assignment, RollContent, codec, content_for};
 use crate::control::rules::classify::{self, ChangeKind};
 use crate::control::runtime::LoadedRule;
-use crate::store::rolls::StoredRoll;
+use crate::store::rolling::StoredRoll;
 
 /// The rolling content a roll assigns this node, with what the local apply needs.
 #[derive(Debug, Clone, PartialEq, Eq)]

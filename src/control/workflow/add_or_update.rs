@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::rolls::RollStart;
+use super::rolling::RollStart;
 use super::timing::PhaseTimer;
 use super::{AddOrUpdate, Phase, Workflow, compile_new_off_thread, compile_off_thread, faults, loaded_rule};
 use crate::compiler::Compiled;
@@ -49,7 +49,7 @@ impl Workflow {
     }
 
     /// A normal write (`rollout` none), or the start of a roll: the same checks, then the roll
-    /// record instead of the entry (`super::rolls`), returned with the answer.
+    /// record instead of the entry (`super::rolling`), returned with the answer.
     pub(super) async fn write(&self, request: AddOrUpdate, rollout: Option<RollStart>) -> (Outcome, Option<RollRecord>) {
         let mut started = None;
         let outcome = self.write_checked(request, rollout, &mut started).await;

@@ -9,8 +9,8 @@
 //! clock orders after the tombstone.
 
 use super::Workflow;
-use crate::api::agents::manage::{AgentObjectKey, AgentObjectKind, AgentOp, Edit, ManageError};
-use crate::api::agents::model::DEFAULT_GROUP;
+use crate::control::agents::manage::{AgentObjectKey, AgentObjectKind, AgentOp, Edit, ManageError};
+use crate::control::agents::model::DEFAULT_GROUP;
 use crate::base::clock::now_ms;
 use crate::base::ids::{ContentHash, Revision};
 use crate::control::outcome::{ApplyStatus, Outcome};

@@ -22,7 +22,7 @@ mod layers;
 pub mod peers;
 mod purge;
 mod remove;
-pub mod rolls;
+pub mod rolling;
 pub mod timing;
 
 use std::collections::BTreeMap;
@@ -47,7 +47,7 @@ pub use apply_phase::{Phase, StatusAnswer, StatusQuery};
 use crate::control::compile_pool::{compile_new_off_thread, compile_off_thread};
 use crate::control::runtime::loaded_rule;
 pub use peers::{CommitOutcome, NoPeers, Peers, PersistFuture, SuspendVote};
-pub use rolls::{RollError, RollStart};
+pub use rolling::{RollError, RollStart};
 
 use apply_phase::{ApplyLog, Durable};
 use error::{PersistError, ReplicatedError};

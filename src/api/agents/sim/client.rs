@@ -14,7 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use prost::Message;
 
 use crate::api::agents::http::AGENT_TOKEN_HEADER;
-use crate::api::agents::proto;
+use crate::control::agents::proto;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SimError {

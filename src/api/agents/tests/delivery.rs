@@ -2,8 +2,8 @@
 //! pure decision functions (no IO, fixed time).
 
 use crate::api::agents::error::{ErrorCode, ProtocolError, fetch_error, heartbeat_error, report_error};
-use crate::api::agents::model::{ConfigKind, ModelError};
-use crate::api::agents::proto::{self, ConfigStatus};
+use crate::control::agents::model::{ConfigKind, ModelError};
+use crate::control::agents::proto::{self, ConfigStatus};
 use crate::api::agents::protocol::{DetailDelivery, KnownAgent, merge_heartbeat, plan_fetch};
 use crate::api::agents::state::ApplyStatus;
 
@@ -139,7 +139,7 @@ fn fetch_serves_details_and_deletions() {
 #[test]
 fn yaml_content_is_delivered_as_json() {
     let mut entry = config(ConfigKind::Pipeline, "yaml", 2, &["prod"]);
-    entry.format = crate::api::agents::model::ContentFormat::Yaml;
+    entry.format = crate::control::agents::model::ContentFormat::Yaml;
     entry.content = "enable: true\ninputs:\n  - Type: input_file\n    FilePaths: [/var/log/*.log]\n    MaxDirSearchDepth: 2\nflushers:\n  - Type: flusher_stdout\n".to_string();
     let (_, response) = decide(
         &agent_heartbeat("a", 0, 3),

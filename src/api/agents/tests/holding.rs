@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use crate::api::agents::model::{ConfigKind, ContentFormat};
-use crate::api::agents::proto::{self, ConfigStatus};
+use crate::control::agents::model::{ConfigKind, ContentFormat};
+use crate::control::agents::proto::{self, ConfigStatus};
 use crate::api::agents::protocol::{DetailDelivery, plan_fetch};
 use crate::api::agents::registry::AgentRegistry;
 use crate::api::agents::service::{AgentService, AgentServiceSettings};
@@ -41,7 +41,7 @@ fn a_node_not_yet_caught_up_records_agents_but_sends_them_nothing() {
     assert!(held_back.onetime_pipeline_config_updates.is_empty());
     assert_eq!(held_back.common_response.as_ref().map(|c| c.status), Some(0));
     assert_eq!(held_back.flags, proto::RESPONSE_REPORT_FULL_STATE, "an unknown agent is still asked for full state");
-    let recorded = registry.get(&crate::api::agents::model::InstanceId::from_wire(b"web-1").expect("id")).expect("recorded");
+    let recorded = registry.get(&crate::control::agents::model::InstanceId::from_wire(b"web-1").expect("id")).expect("recorded");
     assert_eq!(recorded.pipeline_configs.len(), 1, "the agent's state is kept while holding back");
 
     let fetch = proto::FetchConfigRequest {

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::api::agents::http::AGENT_TOKEN_HEADER;
-use crate::api::agents::proto;
+use crate::control::agents::proto;
 use crate::api::agents::service::{AgentServiceSettings, default_max_body_bytes};
 use crate::api::agents::sim::{AgentClient, RawReply};
 
@@ -247,7 +247,7 @@ async fn expect_100_continue_is_answered_before_the_body() {
     assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
     let answer = raw_exchange(&mut stream, &body).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    let id = crate::api::agents::model::InstanceId::from_wire(b"curl-like").expect("valid");
+    let id = crate::control::agents::model::InstanceId::from_wire(b"curl-like").expect("valid");
     assert!(server.service.registry().get(&id).is_some());
 }
 
@@ -332,7 +332,7 @@ async fn report_status_updates_a_known_agent_and_refuses_an_unknown_one() {
         .await
         .expect("accepted");
     assert_eq!(response.request_id, b"s1");
-    let id = crate::api::agents::model::InstanceId::from_wire(b"healthy").expect("valid");
+    let id = crate::control::agents::model::InstanceId::from_wire(b"healthy").expect("valid");
     let record = server.service.registry().get(&id).expect("held");
     assert_eq!(
         record.pipeline_configs[0].status,

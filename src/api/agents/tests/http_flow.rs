@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use crate::api::agents::model::{AgentGroup, ConfigKind, ContentFormat, InstanceId};
-use crate::api::agents::proto;
+use crate::control::agents::model::{AgentGroup, ConfigKind, ContentFormat, InstanceId};
+use crate::control::agents::proto;
 use crate::api::agents::protocol::DetailDelivery;
 use crate::api::agents::service::AgentServiceSettings;
 use crate::api::agents::sim::{

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use super::matching::ValuePattern;
-use super::model::{
+use crate::control::agents::matching::ValuePattern;
+use crate::control::agents::model::{
     AgentGroup, ConfigEntry, ConfigKind, ContentFormat, GroupSelector, OnetimeCommand, TagMatch,
 };
-use super::proto;
+use crate::control::agents::proto;
 use super::protocol::{DetailDelivery, decide_heartbeat};
 use super::registry::AgentRegistry;
 use super::service::{AgentService, AgentServiceSettings};

@@ -1,8 +1,8 @@
 //! One test per protocol behaviour rule (capabilities, sequence numbers, compression, versions), over
 //! the pure decision functions (no IO, fixed time).
 
-use crate::api::agents::model::ConfigKind;
-use crate::api::agents::proto::{self, ConfigStatus};
+use crate::control::agents::model::ConfigKind;
+use crate::control::agents::proto::{self, ConfigStatus};
 use crate::api::agents::protocol::{DetailDelivery, KnownAgent, SERVER_CAPABILITIES, plan_fetch};
 
 use super::{

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use crate::api::agents::detail::{DetailError, MAX_YAML_DEPTH, to_json_detail};
+use crate::control::agents::detail::{DetailError, MAX_YAML_DEPTH, to_json_detail};
 use crate::api::agents::liveness::{Liveness, LivenessPolicy};
-use crate::api::agents::matching::{AgentIdentity, IpCidr, ValuePattern};
-use crate::api::agents::model::{
+use crate::control::agents::matching::{AgentIdentity, IpCidr, ValuePattern};
+use crate::control::agents::model::{
     AgentGroup, AgentTag, ConfigKind, ContentFormat, GroupSelector, InstanceId, TagMatch,
 };
 use crate::api::agents::registry::{AgentRegistry, RegistryError};

@@ -1,8 +1,8 @@
 //! The simulated agent copies the 3.x agent where a server must cope with it: its capabilities,
 //! the shape of its instance id, and heartbeats that always carry the full state.
 
-use crate::api::agents::model::{ConfigKind, DELETE_VERSION};
-use crate::api::agents::proto::{self, ConfigStatus};
+use crate::control::agents::model::{ConfigKind, DELETE_VERSION};
+use crate::control::agents::proto::{self, ConfigStatus};
 use crate::api::agents::sim::{AGENT_TYPE, REAL_AGENT_CAPABILITIES, SimAgent, SimAgentSpec};
 
 use super::NOW_S;

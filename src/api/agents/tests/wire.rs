@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use prost::Message;
 
 use crate::api::agents::error::{ProtocolError, heartbeat_error};
-use crate::api::agents::proto;
+use crate::control::agents::proto;
 
 /// A HeartbeatRequest with every field set, one map entry, tag by tag.
 #[rustfmt::skip]

@@ -14,7 +14,7 @@ use crate::control::rolling::{HealthReport, Observation, RollRecord, codec};
 use crate::control::runtime::{Runtime, SuspendOrigin};
 use crate::store::Store;
 
-/// Reports in gossip: one `roll/<catalog>/<name>` key per file (see `cluster::roll_health`).
+/// Reports in gossip: one `roll/<catalog>/<name>` key per file (see `cluster::gossip::rolling`).
 pub struct GossipBoard {
     membership: Arc<Membership>,
 }

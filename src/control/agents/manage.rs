@@ -466,8 +466,8 @@ pub fn decode_objects(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::agents::matching::ValuePattern;
-    use crate::api::agents::model::{GroupSelector, TagMatch};
+    use crate::control::agents::matching::ValuePattern;
+    use crate::control::agents::model::{GroupSelector, TagMatch};
 
     fn push(content: &str) -> AgentOp {
         AgentOp::PushConfig {

@@ -26,7 +26,7 @@ use crate::control::rolling::codec::{self, RollCodecError};
 use crate::control::rolling::{HealthSettings, RollConflict, RollRecord, RollState, StartError, TransitionError};
 use crate::control::runtime::{LoaderKind, Origin};
 use crate::control::outcome::{ApplyStatus, Outcome};
-use crate::store::rolls::RollOp;
+use crate::store::rolling::RollOp;
 use crate::store::{Change, EntryStatus, StoreError};
 
 /// The roll settings of a start request (`stepTimeout`, `healthWindow`, `healthChecks`).
@@ -388,5 +388,5 @@ fn action(operation: &'static str, key: String, error: RollError) -> crate::cont
 }
 
 #[cfg(test)]
-#[path = "rolls_tests.rs"]
+#[path = "rolling_tests.rs"]
 mod tests;

@@ -236,5 +236,5 @@ mod base64 {
 }
 
 #[cfg(test)]
-#[path = "roll_health_tests.rs"]
+#[path = "rolling_tests.rs"]
 mod tests;
