@@ -22,56 +22,9 @@ pub enum KvOp {
     Delete { key: Vec<u8> },
 }
 
-/// What kind of failure the engine reported: RocksDB's own classification, kept so callers
-/// can tell a busy or timed-out engine from a corrupt one without reading the message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KvErrorKind {
-    NotFound,
-    Corruption,
-    NotSupported,
-    InvalidArgument,
-    Io,
-    MergeInProgress,
-    Incomplete,
-    ShutdownInProgress,
-    TimedOut,
-    Aborted,
-    Busy,
-    Expired,
-    TryAgain,
-    CompactionTooLarge,
-    ColumnFamilyDropped,
-    Unknown,
-    /// A failure injected by a test (the in-memory twin, a failpoint).
-    Injected,
-}
-
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum KvError {
-    #[error("storage read failed: {detail}")]
-    Read { kind: KvErrorKind, detail: String },
-    #[error("storage write failed: {detail}")]
-    Write { kind: KvErrorKind, detail: String },
-    #[error("storage open failed: {detail}")]
-    Open { kind: KvErrorKind, detail: String },
-}
-
-impl KvError {
-    /// The engine's classification of the failure.
-    pub fn kind(&self) -> KvErrorKind {
-        match self {
-            KvError::Read { kind, .. } | KvError::Write { kind, .. } | KvError::Open { kind, .. } => *kind,
-        }
-    }
-
-    /// A read failure injected by a test.
-    pub fn injected_read(detail: &str) -> KvError {
-        KvError::Read { kind: KvErrorKind::Injected, detail: detail.to_string() }
-    }
-}
-
-/// Key-value pairs in key order, as a prefix scan returns them.
-pub type KvPairs = Vec<(Vec<u8>, Vec<u8>)>;
+pub use super::kv_error::{KvError, KvErrorKind, KvPairs};
+#[cfg(feature = "rocksdb")]
+use super::kv_error::rocks_kind;
 
 /// An embedded key-value database.
 pub trait KvEngine: Send + Sync + 'static {
@@ -217,29 +170,5 @@ impl KvEngine for RocksEngine {
 
     fn logs(&self) -> Arc<dyn SeriesKv> {
         Arc::new(super::series::RocksSeries { db: self.db.clone(), cf: hotrule_kv_rocksdb::LOGS_CF })
-    }
-}
-
-/// RocksDB's error kind as the engine-neutral [`KvErrorKind`].
-#[cfg(feature = "rocksdb")]
-pub(super) fn rocks_kind(error: &hotrule_kv_rocksdb::RocksKvError) -> KvErrorKind {
-    use hotrule_kv_rocksdb::ErrorKind;
-    match error.kind() {
-        ErrorKind::NotFound => KvErrorKind::NotFound,
-        ErrorKind::Corruption => KvErrorKind::Corruption,
-        ErrorKind::NotSupported => KvErrorKind::NotSupported,
-        ErrorKind::InvalidArgument => KvErrorKind::InvalidArgument,
-        ErrorKind::IOError => KvErrorKind::Io,
-        ErrorKind::MergeInProgress => KvErrorKind::MergeInProgress,
-        ErrorKind::Incomplete => KvErrorKind::Incomplete,
-        ErrorKind::ShutdownInProgress => KvErrorKind::ShutdownInProgress,
-        ErrorKind::TimedOut => KvErrorKind::TimedOut,
-        ErrorKind::Aborted => KvErrorKind::Aborted,
-        ErrorKind::Busy => KvErrorKind::Busy,
-        ErrorKind::Expired => KvErrorKind::Expired,
-        ErrorKind::TryAgain => KvErrorKind::TryAgain,
-        ErrorKind::CompactionTooLarge => KvErrorKind::CompactionTooLarge,
-        ErrorKind::ColumnFamilyDropped => KvErrorKind::ColumnFamilyDropped,
-        ErrorKind::Unknown => KvErrorKind::Unknown,
     }
 }

@@ -16,6 +16,7 @@ pub mod codec;
 mod committer;
 pub mod keys;
 pub mod kv;
+pub mod kv_error;
 pub mod rolling;
 pub mod series;
 pub mod staged;

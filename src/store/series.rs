@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::kv::{KvError, KvErrorKind, KvPairs};
+use super::kv_error::{KvError, KvErrorKind, KvPairs};
 
 /// One change inside an atomic series batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +172,7 @@ impl SeriesKv for RocksSeries {
     fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, KvError> {
         self.db
             .multi_get_cf(self.cf, keys)
-            .map_err(|e| KvError::Read { kind: super::kv::rocks_kind(&e), detail: e.to_string() })
+            .map_err(|e| KvError::Read { kind: super::kv_error::rocks_kind(&e), detail: e.to_string() })
     }
 
     fn scan_range(&self, start: &[u8], end: &[u8], limit: usize) -> Result<KvPairs, KvError> {
@@ -181,7 +181,7 @@ impl SeriesKv for RocksSeries {
         }
         self.db
             .scan_range_cf(self.cf, start, end, limit)
-            .map_err(|e| KvError::Read { kind: super::kv::rocks_kind(&e), detail: e.to_string() })
+            .map_err(|e| KvError::Read { kind: super::kv_error::rocks_kind(&e), detail: e.to_string() })
     }
 
     fn visit_range(&self, start: &[u8], end: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> Visit) -> Result<(), KvError> {
@@ -196,7 +196,7 @@ impl SeriesKv for RocksSeries {
         };
         self.db
             .visit_range_cf(self.cf, start, end, &mut step)
-            .map_err(|e| KvError::Read { kind: super::kv::rocks_kind(&e), detail: e.to_string() })
+            .map_err(|e| KvError::Read { kind: super::kv_error::rocks_kind(&e), detail: e.to_string() })
     }
 
     fn write(&self, ops: &[SeriesOp], sync: bool) -> Result<(), KvError> {
@@ -211,7 +211,7 @@ impl SeriesKv for RocksSeries {
             .collect();
         self.db
             .write_cf(self.cf, &ops, sync)
-            .map_err(|e| KvError::Write { kind: super::kv::rocks_kind(&e), detail: e.to_string() })
+            .map_err(|e| KvError::Write { kind: super::kv_error::rocks_kind(&e), detail: e.to_string() })
     }
 }
 

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::params::{Params, RawQuery};
-use super::writes::forward_if_not_main;
+use super::forward::forward_if_not_main;
 use super::{AdminState, outcome_response};
 use crate::control::agents::manage::{AgentOp, config_catalog, parse_kind};
 use crate::control::agents::model::{AgentGroup, ConfigEntry, ConfigKind, ContentFormat, OnetimeCommand};

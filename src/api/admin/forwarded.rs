@@ -5,7 +5,9 @@
 
 use std::sync::{Arc, Weak};
 
+
 use serde_json::Value;
+
 
 use super::{AdminState, outcome_body, status_code};
 use crate::cluster::bus::messages::ForwardOp;

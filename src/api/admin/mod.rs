@@ -8,6 +8,7 @@
 mod agents;
 mod apply_phase;
 mod dump;
+mod forward;
 mod forwarded;
 mod layers;
 mod self_metrics;

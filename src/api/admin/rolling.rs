@@ -169,7 +169,7 @@ async fn end_roll(state: Arc<AdminState>, raw: RawQuery, op: impl FnOnce(RuleKey
         Err(outcome) => return outcome_response(&outcome, &catalog_echo, &name_echo),
     };
     let op = op(key);
-    if let Some(response) = super::writes::forward_if_not_main(&state, || op.clone()).await {
+    if let Some(response) = super::forward::forward_if_not_main(&state, || op.clone()).await {
         return response;
     }
     match run_roll_op(&state.workflow, op).await {

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
+use super::forward::forward_if_not_main;
 use super::params::{Params, RawQuery};
 use super::{AdminState, outcome_response};
 use crate::control::bundled::MAX_CONTENT_BYTES;
 use crate::cluster::bus::messages::ForwardOp;
 use crate::base::ids::Catalog;
-use crate::cluster::replication::forward::Forwarded;
 use crate::control::outcome::{ApplyStatus, Outcome};
 use crate::control::workflow::AddOrUpdate;
 
@@ -156,33 +156,6 @@ async fn delete_in(state: Arc<AdminState>, raw: RawQuery, fixed: Option<Catalog>
     }
     let outcome = state.workflow.delete(&key, revert).await;
     outcome_response(&outcome, &catalog_echo, &name_echo)
-}
-
-/// A write that reaches a node which is not the main goes to the main, one hop; the main's status
-/// and body are relayed unchanged. During a failover it waits, at most `cluster.forward_wait`,
-/// for the next main (and runs here if that is this node: `None`). When the bound passes, a
-/// transport failure is `502 forward_failed` with `mainNode`, a split view the main's `421`.
-pub(super) async fn forward_if_not_main(state: &AdminState, op: impl FnOnce() -> ForwardOp) -> Option<Response> {
-    let cluster = state.cluster.as_ref().filter(|c| !c.is_main())?;
-    let op = op();
-    let (catalog, name) = op.key().map(|k| (k.catalog.as_str(), k.name.as_str().to_string())).unwrap_or_default();
-    Some(match cluster.forward_write(op).await {
-        Forwarded::RunHere => return None,
-        Forwarded::Answer(status, body) => {
-            let status = axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_GATEWAY);
-            (status, [(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response()
-        }
-        Forwarded::Failed(outcome, main) => {
-            let body = serde_json::json!({
-                "applyStatus": outcome.status.as_str(),
-                "catalog": catalog,
-                "name": name,
-                "message": outcome.message,
-                "mainNode": main,
-            });
-            (super::status_code(outcome.status), axum::Extension(outcome.status), axum::Json(body)).into_response()
-        }
-    })
 }
 
 macro_rules! write_routes {

@@ -32,11 +32,9 @@ use prost::Message;
 
 use super::error::{ProtocolError, fetch_error, heartbeat_error, report_error};
 use crate::control::agents::proto;
+use super::AGENT_TOKEN_HEADER;
 use super::service::AgentService;
 
-/// The optional agent token header. The 3.x agent sends no headers of its own, so a token only
-/// works for agents behind a proxy that adds it; with no token configured it is not checked.
-pub const AGENT_TOKEN_HEADER: &str = "x-hotrule-agent-token";
 
 const PROTOBUF: &str = "application/x-protobuf";
 

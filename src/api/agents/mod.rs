@@ -36,7 +36,11 @@ pub mod store_source;
 #[cfg(test)]
 mod tests;
 
-pub use http::{AGENT_TOKEN_HEADER, router};
+pub use http::router;
+
+/// The optional agent token header. The 3.x agent sends no headers of its own, so a token only
+/// works for agents behind a proxy that adds it; with no token configured it is not checked.
+pub const AGENT_TOKEN_HEADER: &str = "x-hotrule-agent-token";
 pub use liveness::{Liveness, LivenessPolicy};
 pub use crate::control::agents::model::{
     AgentGroup, ConfigEntry, ConfigKind, ContentFormat, GroupSelector, OnetimeCommand, TagMatch,

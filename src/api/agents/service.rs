@@ -30,7 +30,7 @@ pub fn default_max_body_bytes() -> usize {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentServiceSettings {
     pub detail_delivery: DetailDelivery,
-    /// When set, every request must carry it in [`AGENT_TOKEN_HEADER`](super::http::AGENT_TOKEN_HEADER).
+    /// When set, every request must carry it in [`AGENT_TOKEN_HEADER`](super::AGENT_TOKEN_HEADER).
     /// The 3.x agent cannot send headers, so this is for agents behind a proxy that adds it.
     pub agent_token: Option<String>,
     pub liveness: LivenessPolicy,
@@ -151,7 +151,7 @@ impl AgentService {
                 Ok(())
             }
             Some(_) => Err(ProtocolError::Unauthorized {
-                header: super::http::AGENT_TOKEN_HEADER,
+                header: super::AGENT_TOKEN_HEADER,
             }),
         }
     }

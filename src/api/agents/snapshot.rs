@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::control::agents::detail::to_json_detail;
-use crate::control::agents::matching::AgentIdentity;
+use crate::control::agents::model::AgentIdentity;
 use crate::control::agents::model::{AgentGroup, ConfigEntry, ConfigKind, OnetimeCommand};
 
 /// A config ready to send.

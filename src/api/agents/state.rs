@@ -11,7 +11,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::control::agents::matching::{AgentIdentity, parse_agent_ip};
+use crate::control::agents::matching::parse_agent_ip;
+use crate::control::agents::model::AgentIdentity;
 use crate::control::agents::model::{AgentTag, InstanceId};
 use crate::control::agents::proto;
 

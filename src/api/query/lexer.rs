@@ -2,7 +2,7 @@
 //! (`\a \b \f \n \r \t \v \\`, the opening quote, `\xHH`, octal `\OOO`, `\uHHHH`,
 //! `\UHHHHHHHH`; none in backticks); numbers (decimal, hex, `Inf`, `NaN`) and durations.
 
-use super::promql::ParseError;
+use super::matcher::MatcherError;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Token {
@@ -212,4 +212,15 @@ impl<'a> Lexer<'a> {
 fn push_char(bytes: &mut Vec<u8>, c: char) {
     let mut buffer = [0u8; 4];
     bytes.extend_from_slice(c.encode_utf8(&mut buffer).as_bytes());
+}
+
+/// Why a query was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("unsupported PromQL: {0}")]
+    Unsupported(String),
+    #[error("parse error at char {pos}: {message}")]
+    Syntax { pos: usize, message: String },
+    #[error(transparent)]
+    Matcher(#[from] MatcherError),
 }

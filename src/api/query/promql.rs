@@ -11,7 +11,7 @@
 //! (`unsupported PromQL: function call rate()`), so a dashboard shows why a panel is empty.
 
 use super::lexer::{Lexer, Token};
-use super::matcher::{MatchOp, Matcher, MatcherError};
+use super::matcher::{MatchOp, Matcher};
 
 /// A parsed query.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,16 +41,7 @@ impl Selector {
     }
 }
 
-/// Why a query was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ParseError {
-    #[error("unsupported PromQL: {0}")]
-    Unsupported(String),
-    #[error("parse error at char {pos}: {message}")]
-    Syntax { pos: usize, message: String },
-    #[error(transparent)]
-    Matcher(#[from] MatcherError),
-}
+pub use super::lexer::ParseError;
 
 const AGGREGATIONS: &[&str] = &[
     "sum", "avg", "count", "min", "max", "group", "stddev", "stdvar", "topk", "bottomk", "count_values", "quantile",

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use crate::base::ids::NodeId;
 
-use super::view::Member;
+use super::member::Member;
 
 /// The smallest live node id, byte-wise. Members that are not live are ignored, so a whole view
 /// can be passed. `None` only when nobody is live.

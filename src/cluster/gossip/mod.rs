@@ -27,6 +27,7 @@ pub mod heartbeats;
 pub mod keys;
 pub mod liveness;
 pub mod main_select;
+pub mod member;
 pub mod membership;
 pub mod rolling;
 pub mod sealed;

@@ -9,7 +9,6 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::{AgentTag, GroupSelector};
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MatchingError {
@@ -135,34 +134,6 @@ impl<'de> Deserialize<'de> for IpCidr {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<IpCidr, D::Error> {
         let text = String::deserialize(deserializer)?;
         text.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-/// What matching looks at: the agent's tags and the IP it reported (if it parses).
-#[derive(Debug, Clone, Copy)]
-pub struct AgentIdentity<'a> {
-    pub tags: &'a [AgentTag],
-    pub ip: Option<IpAddr>,
-}
-
-impl GroupSelector {
-    /// Every tag condition holds, and the IP is in one of the ranges when ranges are given. An
-    /// empty selector selects nobody.
-    pub fn matches(&self, agent: &AgentIdentity<'_>) -> bool {
-        if self.tags.is_empty() && self.ip_cidrs.is_empty() {
-            return false;
-        }
-        let tags_hold = self.tags.iter().all(|want| {
-            agent
-                .tags
-                .iter()
-                .any(|tag| tag.name == want.name && want.value.matches(&tag.value))
-        });
-        let ip_holds = self.ip_cidrs.is_empty()
-            || agent
-                .ip
-                .is_some_and(|ip| self.ip_cidrs.iter().any(|range| range.contains(ip)));
-        tags_hold && ip_holds
     }
 }
 

@@ -10,6 +10,8 @@
 
 use std::collections::BTreeSet;
 
+use std::net::IpAddr;
+
 use serde::{Deserialize, Serialize};
 
 use super::matching::{IpCidr, ValuePattern};
@@ -297,4 +299,32 @@ pub fn expired(expire_time_s: i64, now_ms: u64) -> bool {
         .unwrap_or(0)
         .saturating_mul(1000);
     now_ms >= expire_ms
+}
+
+/// What matching looks at: the agent's tags and the IP it reported (if it parses).
+#[derive(Debug, Clone, Copy)]
+pub struct AgentIdentity<'a> {
+    pub tags: &'a [AgentTag],
+    pub ip: Option<IpAddr>,
+}
+
+impl GroupSelector {
+    /// Every tag condition holds, and the IP is in one of the ranges when ranges are given. An
+    /// empty selector selects nobody.
+    pub fn matches(&self, agent: &AgentIdentity<'_>) -> bool {
+        if self.tags.is_empty() && self.ip_cidrs.is_empty() {
+            return false;
+        }
+        let tags_hold = self.tags.iter().all(|want| {
+            agent
+                .tags
+                .iter()
+                .any(|tag| tag.name == want.name && want.value.matches(&tag.value))
+        });
+        let ip_holds = self.ip_cidrs.is_empty()
+            || agent
+                .ip
+                .is_some_and(|ip| self.ip_cidrs.iter().any(|range| range.contains(ip)));
+        tags_hold && ip_holds
+    }
 }

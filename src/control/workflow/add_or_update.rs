@@ -298,7 +298,3 @@ fn promote_to_structural(classification: &mut Classification, compiled: &Compile
     }
 }
 
-/// Keys every metric of a file, for alarm resets on teardown.
-pub(super) fn all_names(compiled: &Compiled) -> BTreeSet<String> {
-    Claims::of(compiled).names()
-}

@@ -417,5 +417,10 @@ pub fn replicas_note(required: usize, confirmed: usize) -> String {
     format!("; held by {confirmed} peer(s), {required} required")
 }
 
+/// Keys every metric of a file, for alarm resets on teardown.
+fn all_names(compiled: &Compiled) -> std::collections::BTreeSet<String> {
+    crate::control::rules::classify::Claims::of(compiled).names()
+}
+
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::add_or_update::all_names;
+use super::all_names;
 use super::{Phase, Workflow, compile_off_thread, faults, loaded_rule};
 use crate::base::ids::RuleKey;
 use crate::control::rules::classify::Claims;

@@ -308,7 +308,7 @@ impl Workflow {
         }
         self.apply_phase(&apply_id, Phase::RollingOut);
         self.set_claims(&key, &compiled, false);
-        let names = super::add_or_update::all_names(&compiled);
+        let names = super::all_names(&compiled);
         self.runtime.install(
             &key,
             loaded_rule(compiled, entry.content_hash.clone(), Some(entry.revision.clone()), LoaderKind::Runtime),

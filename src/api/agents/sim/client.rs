@@ -13,7 +13,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use prost::Message;
 
-use crate::api::agents::http::AGENT_TOKEN_HEADER;
+use crate::api::agents::AGENT_TOKEN_HEADER;
 use crate::control::agents::proto;
 
 #[derive(Debug, Clone, thiserror::Error)]

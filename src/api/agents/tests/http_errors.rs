@@ -9,7 +9,7 @@ use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::api::agents::http::AGENT_TOKEN_HEADER;
+use crate::api::agents::AGENT_TOKEN_HEADER;
 use crate::control::agents::proto;
 use crate::api::agents::service::{AgentServiceSettings, default_max_body_bytes};
 use crate::api::agents::sim::{AgentClient, RawReply};

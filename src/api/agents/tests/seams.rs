@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use crate::control::agents::detail::{DetailError, MAX_YAML_DEPTH, to_json_detail};
 use crate::api::agents::liveness::{Liveness, LivenessPolicy};
-use crate::control::agents::matching::{AgentIdentity, IpCidr, ValuePattern};
+use crate::control::agents::matching::{IpCidr, ValuePattern};
+use crate::control::agents::model::AgentIdentity;
 use crate::control::agents::model::{
     AgentGroup, AgentTag, ConfigKind, ContentFormat, GroupSelector, InstanceId, TagMatch,
 };
