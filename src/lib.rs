@@ -15,9 +15,6 @@ pub mod data;
 pub mod node;
 pub mod store;
 
-#[cfg(test)]
-mod import_direction;
-
 pub use hotrule_rule_compiler as compiler;
 
 /// A boxed, sendable future: what the object-safe async traits between modules return (the
