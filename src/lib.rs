@@ -1,8 +1,17 @@
 //! hotrule: runtime hot-update of SkyWalking MAL and LAL rule files on a peer-to-peer cluster.
 //!
-//! Imports flow one way: `http` → `workflow` → `store` / `scan` → `runtime` → `rules`.
-//! `rules` (pure decisions) and `store` (the only module that touches the key-value engine)
-//! import nothing above them. Only `node` sees everything and wires it together.
+//! The crate is laid out by plane (see `docs/architecture.md`), and imports run one way, down
+//! this line: `cli` → `bench` → `node` → `config` → `api` → `cluster` → `data` → `control` →
+//! `store` → `base`, with the pure engine crates (`src/engines/`) under all of them.
+//! - `control`: the rule lifecycle (pure rules, the one writer, the scan, the runtime gates,
+//!   rolling changes, the agents' desired state).
+//! - `data`: ingest → seam → evaluation → metric and log stores → export. It meets the control
+//!   plane only at the runtime gates.
+//! - `cluster`: gossip membership, the bus, replication.
+//! - `api`: the admin routes, the query APIs, the agents' ConfigServer, the protocol client.
+//! - `store`: management storage. `base`: what every plane stands on.
+//!
+//! Only `node` sees everything and wires it together. `cluster-tests/layout.rs` checks the line.
 
 pub mod api;
 pub mod base;
