@@ -6,7 +6,15 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-/// mimalloc, counting allocations per thread for `hotrule bench mal` (a few instructions per call).
+/// mimalloc: glibc's malloc took about a tenth of a node's CPU under concurrent writes and
+/// ingest (docs/benchmarks.md, "where the CPU went").
+#[cfg(not(feature = "bench-alloc"))]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc under per-thread allocation counters, for `hotrule bench mal`'s allocations per
+/// sample: benchmark builds only (`--features bench-alloc`), never the production binary.
+#[cfg(feature = "bench-alloc")]
 #[global_allocator]
 static ALLOCATOR: hotrule::bench::alloc::CountingAlloc = hotrule::bench::alloc::CountingAlloc;
 
