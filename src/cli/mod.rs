@@ -175,3 +175,47 @@ fn exit_code<E: std::fmt::Display>(result: Result<(), E>) -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// Every `.rs` file under `dir`, recursively.
+    fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                rust_files(&path, files);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+
+    /// The node does not depend on its command line or on the benchmarks: outside `cli/`,
+    /// `bench/`, `main.rs` and `lib.rs` (which declares them), no source of the crate names
+    /// `crate::cli` or `crate::bench`. The engine crates under `engines/` are other crates (one
+    /// has a `bench` module of its own) and are not read.
+    #[test]
+    fn the_node_imports_neither_the_command_line_nor_the_benchmarks() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let skipped = ["cli", "bench", "engines", "main.rs", "lib.rs"].map(|name| src.join(name));
+        let path_to = regex::Regex::new(r"\b(crate|hotrule)::(cli|bench)\b").expect("pattern");
+        let grouped = regex::Regex::new(r"\b(crate|hotrule)::\{[^}]*\b(cli|bench)\b").expect("pattern");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let mut violations = Vec::new();
+        for file in files.iter().filter(|f| !skipped.iter().any(|s| f.starts_with(s))) {
+            let text = std::fs::read_to_string(file).expect("readable source");
+            for (number, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                if path_to.is_match(code) || grouped.is_match(code) {
+                    violations.push(format!("{}:{}: {}", file.display(), number + 1, line.trim()));
+                }
+            }
+        }
+        assert!(files.len() > 100, "found only {} sources under {}", files.len(), src.display());
+        assert!(violations.is_empty(), "the node imports the command line or the benchmarks:\n{}", violations.join("\n"));
+    }
+}
