@@ -1,12 +1,12 @@
 //! `hotrule bench mal`: MAL evaluation throughput on one core, parsing excluded.
 //!
 //! - vm.yaml: every rule of `otel-rules/vm.yaml` on node_exporter-shaped input: the recorded
-//!   scrapes of `src/mal-engine/tests/data/node-exporter` (embedded in the binary), replayed for
-//!   many hosts (each host's samples get `job_name` and `node_identifier_host_name`, as the
-//!   OpenTelemetry collector adds them). Each round is one scrape per host, 60 s after the
-//!   previous one, counters advancing by the recorded difference between the two scrapes; one
-//!   batch per host, all through one engine state, as one rule file's receiver would see them.
-//!   The batches of a round are built before its clock starts.
+//!   scrapes of `src/engines/mal-engine/tests/data/node-exporter` (embedded in the binary),
+//!   replayed for many hosts (each host's samples get `job_name` and `node_identifier_host_name`,
+//!   as the OpenTelemetry collector adds them). Each round is one scrape per host, 60 s after the
+//!   previous one, counters advancing by the recorded difference between the two scrapes; one batch
+//!   per host, all through one engine state, as one rule file's receiver would see them. The
+//!   batches of a round are built before its clock starts.
 //! - the corpus: every MAL file under the rules directory on its synthesized input
 //!   (`hotrule_mal_engine::synth`), several rounds 60 s apart.
 //! - allocations per sample, from the counting allocator a `hotrule` binary built with the
