@@ -236,7 +236,7 @@ async fn the_fixture_rules_compute_the_expected_values_on_a_dry_run() {
     }
 
     // The structural change of vm.yaml on a recorded node_exporter scrape.
-    let scrape = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/mal-engine/tests/data/node-exporter/scrape1.prom"))
+    let scrape = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/engines/mal-engine/tests/data/node-exporter/scrape1.prom"))
         .expect("recorded scrape");
     let mem_total = exposition_value(&scrape, "node_memory_MemTotal_bytes", &[]).expect("MemTotal");
     let labels = json!({"job_name": VM_JOB, "node_identifier_host_name": "h1"});

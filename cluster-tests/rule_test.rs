@@ -252,8 +252,8 @@ async fn vm_yaml_on_the_recorded_node_exporter_scrapes() {
     let body = json!({
         "content": vm,
         "batches": [
-            {"timestampMs": 1_795_598_809_582_i64, "exposition": read("src/mal-engine/tests/data/node-exporter/scrape1.prom"), "labels": labels},
-            {"timestampMs": 1_795_598_871_551_i64, "exposition": read("src/mal-engine/tests/data/node-exporter/scrape2.prom"), "labels": labels},
+            {"timestampMs": 1_795_598_809_582_i64, "exposition": read("src/engines/mal-engine/tests/data/node-exporter/scrape1.prom"), "labels": labels},
+            {"timestampMs": 1_795_598_871_551_i64, "exposition": read("src/engines/mal-engine/tests/data/node-exporter/scrape2.prom"), "labels": labels},
         ],
     });
     let (code, report) = post_test(&node, "otel-rules", "vm", serde_json::to_vec(&body).expect("json")).await;

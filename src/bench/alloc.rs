@@ -1,10 +1,10 @@
 //! A counting global allocator for `hotrule bench mal`: mimalloc plus per-thread counters of
-//! allocations, bytes allocated and live bytes. The `hotrule` binary installs it (`main.rs`);
-//! the counters are thread-local `Cell`s with constant initializers (no destructor, no
-//! allocation, no contention), so the cost is a few instructions per call. Per-thread counts are
-//! exact for work done on one thread, which is how the benchmark runs. mimalloc instead of
-//! glibc's malloc: allocation and freeing took about a tenth of a node's CPU under concurrent
-//! writes (docs/benchmarks.md, "where the CPU went").
+//! allocations, bytes allocated and live bytes. Only a benchmark build installs it: the `hotrule`
+//! binary built with the `bench-alloc` feature (`main.rs`); the production binary allocates with
+//! plain mimalloc and these counters stay at zero, which [`counting`] detects so the benchmark
+//! says it did not count. The counters are thread-local `Cell`s with constant initializers (no
+//! destructor, no allocation, no contention), so the cost is a few instructions per call.
+//! Per-thread counts are exact for work done on one thread, which is how the benchmark runs.
 
 use std::alloc::{GlobalAlloc, Layout};
 
@@ -93,8 +93,9 @@ impl AllocSnapshot {
     }
 }
 
-/// True when [`CountingAlloc`] is the global allocator of this process (the `hotrule` binary);
-/// false in test binaries, where the counters stay at zero.
+/// True when [`CountingAlloc`] is the global allocator of this process (the `hotrule` binary
+/// built with the `bench-alloc` feature); false otherwise (the production binary, test
+/// binaries), where the counters stay at zero.
 pub fn counting() -> bool {
     let before = AllocSnapshot::now();
     let probe = std::hint::black_box(Box::new(0_u64));

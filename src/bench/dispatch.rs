@@ -1,11 +1,11 @@
 //! `hotrule bench dispatch`: pause-to-drained under full load.
 //!
-//! One runtime with `otel-rules/vm.yaml` loaded, one dispatcher (its queue and evaluation
-//! threads as configured), a null writer, and a loader thread that keeps the queue full with
-//! node_exporter batches (the recorded scrapes of `src/mal-engine/tests/data/node-exporter`, one
-//! host's scrape per batch, hosts in turn, each round 60 s after the previous). Repeatedly the
-//! file is suspended and the time until its open evaluations have finished (values written) is
-//! measured ([`Dispatcher::measure_pause`]), then it is resumed and the load settles again.
+//! One runtime with `otel-rules/vm.yaml` loaded, one dispatcher (its queue and evaluation threads
+//! as configured), a null writer, and a loader thread that keeps the queue full with node_exporter
+//! batches (the recorded scrapes of `src/engines/mal-engine/tests/data/node-exporter`, one host's
+//! scrape per batch, hosts in turn, each round 60 s after the previous). Repeatedly the file is
+//! suspended and the time until its open evaluations have finished (values written) is measured
+//! ([`Dispatcher::measure_pause`]), then it is resumed and the load settles again.
 //! The goal: p99 < 50 ms.
 
 use std::collections::BTreeMap;

@@ -3,12 +3,12 @@
 //!
 //! - The stream: node_exporter-shaped remote-write 1.0 requests, as a Prometheus scraping many
 //!   hosts every second sends them. Each host is the recorded scrape of
-//!   `src/mal-engine/tests/data/node-exporter` (507 series: counters, gauges, histograms as
+//!   `src/engines/mal-engine/tests/data/node-exporter` (507 series: counters, gauges, histograms as
 //!   `_bucket{le}`), with `job="vm-monitoring"` and `instance="host-N:9100"`; one request carries
 //!   one host's scrape (507 samples, about Prometheus' `max_samples_per_send`). Round `r` is
-//!   stamped `t0 + r` seconds, counters advance by the recorded difference between the two
-//!   scrapes per round, gauges stay. Label sets are encoded once; a request only adds its values
-//!   and timestamps, then snappy (block format).
+//!   stamped `t0 + r` seconds, counters advance by the recorded difference between the two scrapes
+//!   per round, gauges stay. Label sets are encoded once; a request only adds its values and
+//!   timestamps, then snappy (block format).
 //! - The load: `C` connections, each owning the hosts `h ≡ c (mod C)` and sending their rounds in
 //!   order, so a series' samples always arrive in time order (a receiver may refuse
 //!   out-of-order samples). A warm-up round (every host's round 0, which creates the series) is

@@ -1,16 +1,17 @@
 //! `hotrule bench mal`: MAL evaluation throughput on one core, parsing excluded.
 //!
 //! - vm.yaml: every rule of `otel-rules/vm.yaml` on node_exporter-shaped input: the recorded
-//!   scrapes of `src/mal-engine/tests/data/node-exporter` (embedded in the binary), replayed for
-//!   many hosts (each host's samples get `job_name` and `node_identifier_host_name`, as the
-//!   OpenTelemetry collector adds them). Each round is one scrape per host, 60 s after the
-//!   previous one, counters advancing by the recorded difference between the two scrapes; one
-//!   batch per host, all through one engine state, as one rule file's receiver would see them.
-//!   The batches of a round are built before its clock starts.
+//!   scrapes of `src/engines/mal-engine/tests/data/node-exporter` (embedded in the binary),
+//!   replayed for many hosts (each host's samples get `job_name` and `node_identifier_host_name`,
+//!   as the OpenTelemetry collector adds them). Each round is one scrape per host, 60 s after the
+//!   previous one, counters advancing by the recorded difference between the two scrapes; one batch
+//!   per host, all through one engine state, as one rule file's receiver would see them. The
+//!   batches of a round are built before its clock starts.
 //! - the corpus: every MAL file under the rules directory on its synthesized input
 //!   (`hotrule_mal_engine::synth`), several rounds 60 s apart.
-//! - allocations per sample, from the counting allocator the `hotrule` binary installs
-//!   ([`super::alloc`]), over the timed evaluations only;
+//! - allocations per sample, from the counting allocator a `hotrule` binary built with the
+//!   `bench-alloc` feature installs ([`super::alloc`]), over the timed evaluations only; without
+//!   the feature the report says they were not counted;
 //! - state memory per 10k counter series: the heap bytes still owned by the engine state after
 //!   the run (live bytes of the benchmark thread once the batches, outputs and input label maps
 //!   are dropped), divided by the state's own series count.
@@ -217,7 +218,7 @@ fn alloc_line(alloc: Option<AllocSnapshot>, samples: usize) -> String {
             a.allocations as f64 / samples.max(1) as f64,
             a.allocated_bytes as f64 / samples.max(1) as f64
         ),
-        None => "allocations not counted (the counting allocator is installed by the hotrule binary only)".into(),
+        None => "allocations NOT counted: the counting allocator is in benchmark builds only (build with --features bench-alloc)".into(),
     }
 }
 
@@ -247,7 +248,7 @@ pub fn run(rules_dir: &Path, hosts: usize, rounds: usize, corpus_rounds: usize) 
             bytes,
             bytes as f64 * 10_000.0 / vm.state_series.max(1) as f64 / (1024.0 * 1024.0)
         ),
-        None => println!("  state: {} counter series (memory not measured without the counting allocator)", vm.state_series),
+        None => println!("  state: {} counter series (memory NOT measured without the counting allocator: build with --features bench-alloc)", vm.state_series),
     }
     let corpus = corpus(rules_dir, corpus_rounds)?;
     println!(

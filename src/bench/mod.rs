@@ -424,15 +424,3 @@ fn compile(dir: &std::path::Path, rounds: u32) -> ExitCode {
     );
     ExitCode::SUCCESS
 }
-
-/// Sets up failpoints from the `FAILPOINTS` environment variable (failpoints builds only).
-pub fn failpoint_scenario() -> Option<fail::FailScenario<'static>> {
-    #[cfg(feature = "failpoints")]
-    {
-        Some(fail::FailScenario::setup())
-    }
-    #[cfg(not(feature = "failpoints"))]
-    {
-        None
-    }
-}
