@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use harness::{TestNode, corpus_dir, wait_until};
-use hotrule::cli::client::with_query;
+use hotrule::api::client::with_query;
 use hotrule::base::ids::{Catalog, NodeId, Revision, RuleKey, RuleName};
 use hotrule::node::NodeSettings;
 use hotrule::control::runtime::Origin;
@@ -300,8 +300,8 @@ async fn conditional_get(node: &TestNode, path: &str, etag: &str) -> u16 {
 async fn the_token_protects_every_route_but_healthz() {
     let settings = NodeSettings { admin_token: Some("s3cret".into()), ..NodeSettings::for_test() };
     let (node, _kv) = TestNode::in_memory(settings).await;
-    let anonymous = hotrule::cli::client::AdminClient::new(&node.node.admin_addr.to_string(), None).expect("client");
-    let wrong = hotrule::cli::client::AdminClient::new(&node.node.admin_addr.to_string(), Some("nope".into())).expect("client");
+    let anonymous = hotrule::api::client::AdminClient::new(&node.node.admin_addr.to_string(), None).expect("client");
+    let wrong = hotrule::api::client::AdminClient::new(&node.node.admin_addr.to_string(), Some("nope".into())).expect("client");
     assert!(anonymous.get("/healthz").await.expect("healthz").status.is_success());
     for client in [&anonymous, &wrong] {
         for path in ["/runtime/rule/list", "/readyz", "/runtime/rule/dump"] {

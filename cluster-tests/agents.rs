@@ -16,7 +16,7 @@ use hotrule::control::agents::proto;
 use hotrule::api::agents::sim::{AgentClient, REAL_AGENT_CAPABILITIES, SimAgent, SimAgentSpec};
 use hotrule::api::agents::state::ApplyStatus;
 use hotrule::cluster::bus::MemNetwork;
-use hotrule::cli::client::{AdminClient, with_query};
+use hotrule::api::client::{AdminClient, with_query};
 use hotrule::cluster::gossip::{GossipNetwork, GossipTransport, MembershipSettings};
 use hotrule::base::ids::NodeId;
 use hotrule::node::{BusWiring, ClusterWiring, Listeners, NodeSettings, RunningNode};

@@ -102,7 +102,7 @@ impl TestCluster {
         let settings = NodeSettings { node_id: Some(format!("n{i}")), ..NodeSettings::for_test() };
         let kv: Arc<dyn KvEngine> = self.stores[i - 1].clone();
         let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring).await.expect("node starts");
-        let client = hotrule::cli::client::AdminClient::new(&admin, None).expect("client");
+        let client = hotrule::api::client::AdminClient::new(&admin, None).expect("client");
         self.nodes[i - 1] = Some(TestNode { node, client, kv });
     }
 
@@ -767,7 +767,7 @@ fn write_every_50ms(cluster: &TestCluster, through: usize, name: &'static str, s
             }
             let (client, log) = (client.clone(), writer_log.clone());
             writes.push(tokio::spawn(async move {
-                let path = hotrule::cli::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", name)]);
+                let path = hotrule::api::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", name)]);
                 let sent = Instant::now();
                 let (code, status) = match client.post(&path, rule("fo", step % 50 + 1).into_bytes()).await {
                     Ok(reply) => {
@@ -937,7 +937,7 @@ async fn a_peer_drains_its_evaluations_before_it_answers_the_pause() {
     let apply = {
         let client = cluster.node(1).client.clone();
         tokio::spawn(async move {
-            let url = hotrule::cli::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "pd")]);
+            let url = hotrule::api::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "pd")]);
             let reply = client.post(&url, new.into_bytes()).await.expect("post");
             (reply.status.as_u16(), reply.json().unwrap_or_default(), Instant::now())
         })

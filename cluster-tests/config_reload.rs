@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use harness::{ProcessNode, wait_until};
-use hotrule::cli::client::AdminClient;
+use hotrule::api::client::AdminClient;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_hotrule"))

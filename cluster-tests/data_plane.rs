@@ -31,7 +31,7 @@ use components::{
     promtool_range, require, require_node, require_otlp_python, send_otlp_fixture, unix_now, unix_now_ms,
 };
 use harness::wait_until;
-use hotrule::cli::client::with_query;
+use hotrule::api::client::with_query;
 
 /// Long enough for a start, a few 1 s scrapes and a remote-write flush on a busy 2-core machine.
 const WAIT: Duration = Duration::from_secs(60);
@@ -278,8 +278,8 @@ async fn control_plane_actions_take_effect_on_flowing_data() {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let pusher = {
         let text = exporter.scrape().await;
-        let data = hotrule::cli::client::AdminClient::new(&node.data_addr().expect("data listener").to_string(), None).expect("client");
-        let path = hotrule::cli::client::with_query("/ingest/prometheus", &[("job", VM_JOB), ("instance", VIA_SCRAPE)]);
+        let data = hotrule::api::client::AdminClient::new(&node.data_addr().expect("data listener").to_string(), None).expect("client");
+        let path = hotrule::api::client::with_query("/ingest/prometheus", &[("job", VM_JOB), ("instance", VIA_SCRAPE)]);
         let stop = stop.clone();
         tokio::spawn(async move {
             let mut accepted = 0;

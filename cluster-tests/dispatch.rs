@@ -62,7 +62,7 @@ async fn a_structural_apply_answers_after_the_batch_in_flight_and_nothing_later_
     let apply = {
         let client = node.client.clone();
         tokio::spawn(async move {
-            let url = hotrule::cli::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "boundary")]);
+            let url = hotrule::api::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "boundary")]);
             let reply = client.post(&url, NEW.as_bytes().to_vec()).await.expect("post");
             (reply.status.as_u16(), reply.json().unwrap_or_default(), Instant::now())
         })
@@ -292,7 +292,7 @@ async fn a_structural_lal_apply_answers_after_the_log_batch_in_flight_and_nothin
         let client = node.client.clone();
         let content = lal_content("new");
         tokio::spawn(async move {
-            let url = hotrule::cli::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "lal"), ("name", "boundary")]);
+            let url = hotrule::api::client::with_query("/runtime/rule/addOrUpdate", &[("catalog", "lal"), ("name", "boundary")]);
             let reply = client.post(&url, content.into_bytes()).await.expect("post");
             (reply.status.as_u16(), reply.json().unwrap_or_default(), Instant::now())
         })

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use harness::{TestNode, wait_until};
-use hotrule::cli::client::with_query;
+use hotrule::api::client::with_query;
 use hotrule::base::ids::{Catalog, RuleKey, RuleName};
 use hotrule::base::listen::ListenLimits;
 use hotrule::node::NodeSettings;
@@ -264,7 +264,7 @@ async fn healthz_answers_promptly_while_large_files_compile() {
             (status, body["applyStatus"].clone(), started.elapsed())
         }));
     }
-    let client = hotrule::cli::client::AdminClient::new(&node.node.admin_addr.to_string(), None)
+    let client = hotrule::api::client::AdminClient::new(&node.node.admin_addr.to_string(), None)
         .expect("client")
         .with_timeout(Duration::from_secs(60));
     let deadline = Instant::now() + Duration::from_secs(300);
@@ -322,7 +322,7 @@ async fn an_agent_flooding_its_free_text_is_stored_bounded() {
     let answer = exchange(data_addr, &request, Duration::from_secs(10)).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{}", &answer[..answer.len().min(200)]);
 
-    let admin = hotrule::cli::client::AdminClient::new(&node.admin_addr.to_string(), None).expect("client");
+    let admin = hotrule::api::client::AdminClient::new(&node.admin_addr.to_string(), None).expect("client");
     let reply = admin.get("/agent/agents?local=true").await.expect("agents");
     let text = reply.text();
     assert!(text.len() < 2 * MAX_RECORD_TEXT_BYTES, "the listing is bounded: {} bytes", text.len());

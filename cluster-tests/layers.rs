@@ -140,7 +140,7 @@ async fn a_runtime_layer_survives_a_restart_and_goes_with_delete() {
     let all = all["layers"].as_array().expect("layers").clone();
     assert_eq!(all.len(), 52, "51 built-in layers and DYN_LAYER");
     assert_eq!((&all[1]["name"], &all[1]["source"], &all[51]["source"]), (&"MESH".into(), &"built-in".into(), &"runtime".into()));
-    let table = hotrule::cli::client::cli::render_layers(&serde_json::json!({"layers": [all[51].clone()]}));
+    let table = hotrule::cli::admin::rule::render_layers(&serde_json::json!({"layers": [all[51].clone()]}));
     assert!(table.contains("DYN_LAYER") && table.contains("100000") && table.contains("otel-rules/dyn"), "{table}");
 
     phase("restart on the same store");

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use harness::TestNode;
-use hotrule::cli::client::logs::{LogsCommand, LogsQuery, first, follow_once};
-use hotrule::cli::client::with_query;
+use hotrule::cli::admin::logs::{LogsCommand, LogsQuery, first, follow_once};
+use hotrule::api::client::with_query;
 use hotrule_lal_engine::{ContentType, LogRecord};
 use hotrule::data::logs::{KeptLog, LogWriter};
 use hotrule::node::NodeSettings;
@@ -127,7 +127,7 @@ async fn query_logs_needs_the_admin_token() {
     let node = TestNode::start(settings, Arc::new(MemKv::new())).await;
     let (status, _) = get(&node, &[]).await;
     assert_eq!(status, 200, "the node's client carries the token");
-    let anonymous = hotrule::cli::client::AdminClient::new(&node.node.admin_addr.to_string(), None).expect("client");
+    let anonymous = hotrule::api::client::AdminClient::new(&node.node.admin_addr.to_string(), None).expect("client");
     let reply = anonymous.get("/query/logs?tag=a:b&tag=c:d").await.expect("request");
     assert_eq!(reply.status.as_u16(), 401);
     node.node.shutdown().await;

@@ -23,7 +23,7 @@ use components::hotrule_node::HotruleNode;
 use components::prom::exposition_value;
 use components::{require_node, unix_now_ms};
 use harness::wait_until;
-use hotrule::cli::client::with_query;
+use hotrule::api::client::with_query;
 
 /// Long enough for a start and a few evaluations on a busy 2-core machine.
 const WAIT: Duration = Duration::from_secs(60);

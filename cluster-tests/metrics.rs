@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use harness::{TestNode, wait_until};
 use hotrule::cluster::bus::MemNetwork;
-use hotrule::cli::client::AdminClient;
+use hotrule::api::client::AdminClient;
 use hotrule::cluster::gossip::{GossipNetwork, MembershipSettings};
 use hotrule::base::ids::NodeId;
 use hotrule::node::NodeSettings;

@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use harness::wait_until;
-use hotrule::cli::client::{AdminClient, with_query};
+use hotrule::api::client::{AdminClient, with_query};
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/partition.sh");
 /// The nodes' scan interval (`--scan-interval`); the self-heal threshold is twice that.

@@ -40,7 +40,7 @@ fn expect(got: (u16, Value), code: u16, status: &str) -> Value {
 }
 
 async fn status_of(node: &TestNode, pairs: &[(&str, &str)]) -> Value {
-    let reply = node.client.get(&hotrule::cli::client::with_query("/runtime/rule/status", pairs)).await.expect("status");
+    let reply = node.client.get(&hotrule::api::client::with_query("/runtime/rule/status", pairs)).await.expect("status");
     assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
     reply.json().expect("status json")
 }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use harness::{ProcessNode, free_port, hotrule_cli, wait_until};
-use hotrule::cli::client::{AdminClient, with_query};
+use hotrule::api::client::{AdminClient, with_query};
 
 const RULE: &str = "\
 expSuffix: service(['svc'], Layer.GENERAL)

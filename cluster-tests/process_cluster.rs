@@ -9,7 +9,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use harness::wait_until;
-use hotrule::cli::client::{AdminClient, with_query};
+use hotrule::api::client::{AdminClient, with_query};
 
 const WAIT: Duration = Duration::from_secs(40);
 

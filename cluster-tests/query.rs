@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use harness::{TestNode, wait_until};
 use hotrule::cluster::bus::MemNetwork;
-use hotrule::cli::client::{AdminClient, Reply, with_query};
+use hotrule::api::client::{AdminClient, Reply, with_query};
 use hotrule::cluster::gossip::{GossipNetwork, MembershipSettings};
 use hotrule::compiler::{DataType, Downsampling, ScopeType};
 use hotrule::base::ids::NodeId;

@@ -21,7 +21,7 @@ use components::{
     require_otlp_python, send_otlp_fixture, unix_now,
 };
 use harness::{TestNode, wait_until};
-use hotrule::cli::client::with_query;
+use hotrule::api::client::with_query;
 use hotrule::compiler::{Compiled, DslKind, compile_bundled};
 use hotrule::config::ConfigSources;
 use hotrule::data::seam::{Batch, Protocol, Value as Stored};

@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use harness::TestNode;
-use hotrule::cli::client::with_query;
+use hotrule::api::client::with_query;
 use hotrule::base::ids::{Catalog, NodeId, Revision, RuleKey, RuleName};
 use hotrule::node::NodeSettings;
 use hotrule::control::rolling::view::RollView;
-use hotrule::cli::client::roll::{RollQuery, status_into};
+use hotrule::cli::admin::rolling::{RollQuery, status_into};
 use hotrule::control::rolling::{HealthReport, HealthSettings, Observation, RollRecord, StartRoll, advance, codec, force_commit};
 
 fn key(catalog: Catalog, name: &str) -> RuleKey {
@@ -78,7 +78,7 @@ async fn the_rolling_route_serves_records_put_through_the_store() {
     let states: Vec<(&str, &str, &str)> = view.nodes.iter().map(|n| (n.node.as_str(), n.state.as_str(), n.content.as_str())).collect();
     assert_eq!(states, vec![("n1", "healthy", "rolling"), ("n2", "pending", "rolling"), ("n3", "pending", "master")]);
     assert_eq!((view.started_at_ms, view.step_started_at_ms, view.updated_at_ms), (1_000, 2_600, 2_600));
-    let text = hotrule::cli::client::roll::render(&[view]);
+    let text = hotrule::cli::admin::rolling::render(&[view]);
     assert!(text.contains("otel-rules/vm") && text.contains(" 33% in_progress"), "{text}");
 
     // Phase 3: validation and absence.

@@ -327,7 +327,7 @@ async fn a_rolling_start_answers_every_4xx_of_a_normal_write_and_a_lone_node_rol
         async move {
             let reply = node
                 .client
-                .post(&hotrule::cli::client::with_query("/runtime/rule/addOrUpdate", &pairs), body)
+                .post(&hotrule::api::client::with_query("/runtime/rule/addOrUpdate", &pairs), body)
                 .await
                 .expect("post");
             (reply.status.as_u16(), reply.json().unwrap_or_default())

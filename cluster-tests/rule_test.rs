@@ -6,7 +6,7 @@
 mod harness;
 
 use harness::{TestNode, hotrule_cli};
-use hotrule::cli::client::with_query;
+use hotrule::api::client::with_query;
 use hotrule::node::NodeSettings;
 use serde_json::{Value, json};
 

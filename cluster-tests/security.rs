@@ -81,7 +81,7 @@ async fn start_udp_node(id: &str, gossip_port: u16, seeds: &[u16], auth: BusAuth
     let node = RunningNode::start_clustered(settings, kv.clone(), admin, wiring)
         .await
         .expect("node starts");
-    let client = hotrule::cli::client::AdminClient::new(&admin_addr, None).expect("client");
+    let client = hotrule::api::client::AdminClient::new(&admin_addr, None).expect("client");
     TestNode { node, client, kv }
 }
 
@@ -238,7 +238,7 @@ async fn cluster_reads_go_over_the_bus_and_never_send_the_token() {
         let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring)
             .await
             .expect("starts");
-        let client = hotrule::cli::client::AdminClient::new(&admin, Some(TOKEN.into())).expect("client");
+        let client = hotrule::api::client::AdminClient::new(&admin, Some(TOKEN.into())).expect("client");
         nodes.push(TestNode { node, client, kv });
     }
     wait_until(WAIT, "n1 sees n2 live", || async {

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hotrule::cli::client::{AdminClient, with_query};
+use hotrule::api::client::{AdminClient, with_query};
 
 use super::{Proc, ScrapeJob, start_on_free_port};
 

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hotrule::cli::client::AdminClient;
+use hotrule::api::client::AdminClient;
 
 pub use prom::{PromSample, PromSeries, parse_matrix, parse_vector};
 
@@ -296,7 +296,7 @@ impl Prometheus {
 /// `GET {server}/api/v1/query?query=expr` and its vector, or `None` when the answer is not a
 /// successful vector.
 pub async fn api_query(client: &AdminClient, expr: &str) -> Option<Vec<PromSample>> {
-    let path = hotrule::cli::client::with_query("/api/v1/query", &[("query", expr)]);
+    let path = hotrule::api::client::with_query("/api/v1/query", &[("query", expr)]);
     let reply = client.get(&path).await.ok()?;
     let json = reply.json()?;
     if json["status"] != "success" || json["data"]["resultType"] != "vector" {
@@ -308,7 +308,7 @@ pub async fn api_query(client: &AdminClient, expr: &str) -> Option<Vec<PromSampl
 /// `GET {server}/api/v1/query_range` and its matrix, or `None`.
 pub async fn api_query_range(client: &AdminClient, expr: &str, start: i64, end: i64, step_secs: u64) -> Option<Vec<PromSeries>> {
     let (start, end, step) = (start.to_string(), end.to_string(), step_secs.to_string());
-    let path = hotrule::cli::client::with_query("/api/v1/query_range", &[("query", expr), ("start", &start), ("end", &end), ("step", &step)]);
+    let path = hotrule::api::client::with_query("/api/v1/query_range", &[("query", expr), ("start", &start), ("end", &end), ("step", &step)]);
     let reply = client.get(&path).await.ok()?;
     let json = reply.json()?;
     if json["status"] != "success" || json["data"]["resultType"] != "matrix" {

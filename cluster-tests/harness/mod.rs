@@ -10,7 +10,7 @@ use std::process::{Child, Command};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use hotrule::cli::client::{AdminClient, with_query};
+use hotrule::api::client::{AdminClient, with_query};
 use hotrule::node::{NodeSettings, RunningNode};
 use hotrule::store::kv::{KvEngine, MemKv};
 use hotrule::control::workflow::Peers;

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::cluster::{Node, spawn_with};
-use crate::cli::client::with_query;
+use crate::api::client::with_query;
 
 const CHAIN: &str = "HR-CHAOS";
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cli::client::{AdminClient, with_query};
+use crate::api::client::{AdminClient, with_query};
 
 pub(super) struct Node {
     pub(super) child: Child,

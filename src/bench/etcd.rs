@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use hyper::Method;
 
 use super::cluster::wait_for;
-use crate::cli::client::AdminClient;
+use crate::api::client::AdminClient;
 
 /// How often the writer sends, as in the hotrule measurement.
 pub const WRITE_EVERY: Duration = Duration::from_millis(50);

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cli::client::AdminClient;
+use crate::api::client::AdminClient;
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use hotrule_lal_engine::{Body, LogData};
 
-use crate::cli::client::{AdminClient, with_query};
+use crate::api::client::{AdminClient, with_query};
 use crate::data::seam::{LogBatch, LogProtocol, LogSink, SubmitError};
 use crate::data::evaluation::DispatchSettings;
 use crate::base::ids::{Catalog, RuleKey, RuleName};

@@ -364,7 +364,7 @@ async fn bench_agents(args: AgentsArgs) -> Result<(), String> {
     if let Some(duration) = args.duration {
         settings.duration = std::time::Duration::from_secs(duration);
     }
-    settings.tags = args.tags.iter().map(|t| crate::cli::client::agents::parse_tag(t)).collect::<Result<_, _>>()?;
+    settings.tags = args.tags.iter().map(|t| crate::api::client::parse_tag(t)).collect::<Result<_, _>>()?;
     settings.token = args.token.filter(|t| !t.is_empty());
     settings.ca_file = args.ca_file;
     let report = crate::api::agents::run_agents(settings).await;

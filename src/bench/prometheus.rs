@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::cli::client::AdminClient;
+use crate::api::client::AdminClient;
 
 /// How long Prometheus may take to answer `/-/ready`.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -81,7 +81,7 @@ impl Prometheus {
 
     /// The value of a one-sample instant query (e.g. `count(up)`), if it has one.
     pub async fn scalar(&self, expr: &str) -> Option<f64> {
-        let reply = self.client.get(&crate::cli::client::with_query("/api/v1/query", &[("query", expr)])).await.ok()?;
+        let reply = self.client.get(&crate::api::client::with_query("/api/v1/query", &[("query", expr)])).await.ok()?;
         let json = reply.json()?;
         json["data"]["result"][0]["value"][1].as_str()?.parse().ok()
     }

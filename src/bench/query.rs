@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use hotrule_mal_engine::{DataType, Downsampling, ScopeType};
 
-use crate::cli::client::{AdminClient, with_query};
+use crate::api::client::{AdminClient, with_query};
 use crate::data::metrics::{Entity, Granularity, MetricInfo, MetricReader, MetricValue, Value};
 use crate::node::{NodeSettings, RunningNode};
 use crate::api::query::memory::MemMetrics;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::cli::client::{AdminClient, with_query};
+use crate::api::client::{AdminClient, with_query};
 use crate::node::{NodeSettings, RunningNode};
 use crate::store::kv::KvEngine;
 

@@ -1,7 +1,7 @@
 //! `hotrule agent ...`, `hotrule agent-config ...` and `hotrule agent-group ...`: the log and
 //! metric agents (LoongCollector) the cluster knows, the pipeline and instance configs served to
 //! them, and the groups (tag and IP-range selectors) those configs are applied to. Each command
-//! is one call into the protocol client (`client::agents`); exit 0 done, 1 a failed or refused
+//! is one call into the protocol client (`admin::agents`); exit 0 done, 1 a failed or refused
 //! request, 2 a usage error (a malformed `--tag`).
 
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use super::client::agents;
+use super::admin::agents;
 use super::{ServerArgs, admin_client, exit_code};
 
 #[derive(Subcommand)]
@@ -129,7 +129,7 @@ pub(super) async fn run(server: ServerArgs, command: AgentCli) -> ExitCode {
             agents::config_status(&client, &kind, &name, json).await
         }
         AgentCli::Group(AgentGroupCommand::Create { name, description, tags, ip_cidrs }) => {
-            let tags = match tags.iter().map(|t| agents::parse_tag(t)).collect::<Result<Vec<_>, _>>() {
+            let tags = match tags.iter().map(|t| crate::api::client::parse_tag(t)).collect::<Result<Vec<_>, _>>() {
                 Ok(tags) => tags,
                 Err(e) => {
                     eprintln!("hotrule: {e}");

@@ -1,12 +1,12 @@
 //! `hotrule cluster status`: the cluster as one node sees it (members, liveness, addresses,
 //! generation, digest, last scan, and the main), from that node's admin API through the
-//! protocol client (`client::cli::cluster_status`). Exit 0, or 1 when the request fails.
+//! protocol client (`admin::rule::cluster_status`). Exit 0, or 1 when the request fails.
 
 use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use super::client::cli;
+use super::admin::rule;
 use super::{ServerArgs, admin_client, exit_code};
 
 #[derive(Subcommand)]
@@ -22,7 +22,7 @@ pub(super) enum ClusterCommand {
 pub(super) async fn run(server: ServerArgs, command: ClusterCommand) -> ExitCode {
     let ClusterCommand::Status { json } = command;
     match admin_client(&server) {
-        Ok(client) => exit_code(cli::cluster_status(&client, json).await),
+        Ok(client) => exit_code(rule::cluster_status(&client, json).await),
         Err(code) => code,
     }
 }

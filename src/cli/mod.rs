@@ -1,15 +1,16 @@
 //! The `hotrule` command line: the command tree (clap types) and what each command does, as a
 //! thin call into the node (`serve`), a node's admin API through the protocol client
-//! (`client`), or the benchmarks (`crate::bench`). `main.rs` parses and calls [`run`].
+//! (`crate::api::client`, the calls and their printing in `admin`), or the benchmarks
+//! (`crate::bench`). `main.rs` parses and calls [`run`].
 //!
 //! One file per command group: `serve` runs a node; `rule` (with `rule roll` and `rule test`),
 //! `cluster` and `agent` (agents, agent configs and agent groups) talk to a node; `config`
-//! inspects a configuration offline; `metrics` and `logs` keep their commands beside their
-//! client (`client::metrics`, `client::logs`). This file holds the tree, the flags several
+//! inspects a configuration offline; `metrics` and `logs` keep their clap types beside their
+//! calls (`admin::metrics`, `admin::logs`). This file holds the tree, the flags several
 //! groups share (`--server`, `--config`/`--set`) and the exit codes they all use: 0 done, 1 a
 //! failed or refused request, 2 a usage error. The node imports nothing from here.
 
-pub mod client;
+pub mod admin;
 
 mod agent;
 mod cluster;
@@ -21,7 +22,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use client::AdminClient;
+use crate::api::client::AdminClient;
 
 #[derive(Parser)]
 #[command(name = "hotrule", version, about = "Runtime hot-update of SkyWalking MAL/LAL rules on a peer-to-peer cluster")]
@@ -74,14 +75,14 @@ enum Command {
         #[command(flatten)]
         server: ServerArgs,
         #[command(subcommand)]
-        command: client::metrics::MetricsCommand,
+        command: admin::metrics::MetricsCommand,
     },
     /// Kept logs (`/query/logs`): query them, or follow them.
     Logs {
         #[command(flatten)]
         server: ServerArgs,
         #[command(subcommand)]
-        command: client::logs::LogsCommand,
+        command: admin::logs::LogsCommand,
     },
     /// Inspect a configuration without running a node.
     Config {
@@ -130,11 +131,11 @@ pub fn run(cli: Cli) -> ExitCode {
             Command::Cluster { server, command } => cluster::run(server, command).await,
             Command::Bench { command } => crate::bench::run(command).await,
             Command::Metrics { server, command } => match admin_client(&server) {
-                Ok(client) => exit_code(client::metrics::run(&client, command).await),
+                Ok(client) => exit_code(admin::metrics::run(&client, command).await),
                 Err(code) => code,
             },
             Command::Logs { server, command } => match admin_client(&server) {
-                Ok(client) => exit_code(client::logs::run(&client, command).await),
+                Ok(client) => exit_code(admin::logs::run(&client, command).await),
                 Err(code) => code,
             },
             Command::Agent { server, command } => agent::run(server, agent::AgentCli::Agent(command)).await,
@@ -173,49 +174,5 @@ fn exit_code<E: std::fmt::Display>(result: Result<(), E>) -> ExitCode {
             eprintln!("hotrule: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::{Path, PathBuf};
-
-    /// Every `.rs` file under `dir`, recursively.
-    fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                rust_files(&path, files);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-
-    /// The node does not depend on its command line or on the benchmarks: outside `cli/`,
-    /// `bench/`, `main.rs` and `lib.rs` (which declares them), no source of the crate names
-    /// `crate::cli` or `crate::bench`. The engine crates under `engines/` are other crates (one
-    /// has a `bench` module of its own) and are not read.
-    #[test]
-    fn the_node_imports_neither_the_command_line_nor_the_benchmarks() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let skipped = ["cli", "bench", "engines", "main.rs", "lib.rs"].map(|name| src.join(name));
-        let path_to = regex::Regex::new(r"\b(crate|hotrule)::(cli|bench)\b").expect("pattern");
-        let grouped = regex::Regex::new(r"\b(crate|hotrule)::\{[^}]*\b(cli|bench)\b").expect("pattern");
-        let mut files = Vec::new();
-        rust_files(&src, &mut files);
-        let mut violations = Vec::new();
-        for file in files.iter().filter(|f| !skipped.iter().any(|s| f.starts_with(s))) {
-            let text = std::fs::read_to_string(file).expect("readable source");
-            for (number, line) in text.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or_default();
-                if path_to.is_match(code) || grouped.is_match(code) {
-                    violations.push(format!("{}:{}: {}", file.display(), number + 1, line.trim()));
-                }
-            }
-        }
-        assert!(files.len() > 100, "found only {} sources under {}", files.len(), src.display());
-        assert!(violations.is_empty(), "the node imports the command line or the benchmarks:\n{}", violations.join("\n"));
     }
 }

@@ -1,7 +1,7 @@
 //! `hotrule rule ...`: the rule commands (push, get, list, layers, inactivate, delete, status,
 //! dump), `rule roll ...` (a rolling change's status, rollback and force-commit) and `rule test`
 //! (a MAL file on sample files, or a LAL file on sample logs, without storing it). Each command
-//! is one call into the protocol client (`client::cli`, `client::roll`, `client::rule_test`);
+//! is one call into the protocol client (`admin::rule`, `admin::rolling`, `admin::rule_test`);
 //! this file maps flags to that call and its result to an exit code: 0 done, 1 a failed or
 //! refused request (or, for `rule test`, a rule error or a bad log line), 2 a usage error.
 
@@ -10,10 +10,10 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use super::client::cli::{self, CliError};
-use super::client::roll::{self, RollEnd, RollQuery, RollingPush};
-use super::client::rule_test::{self, TestVerdict};
-use super::client::AdminClient;
+use super::admin::rule::{self, CliError};
+use super::admin::rolling::{self, RollEnd, RollQuery, RollingPush};
+use super::admin::rule_test::{self, TestVerdict};
+use crate::api::client::AdminClient;
 use super::{ServerArgs, admin_client, exit_code};
 
 #[derive(Subcommand)]
@@ -197,47 +197,47 @@ pub(super) async fn run(server: ServerArgs, command: RuleCommand) -> ExitCode {
     };
     let result = match command {
         RuleCommand::Push { catalog, name, file, allow_storage_change, force, rolling: false, .. } => {
-            cli::push(&client, &catalog, &name, &file, allow_storage_change, force).await
+            rule::push(&client, &catalog, &name, &file, allow_storage_change, force).await
         }
         RuleCommand::Push {
             catalog, name, file, allow_storage_change, force, rolling: true, step_timeout, health_window, health_checks,
         } => {
             let settings = RollingPush { step_timeout, health_window, health_checks };
-            roll::push_rolling(&client, &catalog, &name, &file, allow_storage_change, force, &settings).await
+            rolling::push_rolling(&client, &catalog, &name, &file, allow_storage_change, force, &settings).await
         }
         RuleCommand::Roll { command: RollCommand::Rollback { catalog, name } } => {
-            roll::end(&client, &catalog, &name, RollEnd::Rollback).await
+            rolling::end(&client, &catalog, &name, RollEnd::Rollback).await
         }
         RuleCommand::Roll { command: RollCommand::ForceCommit { catalog, name } } => {
-            roll::end(&client, &catalog, &name, RollEnd::ForceCommit).await
+            rolling::end(&client, &catalog, &name, RollEnd::ForceCommit).await
         }
-        RuleCommand::Get { catalog, name, bundled, json } => cli::get(&client, &catalog, &name, bundled, json).await,
-        RuleCommand::List { catalog, json, cluster: false } => cli::list(&client, catalog.as_deref(), json).await,
-        RuleCommand::List { json, cluster: true, .. } => cli::cluster_list(&client, json).await,
-        RuleCommand::Layers { built_in, json } => cli::layers(&client, built_in, json).await,
-        RuleCommand::Inactivate { catalog, name } => cli::inactivate(&client, &catalog, &name).await,
+        RuleCommand::Get { catalog, name, bundled, json } => rule::get(&client, &catalog, &name, bundled, json).await,
+        RuleCommand::List { catalog, json, cluster: false } => rule::list(&client, catalog.as_deref(), json).await,
+        RuleCommand::List { json, cluster: true, .. } => rule::cluster_list(&client, json).await,
+        RuleCommand::Layers { built_in, json } => rule::layers(&client, built_in, json).await,
+        RuleCommand::Inactivate { catalog, name } => rule::inactivate(&client, &catalog, &name).await,
         RuleCommand::Delete { catalog, name, revert_to_bundled } => {
-            cli::delete(&client, &catalog, &name, revert_to_bundled).await
+            rule::delete(&client, &catalog, &name, revert_to_bundled).await
         }
         RuleCommand::Status { apply_id, catalog, name, content_hash, json } => {
             let query = match (apply_id, catalog, name) {
-                (Some(id), _, _) => cli::StatusQuery::ApplyId(id),
-                (None, Some(catalog), Some(name)) => cli::StatusQuery::Rule { catalog, name, content_hash },
+                (Some(id), _, _) => rule::StatusQuery::ApplyId(id),
+                (None, Some(catalog), Some(name)) => rule::StatusQuery::Rule { catalog, name, content_hash },
                 _ => {
                     eprintln!("hotrule: rule status needs --apply-id, or --catalog and --name");
                     return ExitCode::from(2);
                 }
             };
-            cli::status(&client, &query, json).await
+            rule::status(&client, &query, json).await
         }
-        RuleCommand::Dump { catalog, output } => cli::dump(&client, catalog.as_deref(), &output).await,
+        RuleCommand::Dump { catalog, output } => rule::dump(&client, catalog.as_deref(), &output).await,
         RuleCommand::Roll { command: RollCommand::Status { catalog, name, watch, interval_secs, json } } => {
             let query = match (catalog, name) {
                 (Some(catalog), Some(name)) => RollQuery::One { catalog, name },
                 _ => RollQuery::All,
             };
             let every = watch.then(|| std::time::Duration::from_secs(interval_secs.max(1)));
-            roll::status(&client, &query, every, json).await
+            rolling::status(&client, &query, every, json).await
         }
         RuleCommand::Test { catalog, file, samples, logs, mal, interval, labels, json, against_current, name } => {
             if let Some(logs) = logs {

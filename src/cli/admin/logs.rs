@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::cli::{CliError, check, table};
-use super::{AdminClient, with_query};
+use super::rule::{CliError, check, table};
+use crate::api::client::{AdminClient, with_query};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum LogsCommand {

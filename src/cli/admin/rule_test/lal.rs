@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use super::{TestVerdict, default_name, read, run_test};
-use crate::cli::client::AdminClient;
-use crate::cli::client::cli::{CliError, table};
+use crate::api::client::AdminClient;
+use crate::cli::admin::rule::{CliError, table};
 
 /// What `hotrule rule test` was asked for a LAL file.
 #[derive(Debug, Clone)]

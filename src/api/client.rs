@@ -1,11 +1,5 @@
-//! The admin API client used by the CLI, the benchmarks and the tests.
-
-pub mod agents;
-pub mod cli;
-pub mod logs;
-pub mod metrics;
-pub mod roll;
-pub mod rule_test;
+//! The admin API's protocol client: one HTTP/1.1 (or https) client with the node's token,
+//! used by the CLI's commands (`cli::admin`), the benchmarks and the tests.
 
 use std::time::Duration;
 
@@ -143,4 +137,12 @@ fn encode(text: &str) -> String {
         }
     }
     out
+}
+
+/// Parses `name=value` tag arguments (agent tags, as the agent API takes them).
+pub fn parse_tag(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => Ok((name.trim().to_string(), value.trim().to_string())),
+        _ => Err(format!("tag {text:?} is not name=value")),
+    }
 }

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::cli::{CliError, check, table};
-use super::{AdminClient, with_query};
+use super::rule::{CliError, check, table};
+use crate::api::client::{AdminClient, with_query};
 
 pub mod lal;
 

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use super::cli::{CliError, check};
-use super::{AdminClient, with_query};
+use super::rule::{CliError, check};
+use crate::api::client::{AdminClient, with_query};
 use crate::control::rolling::view::RollView;
 
 /// The width of the progress bar, in cells.

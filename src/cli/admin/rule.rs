@@ -5,13 +5,13 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::{AdminClient, Reply, with_query};
+use crate::api::client::{AdminClient, Reply, with_query};
 
 /// A CLI failure, printed as one line on stderr.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     #[error(transparent)]
-    Client(#[from] super::ClientError),
+    Client(#[from] crate::api::client::ClientError),
     #[error("{status} {apply_status}: {message}")]
     Server { status: u16, apply_status: String, message: String },
     #[error("reading {path}: {source}")]

@@ -3,8 +3,8 @@
 
 use serde_json::Value;
 
-use super::cli::{CliError, check, table};
-use super::{AdminClient, with_query};
+use super::rule::{CliError, check, table};
+use crate::api::client::{AdminClient, with_query};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum MetricsCommand {

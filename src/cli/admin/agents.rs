@@ -5,10 +5,10 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::cli::{CliError, check, table};
-use super::{AdminClient, with_query};
+use super::rule::{CliError, check, table};
+use crate::api::client::{AdminClient, with_query};
 
-fn print_outcome(reply: &super::Reply) {
+fn print_outcome(reply: &crate::api::client::Reply) {
     let body = reply.json().unwrap_or(Value::Null);
     let mut line = format!(
         "{} {}/{}: {}",
@@ -26,7 +26,7 @@ fn print_outcome(reply: &super::Reply) {
     println!("{line}");
 }
 
-fn print_json(reply: &super::Reply) {
+fn print_json(reply: &crate::api::client::Reply) {
     let body = reply.json().unwrap_or(Value::Null);
     println!(
         "{}",
@@ -288,14 +288,4 @@ fn encode_segment(text: &str) -> String {
         }
     }
     out
-}
-
-/// Parses `name=value` tag arguments.
-pub fn parse_tag(text: &str) -> Result<(String, String), String> {
-    match text.split_once('=') {
-        Some((name, value)) if !name.trim().is_empty() => {
-            Ok((name.trim().to_string(), value.trim().to_string()))
-        }
-        _ => Err(format!("tag {text:?} is not name=value")),
-    }
 }
