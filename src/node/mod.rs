@@ -1,7 +1,7 @@
 //! The composition root: builds every component, boots, spawns the workers and the servers,
 //! and tears them down in reverse order. It wires; it decides nothing.
 //!
-//! [`RunningNode::start_with_listeners`] reads as the script, one named step each:
+//! `RunningNode::start_full` reads as the script, one named step each:
 //!
 //! 1. [`listeners::prepare`]: the caller's listeners (port 0 in tests), the data listener made
 //!    TLS, and the node's id;
@@ -15,6 +15,10 @@
 //!    readiness in gossip), then [`listeners::serve_admin_and_data`].
 //!
 //! [`RunningNode::shutdown`] undoes it in reverse: servers, dispatch, workers, gossip.
+//!
+//! A node is started by [`RunningNode::start_with_listeners`] from the settings an operator
+//! configures ([`NodeSettings`]); tests that replace some of its parts go through the test
+//! seam, [`testing::NodeBuilder`].
 
 mod api;
 mod control_plane;
@@ -23,20 +27,19 @@ mod error;
 mod listeners;
 mod live;
 mod settings;
+pub mod testing;
 mod wiring;
 mod workers;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::admin::AdminState;
 use crate::base::self_metrics::Telemetry;
 use crate::base::worker::{Worker, WorkerRunner};
 use crate::control::scan::{ScanReport, boot};
-use crate::control::workflow::{NoPeers, Peers};
 use crate::data::metrics::cells::MetricStore;
 use crate::data::metrics::{MetricReader, MetricWriter};
 use crate::store::kv::KvEngine;
@@ -47,6 +50,7 @@ pub use settings::{ConfigRuntime, LogControl, NodeSettings};
 pub use wiring::{BusWiring, ClusterWiring, resolve_node_id};
 
 use listeners::Servers;
+use testing::Seams;
 
 /// How long [`RunningNode::shutdown`] waits for the workers before aborting them.
 pub const WORKER_SHUTDOWN_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
@@ -76,52 +80,27 @@ pub struct RunningNode {
 }
 
 impl RunningNode {
-    /// Builds and boots a node on `kv`, then serves the admin API on `listener`.
-    pub async fn start(settings: NodeSettings, kv: Arc<dyn KvEngine>, listener: TcpListener) -> Result<RunningNode, NodeError> {
-        RunningNode::start_with_peers(settings, kv, listener, Arc::new(NoPeers)).await
-    }
-
-    /// Like [`RunningNode::start`], with the given view of the other nodes.
-    pub async fn start_with_peers(
-        settings: NodeSettings,
-        kv: Arc<dyn KvEngine>,
-        listener: TcpListener,
-        peers: Arc<dyn Peers>,
-    ) -> Result<RunningNode, NodeError> {
-        let listeners = Listeners { admin: listener, data: None };
-        RunningNode::start_full(settings, kv, listeners, Some(peers), None).await
-    }
-
-    /// A node on the given listeners, alone (`wiring` none) or in a cluster.
+    /// Builds and boots a node on `kv`, alone (`wiring` none) or in a cluster, then serves on
+    /// the given listeners. (Tests start nodes through [`testing::NodeBuilder`].)
     pub async fn start_with_listeners(
         settings: NodeSettings,
         kv: Arc<dyn KvEngine>,
         listeners: Listeners,
         wiring: Option<ClusterWiring>,
     ) -> Result<RunningNode, NodeError> {
-        RunningNode::start_full(settings, kv, listeners, None, wiring).await
-    }
-
-    /// A node in a cluster: gossip membership, the bus, replication and forwarding.
-    pub async fn start_clustered(
-        settings: NodeSettings,
-        kv: Arc<dyn KvEngine>,
-        listener: TcpListener,
-        wiring: ClusterWiring,
-    ) -> Result<RunningNode, NodeError> {
-        let listeners = Listeners { admin: listener, data: None };
-        RunningNode::start_full(settings, kv, listeners, None, Some(wiring)).await
+        RunningNode::start_full(settings, Seams::none(), kv, listeners, wiring).await
     }
 
     /// The script: listeners and identity, cluster, the planes, boot, workers, servers.
     async fn start_full(
         settings: NodeSettings,
+        seams: Seams,
         kv: Arc<dyn KvEngine>,
         listeners: Listeners,
-        peers: Option<Arc<dyn Peers>>,
         wiring: Option<ClusterWiring>,
     ) -> Result<RunningNode, NodeError> {
-        let telemetry = settings.telemetry.clone();
+        // The node's own metrics: one instance, handed to every component that counts.
+        let telemetry = Arc::new(Telemetry::new());
         // 1. Listeners and identity.
         let bound = listeners::prepare(listeners, settings.agent_tls.as_ref())?;
         let node_id = resolve_node_id(settings.node_id.as_deref(), &wiring::admin_advertise(wiring.as_ref(), bound.admin_addr));
@@ -130,10 +109,10 @@ impl RunningNode {
 
         // 2. Membership and the bus: the workflow's peers need them.
         let cluster = wiring::join_cluster(wiring, &node_id, &telemetry).await?;
-        let (notice_worker, peers) = wiring::workflow_peers(peers, cluster.as_ref());
+        let (notice_worker, peers) = wiring::workflow_peers(seams.peers, cluster.as_ref());
 
         // 3. The data stores (their own key spaces of the same database) and the exporters.
-        let stores = data_plane::open_stores(&kv, &settings, settings.metric_reader.clone(), &telemetry, &mut workers)?;
+        let stores = data_plane::open_stores(&kv, &settings, seams.metric_reader, &telemetry, &mut workers)?;
 
         // 4. The control plane on management storage.
         let control = control_plane::build(kv, &settings, &node_id, peers, &telemetry)?;
@@ -141,7 +120,7 @@ impl RunningNode {
         // 5. The agent service, dispatch and the receivers, and the admin API's state.
         let config = api::config_state(&settings)?;
         let (agents, catch_up) = api::agent_service(&settings, &control.store, cluster.as_ref())?;
-        let sinks = data_plane::Sinks { samples: settings.data_sink.clone(), logs: settings.log_sink.clone() };
+        let sinks = data_plane::Sinks { samples: seams.data_sink, logs: seams.log_sink };
         let data = data_plane::build(&settings, &control, &stores, sinks, &telemetry)?;
         let state = api::admin_state(
             &settings,
@@ -165,10 +144,10 @@ impl RunningNode {
 
         // 7. Workers, replication, then the servers.
         workers::spawn_scan(&mut workers, &control, cluster.as_ref());
-        workers::spawn_agent_maintenance(&mut workers, &agents, settings.agent_flush_interval);
+        workers::spawn_agent_maintenance(&mut workers, &agents, seams.agent_flush_interval);
         workers::spawn_data_workers(&mut workers, &settings, &data.ingest, &stores);
         workers::spawn_reload(&mut workers, &settings, &control, &state);
-        workers::spawn_roller(&mut workers, &settings, &node_id, &control, &state, cluster.as_ref(), settings.roll_worker);
+        workers::spawn_roller(&mut workers, &settings, &node_id, &control, &state, cluster.as_ref(), seams.roll_worker);
         let mut servers = Servers::new();
         if let (Some(parts), Some(catch_up)) = (cluster, catch_up) {
             let replication = wiring::ReplicationParts {

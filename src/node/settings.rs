@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::base::listen::ListenLimits;
-use crate::base::self_metrics::Telemetry;
 use crate::config::reload::LiveError;
 use crate::config::{ConfigSources, ConfigState, NodeConfig};
 use crate::control::scan::ScanSettings;
@@ -22,7 +21,8 @@ pub struct ConfigRuntime {
     pub log_control: Option<LogControl>,
 }
 
-/// Validated settings for one node.
+/// Validated settings for one node: only what an operator configures (what a test replaces in
+/// a node is in [`super::testing`]).
 #[derive(Clone)]
 pub struct NodeSettings {
     pub node_id: Option<String>,
@@ -35,39 +35,22 @@ pub struct NodeSettings {
     pub config: Option<ConfigRuntime>,
     /// The agent config server's protocol settings.
     pub agents: crate::api::agents::AgentServiceSettings,
-    /// How often agent state is flushed to storage.
-    pub agent_flush_interval: std::time::Duration,
     /// TLS on the data listener: certificate and key files (re-read when they change).
     pub agent_tls: Option<crate::base::tls::TlsFiles>,
     /// Timeouts and connection caps of the admin, bus and data listeners.
     pub limits: ListenLimits,
     /// Receiver body limits and scrape jobs.
     pub ingest: crate::data::ingest::IngestConfig,
-    /// Where received samples go instead of the node's dispatcher (tests that record batches);
-    /// none: the dispatcher.
-    pub data_sink: Option<Arc<dyn crate::data::seam::BatchSink>>,
-    /// Where received logs go instead of the node's default (tests that record log batches);
-    /// none: the node's log dispatcher, when it has one (else the log routes answer 503).
-    pub log_sink: Option<Arc<dyn crate::data::seam::LogSink>>,
-    /// The node's own metrics (`GET /metrics`): one instance, handed to every component that
-    /// counts (scan, bus, admin writes; dispatch, ingest, storage and export on the data plane).
-    pub telemetry: Arc<Telemetry>,
     /// Remote-write export of computed metrics (`export.remote_write`); none: no export.
     pub export: Option<crate::data::export::RemoteWriteSettings>,
     /// OTLP/HTTP export of kept logs (`export.otlp_logs`); none: no log export.
     pub otlp_logs_export: Option<crate::data::export::otlp_logs::OtlpLogsSettings>,
     /// The data plane's dispatch queue, evaluation threads and drain bound.
     pub dispatch: crate::data::evaluation::DispatchSettings,
-    /// The metric reader queries use instead of the node's metric store (tests); none: the
-    /// node's store.
-    pub metric_reader: Option<Arc<dyn crate::data::metrics::MetricReader>>,
     /// Metric retention per granularity.
     pub retention: crate::data::metrics::cells::Retention,
     /// Rolling rule changes: the roll tick.
     pub rolling: crate::control::rolling::roller::RollerSettings,
-    /// Whether the main's roll worker advances rolls (always, from the configuration); tests of
-    /// the control side that move a roll's index by hand turn it off.
-    pub roll_worker: bool,
 }
 
 impl NodeSettings {
@@ -85,20 +68,14 @@ impl NodeSettings {
             lock_timeout: std::time::Duration::from_millis(500),
             config: None,
             agents: crate::api::agents::AgentServiceSettings::default(),
-            agent_flush_interval: std::time::Duration::from_millis(500),
             agent_tls: None,
             limits: ListenLimits::default(),
             ingest: crate::data::ingest::IngestConfig::default(),
-            data_sink: None,
-            log_sink: None,
-            telemetry: Arc::new(Telemetry::new()),
             export: None,
             otlp_logs_export: None,
             dispatch: crate::data::evaluation::DispatchSettings::for_test(),
-            metric_reader: None,
             retention: crate::data::metrics::cells::Retention::default(),
             rolling: crate::control::rolling::roller::RollerSettings::for_test(),
-            roll_worker: true,
         }
     }
 
@@ -122,20 +99,14 @@ impl NodeSettings {
             lock_timeout: config.lock_timeout,
             config: Some(runtime),
             agents: config.agents.service.clone(),
-            agent_flush_interval: crate::api::agents::maintenance::default_flush_interval(),
             agent_tls: config.agents.tls.clone(),
             limits: config.limits.clone(),
             ingest: config.ingest.clone(),
-            data_sink: None,
-            log_sink: None,
-            telemetry: Arc::new(Telemetry::new()),
             export: config.export.clone(),
             otlp_logs_export: config.otlp_logs_export.clone(),
             dispatch: config.dispatch.clone(),
-            metric_reader: None,
             retention: config.retention,
             rolling: config.rolling.clone(),
-            roll_worker: true,
         }
     }
 }
