@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use hotrule::cli::client::{AdminClient, cli};
 use hotrule::config::{self, ConfigSources};
-use hotrule::node::{BusWiring, ClusterWiring, ConfigRuntime, Listeners, LogControl, NodeSettings, RunningNode};
+use hotrule::node::{ConfigRuntime, Listeners, LogControl, NodeError, NodeSettings, RunningNode};
 
 /// mimalloc, counting allocations per thread for `hotrule bench mal` (a few instructions per call).
 #[global_allocator]
@@ -808,10 +808,10 @@ async fn serve(args: ServeArgs) -> ExitCode {
         tracing::warn!(%warning, "configuration");
     }
     let node_config = loaded.config.clone();
-    let kv = match open_storage(&node_config.data_dir) {
+    let kv = match hotrule::node::open_storage(&node_config.data_dir) {
         Ok(kv) => kv,
-        Err(message) => {
-            eprintln!("hotrule: {message}");
+        Err(e) => {
+            eprintln!("hotrule: {}", NodeError::from(e));
             return ExitCode::FAILURE;
         }
     };
@@ -837,17 +837,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
     };
     let settings = NodeSettings::from_config(&node_config, runtime);
     let listeners = Listeners { admin: listener, data: Some(data_listener) };
-    let started = match &node_config.cluster {
-        None => RunningNode::start_with_listeners(settings, kv, listeners, None).await,
-        Some(cluster) => match cluster_wiring(cluster, &node_config).await {
-            Ok(wiring) => RunningNode::start_with_listeners(settings, kv, listeners, Some(wiring)).await,
-            Err(message) => {
-                eprintln!("hotrule: {message}");
-                return ExitCode::FAILURE;
-            }
-        },
-    };
-    let node = match started {
+    let node = match start_node(settings, kv, listeners, &node_config).await {
         Ok(node) => node,
         Err(e) => {
             eprintln!("hotrule: {e}");
@@ -865,51 +855,18 @@ async fn serve(args: ServeArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Binds the bus and describes gossip for a clustered node.
-async fn cluster_wiring(cluster: &config::model::ClusterConfig, node: &config::NodeConfig) -> Result<ClusterWiring, String> {
-    let bus_listener = tokio::net::TcpListener::bind(cluster.bus_listen)
-        .await
-        .map_err(|e| format!("cannot listen for the cluster bus on {}: {e}", cluster.bus_listen))?;
-    let auth = match &cluster.secret {
-        Some(secret) => hotrule::cluster::bus::BusAuth::secret(secret),
-        None => {
-            tracing::warn!("cluster gossip and bus run WITHOUT authentication (--insecure-bus)");
-            hotrule::cluster::bus::BusAuth::Insecure
-        }
+/// Starts the node, alone or (with a `cluster` section) wired to its peers.
+async fn start_node(
+    settings: NodeSettings,
+    kv: Arc<dyn hotrule::store::kv::KvEngine>,
+    listeners: Listeners,
+    config: &config::NodeConfig,
+) -> Result<RunningNode, NodeError> {
+    let wiring = match &config.cluster {
+        Some(cluster) => Some(hotrule::node::cluster_wiring(cluster, config).await?),
+        None => None,
     };
-    let node_id = hotrule::node::resolve_node_id(node.node_id.as_deref(), &cluster.admin_advertise);
-    let mut membership = hotrule::cluster::gossip::MembershipSettings::new(node_id, cluster.gossip_advertise);
-    membership.gossip_listen_addr = cluster.gossip_listen;
-    membership.seeds = cluster.seeds.clone();
-    membership.cluster_id = cluster.id.clone();
-    membership.gossip_interval = cluster.gossip_interval;
-    membership.phi_threshold = cluster.phi_threshold;
-    membership.suspect_phi_threshold = cluster.suspect_phi_threshold;
-    let replication = hotrule::cluster::replication::ReplicationSettings {
-        commit_replicas: cluster.commit_replicas,
-        forward_wait: cluster.forward_wait,
-        ..hotrule::cluster::replication::ReplicationSettings::default()
-    };
-    Ok(ClusterWiring {
-        membership,
-        // The one secret seals gossip and signs the bus: membership and data alike.
-        gossip: hotrule::cluster::gossip::GossipTransport::Udp(auth.clone()),
-        bus: BusWiring::Http { listener: bus_listener, advertise: cluster.bus_advertise.clone(), auth },
-        replication,
-        admin_advertise: cluster.admin_advertise.clone(),
-    })
-}
-
-#[cfg(feature = "rocksdb")]
-fn open_storage(dir: &std::path::Path) -> Result<Arc<dyn hotrule::store::kv::KvEngine>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating data dir {}: {e}", dir.display()))?;
-    let engine = hotrule::store::kv::RocksEngine::open(&dir.join("db")).map_err(|e| e.to_string())?;
-    Ok(Arc::new(engine))
-}
-
-#[cfg(not(feature = "rocksdb"))]
-fn open_storage(_dir: &std::path::Path) -> Result<Arc<dyn hotrule::store::kv::KvEngine>, String> {
-    Err("this build has no RocksDB support (built without the `rocksdb` feature); rebuild with default features".into())
+    RunningNode::start_with_listeners(settings, kv, listeners, wiring).await
 }
 
 async fn wait_for_signal() {

@@ -24,4 +24,10 @@ pub enum NodeError {
     MetricStore(#[from] crate::data::metrics::MetricStoreError),
     #[error("opening log storage: {0}")]
     LogStore(#[from] crate::data::logs::LogStoreError),
+    /// The management database under the data dir (its message says which step and where).
+    #[error(transparent)]
+    Storage(#[from] super::StorageError),
+    /// The cluster bus listener (its message names the address).
+    #[error(transparent)]
+    Wiring(#[from] super::WiringError),
 }

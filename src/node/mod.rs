@@ -24,6 +24,7 @@ mod api;
 mod control_plane;
 mod data_plane;
 mod error;
+mod from_config;
 mod listeners;
 mod live;
 mod settings;
@@ -45,6 +46,7 @@ use crate::data::metrics::{MetricReader, MetricWriter};
 use crate::store::kv::KvEngine;
 
 pub use error::NodeError;
+pub use from_config::{StorageError, WiringError, cluster_wiring, open_storage};
 pub use listeners::Listeners;
 pub use settings::{ConfigRuntime, LogControl, NodeSettings};
 pub use wiring::{BusWiring, ClusterWiring, resolve_node_id};
