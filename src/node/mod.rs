@@ -27,6 +27,7 @@ mod error;
 mod from_config;
 mod listeners;
 mod live;
+pub mod roll_boards;
 mod settings;
 pub mod testing;
 mod wiring;

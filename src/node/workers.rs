@@ -18,6 +18,7 @@ use super::NodeSettings;
 use super::control_plane::ControlPlane;
 use super::data_plane::DataStores;
 use super::live::NodeLive;
+use super::roll_boards::{GossipBoard, LocalBoard, RuntimeFacts, StoreRecords};
 use super::wiring::{ClusterParts, main_view};
 
 /// The periodic scan; in a cluster it asks gossip whether this node is the main.
@@ -70,14 +71,14 @@ pub(super) fn spawn_roller(
         false => None,
     };
     let board: Arc<dyn HealthBoard> = match cluster {
-        Some(parts) => Arc::new(roller::GossipBoard::new(parts.cluster.membership.clone())),
-        None => Arc::new(roller::LocalBoard::new(node_id.clone())),
+        Some(parts) => Arc::new(GossipBoard::new(parts.cluster.membership.clone())),
+        None => Arc::new(LocalBoard::new(node_id.clone())),
     };
     let parts = RollerParts {
         self_id: node_id.clone(),
         board,
-        records: Arc::new(roller::StoreRecords::new(control.store.clone())),
-        facts: Arc::new(roller::RuntimeFacts::new(control.runtime.clone(), state.dispatcher.clone())),
+        records: Arc::new(StoreRecords::new(control.store.clone())),
+        facts: Arc::new(RuntimeFacts::new(control.runtime.clone(), state.dispatcher.clone())),
         changes: vec![control.runtime.subscribe(), control.store.subscribe_rolls()],
     };
     roller::spawn(workers, &settings.rolling, parts, actions);
