@@ -3,16 +3,16 @@
 //!
 //! `RunningNode::start_full` reads as the script, one named step each:
 //!
-//! 1. [`listeners::prepare`]: the caller's listeners (port 0 in tests), the data listener made
+//! 1. `listeners::prepare`: the caller's listeners (port 0 in tests), the data listener made
 //!    TLS, and the node's id;
-//! 2. [`wiring::join_cluster`]: gossip membership and the bus, then the workflow's peers;
-//! 3. [`data_plane::open_stores`]: the metric and log stores and the exporters;
-//! 4. [`control_plane::build`]: management storage, bundled rules, runtime, workflow, scan;
-//! 5. [`api::agent_service`], [`data_plane::build`] (dispatch and the receivers), and
-//!    [`api::admin_state`];
+//! 2. `wiring::join_cluster`: gossip membership and the bus, then the workflow's peers;
+//! 3. `data_plane::open_stores`: the metric and log stores and the exporters;
+//! 4. `control_plane::build`: management storage, bundled rules, runtime, workflow, scan;
+//! 5. `api::agent_service`, `data_plane::build` (dispatch and the receivers), and
+//!    `api::admin_state`;
 //! 6. boot: one synchronous scan before anything is served, so no write can race it;
-//! 7. the workers ([`workers`]), then replication ([`wiring::start_replication`]: sync, the bus,
-//!    readiness in gossip), then [`listeners::serve_admin_and_data`].
+//! 7. the workers (`workers`), then replication (`wiring::start_replication`: sync, the bus,
+//!    readiness in gossip), then `listeners::serve_admin_and_data`.
 //!
 //! [`RunningNode::shutdown`] undoes it in reverse: servers, dispatch, workers, gossip.
 //!

@@ -30,7 +30,7 @@ use super::{ClusterWiring, Listeners, NodeError, NodeSettings, RunningNode};
 /// How often a test node flushes agent state to storage.
 pub const TEST_AGENT_FLUSH_INTERVAL: Duration = Duration::from_millis(500);
 
-/// What may replace a node's own parts. A production node has none of them ([`Seams::none`]).
+/// What may replace a node's own parts. A production node has none of them (`Seams::none`).
 pub(super) struct Seams {
     pub(super) peers: Option<Arc<dyn Peers>>,
     pub(super) data_sink: Option<Arc<dyn BatchSink>>,
