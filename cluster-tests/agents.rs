@@ -19,6 +19,7 @@ use hotrule::cluster::bus::MemNetwork;
 use hotrule::api::client::{AdminClient, with_query};
 use hotrule::cluster::gossip::{GossipNetwork, GossipTransport, MembershipSettings};
 use hotrule::base::ids::NodeId;
+use hotrule::node::testing::NodeBuilder;
 use hotrule::node::{BusWiring, ClusterWiring, Listeners, NodeSettings, RunningNode};
 use hotrule::cluster::replication::ReplicationSettings;
 use hotrule::store::kv::{KvEngine, MemKv};
@@ -57,7 +58,7 @@ async fn single_node_with(
         admin: bind().await,
         data: Some(bind().await),
     };
-    let node = RunningNode::start_with_listeners(settings, kv, listeners, None)
+    let node = NodeBuilder::new(settings).start_with_listeners(kv, listeners, None)
         .await
         .expect("node starts");
     let admin = AdminClient::new(&node.admin_addr.to_string(), None).expect("admin client");
@@ -456,7 +457,7 @@ async fn start_cluster(size: usize) -> (Vec<ClusterNode>, MemNetwork) {
             ..NodeSettings::for_test()
         };
         let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
-        let node = RunningNode::start_with_listeners(settings, kv, listeners, Some(wiring))
+        let node = NodeBuilder::new(settings).start_with_listeners(kv, listeners, Some(wiring))
             .await
             .expect("node starts");
         let admin = AdminClient::new(&admin_addr, None).expect("client");

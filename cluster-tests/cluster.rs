@@ -16,7 +16,8 @@ use hotrule::cluster::bus::MemNetwork;
 use hotrule::cluster::bus::messages::{BusRequest, BusResponse, ForwardOp};
 use hotrule::cluster::gossip::{GossipNetwork, GossipTransport, MembershipSettings};
 use hotrule::base::ids::{Catalog, NodeId, RuleKey, RuleName};
-use hotrule::node::{BusWiring, ClusterWiring, NodeSettings, RunningNode};
+use hotrule::node::testing::NodeBuilder;
+use hotrule::node::{BusWiring, ClusterWiring, NodeSettings};
 use hotrule::cluster::replication::ReplicationSettings;
 use hotrule::store::kv::{KvEngine, MemKv};
 
@@ -101,7 +102,7 @@ impl TestCluster {
         };
         let settings = NodeSettings { node_id: Some(format!("n{i}")), ..NodeSettings::for_test() };
         let kv: Arc<dyn KvEngine> = self.stores[i - 1].clone();
-        let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring).await.expect("node starts");
+        let node = NodeBuilder::new(settings).start_clustered(kv.clone(), listener, wiring).await.expect("node starts");
         let client = hotrule::api::client::AdminClient::new(&admin, None).expect("client");
         self.nodes[i - 1] = Some(TestNode { node, client, kv });
     }

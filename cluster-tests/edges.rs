@@ -383,7 +383,8 @@ async fn a_huge_declared_length_on_the_data_port_gets_the_protocol_413_at_once()
 async fn an_idle_flood_on_the_bus_port_is_capped_and_closed() {
     use hotrule::cluster::gossip::{GossipNetwork, GossipTransport, MembershipSettings};
     use hotrule::base::ids::NodeId;
-    use hotrule::node::{BusWiring, ClusterWiring, Listeners, RunningNode};
+    use hotrule::node::testing::NodeBuilder;
+    use hotrule::node::{BusWiring, ClusterWiring, Listeners};
 
     let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let admin_advertise = admin.local_addr().expect("addr").to_string();
@@ -404,7 +405,7 @@ async fn an_idle_flood_on_the_bus_port_is_capped_and_closed() {
     };
     let settings = NodeSettings { node_id: Some("n1".into()), limits, ..NodeSettings::for_test() };
     let listeners = Listeners { admin, data: None };
-    let node = RunningNode::start_with_listeners(settings, Arc::new(MemKv::new()), listeners, Some(wiring))
+    let node = NodeBuilder::new(settings).start_with_listeners(Arc::new(MemKv::new()), listeners, Some(wiring))
         .await
         .expect("node starts");
     let mut idle = Vec::new();

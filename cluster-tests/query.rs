@@ -16,6 +16,7 @@ use hotrule::cluster::gossip::{GossipNetwork, MembershipSettings};
 use hotrule::compiler::{DataType, Downsampling, ScopeType};
 use hotrule::base::ids::NodeId;
 use hotrule::data::metrics::{Entity, Granularity, MetricInfo, MetricReader, MetricStoreError, Series, SeriesFilter, Value};
+use hotrule::node::testing::NodeBuilder;
 use hotrule::node::{NodeSettings, RunningNode};
 use hotrule::api::query::memory::MemMetrics;
 use hotrule::api::query::time::bucket_of;
@@ -55,8 +56,12 @@ fn sample_store() -> Arc<MemMetrics> {
 }
 
 async fn node_with(reader: Option<Arc<dyn MetricReader>>, token: Option<&str>) -> TestNode {
-    let settings = NodeSettings { metric_reader: reader, admin_token: token.map(str::to_string), ..NodeSettings::for_test() };
-    TestNode::start(settings, Arc::new(MemKv::new())).await
+    let settings = NodeSettings { admin_token: token.map(str::to_string), ..NodeSettings::for_test() };
+    let node = match reader {
+        Some(reader) => NodeBuilder::new(settings).metric_reader(reader),
+        None => NodeBuilder::new(settings),
+    };
+    TestNode::start(node, Arc::new(MemKv::new())).await
 }
 
 async fn get(client: &AdminClient, path: &str, pairs: &[(&str, &str)]) -> (u16, Json) {
@@ -342,8 +347,9 @@ async fn start_cluster(size: usize, gossip: &GossipNetwork, bus: &MemNetwork) ->
         let mut membership = MembershipSettings::for_test(node_id(i), gossip_addr(i));
         membership.seeds = (1..=size).filter(|j| *j != i).map(|j| gossip_addr(j).to_string()).collect();
         let reader: Arc<dyn MetricReader> = node_store(i);
-        let settings = NodeSettings { node_id: Some(node_id(i).0), metric_reader: Some(reader), ..NodeSettings::for_test() };
-        nodes.push(TestNode::clustered_in_memory(settings, membership, gossip, bus).await.node);
+        let settings = NodeSettings { node_id: Some(node_id(i).0), ..NodeSettings::for_test() };
+        let node = NodeBuilder::new(settings).metric_reader(reader);
+        nodes.push(TestNode::clustered_in_memory(node, membership, gossip, bus).await.node);
     }
     nodes
 }

@@ -27,6 +27,7 @@ use hotrule::config::ConfigSources;
 use hotrule::data::seam::{Batch, Protocol, Value as Stored};
 use hotrule::data::ingest::RecordingSink;
 use hotrule::node::NodeSettings;
+use hotrule::node::testing::NodeBuilder;
 use hotrule_mal_engine::{EngineState, PreparedFile};
 use serde_json::{Value, json};
 
@@ -324,12 +325,8 @@ async fn real_components_reach_hotrules_receivers_and_the_rules_compute_the_expe
     assert_eq!(loaded.config.ingest.scrape_jobs.len(), 1);
 
     let sink = Arc::new(RecordingSink::new());
-    let settings = NodeSettings {
-        ingest: loaded.config.ingest.clone(),
-        data_sink: Some(sink.clone()),
-        ..NodeSettings::for_test()
-    };
-    let node = harness::start_with_data_listener(settings).await;
+    let settings = NodeSettings { ingest: loaded.config.ingest.clone(), ..NodeSettings::for_test() };
+    let node = harness::start_with_data_listener(NodeBuilder::new(settings).data_sink(sink.clone())).await;
     let data = node.data_addr.expect("data listener");
     let _prometheus = Prometheus::start(
         &dir.path().join("prometheus"),

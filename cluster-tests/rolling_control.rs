@@ -16,6 +16,7 @@ use hotrule::cluster::bus::MemNetwork;
 use hotrule::cluster::gossip::{GossipNetwork, MembershipSettings};
 use hotrule::base::ids::{Catalog, ContentHash, NodeId, RuleKey, RuleName};
 use hotrule::node::NodeSettings;
+use hotrule::node::testing::NodeBuilder;
 use hotrule::control::rolling::{NodeState, RollRecord, RollState};
 use hotrule::control::workflow::RollError;
 use serde_json::Value;
@@ -64,8 +65,9 @@ impl Cluster {
         for i in 1..=3usize {
             let mut membership = MembershipSettings::for_test(NodeId(format!("n{i}")), addr(i));
             membership.seeds = (1..=3).filter(|j| *j != i).map(|j| addr(j).to_string()).collect();
-            let settings = NodeSettings { node_id: Some(format!("n{i}")), roll_worker, ..NodeSettings::for_test() };
-            nodes.push(Some(TestNode::clustered_in_memory(settings, membership, &gossip, &bus).await));
+            let settings = NodeSettings { node_id: Some(format!("n{i}")), ..NodeSettings::for_test() };
+            let node = NodeBuilder::new(settings).roll_worker(roll_worker);
+            nodes.push(Some(TestNode::clustered_in_memory(node, membership, &gossip, &bus).await));
         }
         let cluster = Cluster { nodes, bus, _gossip: gossip };
         cluster.wait_agreement(&[1, 2, 3], 1).await;
@@ -472,9 +474,9 @@ async fn the_main_s_roll_worker_takes_a_healthy_roll_node_by_node_to_completion(
 async fn a_lone_node_completes_its_own_roll_without_waiting_for_a_periodic_scan() {
     // An hour between periodic scans: only the stored roll record can wake the scan that loads
     // the rolling content (the main writes the record itself; no notice pokes it).
-    let mut settings = NodeSettings { roll_worker: true, ..NodeSettings::for_test() };
+    let mut settings = NodeSettings::for_test();
     settings.scan.interval = Duration::from_secs(3600);
-    let (node, _kv) = TestNode::in_memory(settings).await;
+    let (node, _kv) = TestNode::in_memory(NodeBuilder::new(settings).roll_worker(true)).await;
     let (v1, v2) = (rule(1), rule(2));
     expect(node.push("otel-rules", NAME, &v1, &[]).await, 200, "structural_applied");
     expect(node.push("otel-rules", NAME, &v2, &ROLLING).await, 200, "roll_started");

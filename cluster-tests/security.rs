@@ -16,7 +16,8 @@ use harness::{TestNode, wait_until};
 use hotrule::cluster::bus::{BusAuth, MemNetwork};
 use hotrule::cluster::gossip::{GossipNetwork, GossipTransport, MembershipSettings};
 use hotrule::base::ids::NodeId;
-use hotrule::node::{BusWiring, ClusterWiring, NodeSettings, RunningNode};
+use hotrule::node::testing::NodeBuilder;
+use hotrule::node::{BusWiring, ClusterWiring, NodeSettings};
 use hotrule::cluster::replication::ReplicationSettings;
 use hotrule::store::kv::{KvEngine, MemKv};
 
@@ -78,7 +79,7 @@ async fn start_udp_node(id: &str, gossip_port: u16, seeds: &[u16], auth: BusAuth
         ..NodeSettings::for_test()
     };
     let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
-    let node = RunningNode::start_clustered(settings, kv.clone(), admin, wiring)
+    let node = NodeBuilder::new(settings).start_clustered(kv.clone(), admin, wiring)
         .await
         .expect("node starts");
     let client = hotrule::api::client::AdminClient::new(&admin_addr, None).expect("client");
@@ -235,7 +236,7 @@ async fn cluster_reads_go_over_the_bus_and_never_send_the_token() {
             ..NodeSettings::for_test()
         };
         let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
-        let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring)
+        let node = NodeBuilder::new(settings).start_clustered(kv.clone(), listener, wiring)
             .await
             .expect("starts");
         let client = hotrule::api::client::AdminClient::new(&admin, Some(TOKEN.into())).expect("client");

@@ -11,7 +11,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use hotrule::api::client::{AdminClient, with_query};
-use hotrule::node::{NodeSettings, RunningNode};
+use hotrule::node::RunningNode;
+use hotrule::node::testing::NodeBuilder;
 use hotrule::store::kv::{KvEngine, MemKv};
 use hotrule::control::workflow::Peers;
 
@@ -39,12 +40,13 @@ where
 }
 
 /// An in-process node on a fresh in-memory store with a data listener (receivers and the agent
-/// config server) next to its admin listener, both on port 0.
-pub async fn start_with_data_listener(settings: NodeSettings) -> RunningNode {
+/// config server) next to its admin listener, both on port 0. `node` is its settings, or a
+/// [`NodeBuilder`] with some of its parts replaced.
+pub async fn start_with_data_listener(node: impl Into<NodeBuilder>) -> RunningNode {
     let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let listeners = hotrule::node::Listeners { admin, data: Some(data) };
-    RunningNode::start_with_listeners(settings, Arc::new(MemKv::new()), listeners, None).await.expect("node starts")
+    node.into().start_with_listeners(Arc::new(MemKv::new()), listeners, None).await.expect("node starts")
 }
 
 /// An in-process node with a client pointed at it.
@@ -55,27 +57,29 @@ pub struct TestNode {
 }
 
 impl TestNode {
-    pub async fn start(settings: NodeSettings, kv: Arc<dyn KvEngine>) -> TestNode {
-        TestNode::start_with(settings, kv, None).await
+    /// A node on `kv`; `node` is its settings, or a [`NodeBuilder`] with some of its parts replaced.
+    pub async fn start(node: impl Into<NodeBuilder>, kv: Arc<dyn KvEngine>) -> TestNode {
+        TestNode::start_with(node, kv, None).await
     }
 
-    pub async fn start_with(settings: NodeSettings, kv: Arc<dyn KvEngine>, peers: Option<Arc<dyn Peers>>) -> TestNode {
+    pub async fn start_with(node: impl Into<NodeBuilder>, kv: Arc<dyn KvEngine>, peers: Option<Arc<dyn Peers>>) -> TestNode {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
-        let token = settings.admin_token.clone();
-        let node = match peers {
-            Some(peers) => RunningNode::start_with_peers(settings, kv.clone(), listener, peers).await,
-            None => RunningNode::start(settings, kv.clone(), listener).await,
-        }
-        .expect("node starts");
+        let builder = node.into();
+        let token = builder.settings().admin_token.clone();
+        let builder = match peers {
+            Some(peers) => builder.peers(peers),
+            None => builder,
+        };
+        let node = builder.start(kv.clone(), listener).await.expect("node starts");
         let client = AdminClient::new(&node.admin_addr.to_string(), token).expect("client");
         TestNode { node, client, kv }
     }
 
     /// A node of an in-process cluster on the gossip and bus twins, on a fresh in-memory store,
-    /// its admin listener on port 0 (also what it advertises). `settings.node_id` should be
-    /// `membership`'s id.
+    /// its admin listener on port 0 (also what it advertises). `node`'s settings (or the settings
+    /// of a [`NodeBuilder`]) should have `membership`'s id as `node_id`.
     pub async fn clustered_in_memory(
-        settings: NodeSettings,
+        node: impl Into<NodeBuilder>,
         membership: hotrule::cluster::gossip::MembershipSettings,
         gossip: &hotrule::cluster::gossip::GossipNetwork,
         bus: &hotrule::cluster::bus::MemNetwork,
@@ -92,17 +96,18 @@ impl TestNode {
             },
             admin_advertise: admin.clone(),
         };
-        let token = settings.admin_token.clone();
+        let builder = node.into();
+        let token = builder.settings().admin_token.clone();
         let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
-        let node = RunningNode::start_clustered(settings, kv.clone(), listener, wiring).await.expect("node starts");
+        let node = builder.start_clustered(kv.clone(), listener, wiring).await.expect("node starts");
         let client = AdminClient::new(&admin, token).expect("client");
         TestNode { node, client, kv }
     }
 
     /// A node on a fresh in-memory store.
-    pub async fn in_memory(settings: NodeSettings) -> (TestNode, Arc<MemKv>) {
+    pub async fn in_memory(node: impl Into<NodeBuilder>) -> (TestNode, Arc<MemKv>) {
         let kv = Arc::new(MemKv::new());
-        (TestNode::start(settings, kv.clone()).await, kv)
+        (TestNode::start(node, kv.clone()).await, kv)
     }
 
     pub async fn list(&self) -> serde_json::Value {

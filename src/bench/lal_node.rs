@@ -32,6 +32,7 @@ use crate::data::evaluation::DispatchSettings;
 use crate::base::ids::{Catalog, RuleKey, RuleName};
 use crate::data::logs::{LogCursor, LogFilter, LogOrder, LogReader, MAX_LIMIT};
 use crate::data::metrics::{Granularity, MetricReader, SeriesFilter, Value};
+use crate::node::testing::NodeBuilder;
 use crate::node::{NodeSettings, RunningNode};
 use crate::store::kv::{KvEngine, MemKv};
 use crate::base::self_metrics::{Telemetry, labels};
@@ -283,7 +284,7 @@ pub async fn measure(bench: &LalNodeBench) -> Result<LalNodeReport, String> {
     let (kv, store) = engine(bench.dir.as_deref())?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
     let settings = NodeSettings { dispatch: bench.dispatch.clone(), ..NodeSettings::for_test() };
-    let node = RunningNode::start(settings, kv, listener).await.map_err(|e| e.to_string())?;
+    let node = NodeBuilder::new(settings).start(kv, listener).await.map_err(|e| e.to_string())?;
     let result = run_on(&node, bench, store).await;
     node.shutdown().await;
     result

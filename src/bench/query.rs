@@ -13,7 +13,8 @@ use hotrule_mal_engine::{DataType, Downsampling, ScopeType};
 
 use crate::api::client::{AdminClient, with_query};
 use crate::data::metrics::{Entity, Granularity, MetricInfo, MetricReader, MetricValue, Value};
-use crate::node::{NodeSettings, RunningNode};
+use crate::node::testing::NodeBuilder;
+use crate::node::NodeSettings;
 use crate::api::query::memory::MemMetrics;
 use crate::api::query::time::bucket_of;
 
@@ -93,9 +94,8 @@ async fn time_route(client: &AdminClient, what: &str, path: &str, requests: usiz
 /// Starts a node on `reader` and measures both APIs; returns the report lines.
 pub async fn measure(reader: Arc<dyn MetricReader>, requests: usize) -> Result<Vec<String>, String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-    let settings = NodeSettings { metric_reader: Some(reader), ..NodeSettings::for_test() };
     let kv = Arc::new(crate::store::kv::MemKv::new());
-    let node = RunningNode::start(settings, kv, listener).await.map_err(|e| e.to_string())?;
+    let node = NodeBuilder::new(NodeSettings::for_test()).metric_reader(reader).start(kv, listener).await.map_err(|e| e.to_string())?;
     let client = AdminClient::new(&node.admin_addr.to_string(), None).map_err(|e| e.to_string())?;
     let (start, end) = (DAY_START_MS / 1000, (DAY_START_MS + 86_400_000) / 1000);
     let prometheus = with_query(

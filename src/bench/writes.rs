@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::api::client::{AdminClient, with_query};
+use crate::node::testing::NodeBuilder;
 use crate::node::{NodeSettings, RunningNode};
 use crate::store::kv::KvEngine;
 
@@ -38,7 +39,7 @@ async fn start(dir: &Path, name: &str) -> Result<(RunningNode, AdminClient), Str
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
     let settings = NodeSettings { lock_timeout: Duration::from_secs(35), ..NodeSettings::for_test() };
     let settings = NodeSettings { scan: crate::control::scan::ScanSettings::default(), ..settings };
-    let node = RunningNode::start(settings, engine(&data.join("db"))?, listener).await.map_err(|e| e.to_string())?;
+    let node = NodeBuilder::new(settings).start(engine(&data.join("db"))?, listener).await.map_err(|e| e.to_string())?;
     let client = AdminClient::new(&node.admin_addr.to_string(), None).map_err(|e| e.to_string())?;
     Ok((node, client))
 }

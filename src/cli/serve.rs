@@ -13,7 +13,7 @@ use clap::Args;
 
 use super::SourceArgs;
 use crate::config::{self, ConfigSources};
-use crate::node::{BusWiring, ClusterWiring, ConfigRuntime, Listeners, LogControl, NodeSettings, RunningNode};
+use crate::node::{ConfigRuntime, Listeners, LogControl, NodeError, NodeSettings, RunningNode};
 
 /// What keeps a node from starting once its configuration loaded (exit 1).
 #[derive(Debug, thiserror::Error)]
@@ -22,17 +22,6 @@ enum ServeError {
     AdminListen { addr: std::net::SocketAddr, source: std::io::Error },
     #[error("cannot listen for agents on {addr}: {source}")]
     DataListen { addr: std::net::SocketAddr, source: std::io::Error },
-    #[error("cannot listen for the cluster bus on {addr}: {source}")]
-    BusListen { addr: std::net::SocketAddr, source: std::io::Error },
-    #[cfg(feature = "rocksdb")]
-    #[error("creating data dir {}: {source}", dir.display())]
-    DataDir { dir: PathBuf, source: std::io::Error },
-    #[cfg(feature = "rocksdb")]
-    #[error("{0}")]
-    Storage(#[from] crate::store::kv::KvError),
-    #[cfg(not(feature = "rocksdb"))]
-    #[error("this build has no RocksDB support (built without the `rocksdb` feature); rebuild with default features")]
-    NoRocksDb,
 }
 
 #[derive(Args)]
@@ -158,7 +147,7 @@ pub(super) async fn run(args: ServeArgs) -> ExitCode {
         tracing::warn!(%warning, "configuration");
     }
     let node_config = loaded.config.clone();
-    let kv = match open_storage(&node_config.data_dir) {
+    let kv = match crate::node::open_storage(&node_config.data_dir) {
         Ok(kv) => kv,
         Err(e) => return failed(e),
     };
@@ -178,14 +167,7 @@ pub(super) async fn run(args: ServeArgs) -> ExitCode {
     };
     let settings = NodeSettings::from_config(&node_config, runtime);
     let listeners = Listeners { admin: listener, data: Some(data_listener) };
-    let started = match &node_config.cluster {
-        None => RunningNode::start_with_listeners(settings, kv, listeners, None).await,
-        Some(cluster) => match cluster_wiring(cluster, &node_config).await {
-            Ok(wiring) => RunningNode::start_with_listeners(settings, kv, listeners, Some(wiring)).await,
-            Err(e) => return failed(e),
-        },
-    };
-    let node = match started {
+    let node = match start_node(settings, kv, listeners, &node_config).await {
         Ok(node) => node,
         Err(e) => return failed(e),
     };
@@ -235,51 +217,18 @@ fn failpoint_scenario() -> Option<fail::FailScenario<'static>> {
     }
 }
 
-/// Binds the bus and describes gossip for a clustered node.
-async fn cluster_wiring(cluster: &config::model::ClusterConfig, node: &config::NodeConfig) -> Result<ClusterWiring, ServeError> {
-    let bus_listener = tokio::net::TcpListener::bind(cluster.bus_listen)
-        .await
-        .map_err(|source| ServeError::BusListen { addr: cluster.bus_listen, source })?;
-    let auth = match &cluster.secret {
-        Some(secret) => crate::cluster::bus::BusAuth::secret(secret),
-        None => {
-            tracing::warn!("cluster gossip and bus run WITHOUT authentication (--insecure-bus)");
-            crate::cluster::bus::BusAuth::Insecure
-        }
+/// Starts the node, alone or (with a `cluster` section) wired to its peers.
+async fn start_node(
+    settings: NodeSettings,
+    kv: Arc<dyn crate::store::kv::KvEngine>,
+    listeners: Listeners,
+    config: &config::NodeConfig,
+) -> Result<RunningNode, NodeError> {
+    let wiring = match &config.cluster {
+        Some(cluster) => Some(crate::node::cluster_wiring(cluster, config).await?),
+        None => None,
     };
-    let node_id = crate::node::resolve_node_id(node.node_id.as_deref(), &cluster.admin_advertise);
-    let mut membership = crate::cluster::gossip::MembershipSettings::new(node_id, cluster.gossip_advertise);
-    membership.gossip_listen_addr = cluster.gossip_listen;
-    membership.seeds = cluster.seeds.clone();
-    membership.cluster_id = cluster.id.clone();
-    membership.gossip_interval = cluster.gossip_interval;
-    membership.phi_threshold = cluster.phi_threshold;
-    membership.suspect_phi_threshold = cluster.suspect_phi_threshold;
-    let replication = crate::cluster::replication::ReplicationSettings {
-        commit_replicas: cluster.commit_replicas,
-        forward_wait: cluster.forward_wait,
-        ..crate::cluster::replication::ReplicationSettings::default()
-    };
-    Ok(ClusterWiring {
-        membership,
-        // The one secret seals gossip and signs the bus: membership and data alike.
-        gossip: crate::cluster::gossip::GossipTransport::Udp(auth.clone()),
-        bus: BusWiring::Http { listener: bus_listener, advertise: cluster.bus_advertise.clone(), auth },
-        replication,
-        admin_advertise: cluster.admin_advertise.clone(),
-    })
-}
-
-#[cfg(feature = "rocksdb")]
-fn open_storage(dir: &std::path::Path) -> Result<Arc<dyn crate::store::kv::KvEngine>, ServeError> {
-    std::fs::create_dir_all(dir).map_err(|source| ServeError::DataDir { dir: dir.to_path_buf(), source })?;
-    let engine = crate::store::kv::RocksEngine::open(&dir.join("db"))?;
-    Ok(Arc::new(engine))
-}
-
-#[cfg(not(feature = "rocksdb"))]
-fn open_storage(_dir: &std::path::Path) -> Result<Arc<dyn crate::store::kv::KvEngine>, ServeError> {
-    Err(ServeError::NoRocksDb)
+    RunningNode::start_with_listeners(settings, kv, listeners, wiring).await
 }
 
 async fn wait_for_signal() {

@@ -9,30 +9,26 @@
 //! - [`worker`]: [`RollWorker`], on the main only: every tick, `rolling::advance` over the
 //!   observations built from the reports, puts the record when it changed, and completes a roll
 //!   that passed its last node;
-//! - [`boards`]: where reports go and come from (gossip for a cluster, the node itself when
-//!   alone), what the node runs (runtime and dispatch), and the stored records;
 //! - [`config`]: the `rolling` section (`rolling.tick`).
 //!
 //! The roller writes nothing itself: records go through [`RollActions`], which the workflow (the
-//! one writer of records) implements; the worker only decides when to call it.
+//! one writer of records) implements; the worker only decides when to call it. It reads through
+//! its own seams ([`HealthBoard`], [`LocalFacts`], [`RecordSource`]); their implementations on a
+//! real node (gossip or the node alone, the runtime and dispatch's counters, the stored records)
+//! are in the composition root (`node::roll_boards`), so the roller names neither the cluster
+//! nor the data plane.
 
-pub mod boards;
 pub mod config;
 pub mod publisher;
 pub mod report;
 pub mod worker;
 
 #[cfg(test)]
-mod gossip_tests;
-#[cfg(test)]
-mod node_tests;
-#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-pub use boards::{GossipBoard, LocalBoard, RuntimeFacts, StoreRecords};
 pub use config::{RawRolling, RollerSettings};
 pub use publisher::HealthPublisher;
 pub use report::{Baseline, Counters, FileFacts};
@@ -59,9 +55,12 @@ pub enum RollerError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// The node's reports could not be published.
-    #[error("publishing the roll reports failed: {0}")]
-    Publish(#[from] crate::cluster::gossip::ClusterError),
+    /// The node's reports could not be published (gossip refused them).
+    #[error("publishing the roll reports failed: {source}")]
+    Publish {
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// What the main's roll worker asks of the one writer of roll records (the workflow).

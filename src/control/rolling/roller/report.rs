@@ -12,7 +12,6 @@
 //! progress or stopped) and list this node at or before the index, i.e. where it was asked to
 //! run the rolling content.
 
-use crate::data::evaluation::{EvaluationView, LogEvaluationView, RuleEvaluation};
 use crate::base::ids::{ContentHash, NodeId, RuleKey};
 use crate::control::rolling::{HealthReport, RollRecord};
 
@@ -36,27 +35,6 @@ pub struct Counters {
     pub errors: u64,
     pub samples_in: u64,
     pub values_out: u64,
-}
-
-impl From<&EvaluationView> for Counters {
-    fn from(view: &EvaluationView) -> Counters {
-        Counters { errors: view.errors, samples_in: view.samples_in, values_out: view.values_out }
-    }
-}
-
-impl From<&LogEvaluationView> for Counters {
-    fn from(view: &LogEvaluationView) -> Counters {
-        Counters { errors: view.errors, samples_in: view.logs_in, values_out: view.kept.saturating_add(view.samples_out) }
-    }
-}
-
-impl From<&RuleEvaluation> for Counters {
-    fn from(view: &RuleEvaluation) -> Counters {
-        match view {
-            RuleEvaluation::Metrics(view) => Counters::from(view),
-            RuleEvaluation::Logs(view) => Counters::from(view),
-        }
-    }
 }
 
 impl Counters {
@@ -125,15 +103,6 @@ mod tests {
 
     fn hash(text: &str) -> ContentHash {
         ContentHash::of(text.as_bytes())
-    }
-
-    #[test]
-    fn a_lal_file_counts_logs_in_and_kept_logs_and_emitted_samples_out() {
-        let view = LogEvaluationView { logs_in: 10, kept: 3, samples_out: 4, errors: 2, aborted: 5, ..LogEvaluationView::default() };
-        let counters = Counters::from(&RuleEvaluation::Logs(view));
-        assert_eq!(counters, Counters { errors: 2, samples_in: 10, values_out: 7 });
-        let mal = EvaluationView { samples_in: 8, values_out: 6, errors: 1, ..EvaluationView::default() };
-        assert_eq!(Counters::from(&RuleEvaluation::Metrics(mal)), Counters { errors: 1, samples_in: 8, values_out: 6 });
     }
 
     fn facts(loaded: Option<(&str, u64)>, apply_error: &str, gate_running: bool) -> FileFacts {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::report::{Counters, FileFacts};
 use super::worker::TickOutcome;
+use crate::node::roll_boards::LocalBoard;
 use super::*;
 use crate::base::ids::{Catalog, ContentHash, Revision, RuleName};
 use crate::control::rolling::{Decision, HealthSettings, NodeState, RollState, StartRoll, StopReason};

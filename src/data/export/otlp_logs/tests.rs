@@ -423,10 +423,11 @@ async fn wire_builds_the_exporter_only_when_configured() {
 
 #[tokio::test]
 async fn a_node_builds_the_exporter_from_its_settings_and_flushes_it_at_shutdown() {
-    use crate::node::{NodeSettings, RunningNode};
+    use crate::node::testing::NodeBuilder;
+    use crate::node::NodeSettings;
     let start = |settings: NodeSettings| async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        RunningNode::start(settings, Arc::new(crate::store::kv::MemKv::new()), listener).await.expect("node")
+        NodeBuilder::new(settings).start(Arc::new(crate::store::kv::MemKv::new()), listener).await.expect("node")
     };
     let plain = start(NodeSettings::for_test()).await;
     assert!(plain.log_exporter.is_none(), "no export.otlp_logs, no exporter");

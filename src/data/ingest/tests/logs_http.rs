@@ -303,15 +303,16 @@ async fn without_a_log_sink_both_routes_answer_503_logs_unavailable() {
 
 #[tokio::test]
 async fn a_node_serves_the_log_receivers_on_its_data_listener() {
+    use crate::node::testing::NodeBuilder;
     use crate::node::{Listeners, NodeSettings, RunningNode};
-    async fn start(settings: NodeSettings) -> RunningNode {
+    async fn start(node: NodeBuilder) -> RunningNode {
         let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let listeners = Listeners { admin, data: Some(data) };
-        RunningNode::start_with_listeners(settings, Arc::new(crate::store::kv::MemKv::new()), listeners, None).await.expect("starts")
+        node.start_with_listeners(Arc::new(crate::store::kv::MemKv::new()), listeners, None).await.expect("starts")
     }
     let sink = Arc::new(RecordingLogSink::new());
-    let node = start(NodeSettings { log_sink: Some(sink.clone()), ..NodeSettings::for_test() }).await;
+    let node = start(NodeBuilder::new(NodeSettings::for_test()).log_sink(sink.clone())).await;
     let data_addr = node.data_addr.expect("data listener");
     let (status, _, _) = post(data_addr, "/v1/logs", &[PROTOBUF], protobuf_request()).await;
     assert_eq!(status, StatusCode::OK);
@@ -322,7 +323,7 @@ async fn a_node_serves_the_log_receivers_on_its_data_listener() {
     assert_eq!(protocols, [LogProtocol::Otlp, LogProtocol::SkyWalking]);
     node.shutdown().await;
     // A node given no log sink hands the logs to its own dispatcher.
-    let node = start(NodeSettings::for_test()).await;
+    let node = start(NodeBuilder::new(NodeSettings::for_test())).await;
     let (status, _, body) = post(node.data_addr.expect("data listener"), "/v3/logs", &[JSON], NATIVE_REQUEST.into()).await;
     assert_eq!(status, StatusCode::OK, "{}", text(&body));
     let received = labels([("protocol", "skywalking")]);

@@ -442,7 +442,8 @@ fn on_rocksdb_a_reopened_database_keeps_values_index_and_rule_entries_apart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_serves_its_metric_store_and_keeps_it_across_a_restart() {
-    use crate::node::{NodeSettings, RunningNode};
+    use crate::node::testing::NodeBuilder;
+    use crate::node::NodeSettings;
     use crate::store::kv::MemKv;
     let kv = Arc::new(MemKv::new());
     // A value one minute old: within every default retention.
@@ -450,7 +451,7 @@ async fn a_node_serves_its_metric_store_and_keeps_it_across_a_restart() {
     let written = value("node_m", &service("svc"), bucket, Value::Single(3), Downsampling::Sum);
     let start = |kv: Arc<MemKv>| async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        RunningNode::start(NodeSettings::for_test(), kv, listener).await.expect("node")
+        NodeBuilder::new(NodeSettings::for_test()).start(kv, listener).await.expect("node")
     };
     let node = start(kv.clone()).await;
     let writer = node.metric_writer();

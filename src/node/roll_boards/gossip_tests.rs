@@ -7,9 +7,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::boards::file_facts;
-use super::report::{Counters, FileFacts};
 use super::*;
+use crate::control::rolling::roller::*;
 use crate::cluster::gossip::{Fact, GossipNetwork, GossipTransport, Membership, MembershipSettings};
 use crate::compiler::{DslKind, compile};
 use crate::base::ids::{Catalog, ContentHash, Revision, RuleName};

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::cluster::gossip::{GossipNetwork, GossipTransport, MembershipSettings};
 use crate::compiler::{DslKind, compile};
 use crate::base::ids::{Catalog, ContentHash, NodeId, Revision, RuleKey, RuleName};
+use crate::node::testing::NodeBuilder;
 use crate::node::{BusWiring, ClusterWiring, NodeSettings, RunningNode};
 use crate::control::rolling::{HealthReport, HealthSettings, RollRecord, StartRoll, codec};
 use crate::control::runtime::{LoaderKind, loaded_rule};
@@ -35,7 +36,7 @@ async fn a_node_publishes_its_roll_health_from_its_store_and_runtime() {
     };
     let settings = NodeSettings { node_id: Some(id.0.clone()), ..NodeSettings::for_test() };
     let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
-    let node = RunningNode::start_clustered(settings, kv, listener, wiring).await.expect("node starts");
+    let node = NodeBuilder::new(settings).start_clustered(kv, listener, wiring).await.expect("node starts");
     let key = RuleKey::new(Catalog::OtelRules, RuleName::parse("vm").expect("name"));
 
     eprintln!("[node-roller] a roll of vm reaches n1 (index 0): its scan loads the rolling content, the report names it");

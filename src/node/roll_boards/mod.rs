@@ -1,15 +1,17 @@
 //! The roller's seams on a real node: where reports go ([`GossipBoard`] in a cluster,
-//! [`LocalBoard`] for a node alone), what the node runs ([`RuntimeFacts`]) and where the roll
-//! records are read ([`StoreRecords`]). Tests use these or their own twins.
+//! [`LocalBoard`] for a node alone), what the node runs ([`RuntimeFacts`]: the runtime, and
+//! dispatch's counters read as the roller's [`Counters`]) and where the roll records are read
+//! ([`StoreRecords`]). They live in the composition root because they join the control plane's
+//! roller to gossip, dispatch and storage, which the roller itself never names. Tests use these
+//! or their own twins.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::report::{Counters, FileFacts};
-use super::{HealthBoard, LocalFacts, RecordSource, RollerError};
-use crate::cluster::gossip::Membership;
-use crate::data::evaluation::Dispatcher;
 use crate::base::ids::{NodeId, RuleKey};
+use crate::cluster::gossip::Membership;
+use crate::control::rolling::roller::{Counters, FileFacts, HealthBoard, LocalFacts, RecordSource, RollerError};
+use crate::data::evaluation::{Dispatcher, EvaluationView, LogEvaluationView, RuleEvaluation};
 use crate::control::rolling::{HealthReport, Observation, RollRecord, codec};
 use crate::control::runtime::{Runtime, SuspendOrigin};
 use crate::store::Store;
@@ -32,7 +34,7 @@ impl HealthBoard for GossipBoard {
     }
 
     async fn publish(&self, reports: &BTreeMap<RuleKey, HealthReport>) -> Result<(), RollerError> {
-        Ok(self.membership.publish_roll_health(reports).await?)
+        self.membership.publish_roll_health(reports).await.map_err(|e| RollerError::Publish { source: Box::new(e) })
     }
 
     async fn observations(&self, key: &RuleKey) -> BTreeMap<NodeId, Observation> {
@@ -116,6 +118,29 @@ impl LocalFacts for RuntimeFacts {
     }
 }
 
+/// Dispatch's counters of a MAL file as the roller reads them.
+impl From<&EvaluationView> for Counters {
+    fn from(view: &EvaluationView) -> Counters {
+        Counters { errors: view.errors, samples_in: view.samples_in, values_out: view.values_out }
+    }
+}
+
+/// Dispatch's counters of a LAL file: logs in, and kept logs plus emitted samples out.
+impl From<&LogEvaluationView> for Counters {
+    fn from(view: &LogEvaluationView) -> Counters {
+        Counters { errors: view.errors, samples_in: view.logs_in, values_out: view.kept.saturating_add(view.samples_out) }
+    }
+}
+
+impl From<&RuleEvaluation> for Counters {
+    fn from(view: &RuleEvaluation) -> Counters {
+        match view {
+            RuleEvaluation::Metrics(view) => Counters::from(view),
+            RuleEvaluation::Logs(view) => Counters::from(view),
+        }
+    }
+}
+
 /// The runtime's state of `key` as [`FileFacts`].
 pub fn file_facts(runtime: &Runtime, key: &RuleKey) -> FileFacts {
     let Some(state) = runtime.get(key) else { return FileFacts::default() };
@@ -157,5 +182,24 @@ impl RecordSource for StoreRecords {
                 }
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod gossip_tests;
+#[cfg(test)]
+mod node_tests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lal_file_counts_logs_in_and_kept_logs_and_emitted_samples_out() {
+        let view = LogEvaluationView { logs_in: 10, kept: 3, samples_out: 4, errors: 2, aborted: 5, ..LogEvaluationView::default() };
+        let counters = Counters::from(&RuleEvaluation::Logs(view));
+        assert_eq!(counters, Counters { errors: 2, samples_in: 10, values_out: 7 });
+        let mal = EvaluationView { samples_in: 8, values_out: 6, errors: 1, ..EvaluationView::default() };
+        assert_eq!(Counters::from(&RuleEvaluation::Metrics(mal)), Counters { errors: 1, samples_in: 8, values_out: 6 });
     }
 }

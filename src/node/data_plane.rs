@@ -1,0 +1,103 @@
+//! The data plane of a node: the metric and log stores (their own key spaces of the node's
+//! database), the exporters, dispatch (evaluation under the runtime's gates) and the receivers.
+
+use std::sync::Arc;
+
+use crate::base::self_metrics::Telemetry;
+use crate::base::worker::WorkerRunner;
+use crate::data::evaluation::{Dispatcher, NodeRegistry};
+use crate::data::export::otlp_logs::OtlpLogExporter;
+use crate::data::ingest::Ingest;
+use crate::data::logs::records::LogStore;
+use crate::data::metrics::cells::MetricStore;
+use crate::data::metrics::{MetricReader, MetricWriter};
+use crate::data::seam::{BatchSink, LogSink};
+use crate::store::kv::KvEngine;
+
+use super::control_plane::ControlPlane;
+use super::{NodeError, NodeSettings};
+
+/// Where computed metrics and kept logs are written and read.
+pub(super) struct DataStores {
+    pub(super) metric_store: Arc<MetricStore>,
+    pub(super) log_store: Arc<LogStore>,
+    /// What queries and export read.
+    pub(super) metric_reader: Arc<dyn MetricReader>,
+    /// Where dispatch writes metric values: the store, then the remote-write exporter.
+    pub(super) metric_writer: Arc<dyn MetricWriter>,
+    /// The OTLP log exporter, when `export.otlp_logs` is set.
+    pub(super) log_exporter: Option<Arc<OtlpLogExporter>>,
+}
+
+/// Opens the metric and log stores on `kv` and wires the exporters (their workers on
+/// `workers`). Queries read the node's store unless `metric_reader` is given (a test's).
+pub(super) fn open_stores(
+    kv: &Arc<dyn KvEngine>,
+    settings: &NodeSettings,
+    metric_reader: Option<Arc<dyn MetricReader>>,
+    telemetry: &Arc<Telemetry>,
+    workers: &mut WorkerRunner,
+) -> Result<DataStores, NodeError> {
+    let metric_store = Arc::new(MetricStore::open(kv.series(), settings.retention, telemetry.clone())?);
+    let log_store = Arc::new(LogStore::open(kv.logs(), settings.retention.logs, telemetry.clone())?);
+    let metric_reader: Arc<dyn MetricReader> = metric_reader.unwrap_or_else(|| metric_store.clone());
+    // Dispatch writes the store, then (when configured) the remote-write exporter.
+    let metric_writer = crate::data::export::wire(
+        settings.export.clone(),
+        metric_store.clone(),
+        metric_reader.clone(),
+        telemetry.clone(),
+        workers,
+    )?;
+    // Kept logs also go to the OTLP log exporter when `export.otlp_logs` is set: one more
+    // log writer for dispatch, its worker on the node's runner.
+    let log_exporter = crate::data::export::otlp_logs::wire(settings.otlp_logs_export.clone(), telemetry.clone(), workers)?;
+    Ok(DataStores { metric_store, log_store, metric_reader, metric_writer, log_exporter })
+}
+
+/// Where the receivers hand what they decoded; none: the node's dispatcher.
+#[derive(Default)]
+pub(super) struct Sinks {
+    pub(super) samples: Option<Arc<dyn BatchSink>>,
+    pub(super) logs: Option<Arc<dyn LogSink>>,
+}
+
+/// Dispatch and the receivers that feed it.
+pub(super) struct DataPlane {
+    pub(super) dispatcher: Arc<Dispatcher>,
+    pub(super) ingest: Arc<Ingest>,
+}
+
+/// Builds dispatch (batches from receivers, evaluated against the loaded rules under their
+/// gates, written to the metric writers it is given) and the receivers.
+pub(super) fn build(
+    settings: &NodeSettings,
+    control: &ControlPlane,
+    stores: &DataStores,
+    sinks: Sinks,
+    telemetry: &Arc<Telemetry>,
+) -> Result<DataPlane, NodeError> {
+    let dispatcher = Arc::new(Dispatcher::new(
+        settings.dispatch.clone(),
+        control.runtime.clone(),
+        Arc::new(NodeRegistry::new(control.store.clone(), control.runtime.clone())),
+        telemetry.clone(),
+        vec![stores.metric_writer.clone()],
+    )?);
+    let sink: Arc<dyn BatchSink> = match sinks.samples {
+        Some(sink) => sink,
+        None => dispatcher.clone(),
+    };
+    // Logs go to the dispatcher's LAL path unless a test hands the receivers another sink.
+    let log_sink: Arc<dyn LogSink> = match sinks.logs {
+        Some(sink) => sink,
+        None => dispatcher.clone(),
+    };
+    // Kept logs are stored first, then go to the OTLP log exporter when one is configured.
+    dispatcher.add_log_writer(stores.log_store.clone());
+    if let Some(exporter) = &stores.log_exporter {
+        dispatcher.add_log_writer(exporter.clone());
+    }
+    let ingest = Ingest::with_logs(sink, Some(log_sink), telemetry.clone(), settings.ingest.limits);
+    Ok(DataPlane { dispatcher, ingest })
+}
