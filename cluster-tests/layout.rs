@@ -325,7 +325,7 @@ fn the_walker_sees_the_imports_it_checks() {
     };
     assert!(has("control::workflow", "store"), "workflow -> store not seen");
     assert!(has("data::evaluation", "control::runtime"), "evaluation -> runtime not seen");
-    assert!(has("cluster::replication::handler", "control::workflow"), "replication -> workflow not seen");
+    assert!(has("cluster::replication", "control::workflow"), "replication -> workflow not seen");
     assert!(has("api::admin::writes", "api::admin::forward"), "a grouped or super import not seen");
 }
 
