@@ -39,17 +39,6 @@ pub fn classify(status: StatusCode, retry_after: Option<&str>, body: &str, now: 
     Attempt::Rejected { status: status.as_u16(), body: body.trim().to_string() }
 }
 
-impl Attempt {
-    /// Delivered, or why not.
-    fn settled(self) -> Result<(), Failure> {
-        match self {
-            Attempt::Delivered => Ok(()),
-            Attempt::Retry { after, reason } => Err(Failure::Retry { after, reason }),
-            Attempt::Rejected { status, body } => Err(Failure::Rejected { status, body }),
-        }
-    }
-}
-
 /// The remote-write client.
 pub struct Sender {
     post: Poster,
@@ -70,7 +59,11 @@ impl Sender {
         let answer = self.post.send(body, timeout).await?;
         // A success's answer is ignored; an error's is kept for the log.
         let text = if answer.status.is_success() { String::new() } else { String::from_utf8_lossy(&answer.body).into_owned() };
-        classify(answer.status, answer.retry_after.as_deref(), &text, SystemTime::now()).settled()
+        match classify(answer.status, answer.retry_after.as_deref(), &text, SystemTime::now()) {
+            Attempt::Delivered => Ok(()),
+            Attempt::Retry { after, reason } => Err(Failure::Retry { after, reason }),
+            Attempt::Rejected { status, body } => Err(Failure::Rejected { status, body }),
+        }
     }
 }
 

@@ -60,17 +60,6 @@ pub struct Accepted {
     pub message: String,
 }
 
-impl Attempt {
-    /// Accepted, or why not.
-    fn settled(self) -> Result<Accepted, Failure> {
-        match self {
-            Attempt::Delivered { rejected, message } => Ok(Accepted { rejected, message }),
-            Attempt::Retry { after, reason } => Err(Failure::Retry { after, reason }),
-            Attempt::Rejected { status, body } => Err(Failure::Rejected { status, body }),
-        }
-    }
-}
-
 /// The OTLP/HTTP logs client.
 pub struct Sender {
     post: Poster,
@@ -85,7 +74,11 @@ impl Sender {
     /// Sends `body` once, bounded by `timeout` as a whole: accepted, or why not.
     pub async fn send(&self, body: Bytes, timeout: Duration) -> Result<Accepted, Failure> {
         let answer = self.post.send(body, timeout).await?;
-        classify(answer.status, answer.retry_after.as_deref(), &answer.body, SystemTime::now()).settled()
+        match classify(answer.status, answer.retry_after.as_deref(), &answer.body, SystemTime::now()) {
+            Attempt::Delivered { rejected, message } => Ok(Accepted { rejected, message }),
+            Attempt::Retry { after, reason } => Err(Failure::Retry { after, reason }),
+            Attempt::Rejected { status, body } => Err(Failure::Rejected { status, body }),
+        }
     }
 }
 
