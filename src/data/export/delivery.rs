@@ -40,6 +40,34 @@ pub enum SendEvent<'a> {
     Unsent { batches: usize },
 }
 
+/// What the send loop logs, in an exporter's words (one sentence per [`SendEvent`]).
+#[derive(Debug)]
+pub struct Words {
+    pub refused: &'static str,
+    pub gave_up: &'static str,
+    pub retrying: &'static str,
+    pub unsent: &'static str,
+}
+
+/// Logs `event` with `words`; `$items` and `$receiver` are the exporter's names for the batch's
+/// item count and its receiver's URL. A macro because a log line's field names are fixed where
+/// it is written.
+macro_rules! report_send_event {
+    ($event:expr, $words:expr, $items:ident, $receiver:ident = $url:expr) => {{
+        use $crate::data::export::delivery::SendEvent;
+        let (words, $receiver) = (&$words, &$url);
+        match $event {
+            SendEvent::Refused { status, body, items: $items } => tracing::warn!(status, %body, $items, %$receiver, "{}", words.refused),
+            SendEvent::GaveUp { reason, attempts, items: $items } => tracing::warn!(%reason, attempts, $items, %$receiver, "{}", words.gave_up),
+            SendEvent::Retrying { reason, attempt, delay } => tracing::debug!(%reason, attempt, ?delay, "{}", words.retrying),
+            SendEvent::Unsent { batches } => {
+                tracing::warn!(batches, bound = ?$crate::data::export::FINAL_FLUSH_BOUND, "{}", words.unsent)
+            }
+        }
+    }};
+}
+pub(crate) use report_send_event;
+
 /// An exporter's side of the send loop.
 #[async_trait::async_trait]
 pub trait Batches: Send + Sync + 'static {
@@ -65,6 +93,7 @@ pub trait Batches: Send + Sync + 'static {
     /// Counts dropped batches under `reason`.
     fn drop_batches(&self, reason: &str, batches: u64);
 
+    /// Logs `event` ([`report_send_event`] with the exporter's [`Words`]).
     fn report(&self, event: SendEvent<'_>);
 
     /// Publishes the queue depth, the batch in flight included.

@@ -5,7 +5,7 @@
 //! the queue fills and drops its oldest batches.
 //!
 //! At shutdown the worker flushes once more and sends what it can within
-//! [`FINAL_FLUSH_BOUND`]; what is still queued then is counted as dropped (`shutdown`).
+//! [`FINAL_FLUSH_BOUND`](super::FINAL_FLUSH_BOUND); what is still queued then is counted as dropped (`shutdown`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::Shared;
 use super::batch::{EncodedBatch, FlushSamples, build_batches, collect_samples, encode, minute_bucket_start_ms};
 use super::config::RemoteWriteSettings;
-use super::delivery::{Batches, FINAL_FLUSH_BOUND, Outgoing, SendEvent, SendWorker};
+use super::delivery::{Batches, Outgoing, SendEvent, SendWorker, Words, report_send_event};
 use super::pending::{ReadGroup, read_groups};
 use super::post::Failure;
 use super::queue::BatchQueue;
@@ -44,6 +44,14 @@ pub struct RemoteWriteBatches {
 fn no_labels() -> LabelSet {
     LabelSet::new()
 }
+
+/// The send loop's log lines, in remote-write's words.
+const WORDS: Words = Words {
+    refused: "remote write refused a batch; dropped",
+    gave_up: "remote write failed; retries exhausted, batch dropped",
+    retrying: "remote write failed; retrying",
+    unsent: "export: batches not sent before shutdown; dropped",
+};
 
 impl RemoteWriteBatches {
     pub(super) fn new(shared: Arc<Shared>, reader: Arc<dyn MetricReader>, sender: Sender, settings: RemoteWriteSettings) -> RemoteWriteBatches {
@@ -159,19 +167,7 @@ impl Batches for RemoteWriteBatches {
     }
 
     fn report(&self, event: SendEvent<'_>) {
-        let url = &self.settings.url;
-        match event {
-            SendEvent::Refused { status, body, items: samples } => {
-                tracing::warn!(status, %body, samples, %url, "remote write refused a batch; dropped")
-            }
-            SendEvent::GaveUp { reason, attempts, items: samples } => {
-                tracing::warn!(%reason, attempts, samples, %url, "remote write failed; retries exhausted, batch dropped")
-            }
-            SendEvent::Retrying { reason, attempt, delay } => tracing::debug!(%reason, attempt, ?delay, "remote write failed; retrying"),
-            SendEvent::Unsent { batches } => {
-                tracing::warn!(batches, bound = ?FINAL_FLUSH_BOUND, "export: batches not sent before shutdown; dropped")
-            }
-        }
+        report_send_event!(event, WORDS, samples, url = self.settings.url);
     }
 
     fn publish_depth(&self, in_flight: bool) {

@@ -1,7 +1,8 @@
-//! One OTLP/HTTP logs request, and what its answer means. OTLP/HTTP's rules (docs/configuration.md,
-//! "Log export"): 2xx is delivered (a `partial_success` names records the receiver refused, never
+//! What an OTLP/HTTP logs answer means. OTLP/HTTP's rules (docs/configuration.md, "Log
+//! export"): 2xx is delivered (a `partial_success` names records the receiver refused, never
 //! retried); 429, 502, 503 and 504 and transport failures are retried, honouring
-//! `Retry-After`; every other status is refused for good and the batch dropped.
+//! `Retry-After`; every other status is refused for good and the batch dropped. The request
+//! itself is the shared [`Poster`]'s.
 
 use std::time::{Duration, SystemTime};
 

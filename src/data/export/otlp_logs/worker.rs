@@ -4,7 +4,7 @@
 //! the writers: the queue fills and drops.
 //!
 //! At shutdown the buffer is closed (later writes are counted as dropped), what is left is sent
-//! within [`FINAL_FLUSH_BOUND`] and the rest counted (`shutdown`).
+//! within [`FINAL_FLUSH_BOUND`](crate::data::export::FINAL_FLUSH_BOUND) and the rest counted (`shutdown`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,14 +16,21 @@ use super::Shared;
 use super::buffer::Next;
 use super::config::OtlpLogsSettings;
 use super::send::{Accepted, Sender};
-use crate::data::export::FINAL_FLUSH_BOUND;
-use crate::data::export::delivery::{Batches, Outgoing, SendEvent, SendWorker};
+use crate::data::export::delivery::{Batches, Outgoing, SendEvent, SendWorker, Words, report_send_event};
 use crate::data::export::post::Failure;
 use crate::base::self_metrics::LabelSet;
 
 /// Every value of `export_log_batches_dropped{reason}`. `partial` counts batches the receiver
 /// accepted with some records refused (`partial_success`).
 pub const DROP_REASONS: [&str; 5] = ["queue_full", "rejected", "retries_exhausted", "partial", "shutdown"];
+
+/// The send loop's log lines, in the OTLP log exporter's words.
+const WORDS: Words = Words {
+    refused: "OTLP log receiver refused a batch; dropped",
+    gave_up: "OTLP log export failed; retries exhausted, batch dropped",
+    retrying: "OTLP log export failed; retrying",
+    unsent: "OTLP log export: batches not sent before shutdown; dropped",
+};
 
 /// The OTLP log exporter's worker.
 pub type OtlpLogWorker = SendWorker<LogBatches>;
@@ -98,19 +105,7 @@ impl Batches for LogBatches {
     }
 
     fn report(&self, event: SendEvent<'_>) {
-        let endpoint = &self.settings.endpoint;
-        match event {
-            SendEvent::Refused { status, body, items: logs } => {
-                tracing::warn!(status, %body, logs, %endpoint, "OTLP log receiver refused a batch; dropped")
-            }
-            SendEvent::GaveUp { reason, attempts, items: logs } => {
-                tracing::warn!(%reason, attempts, logs, %endpoint, "OTLP log export failed; retries exhausted, batch dropped")
-            }
-            SendEvent::Retrying { reason, attempt, delay } => tracing::debug!(%reason, attempt, ?delay, "OTLP log export failed; retrying"),
-            SendEvent::Unsent { batches } => {
-                tracing::warn!(batches, bound = ?FINAL_FLUSH_BOUND, "OTLP log export: batches not sent before shutdown; dropped")
-            }
-        }
+        report_send_event!(event, WORDS, logs, endpoint = self.settings.endpoint);
     }
 
     fn publish_depth(&self, in_flight: bool) {
