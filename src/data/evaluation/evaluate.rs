@@ -22,7 +22,6 @@ use std::time::Instant;
 use hotrule_mal_engine::{EngineState, MetricValue, PreparedFile};
 
 use super::Shared;
-use super::stats::RuleStats;
 use crate::compiler::{Compiled, MetricShape};
 use crate::data::seam::Batch;
 use crate::base::ids::{ContentHash, RuleKey};
@@ -171,8 +170,8 @@ fn write_group(shared: &Shared, key: &RuleKey, group: Vec<QueuedWrite>) {
     }
     let failed = shared.write(key, &all);
     let stats = shared.stats.of(key);
-    RuleStats::add(&stats.values_out, all.len() - failed);
-    RuleStats::add(&stats.values_rejected, failed);
+    stats.values_out.add((all.len() - failed) as u64);
+    stats.values_rejected.add(failed as u64);
     for (range, hash, outcome) in parts {
         shared.observe_written(key, &hash, &all[range.clone()]);
         *lock(&outcome) = Some(if failed > 0 { range.len() } else { 0 });
@@ -242,7 +241,7 @@ fn evaluate_file(
             if dropped > 0 {
                 let rule = key.to_string();
                 shared.telemetry.samples_dropped.get_or_create(&labels([("rule", &rule), ("reason", "suspended")])).inc_by(dropped as u64);
-                RuleStats::add(&shared.stats.of(key).samples_dropped, dropped);
+                shared.stats.of(key).samples_dropped.add(dropped as u64);
             }
             return None;
         }
@@ -271,20 +270,19 @@ fn evaluate_file(
     let started = Instant::now();
     let evaluation = prepared.file.evaluate(&batch.samples, i64::try_from(now_ms).unwrap_or(i64::MAX), state);
     shared.telemetry.evaluation_seconds.get_or_create(&labels([("rule", &rule)])).observe(started.elapsed().as_secs_f64());
-    RuleStats::add(&stats.samples_in, read);
-    RuleStats::add(&stats.evaluations, 1);
-    stats.last_evaluation_ms.store(now_ms, std::sync::atomic::Ordering::Relaxed);
+    stats.samples_in.add(read as u64);
+    stats.runs.evaluated(now_ms);
     if let Some(last) = evaluation.errors.last() {
         shared.telemetry.evaluation_errors.get_or_create(&labels([("rule", &rule)])).inc_by(evaluation.errors.len() as u64);
-        RuleStats::add(&stats.errors, evaluation.errors.len());
-        stats.set_error(last.to_string(), now_ms);
+        stats.errors.add(evaluation.errors.len() as u64);
+        stats.runs.set_error(last.to_string(), now_ms);
         tracing::debug!(rule = %key, errors = evaluation.errors.len(), last = %last, "evaluation errors");
     }
     let accepted = registered(shared, &guard.disabled_metrics, evaluation.values);
     let unregistered = accepted.rejected;
     if unregistered > 0 {
         shared.reject("unregistered_measure", unregistered);
-        RuleStats::add(&stats.values_rejected, unregistered);
+        stats.values_rejected.add(unregistered as u64);
     }
     if accepted.values.is_empty() {
         return None;

@@ -3,11 +3,9 @@
 //! errors and the last error. Counters are atomics the LAL threads bump once per batch; readers
 //! take a snapshot.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-
 use serde::Serialize;
 
+use super::stats::{Counter, Runs};
 
 /// What one file's rules did with one batch, summed before it is published.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -44,70 +42,60 @@ impl LogTally {
 
 #[derive(Debug, Default)]
 pub struct LogRuleStats {
-    logs_in: AtomicU64,
-    kept: AtomicU64,
-    sampled: AtomicU64,
-    dropped: AtomicU64,
-    aborted: AtomicU64,
-    no_sink: AtomicU64,
-    no_layer: AtomicU64,
-    errors: AtomicU64,
-    suspended: AtomicU64,
-    samples_out: AtomicU64,
-    kept_not_written: AtomicU64,
-    evaluations: AtomicU64,
-    last_evaluation_ms: AtomicU64,
-    last_error: Mutex<Option<(String, u64)>>,
+    logs_in: Counter,
+    kept: Counter,
+    sampled: Counter,
+    dropped: Counter,
+    aborted: Counter,
+    no_sink: Counter,
+    no_layer: Counter,
+    errors: Counter,
+    suspended: Counter,
+    samples_out: Counter,
+    kept_not_written: Counter,
+    runs: Runs,
 }
 
 impl LogRuleStats {
     /// Adds one batch's tally; `evaluated` when the file's rules ran on it (not only dropped).
     pub fn add(&self, tally: &LogTally, evaluated: bool, now_ms: u64) {
-        let add = |counter: &AtomicU64, n: u64| {
-            if n > 0 {
-                counter.fetch_add(n, Ordering::Relaxed);
-            }
-        };
-        add(&self.logs_in, tally.logs_in);
-        add(&self.kept, tally.kept);
-        add(&self.sampled, tally.sampled);
-        add(&self.dropped, tally.dropped);
-        add(&self.aborted, tally.aborted);
-        add(&self.no_sink, tally.no_sink);
-        add(&self.no_layer, tally.no_layer);
-        add(&self.errors, tally.failed);
-        add(&self.suspended, tally.suspended);
-        add(&self.samples_out, tally.samples_out);
-        add(&self.kept_not_written, tally.kept_not_written);
+        self.logs_in.add(tally.logs_in);
+        self.kept.add(tally.kept);
+        self.sampled.add(tally.sampled);
+        self.dropped.add(tally.dropped);
+        self.aborted.add(tally.aborted);
+        self.no_sink.add(tally.no_sink);
+        self.no_layer.add(tally.no_layer);
+        self.errors.add(tally.failed);
+        self.suspended.add(tally.suspended);
+        self.samples_out.add(tally.samples_out);
+        self.kept_not_written.add(tally.kept_not_written);
         if evaluated {
-            add(&self.evaluations, 1);
-            self.last_evaluation_ms.store(now_ms, Ordering::Relaxed);
+            self.runs.evaluated(now_ms);
         }
         if let Some(message) = &tally.last_error {
-            *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some((message.clone(), now_ms));
+            self.runs.set_error(message.clone(), now_ms);
         }
     }
 
     pub fn view(&self) -> LogEvaluationView {
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let last_error = self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let last_evaluation = load(&self.last_evaluation_ms);
+        let runs = self.runs.view();
         LogEvaluationView {
-            logs_in: load(&self.logs_in),
-            kept: load(&self.kept),
-            sampled: load(&self.sampled),
-            dropped: load(&self.dropped),
-            aborted: load(&self.aborted),
-            no_sink: load(&self.no_sink),
-            no_layer: load(&self.no_layer),
-            errors: load(&self.errors),
-            logs_dropped: load(&self.suspended),
-            samples_out: load(&self.samples_out),
-            kept_not_written: load(&self.kept_not_written),
-            evaluations: load(&self.evaluations),
-            last_evaluation_time: (last_evaluation > 0).then_some(last_evaluation),
-            last_error: last_error.as_ref().map_or_else(String::new, |(m, _)| m.clone()),
-            last_error_time: last_error.map(|(_, at)| at),
+            logs_in: self.logs_in.get(),
+            kept: self.kept.get(),
+            sampled: self.sampled.get(),
+            dropped: self.dropped.get(),
+            aborted: self.aborted.get(),
+            no_sink: self.no_sink.get(),
+            no_layer: self.no_layer.get(),
+            errors: self.errors.get(),
+            logs_dropped: self.suspended.get(),
+            samples_out: self.samples_out.get(),
+            kept_not_written: self.kept_not_written.get(),
+            evaluations: runs.evaluations,
+            last_evaluation_time: runs.last_evaluation_time,
+            last_error: runs.last_error,
+            last_error_time: runs.last_error_time,
         }
     }
 }

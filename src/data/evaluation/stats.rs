@@ -10,41 +10,89 @@ use serde::Serialize;
 
 use crate::base::ids::RuleKey;
 
+/// A count the evaluation threads bump and readers load, with no ordering between counters.
 #[derive(Debug, Default)]
-pub struct RuleStats {
-    pub samples_in: AtomicU64,
-    pub values_out: AtomicU64,
-    pub values_rejected: AtomicU64,
-    pub samples_dropped: AtomicU64,
-    pub evaluations: AtomicU64,
-    pub errors: AtomicU64,
-    pub last_evaluation_ms: AtomicU64,
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    pub fn add(&self, n: u64) {
+        if n > 0 {
+            self.0.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// What MAL and LAL files both keep about their runs: how many, when the last one was, and
+/// the last rule error with its time.
+#[derive(Debug, Default)]
+pub struct Runs {
+    evaluations: Counter,
+    last_evaluation_ms: AtomicU64,
     last_error: Mutex<Option<(String, u64)>>,
 }
 
-impl RuleStats {
-    pub fn add(counter: &AtomicU64, n: usize) {
-        counter.fetch_add(n as u64, Ordering::Relaxed);
+/// A snapshot of [`Runs`], in the fields both list views show.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunsView {
+    pub evaluations: u64,
+    /// None before the first run.
+    pub last_evaluation_time: Option<u64>,
+    /// The last rule error's message ("" when none).
+    pub last_error: String,
+    pub last_error_time: Option<u64>,
+}
+
+impl Runs {
+    /// Counts one run, at `now_ms`.
+    pub fn evaluated(&self, now_ms: u64) {
+        self.evaluations.add(1);
+        self.last_evaluation_ms.store(now_ms, Ordering::Relaxed);
     }
 
     pub fn set_error(&self, message: String, at_ms: u64) {
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some((message, at_ms));
     }
 
-    pub fn view(&self) -> EvaluationView {
-        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    pub fn view(&self) -> RunsView {
         let last_error = self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let last_evaluation = load(&self.last_evaluation_ms);
-        EvaluationView {
-            samples_in: load(&self.samples_in),
-            values_out: load(&self.values_out),
-            values_rejected: load(&self.values_rejected),
-            samples_dropped: load(&self.samples_dropped),
-            evaluations: load(&self.evaluations),
-            errors: load(&self.errors),
+        let last_evaluation = self.last_evaluation_ms.load(Ordering::Relaxed);
+        RunsView {
+            evaluations: self.evaluations.get(),
             last_evaluation_time: (last_evaluation > 0).then_some(last_evaluation),
             last_error: last_error.as_ref().map_or_else(String::new, |(m, _)| m.clone()),
             last_error_time: last_error.map(|(_, at)| at),
+        }
+    }
+}
+
+/// A MAL file's live counters.
+#[derive(Debug, Default)]
+pub struct RuleStats {
+    pub samples_in: Counter,
+    pub values_out: Counter,
+    pub values_rejected: Counter,
+    pub samples_dropped: Counter,
+    pub errors: Counter,
+    pub runs: Runs,
+}
+
+impl RuleStats {
+    pub fn view(&self) -> EvaluationView {
+        let runs = self.runs.view();
+        EvaluationView {
+            samples_in: self.samples_in.get(),
+            values_out: self.values_out.get(),
+            values_rejected: self.values_rejected.get(),
+            samples_dropped: self.samples_dropped.get(),
+            evaluations: runs.evaluations,
+            errors: self.errors.get(),
+            last_evaluation_time: runs.last_evaluation_time,
+            last_error: runs.last_error,
+            last_error_time: runs.last_error_time,
         }
     }
 }

@@ -50,6 +50,15 @@ pub const RESERVED_HEADERS: [&str; 8] = [
     "transfer-encoding",
 ];
 
+/// How the shared checks name this section's keys.
+const SECTION: Section = Section {
+    name: "export.remote_write",
+    url_key: "url",
+    url_example: "http://prometheus:9090/api/v1/write",
+    reserved_headers: &RESERVED_HEADERS,
+    refuse_url: |_, _| None,
+};
+
 /// `export:` as read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -124,6 +133,13 @@ pub struct RetrySettings {
     pub max_attempts: u32,
 }
 
+impl RetrySettings {
+    /// Fast retries for tests: 10 ms doubling up to 100 ms, three attempts.
+    pub fn for_test() -> RetrySettings {
+        RetrySettings { initial_backoff: Duration::from_millis(10), max_backoff: Duration::from_millis(100), max_attempts: 3 }
+    }
+}
+
 /// Validated `export.remote_write`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RemoteWriteSettings {
@@ -149,11 +165,7 @@ impl RemoteWriteSettings {
             queue_batches: 8,
             flush_interval: Duration::from_millis(50),
             timeout: Duration::from_secs(2),
-            retry: RetrySettings {
-                initial_backoff: Duration::from_millis(10),
-                max_backoff: Duration::from_millis(100),
-                max_attempts: 3,
-            },
+            retry: RetrySettings::for_test(),
         }
     }
 
@@ -166,34 +178,10 @@ impl RemoteWriteSettings {
 /// Validates `export`; `None` when there is no export or a problem was reported to `issue`.
 pub fn validate(raw: &RawExport, issue: &mut impl FnMut(&str, String)) -> Option<RemoteWriteSettings> {
     let rw = raw.remote_write.as_ref()?;
-    let mut ok = true;
-    let mut fail = |key: &str, message: String| {
-        ok = false;
-        issue(key, message);
-    };
-    let url = match rw.url.as_deref().map(str::trim) {
-        None | Some("") => {
-            fail("export.remote_write.url", "is required (e.g. http://prometheus:9090/api/v1/write)".into());
-            None
-        }
-        Some(text) => match parse_url(text) {
-            Ok(url) => Some(url),
-            Err(reason) => {
-                fail("export.remote_write.url", format!("{text:?}: {reason}"));
-                None
-            }
-        },
-    };
-    let headers = checked_headers("export.remote_write", &rw.headers, &RESERVED_HEADERS, &mut fail);
-    let retry = checked_limits(
-        "export.remote_write",
-        Limits { batch_size: (rw.batch_size, MAX_BATCH_SIZE), queue_batches: (rw.queue_batches, MAX_QUEUE_BATCHES) },
-        &[("flush_interval", rw.flush_interval), ("timeout", rw.timeout)],
-        &rw.retry,
-        &mut fail,
-    );
-    let url = url?;
-    ok.then(|| RemoteWriteSettings {
+    let limits = Limits { batch_size: (rw.batch_size, MAX_BATCH_SIZE), queue_batches: (rw.queue_batches, MAX_QUEUE_BATCHES) };
+    let intervals = [("flush_interval", rw.flush_interval), ("timeout", rw.timeout)];
+    let CheckedSection { url, headers, retry } = SECTION.check(rw.url.as_deref(), &rw.headers, limits, &intervals, &rw.retry, issue)?;
+    Some(RemoteWriteSettings {
         url,
         headers,
         batch_size: rw.batch_size,
@@ -204,6 +192,60 @@ pub fn validate(raw: &RawExport, issue: &mut impl FnMut(&str, String)) -> Option
     })
 }
 
+/// The checks every exporter's section shares: its receiver's URL, extra headers, sizes,
+/// intervals and retry, each problem reported under its `{name}.…` key.
+pub(crate) struct Section {
+    /// `export.remote_write`, `export.otlp_logs`.
+    pub name: &'static str,
+    /// The key of the receiver's URL within the section, and an example of one.
+    pub url_key: &'static str,
+    pub url_example: &'static str,
+    /// Headers the exporter sets itself; a configured header may not replace them.
+    pub reserved_headers: &'static [&'static str],
+    /// The exporter's own rule on a parsed URL (as written, as parsed): the message when it
+    /// refuses it.
+    pub refuse_url: fn(&str, &Uri) -> Option<String>,
+}
+
+/// What [`Section::check`] validated.
+pub(crate) struct CheckedSection {
+    pub url: Uri,
+    pub headers: ExtraHeaders,
+    pub retry: RetrySettings,
+}
+
+impl Section {
+    /// Checks the section's values, reporting every problem to `issue`; `None` when one was
+    /// reported. `intervals` are the durations that must be greater than zero, by key.
+    pub fn check(
+        &self,
+        url: Option<&str>,
+        headers: &BTreeMap<String, String>,
+        limits: Limits,
+        intervals: &[(&str, DurationSetting)],
+        retry: &RawRetry,
+        issue: &mut impl FnMut(&str, String),
+    ) -> Option<CheckedSection> {
+        let mut ok = true;
+        let mut fail = |key: &str, message: String| {
+            ok = false;
+            issue(key, message);
+        };
+        let url = match url.map(str::trim) {
+            None | Some("") => Err(format!("is required (e.g. {})", self.url_example)),
+            Some(text) => parse_url(text).map_err(|reason| format!("{text:?}: {reason}")).and_then(|url| match (self.refuse_url)(text, &url) {
+                Some(message) => Err(message),
+                None => Ok(url),
+            }),
+        };
+        let url = url.map_err(|message| fail(&format!("{}.{}", self.name, self.url_key), message)).ok();
+        let headers = checked_headers(self.name, headers, self.reserved_headers, &mut fail);
+        let retry = checked_limits(self.name, &limits, intervals, retry, &mut fail);
+        let url = url?;
+        ok.then_some(CheckedSection { url, headers, retry })
+    }
+}
+
 /// An exporter's batch and queue sizes, each with its largest accepted value.
 pub(crate) struct Limits {
     pub batch_size: (usize, usize),
@@ -212,7 +254,7 @@ pub(crate) struct Limits {
 
 /// The extra request headers under `{section}.headers`: valid names and values, none of the
 /// `reserved` ones the exporter sets itself; every bad one is reported to `fail` and left out.
-pub(crate) fn checked_headers(
+fn checked_headers(
     section: &str,
     raw: &BTreeMap<String, String>,
     reserved: &[&str],
@@ -240,11 +282,11 @@ pub(crate) fn checked_headers(
     ExtraHeaders(headers)
 }
 
-/// Checks what every exporter's section shares (sizes, intervals, retry), reporting each
-/// problem under its `{section}.…` key, and returns the retry settings.
-pub(crate) fn checked_limits(
+/// Checks the sizes, intervals and retry, reporting each problem under its `{section}.…` key,
+/// and returns the retry settings.
+fn checked_limits(
     section: &str,
-    limits: Limits,
+    limits: &Limits,
     intervals: &[(&str, DurationSetting)],
     retry: &RawRetry,
     fail: &mut impl FnMut(&str, String),

@@ -1,29 +1,28 @@
-//! The bounded queue of built batches between flush and send. Full: the oldest batch is pushed
-//! out and handed back, for the caller to count; memory never grows past the bound.
+//! The bounded queue of cut batches waiting to be sent, for both exporters (remote-write's
+//! encoded requests, OTLP logs' records). Full: the oldest batch is pushed out and handed back,
+//! for the caller to count; memory never grows past the bound.
 
 use std::collections::VecDeque;
 
-use super::batch::EncodedBatch;
-
 #[derive(Debug)]
-pub struct BatchQueue {
-    batches: VecDeque<EncodedBatch>,
+pub struct BatchQueue<T> {
+    batches: VecDeque<T>,
     bound: usize,
 }
 
-impl BatchQueue {
-    pub fn new(bound: usize) -> BatchQueue {
+impl<T> BatchQueue<T> {
+    pub fn new(bound: usize) -> BatchQueue<T> {
         BatchQueue { batches: VecDeque::new(), bound: bound.max(1) }
     }
 
     /// Queues `batch`; returns the oldest batch when the queue was full.
-    pub fn push(&mut self, batch: EncodedBatch) -> Option<EncodedBatch> {
+    pub fn push(&mut self, batch: T) -> Option<T> {
         let dropped = (self.batches.len() >= self.bound).then(|| self.batches.pop_front()).flatten();
         self.batches.push_back(batch);
         dropped
     }
 
-    pub fn pop(&mut self) -> Option<EncodedBatch> {
+    pub fn pop(&mut self) -> Option<T> {
         self.batches.pop_front()
     }
 
@@ -31,6 +30,7 @@ impl BatchQueue {
         self.batches.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.batches.is_empty()
     }
@@ -39,6 +39,7 @@ impl BatchQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::export::batch::EncodedBatch;
     use bytes::Bytes;
 
     fn batch(n: usize) -> EncodedBatch {

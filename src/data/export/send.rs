@@ -1,25 +1,18 @@
-//! One remote-write request, and the pure rules around it: what an answer means (2xx delivered;
-//! 5xx, 429 and transport failures retried; any other status refused for good), how long to
-//! wait before the next attempt (exponential backoff, or the receiver's `Retry-After`).
+//! What a remote-write answer means (2xx delivered; 5xx, 429 and transport failures retried;
+//! any other status refused for good, a `Retry-After` honoured). The request itself is the
+//! shared [`Poster`]'s, with the 1.0 headers.
 
 use std::time::{Duration, SystemTime};
 
-use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::http::{HeaderName, StatusCode, header};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 
 use super::ExportError;
-use super::config::{RemoteWriteSettings, RetrySettings};
+use super::config::RemoteWriteSettings;
+use super::post::{Failure, Poster, parse_retry_after};
 
 /// The remote-write protocol version sent in `X-Prometheus-Remote-Write-Version`.
 pub const REMOTE_WRITE_VERSION: &str = "0.1.0";
-/// A receiver's `Retry-After` longer than this is cut to it, so one answer cannot stall the
-/// exporter for hours (the queue keeps filling, and drops, meanwhile).
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 /// How much of an error answer is read and logged.
 const MAX_ANSWER_BYTES: usize = 4 * 1024;
 
@@ -46,101 +39,37 @@ pub fn classify(status: StatusCode, retry_after: Option<&str>, body: &str, now: 
     Attempt::Rejected { status: status.as_u16(), body: body.trim().to_string() }
 }
 
-/// `Retry-After`: delay-seconds or an HTTP-date, capped at [`MAX_RETRY_AFTER`].
-pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
-    let value = value.trim();
-    let after = match value.parse::<u64>() {
-        Ok(seconds) => Duration::from_secs(seconds),
-        Err(_) => httpdate::parse_http_date(value).ok()?.duration_since(now).unwrap_or(Duration::ZERO),
-    };
-    Some(after.min(MAX_RETRY_AFTER))
-}
-
-/// The wait after failed attempt number `attempt` (1 for the first): `initial × 2^(attempt-1)`
-/// up to `max_backoff`, or the receiver's `Retry-After` when it gave one.
-pub fn retry_delay(retry: &RetrySettings, attempt: u32, retry_after: Option<Duration>) -> Duration {
-    if let Some(after) = retry_after {
-        return after;
-    }
-    let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
-    retry.initial_backoff.saturating_mul(factor).min(retry.max_backoff)
-}
-
-/// The HTTP client of the exporter (http and https, verified against the public web roots).
+/// The remote-write client.
 pub struct Sender {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    settings: RemoteWriteSettings,
-    user_agent: HeaderValue,
+    post: Poster,
 }
 
 impl Sender {
-    pub fn new(settings: RemoteWriteSettings) -> Result<Sender, ExportError> {
-        let tls = crate::base::tls::client_config(None).map_err(ExportError::Tls)?;
-        let mut http = HttpConnector::new();
-        http.set_nodelay(true);
-        http.enforce_http(false);
-        let connector =
-            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http().enable_http1().wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(crate::base::listen::CLIENT_POOL_IDLE_TIMEOUT).build(connector);
-        let user_agent = HeaderValue::from_static(concat!("hotrule/", env!("CARGO_PKG_VERSION")));
-        Ok(Sender { client, settings, user_agent })
+    pub fn new(settings: &RemoteWriteSettings) -> Result<Sender, ExportError> {
+        let headers = [
+            (header::CONTENT_ENCODING, "snappy"),
+            (header::CONTENT_TYPE, "application/x-protobuf"),
+            (HeaderName::from_static("x-prometheus-remote-write-version"), REMOTE_WRITE_VERSION),
+        ];
+        Ok(Sender { post: Poster::new(settings.url.clone(), &headers, &settings.headers, MAX_ANSWER_BYTES)? })
     }
 
-    /// Sends `body` once, bounded by `timeout` as a whole (connect, send, answer, body).
-    pub async fn send(&self, body: Bytes, timeout: Duration) -> Attempt {
-        match tokio::time::timeout(timeout, self.exchange(body)).await {
-            Ok(attempt) => attempt,
-            Err(_elapsed) => Attempt::Retry { after: None, reason: format!("no answer within {timeout:?}") },
+    /// Sends `body` once, bounded by `timeout` as a whole: delivered, or why not.
+    pub async fn send(&self, body: Bytes, timeout: Duration) -> Result<(), Failure> {
+        let answer = self.post.send(body, timeout).await?;
+        // A success's answer is ignored; an error's is kept for the log.
+        let text = if answer.status.is_success() { String::new() } else { String::from_utf8_lossy(&answer.body).into_owned() };
+        match classify(answer.status, answer.retry_after.as_deref(), &text, SystemTime::now()) {
+            Attempt::Delivered => Ok(()),
+            Attempt::Retry { after, reason } => Err(Failure::Retry { after, reason }),
+            Attempt::Rejected { status, body } => Err(Failure::Rejected { status, body }),
         }
-    }
-
-    async fn exchange(&self, body: Bytes) -> Attempt {
-        let mut builder = Request::post(self.settings.url.clone())
-            .header(header::CONTENT_ENCODING, "snappy")
-            .header(header::CONTENT_TYPE, "application/x-protobuf")
-            .header("X-Prometheus-Remote-Write-Version", REMOTE_WRITE_VERSION)
-            .header(header::USER_AGENT, self.user_agent.clone());
-        for (name, value) in &self.settings.headers.0 {
-            builder = builder.header(name, value);
-        }
-        let request = match builder.body(Full::new(body)) {
-            Ok(request) => request,
-            // The URL and headers were validated with the configuration.
-            Err(e) => return Attempt::Rejected { status: 0, body: format!("building the request: {e}") },
-        };
-        let answer = match self.client.request(request).await {
-            Ok(answer) => answer,
-            Err(e) => {
-                let reason = match std::error::Error::source(&e) {
-                    Some(source) => format!("{e}: {source}"),
-                    None => e.to_string(),
-                };
-                return Attempt::Retry { after: None, reason };
-            }
-        };
-        let status = answer.status();
-        let retry_after = answer.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let text = if status.is_success() {
-            // Drain the (ignored) answer so the connection can be reused.
-            let _ = Limited::new(answer.into_body(), MAX_ANSWER_BYTES).collect().await;
-            String::new()
-        } else {
-            match Limited::new(answer.into_body(), MAX_ANSWER_BYTES).collect().await {
-                Ok(body) => String::from_utf8_lossy(&body.to_bytes()).into_owned(),
-                Err(_) => format!("(answer body unreadable or over {MAX_ANSWER_BYTES} bytes)"),
-            }
-        };
-        classify(status, retry_after.as_deref(), &text, SystemTime::now())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn retry() -> RetrySettings {
-        RetrySettings { initial_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(1), max_attempts: 5 }
-    }
 
     #[test]
     fn statuses_follow_the_remote_write_spec() {
@@ -158,24 +87,5 @@ mod tests {
         );
         assert!(matches!(classify(StatusCode::UNSUPPORTED_MEDIA_TYPE, None, "", now), Attempt::Rejected { status: 415, .. }));
         assert!(matches!(classify(StatusCode::MOVED_PERMANENTLY, None, "", now), Attempt::Rejected { status: 301, .. }));
-    }
-
-    #[test]
-    fn retry_after_is_seconds_or_a_date_and_is_capped() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777); // Sun, 06 Nov 1994 08:49:37 GMT
-        assert_eq!(parse_retry_after("7", now), Some(Duration::from_secs(7)));
-        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:47 GMT", now), Some(Duration::from_secs(10)));
-        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:00 GMT", now), Some(Duration::ZERO), "a past date: now");
-        assert_eq!(parse_retry_after("86400", now), Some(MAX_RETRY_AFTER));
-        assert_eq!(parse_retry_after("soon", now), None);
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_the_maximum_unless_the_receiver_says() {
-        let r = retry();
-        let delays: Vec<u128> = (1..=6).map(|a| retry_delay(&r, a, None).as_millis()).collect();
-        assert_eq!(delays, vec![100, 200, 400, 800, 1000, 1000]);
-        assert_eq!(retry_delay(&r, 1, Some(Duration::from_secs(3))), Duration::from_secs(3));
-        assert_eq!(retry_delay(&r, 40, None), Duration::from_secs(1), "no overflow");
     }
 }

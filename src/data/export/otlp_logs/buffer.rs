@@ -1,9 +1,9 @@
 //! The logs between the writer and the worker: the batch being filled and a bounded queue of
 //! cut batches. Pure: the caller passes the time; nothing here blocks or sends.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
+use crate::data::export::queue::BatchQueue;
 use crate::data::logs::KeptLog;
 
 #[derive(Debug)]
@@ -11,9 +11,8 @@ pub struct Buffer {
     filling: Vec<KeptLog>,
     /// When the first log of `filling` arrived.
     filling_since: Option<Instant>,
-    queue: VecDeque<Vec<KeptLog>>,
+    queue: BatchQueue<Vec<KeptLog>>,
     batch_size: usize,
-    queue_bound: usize,
     /// Whether the worker holds a batch it is sending (for the depth gauge).
     in_flight: bool,
     /// The worker has stopped: writes are refused and counted.
@@ -46,9 +45,8 @@ impl Buffer {
         Buffer {
             filling: Vec::new(),
             filling_since: None,
-            queue: VecDeque::new(),
+            queue: BatchQueue::new(queue_bound),
             batch_size: batch_size.max(1),
-            queue_bound: queue_bound.max(1),
             in_flight: false,
             closed: false,
         }
@@ -97,18 +95,13 @@ impl Buffer {
     fn cut(&mut self) -> bool {
         let batch = std::mem::take(&mut self.filling);
         self.filling_since = None;
-        let full = self.queue.len() >= self.queue_bound;
-        if full {
-            self.queue.pop_front();
-        }
-        self.queue.push_back(batch);
-        full
+        self.queue.push(batch).is_some()
     }
 
     /// The next batch to send: the oldest queued one, else the filling one once its first log
     /// has waited `max_delay` (or at once when `flush_all`).
     pub fn next(&mut self, now: Instant, max_delay: std::time::Duration, flush_all: bool) -> Next {
-        if let Some(batch) = self.queue.pop_front() {
+        if let Some(batch) = self.queue.pop() {
             return Next::Batch(batch);
         }
         let Some(since) = self.filling_since else { return Next::WaitUntil(None) };

@@ -8,7 +8,7 @@ use axum::http::Uri;
 use serde::{Deserialize, Serialize};
 
 use crate::base::duration::DurationSetting;
-use crate::data::export::config::{ExtraHeaders, Limits, RawRetry, RetrySettings, checked_headers, checked_limits, parse_url};
+use crate::data::export::config::{CheckedSection, ExtraHeaders, Limits, RawRetry, RetrySettings, Section};
 
 fn default_batch_size() -> usize {
     512
@@ -31,6 +31,15 @@ pub const MAX_QUEUE_BATCHES: usize = 10_000;
 /// Headers the exporter sets itself; a configured header may not replace them.
 pub const RESERVED_HEADERS: [&str; 7] =
     ["content-encoding", "content-type", "content-length", "user-agent", "host", "connection", "transfer-encoding"];
+
+/// How the shared checks name this section's keys.
+const SECTION: Section = Section {
+    name: "export.otlp_logs",
+    url_key: "endpoint",
+    url_example: "http://collector:4318/v1/logs",
+    reserved_headers: &RESERVED_HEADERS,
+    refuse_url: refuse_without_path,
+};
 
 /// `export.otlp_logs:` as read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,11 +89,7 @@ impl OtlpLogsSettings {
             max_delay: Duration::from_millis(50),
             queue_batches: 8,
             timeout: Duration::from_secs(2),
-            retry: RetrySettings {
-                initial_backoff: Duration::from_millis(10),
-                max_backoff: Duration::from_millis(100),
-                max_attempts: 3,
-            },
+            retry: RetrySettings::for_test(),
         }
     }
 }
@@ -92,41 +97,11 @@ impl OtlpLogsSettings {
 /// Validates `export.otlp_logs`; `None` when absent or when a problem was reported to `issue`.
 pub fn validate(raw: Option<&RawOtlpLogs>, issue: &mut impl FnMut(&str, String)) -> Option<OtlpLogsSettings> {
     let raw = raw?;
-    let mut ok = true;
-    let mut fail = |key: &str, message: String| {
-        ok = false;
-        issue(key, message);
-    };
-    let endpoint = match raw.endpoint.as_deref().map(str::trim) {
-        None | Some("") => {
-            fail("export.otlp_logs.endpoint", "is required (e.g. http://collector:4318/v1/logs)".into());
-            None
-        }
-        Some(text) => match parse_url(text) {
-            Ok(url) if matches!(url.path(), "" | "/") => {
-                fail(
-                    "export.otlp_logs.endpoint",
-                    format!("{text:?} has no path; OTLP/HTTP logs are posted to a full URL such as http://collector:4318/v1/logs"),
-                );
-                None
-            }
-            Ok(url) => Some(url),
-            Err(reason) => {
-                fail("export.otlp_logs.endpoint", format!("{text:?}: {reason}"));
-                None
-            }
-        },
-    };
-    let headers = checked_headers("export.otlp_logs", &raw.headers, &RESERVED_HEADERS, &mut fail);
-    let retry = checked_limits(
-        "export.otlp_logs",
-        Limits { batch_size: (raw.batch_size, MAX_BATCH_SIZE), queue_batches: (raw.queue_batches, MAX_QUEUE_BATCHES) },
-        &[("max_delay", raw.max_delay), ("timeout", raw.timeout)],
-        &raw.retry,
-        &mut fail,
-    );
-    let endpoint = endpoint?;
-    ok.then(|| OtlpLogsSettings {
+    let limits = Limits { batch_size: (raw.batch_size, MAX_BATCH_SIZE), queue_batches: (raw.queue_batches, MAX_QUEUE_BATCHES) };
+    let intervals = [("max_delay", raw.max_delay), ("timeout", raw.timeout)];
+    let CheckedSection { url: endpoint, headers, retry } =
+        SECTION.check(raw.endpoint.as_deref(), &raw.headers, limits, &intervals, &raw.retry, issue)?;
+    Some(OtlpLogsSettings {
         endpoint,
         headers,
         batch_size: raw.batch_size,
@@ -134,6 +109,13 @@ pub fn validate(raw: Option<&RawOtlpLogs>, issue: &mut impl FnMut(&str, String))
         queue_batches: raw.queue_batches,
         timeout: raw.timeout.0,
         retry,
+    })
+}
+
+/// OTLP/HTTP has no default path: the endpoint names the full URL.
+fn refuse_without_path(text: &str, endpoint: &Uri) -> Option<String> {
+    matches!(endpoint.path(), "" | "/").then(|| {
+        format!("{text:?} has no path; OTLP/HTTP logs are posted to a full URL such as http://collector:4318/v1/logs")
     })
 }
 

@@ -106,8 +106,9 @@ pub fn build(
         wake: tokio::sync::Notify::new(),
         telemetry,
     });
-    let sender = send::Sender::new(settings.clone())?;
-    let worker = OtlpLogWorker::new(shared.clone(), sender, settings);
+    let sender = send::Sender::new(&settings)?;
+    let (timeout, retry) = (settings.timeout, settings.retry.clone());
+    let worker = OtlpLogWorker::new(worker::LogBatches::new(shared.clone(), sender, settings), timeout, retry);
     Ok((Arc::new(OtlpLogExporter { shared }), worker))
 }
 

@@ -1,22 +1,18 @@
-//! One OTLP/HTTP logs request, and what its answer means. OTLP/HTTP's rules (docs/configuration.md,
-//! "Log export"): 2xx is delivered (a `partial_success` names records the receiver refused, never
+//! What an OTLP/HTTP logs answer means. OTLP/HTTP's rules (docs/configuration.md, "Log
+//! export"): 2xx is delivered (a `partial_success` names records the receiver refused, never
 //! retried); 429, 502, 503 and 504 and transport failures are retried, honouring
-//! `Retry-After`; every other status is refused for good and the batch dropped.
+//! `Retry-After`; every other status is refused for good and the batch dropped. The request
+//! itself is the shared [`Poster`]'s.
 
 use std::time::{Duration, SystemTime};
 
-use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::http::{StatusCode, header};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
 
 use super::config::OtlpLogsSettings;
 use crate::data::export::ExportError;
-use crate::data::export::send::parse_retry_after;
+use crate::data::export::post::{Failure, Poster, parse_retry_after};
 
 /// How much of an answer is read (a success's `partial_success`, an error's message).
 const MAX_ANSWER_BYTES: usize = 16 * 1024;
@@ -57,63 +53,33 @@ pub fn classify(status: StatusCode, retry_after: Option<&str>, body: &[u8], now:
     Attempt::Rejected { status: status.as_u16(), body: text }
 }
 
-/// The HTTP client of the log exporter (http and https, verified against the public web roots).
+/// A batch the receiver accepted: `rejected` records were refused inside it
+/// (`partial_success`), with the reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    pub rejected: u64,
+    pub message: String,
+}
+
+/// The OTLP/HTTP logs client.
 pub struct Sender {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    settings: OtlpLogsSettings,
-    user_agent: HeaderValue,
+    post: Poster,
 }
 
 impl Sender {
-    pub fn new(settings: OtlpLogsSettings) -> Result<Sender, ExportError> {
-        let tls = crate::base::tls::client_config(None).map_err(ExportError::Tls)?;
-        let mut http = HttpConnector::new();
-        http.set_nodelay(true);
-        http.enforce_http(false);
-        let connector =
-            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http().enable_http1().wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(crate::base::listen::CLIENT_POOL_IDLE_TIMEOUT).build(connector);
-        let user_agent = HeaderValue::from_static(concat!("hotrule/", env!("CARGO_PKG_VERSION")));
-        Ok(Sender { client, settings, user_agent })
+    pub fn new(settings: &OtlpLogsSettings) -> Result<Sender, ExportError> {
+        let headers = [(header::CONTENT_TYPE, "application/x-protobuf")];
+        Ok(Sender { post: Poster::new(settings.endpoint.clone(), &headers, &settings.headers, MAX_ANSWER_BYTES)? })
     }
 
-    /// Sends `body` once, bounded by `timeout` as a whole (connect, send, answer, body).
-    pub async fn send(&self, body: Bytes, timeout: Duration) -> Attempt {
-        match tokio::time::timeout(timeout, self.exchange(body)).await {
-            Ok(attempt) => attempt,
-            Err(_elapsed) => Attempt::Retry { after: None, reason: format!("no answer within {timeout:?}") },
+    /// Sends `body` once, bounded by `timeout` as a whole: accepted, or why not.
+    pub async fn send(&self, body: Bytes, timeout: Duration) -> Result<Accepted, Failure> {
+        let answer = self.post.send(body, timeout).await?;
+        match classify(answer.status, answer.retry_after.as_deref(), &answer.body, SystemTime::now()) {
+            Attempt::Delivered { rejected, message } => Ok(Accepted { rejected, message }),
+            Attempt::Retry { after, reason } => Err(Failure::Retry { after, reason }),
+            Attempt::Rejected { status, body } => Err(Failure::Rejected { status, body }),
         }
-    }
-
-    async fn exchange(&self, body: Bytes) -> Attempt {
-        let mut builder = Request::post(self.settings.endpoint.clone())
-            .header(header::CONTENT_TYPE, "application/x-protobuf")
-            .header(header::USER_AGENT, self.user_agent.clone());
-        for (name, value) in &self.settings.headers.0 {
-            builder = builder.header(name, value);
-        }
-        let request = match builder.body(Full::new(body)) {
-            Ok(request) => request,
-            // The endpoint and headers were validated with the configuration.
-            Err(e) => return Attempt::Rejected { status: 0, body: format!("building the request: {e}") },
-        };
-        let answer = match self.client.request(request).await {
-            Ok(answer) => answer,
-            Err(e) => {
-                let reason = match std::error::Error::source(&e) {
-                    Some(source) => format!("{e}: {source}"),
-                    None => e.to_string(),
-                };
-                return Attempt::Retry { after: None, reason };
-            }
-        };
-        let status = answer.status();
-        let retry_after = answer.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string);
-        let body = match Limited::new(answer.into_body(), MAX_ANSWER_BYTES).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(_) => Bytes::from(format!("(answer body unreadable or over {MAX_ANSWER_BYTES} bytes)")),
-        };
-        classify(status, retry_after.as_deref(), &body, SystemTime::now())
     }
 }
 

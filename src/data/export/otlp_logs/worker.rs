@@ -1,9 +1,10 @@
-//! The OTLP log export worker: one attempt at one batch per unit of work; between attempts it
-//! waits for a cut batch, the filling batch's `max_delay`, or the backoff of the batch in
-//! flight. A slow or dead receiver never holds up the writers: the queue fills and drops.
+//! The OTLP log side of the export worker: the shared [`SendWorker`] makes one attempt at one
+//! batch per unit of work; between attempts it waits for a cut batch, the filling batch's
+//! `max_delay`, or the backoff of the batch in flight. A slow or dead receiver never holds up
+//! the writers: the queue fills and drops.
 //!
-//! At shutdown [`Worker::finish`] closes the buffer (later writes are counted as dropped),
-//! sends what is left within [`FINAL_FLUSH_BOUND`] and counts the rest (`shutdown`).
+//! At shutdown the buffer is closed (later writes are counted as dropped), what is left is sent
+//! within [`FINAL_FLUSH_BOUND`](crate::data::export::FINAL_FLUSH_BOUND) and the rest counted (`shutdown`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,43 +15,52 @@ use tokio::time::Instant;
 use super::Shared;
 use super::buffer::Next;
 use super::config::OtlpLogsSettings;
-use super::send::{Attempt, Sender};
-use crate::data::export::FINAL_FLUSH_BOUND;
-use crate::data::export::send::retry_delay;
+use super::send::{Accepted, Sender};
+use crate::data::export::delivery::{Batches, Outgoing, SendEvent, SendWorker, Words, report_send_event};
+use crate::data::export::post::Failure;
 use crate::base::self_metrics::LabelSet;
-use crate::base::worker::{Worker, WorkerState};
 
 /// Every value of `export_log_batches_dropped{reason}`. `partial` counts batches the receiver
 /// accepted with some records refused (`partial_success`).
 pub const DROP_REASONS: [&str; 5] = ["queue_full", "rejected", "retries_exhausted", "partial", "shutdown"];
 
-/// The batch being sent, encoded once, with its attempts so far.
-struct InFlight {
-    body: Bytes,
-    logs: usize,
-    attempts: u32,
-    not_before: Instant,
-}
+/// The send loop's log lines, in the OTLP log exporter's words.
+const WORDS: Words = Words {
+    refused: "OTLP log receiver refused a batch; dropped",
+    gave_up: "OTLP log export failed; retries exhausted, batch dropped",
+    retrying: "OTLP log export failed; retrying",
+    unsent: "OTLP log export: batches not sent before shutdown; dropped",
+};
 
-pub struct OtlpLogWorker {
+/// The OTLP log exporter's worker.
+pub type OtlpLogWorker = SendWorker<LogBatches>;
+
+/// The batches the writers cut into the shared buffer.
+pub struct LogBatches {
     shared: Arc<Shared>,
     sender: Sender,
     settings: OtlpLogsSettings,
-    in_flight: Option<InFlight>,
     /// When the filling batch is due, as the buffer last said.
     filling_due: Option<Instant>,
 }
 
-impl OtlpLogWorker {
-    pub(super) fn new(shared: Arc<Shared>, sender: Sender, settings: OtlpLogsSettings) -> OtlpLogWorker {
-        OtlpLogWorker { shared, sender, settings, in_flight: None, filling_due: None }
+impl LogBatches {
+    pub(super) fn new(shared: Arc<Shared>, sender: Sender, settings: OtlpLogsSettings) -> LogBatches {
+        LogBatches { shared, sender, settings, filling_due: None }
+    }
+}
+
+#[async_trait::async_trait]
+impl Batches for LogBatches {
+    type Receipt = Accepted;
+
+    fn name(&self) -> &'static str {
+        "otlp-log-export"
     }
 
-    /// Takes the next batch from the buffer when none is in flight.
-    fn take_next(&mut self, flush_all: bool) {
-        if self.in_flight.is_some() {
-            return;
-        }
+    async fn prepare(&mut self, _in_flight: bool) {}
+
+    fn next(&mut self, flush_all: bool) -> Option<Outgoing> {
         let next = {
             let mut buffer = self.shared.lock();
             let next = buffer.next(std::time::Instant::now(), self.settings.max_delay, flush_all);
@@ -58,94 +68,59 @@ impl OtlpLogWorker {
             next
         };
         match next {
-            Next::Batch(batch) if batch.is_empty() => self.shared.lock().set_in_flight(false),
+            Next::Batch(batch) if batch.is_empty() => {
+                self.shared.lock().set_in_flight(false);
+                None
+            }
             Next::Batch(batch) => {
                 let request = super::encode::request(&batch);
-                let body = Bytes::from(prost::Message::encode_to_vec(&request));
-                self.in_flight = Some(InFlight { body, logs: batch.len(), attempts: 0, not_before: Instant::now() });
                 self.filling_due = None;
+                Some(Outgoing { body: Bytes::from(prost::Message::encode_to_vec(&request)), items: batch.len() })
             }
             Next::WaitUntil(due) => {
                 // The buffer's clock is std's; tokio's Instant converts from it.
                 self.filling_due = due.map(Instant::from_std);
+                None
             }
         }
     }
 
-    fn publish_depth(&self) {
+    async fn send(&self, body: Bytes, timeout: Duration) -> Result<Accepted, Failure> {
+        self.sender.send(body, timeout).await
+    }
+
+    fn delivered(&self, receipt: Accepted, logs: usize) {
+        let Accepted { rejected, message } = receipt;
+        let accepted = (logs as u64).saturating_sub(rejected);
+        self.shared.telemetry.export_logs_sent.get_or_create(&LabelSet::new()).inc_by(accepted);
+        if rejected > 0 {
+            let endpoint = &self.settings.endpoint;
+            tracing::warn!(rejected, logs, %message, %endpoint, "OTLP log receiver refused some records of a batch");
+            self.shared.drop_batches("partial", 1);
+        }
+    }
+
+    fn drop_batches(&self, reason: &str, batches: u64) {
+        self.shared.drop_batches(reason, batches);
+    }
+
+    fn report(&self, event: SendEvent<'_>) {
+        report_send_event!(event, WORDS, logs, endpoint = self.settings.endpoint);
+    }
+
+    fn publish_depth(&self, in_flight: bool) {
         let depth = {
             let mut buffer = self.shared.lock();
-            buffer.set_in_flight(self.in_flight.is_some());
+            buffer.set_in_flight(in_flight);
             buffer.depth()
         };
         self.shared.publish_depth(depth);
     }
 
-    /// One attempt at the batch in flight, bounded by `timeout`.
-    async fn attempt(&mut self, timeout: Duration) {
-        let Some(flight) = self.in_flight.as_mut() else { return };
-        flight.attempts += 1;
-        let outcome = self.sender.send(flight.body.clone(), timeout).await;
-        let logs = flight.logs;
-        let endpoint = &self.settings.endpoint;
-        match outcome {
-            Attempt::Delivered { rejected, message } => {
-                let accepted = (logs as u64).saturating_sub(rejected);
-                self.shared.telemetry.export_logs_sent.get_or_create(&LabelSet::new()).inc_by(accepted);
-                if rejected > 0 {
-                    tracing::warn!(rejected, logs, %message, %endpoint, "OTLP log receiver refused some records of a batch");
-                    self.shared.drop_batches("partial", 1);
-                }
-                self.in_flight = None;
-            }
-            Attempt::Rejected { status, body } => {
-                tracing::warn!(status, %body, logs, %endpoint, "OTLP log receiver refused a batch; dropped");
-                self.in_flight = None;
-                self.shared.drop_batches("rejected", 1);
-            }
-            Attempt::Retry { after, reason } => {
-                if flight.attempts >= self.settings.retry.max_attempts {
-                    tracing::warn!(%reason, attempts = flight.attempts, logs, %endpoint, "OTLP log export failed; retries exhausted, batch dropped");
-                    self.in_flight = None;
-                    self.shared.drop_batches("retries_exhausted", 1);
-                } else {
-                    let delay = retry_delay(&self.settings.retry, flight.attempts, after);
-                    tracing::debug!(%reason, attempt = flight.attempts, ?delay, "OTLP log export failed; retrying");
-                    flight.not_before = Instant::now() + delay;
-                }
-            }
-        }
-        self.publish_depth();
-    }
-
-    fn ready_to_send(&self, now: Instant) -> bool {
-        self.in_flight.as_ref().is_some_and(|flight| flight.not_before <= now)
-    }
-}
-
-#[async_trait::async_trait]
-impl Worker for OtlpLogWorker {
-    fn name(&self) -> &'static str {
-        "otlp-log-export"
-    }
-
-    fn initial_state(&self) -> WorkerState {
-        WorkerState::Idle
-    }
-
-    async fn work(&mut self) -> WorkerState {
-        self.take_next(false);
-        if self.ready_to_send(Instant::now()) {
-            self.attempt(self.settings.timeout).await;
-            self.take_next(false);
-        }
-        if self.ready_to_send(Instant::now()) { WorkerState::Busy } else { WorkerState::Idle }
-    }
-
-    async fn wait_for_work(&mut self) -> WorkerState {
-        match (&self.in_flight, self.filling_due) {
+    async fn wait(&mut self, held: Option<Instant>) {
+        match (held, self.filling_due) {
             // A batch is held: only its backoff matters; new batches wait in the queue.
-            (Some(flight), _) => tokio::time::sleep_until(flight.not_before).await,
+            (Some(not_before), _) => tokio::time::sleep_until(not_before).await,
             (None, Some(due)) => {
                 tokio::select! {
                     _ = self.shared.wake.notified() => {}
@@ -154,39 +129,19 @@ impl Worker for OtlpLogWorker {
             }
             (None, None) => self.shared.wake.notified().await,
         }
-        WorkerState::Busy
     }
 
-    async fn finish(&mut self) {
-        let deadline = Instant::now() + FINAL_FLUSH_BOUND;
+    async fn close(&mut self, _deadline: Instant, in_flight: bool) {
         let waiting = self.shared.lock().close();
-        tracing::debug!(batches = waiting + usize::from(self.in_flight.is_some()), "OTLP log export: final flush");
-        loop {
-            self.take_next(true);
-            let Some(flight) = &self.in_flight else { break };
-            if flight.not_before >= deadline {
-                break;
-            }
-            tokio::time::sleep_until(flight.not_before).await;
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            self.attempt(self.settings.timeout.min(left)).await;
+        tracing::debug!(batches = waiting + usize::from(in_flight), "OTLP log export: final flush");
+    }
+
+    fn discard(&mut self) -> usize {
+        let mut buffer = self.shared.lock();
+        let mut left = 0;
+        while let Next::Batch(batch) = buffer.next(std::time::Instant::now(), Duration::ZERO, true) {
+            left += usize::from(!batch.is_empty());
         }
-        let left = {
-            let mut buffer = self.shared.lock();
-            let mut left = usize::from(self.in_flight.is_some());
-            while let Next::Batch(batch) = buffer.next(std::time::Instant::now(), Duration::ZERO, true) {
-                left += usize::from(!batch.is_empty());
-            }
-            left
-        };
-        if left > 0 {
-            tracing::warn!(batches = left, bound = ?FINAL_FLUSH_BOUND, "OTLP log export: batches not sent before shutdown; dropped");
-            self.shared.drop_batches("shutdown", left as u64);
-        }
-        self.in_flight = None;
-        self.publish_depth();
+        left
     }
 }
