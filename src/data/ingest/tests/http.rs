@@ -15,7 +15,7 @@ use prost::Message;
 use super::otlp_json::JSON_REQUEST;
 use super::remote_write::{encode, series};
 use crate::data::seam::{Protocol, SubmitError};
-use crate::data::ingest::http::RpcStatus;
+use crate::data::ingest::answer::RpcStatus;
 use crate::data::ingest::remote_write::STALE_NAN_BITS;
 use crate::data::ingest::{BodyLimits, Ingest, RecordingSink, router};
 use crate::base::self_metrics::{Telemetry, labels};
@@ -75,7 +75,7 @@ const JSON: (&str, &str) = ("content-type", "application/json");
 const PROTOBUF: (&str, &str) = ("content-type", "application/x-protobuf");
 
 fn protobuf_request() -> Vec<u8> {
-    let request = crate::data::ingest::otlp_json::decode(JSON_REQUEST.as_bytes()).expect("valid");
+    let request = crate::data::ingest::otlp_metrics_json::decode(JSON_REQUEST.as_bytes()).expect("valid");
     request.encode_to_vec()
 }
 

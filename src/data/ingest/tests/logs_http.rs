@@ -14,7 +14,7 @@ use super::http::post;
 use super::native_logs::NATIVE_REQUEST;
 use super::otlp_logs::LOGS_JSON_REQUEST;
 use crate::data::seam::{LogProtocol, LogSink, SubmitError};
-use crate::data::ingest::http::RpcStatus;
+use crate::data::ingest::answer::RpcStatus;
 use crate::data::ingest::logs_http::LOGS_UNAVAILABLE;
 use crate::data::ingest::{BodyLimits, Ingest, RecordingLogSink, RecordingSink, native_logs, otlp_logs, otlp_logs_json, router};
 use crate::base::self_metrics::{Telemetry, labels};
