@@ -23,7 +23,8 @@ fn seeds() -> Vec<Vec<u8>> {
     vec![JSON_REQUEST.as_bytes().to_vec(), protobuf, remote, exposition]
 }
 
-fn mutate(rng: &mut StdRng, seed: &[u8]) -> Vec<u8> {
+/// `seed` with random bytes flipped, cut, spliced in, or replaced by random bytes.
+pub(super) fn mutate(rng: &mut StdRng, seed: &[u8]) -> Vec<u8> {
     let mut bytes = seed.to_vec();
     match rng.random_range(0..4) {
         0 => {
