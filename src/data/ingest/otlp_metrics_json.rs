@@ -71,38 +71,35 @@ fn scope_metrics(value: &Value, path: &str) -> Result<ScopeMetrics> {
     Ok(ScopeMetrics { metrics: list(map, path, "metrics", metric)?, ..Default::default() })
 }
 
+/// The object at `key` of `map` and its path; none when the field is absent.
+fn member<'v>(map: &'v Map<String, Value>, path: &str, key: &str) -> Result<Option<(&'v Map<String, Value>, String)>> {
+    let Some(value) = field(map, key) else { return Ok(None) };
+    let at = child(path, key);
+    Ok(Some((object(value, &at)?, at)))
+}
+
 fn metric(value: &Value, path: &str) -> Result<Metric> {
     let map = object(value, path)?;
-    let data = if let Some(v) = field(map, "gauge") {
-        let path = child(path, "gauge");
-        let gauge = object(v, &path)?;
-        Some(metric::Data::Gauge(Gauge { data_points: list(gauge, &path, "dataPoints", number_point)? }))
-    } else if let Some(v) = field(map, "sum") {
-        let path = child(path, "sum");
-        let sum = object(v, &path)?;
+    let data = if let Some((gauge, at)) = member(map, path, "gauge")? {
+        Some(metric::Data::Gauge(Gauge { data_points: list(gauge, &at, "dataPoints", number_point)? }))
+    } else if let Some((sum, at)) = member(map, path, "sum")? {
         Some(metric::Data::Sum(Sum {
-            data_points: list(sum, &path, "dataPoints", number_point)?,
-            aggregation_temporality: temporality(sum, &path)?,
-            is_monotonic: boolean(sum, &path, "isMonotonic")?,
+            data_points: list(sum, &at, "dataPoints", number_point)?,
+            aggregation_temporality: temporality(sum, &at)?,
+            is_monotonic: boolean(sum, &at, "isMonotonic")?,
         }))
-    } else if let Some(v) = field(map, "histogram") {
-        let path = child(path, "histogram");
-        let histogram = object(v, &path)?;
+    } else if let Some((histogram, at)) = member(map, path, "histogram")? {
         Some(metric::Data::Histogram(Histogram {
-            data_points: list(histogram, &path, "dataPoints", histogram_point)?,
-            aggregation_temporality: temporality(histogram, &path)?,
+            data_points: list(histogram, &at, "dataPoints", histogram_point)?,
+            aggregation_temporality: temporality(histogram, &at)?,
         }))
-    } else if let Some(v) = field(map, "exponentialHistogram") {
-        let path = child(path, "exponentialHistogram");
-        let histogram = object(v, &path)?;
+    } else if let Some((histogram, at)) = member(map, path, "exponentialHistogram")? {
         Some(metric::Data::ExponentialHistogram(ExponentialHistogram {
-            data_points: list(histogram, &path, "dataPoints", exponential_point)?,
-            aggregation_temporality: temporality(histogram, &path)?,
+            data_points: list(histogram, &at, "dataPoints", exponential_point)?,
+            aggregation_temporality: temporality(histogram, &at)?,
         }))
-    } else if let Some(v) = field(map, "summary") {
-        let path = child(path, "summary");
-        let summary = object(v, &path)?;
-        Some(metric::Data::Summary(Summary { data_points: list(summary, &path, "dataPoints", summary_point)? }))
+    } else if let Some((summary, at)) = member(map, path, "summary")? {
+        Some(metric::Data::Summary(Summary { data_points: list(summary, &at, "dataPoints", summary_point)? }))
     } else {
         None
     };

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::{LogStore, keys};
 use crate::data::logs::LogStoreError;
-use crate::data::metrics::cells::series_store::{self, Expiring};
+use crate::data::metrics::cells::series_store::{self, Expiring, RetentionNames};
 use crate::store::series::{SeriesOp, Visit};
 
 /// How often a retention round runs.
@@ -79,15 +79,9 @@ pub type LogRetentionWorker = series_store::RetentionWorker<LogStore>;
 impl Expiring for LogStore {
     type Cursor = ();
     type Error = LogStoreError;
-    const WORKER: &'static str = "log-retention";
-    const WHAT: &'static str = "log";
-    const DELETED: &'static str = "expired logs deleted";
+    const NAMES: RetentionNames = RetentionNames { worker: "log-retention", what: "log", deleted: "expired logs deleted" };
 
-    fn now_ms(&self) -> i64 {
-        (self.now_ms)()
-    }
-
-    fn expire_unit(&self, now_ms: i64, _cursor: Option<()>) -> Result<(usize, Option<()>), LogStoreError> {
-        Ok((usize::from(self.expire(now_ms)?), None))
+    fn expire_unit(&self, _round: Option<()>) -> Result<(usize, Option<()>), LogStoreError> {
+        Ok((usize::from(self.expire((self.now_ms)())?), None))
     }
 }

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::series_store::{self, Expiring};
+use super::series_store::{self, Expiring, RetentionNames};
 use super::{MetricStore, keys, read_lock};
 use crate::data::metrics::{Granularity, MetricStoreError};
 use crate::store::series::SeriesOp;
@@ -71,16 +71,11 @@ impl Expiring for MetricStore {
     /// The last metric handled.
     type Cursor = String;
     type Error = MetricStoreError;
-    const WORKER: &'static str = "metric-retention";
-    const WHAT: &'static str = "metric";
-    const DELETED: &'static str = "expired metric cells deleted";
+    const NAMES: RetentionNames =
+        RetentionNames { worker: "metric-retention", what: "metric", deleted: "expired metric cells deleted" };
 
-    fn now_ms(&self) -> i64 {
-        (self.now_ms)()
-    }
-
-    fn expire_unit(&self, now_ms: i64, after: Option<String>) -> Result<(usize, Option<String>), MetricStoreError> {
-        let page = self.expire_page(now_ms, after.as_deref(), METRICS_PER_UNIT)?;
+    fn expire_unit(&self, after: Option<String>) -> Result<(usize, Option<String>), MetricStoreError> {
+        let page = self.expire_page((self.now_ms)(), after.as_deref(), METRICS_PER_UNIT)?;
         Ok((page.ranges_deleted, page.next))
     }
 }

@@ -20,10 +20,10 @@ use crate::base::worker::{Worker, WorkerState};
 pub enum ValueError {
     #[error("cut short: {wanted} bytes wanted, {left} left")]
     CutShort { wanted: usize, left: usize },
-    #[error("format version {found}, this build reads {reads}")]
-    Version { found: u8, reads: u8 },
     #[error("a string is not UTF-8")]
     NotUtf8,
+    #[error("format version {found}, this build reads {reads}")]
+    Version { found: u8, reads: u8 },
     #[error("count {count} exceeds the {left} bytes left")]
     Count { count: usize, left: usize },
     #[error("{0} trailing bytes")]
@@ -151,18 +151,20 @@ pub trait Expiring: Send + Sync + 'static {
     /// Where a round goes on after a unit (`()` for a store whose round is one unit).
     type Cursor: Send + 'static;
     type Error: std::fmt::Display + Send + 'static;
-    /// The worker's name.
-    const WORKER: &'static str;
-    /// What expires, for the log lines ("metric", "log").
-    const WHAT: &'static str;
+    const NAMES: RetentionNames;
+
+    /// Deletes what expired as of the store's clock in one unit starting at `cursor` (none: a new
+    /// round): how many deletions it issued, and where the round goes on (none: it is done).
+    fn expire_unit(&self, cursor: Option<Self::Cursor>) -> Result<(usize, Option<Self::Cursor>), Self::Error>;
+}
+
+/// How a store's retention is named in the worker runner and the logs.
+pub struct RetentionNames {
+    pub worker: &'static str,
+    /// What expires, in the warnings ("metric", "log").
+    pub what: &'static str,
     /// The debug line of a unit that deleted something.
-    const DELETED: &'static str;
-
-    fn now_ms(&self) -> i64;
-
-    /// Deletes what expired as of `now_ms` in one unit starting at `cursor` (none: a new round):
-    /// how many deletions it issued, and where the round goes on (none: the round is done).
-    fn expire_unit(&self, now_ms: i64, cursor: Option<Self::Cursor>) -> Result<(usize, Option<Self::Cursor>), Self::Error>;
+    pub deleted: &'static str,
 }
 
 /// Runs a store's retention: a unit at a time while a round has more, a round every `interval`.
@@ -182,27 +184,26 @@ impl<S: Expiring> RetentionWorker<S> {
 #[async_trait::async_trait]
 impl<S: Expiring> Worker for RetentionWorker<S> {
     fn name(&self) -> &'static str {
-        S::WORKER
+        S::NAMES.worker
     }
 
     async fn work(&mut self) -> WorkerState {
         let store = self.store.clone();
         let cursor = self.cursor.take();
-        let now_ms = store.now_ms();
-        match tokio::task::spawn_blocking(move || store.expire_unit(now_ms, cursor)).await {
+        match tokio::task::spawn_blocking(move || store.expire_unit(cursor)).await {
             Ok(Ok((deleted, next))) => {
                 if deleted > 0 {
-                    tracing::debug!(ranges = deleted, "{}", S::DELETED);
+                    tracing::debug!(ranges = deleted, "{}", S::NAMES.deleted);
                 }
                 self.cursor = next;
                 if self.cursor.is_some() { WorkerState::Busy } else { WorkerState::Idle }
             }
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, "{} retention failed; retrying next round", S::WHAT);
+                tracing::warn!(error = %e, "{} retention failed; retrying next round", S::NAMES.what);
                 WorkerState::Idle
             }
             Err(e) => {
-                tracing::error!(error = %e, "{} retention task failed", S::WHAT);
+                tracing::error!(error = %e, "{} retention task failed", S::NAMES.what);
                 WorkerState::Idle
             }
         }
