@@ -3,7 +3,8 @@
 //! Every value starts with a format-version byte ([`FORMAT_VERSION`]); a value of another
 //! version, cut short, with trailing bytes or unknown codes does not decode (the store reports it
 //! as `LogStoreError::Corrupt`, naming the key). Integers are big-endian, strings
-//! `u32`-length-prefixed UTF-8.
+//! `u32`-length-prefixed UTF-8, read and written by the helpers both series stores share
+//! (`crate::data::metrics::cells::series_store`).
 //!
 //! - log: `version | service | instance | endpoint | layer | trace id | segment id |
 //!   span (0 | 1 i32) | content type (u8) | content | tags: n × (key value) |

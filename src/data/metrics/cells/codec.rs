@@ -2,7 +2,8 @@
 //!
 //! Every value starts with a format-version byte ([`FORMAT_VERSION`]); a value of another
 //! version, or one that is cut short or carries unknown codes, does not decode (the store reports
-//! it as `MetricStoreError::Corrupt`). Integers are big-endian, strings `u32`-length-prefixed.
+//! it as `MetricStoreError::Corrupt`). Integers are big-endian, strings `u32`-length-prefixed,
+//! read and written by the helpers both series stores share ([`super::series_store`]).
 //!
 //! - cell: `version | function | kind | payload` where kind 0 = single (`value count`), 1 =
 //!   labeled (`n × (key value count)`), 2 = histogram (`ranks: n × u32`, `n × (bound value count)`);
@@ -206,6 +207,26 @@ mod tests {
         assert!(decode_cell(&[9, 0, 0]).is_err(), "another format version");
         // A huge count with nothing behind it is refused before allocating.
         assert!(decode_cell(&[FORMAT_VERSION, 0, 1, 0xff, 0xff, 0xff, 0xff]).is_err());
+    }
+
+    /// The stored bytes of a cell and an index record, byte for byte: stores written by earlier
+    /// builds must read back.
+    #[test]
+    fn the_value_format_is_pinned() {
+        let cell = Cell {
+            function: Downsampling::Max,
+            data: Data::Labeled(BTreeMap::from([("a=1".to_string(), Acc { value: 4, count: 1 })])),
+        };
+        let mut expected = vec![FORMAT_VERSION, 4, 1, 0, 0, 0, 1, 0, 0, 0, 3, b'a', b'=', b'1'];
+        expected.extend_from_slice(&4i64.to_be_bytes());
+        expected.extend_from_slice(&1i64.to_be_bytes());
+        assert_eq!(encode_cell(&cell), expected);
+        let info =
+            MetricInfo { name: "m".into(), scope: ScopeType::Endpoint, data_type: DataType::Histogram, downsampling: Downsampling::Sum };
+        assert_eq!(encode_info(&info), [FORMAT_VERSION, 2, 2, 1]);
+        assert_eq!(decode_cell(&[9, 0, 0]).expect_err("version").to_string(), "format version 9, this build reads 1");
+        assert_eq!(decode_cell(&[FORMAT_VERSION, 0, 7]).expect_err("kind").to_string(), "unknown cell kind 7");
+        assert_eq!(decode_info("m", &[FORMAT_VERSION, 9, 0, 0]).expect_err("scope").to_string(), "unknown scope code 9");
     }
 
     #[test]
