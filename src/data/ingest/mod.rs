@@ -6,11 +6,14 @@
 //!
 //! | route | protocol | decoder |
 //! |---|---|---|
-//! | `POST /v1/metrics` | OTLP/HTTP metrics, protobuf or JSON, optional gzip | [`otlp`], [`otlp_json`] |
+//! | `POST /v1/metrics` | OTLP/HTTP metrics, protobuf or JSON, optional gzip | [`otlp`], [`otlp_metrics_json`] |
 //! | `POST /api/v1/write` | Prometheus remote-write 1.0 (snappy + protobuf) | [`remote_write`] |
 //! | `POST /ingest/prometheus?job=&instance=` | pushed text exposition | [`exposition`] |
 //! | `POST /v1/logs` | OTLP/HTTP logs, protobuf or JSON, optional gzip | [`otlp_logs`], [`otlp_logs_json`] |
 //! | `POST /v3/logs` | SkyWalking's native log API (JSON array of LogData) | [`native_logs`] |
+//!
+//! Both OTLP/JSON decoders read by the shared [`otlp_json`]; the routes of both planes answer
+//! through [`answer`].
 //!
 //! Scrape jobs of the node configuration are run by one [`scrape::ScrapeWorker`]. Prometheus data
 //! of every path is converted as SkyWalking's OpenTelemetry path converts it ([`prom`]).
@@ -21,6 +24,7 @@
 //! as [`crate::data::seam::LogBatch`]es to a [`LogSink`] ([`logs_http`]), counted in
 //! `logs_received` / `logs_rejected`. See `docs/ingest.md`.
 
+pub mod answer;
 pub mod body;
 pub mod config;
 pub mod exposition;
@@ -32,6 +36,7 @@ pub mod otlp;
 pub mod otlp_json;
 pub mod otlp_logs;
 pub mod otlp_logs_json;
+pub mod otlp_metrics_json;
 pub mod prom;
 pub mod recording;
 pub mod recording_logs;
@@ -41,8 +46,8 @@ pub mod scrape;
 
 use std::sync::Arc;
 
+use crate::base::self_metrics::{CounterFamily, Telemetry, labels};
 use crate::data::seam::{Batch, BatchSink, LogSink, Protocol, SubmitError};
-use crate::base::self_metrics::{Telemetry, labels};
 
 pub use config::{BodyLimits, IngestConfig, RawIngest, ScrapeJob};
 pub use http::router;
@@ -99,6 +104,62 @@ impl Reason {
     }
 }
 
+/// A plane's `reason` label (samples: [`Reason`], logs: [`logs_http::LogReason`]): the reasons
+/// every receiver refuses for, and the counters they are counted in.
+pub trait RefusalReason: Copy + std::fmt::Debug + Send + 'static {
+    /// The plane's `protocol` label.
+    type Protocol: Copy;
+    const DECODE: Self;
+    const TOO_LARGE: Self;
+    const UNSUPPORTED_MEDIA_TYPE: Self;
+    const QUEUE_FULL: Self;
+    const STOPPED: Self;
+    /// Names the plane's decoders in the log line of one that failed.
+    const DECODER: &'static str;
+
+    fn as_str(self) -> &'static str;
+    fn protocol_str(protocol: Self::Protocol) -> &'static str;
+    /// Items received, by protocol (`samples_received`, `logs_received`).
+    fn received(telemetry: &Telemetry) -> &CounterFamily;
+    /// Items refused, by protocol and reason (`samples_rejected`, `logs_rejected`).
+    fn rejected(telemetry: &Telemetry) -> &CounterFamily;
+}
+
+/// Implements [`RefusalReason`] for a plane's reason enum, whose common variants (`Decode`,
+/// `TooLarge`, `UnsupportedMediaType`, `QueueFull`, `Stopped`) share their names: `$decoder` names
+/// its decoders in logs, `$received` and `$rejected` are its counters in [`Telemetry`].
+macro_rules! refusal_reason {
+    ($reason:ident, $protocol:ty, $decoder:literal, $received:ident, $rejected:ident) => {
+        impl $crate::data::ingest::RefusalReason for $reason {
+            type Protocol = $protocol;
+            const DECODE: $reason = $reason::Decode;
+            const TOO_LARGE: $reason = $reason::TooLarge;
+            const UNSUPPORTED_MEDIA_TYPE: $reason = $reason::UnsupportedMediaType;
+            const QUEUE_FULL: $reason = $reason::QueueFull;
+            const STOPPED: $reason = $reason::Stopped;
+            const DECODER: &'static str = $decoder;
+
+            fn as_str(self) -> &'static str {
+                $reason::as_str(self)
+            }
+
+            fn protocol_str(protocol: $protocol) -> &'static str {
+                protocol.as_str()
+            }
+
+            fn received(telemetry: &$crate::base::self_metrics::Telemetry) -> &$crate::base::self_metrics::CounterFamily {
+                &telemetry.$received
+            }
+
+            fn rejected(telemetry: &$crate::base::self_metrics::Telemetry) -> &$crate::base::self_metrics::CounterFamily {
+                &telemetry.$rejected
+            }
+        }
+    };
+}
+use refusal_reason;
+
+refusal_reason!(Reason, Protocol, "ingest", samples_received, samples_rejected);
 
 /// What every receiver shares: where batches go, the counters, the limits.
 pub struct Ingest {
@@ -136,12 +197,34 @@ impl Ingest {
 
     /// Counts `n` refused samples (or requests) of `protocol` for `reason`.
     pub fn rejected(&self, protocol: Protocol, reason: Reason, n: usize) {
+        self.count_rejected(protocol, reason, n);
+    }
+
+    /// Counts `n` refused items (or requests) of `protocol` for `reason`, in its plane's counter.
+    pub fn count_rejected<R: RefusalReason>(&self, protocol: R::Protocol, reason: R, n: usize) {
         if n > 0 {
-            self.telemetry
-                .samples_rejected
-                .get_or_create(&labels([("protocol", protocol.as_str()), ("reason", reason.as_str())]))
+            R::rejected(&self.telemetry)
+                .get_or_create(&labels([("protocol", R::protocol_str(protocol)), ("reason", reason.as_str())]))
                 .inc_by(n as u64);
         }
+    }
+
+    /// Counts `received` items of `protocol`, then hands them over with `submit`; a refusal is
+    /// counted as `queue_full` or `stopped` for every one of them.
+    fn hand_over<R: RefusalReason>(
+        &self,
+        protocol: R::Protocol,
+        received: usize,
+        submit: impl FnOnce() -> Result<(), SubmitError>,
+    ) -> Result<(), SubmitError> {
+        R::received(&self.telemetry).get_or_create(&labels([("protocol", R::protocol_str(protocol))])).inc_by(received as u64);
+        let result = submit();
+        match &result {
+            Ok(()) => {}
+            Err(SubmitError::QueueFull { .. }) => self.count_rejected(protocol, R::QUEUE_FULL, received),
+            Err(SubmitError::Stopped) => self.count_rejected(protocol, R::STOPPED, received),
+        }
+        result
     }
 
     /// Counts the decoded samples of `batches`, then submits them all together; a refusal is
@@ -168,17 +251,8 @@ impl Ingest {
         if samples == 0 {
             return Ok(());
         }
-        self.telemetry.samples_received.get_or_create(&labels([("protocol", protocol.as_str())])).inc_by(samples as u64);
-        if queued == 0 {
-            return Ok(());
-        }
-        let result = self.sink.submit(batches);
-        match &result {
-            Ok(()) => {}
-            Err(SubmitError::QueueFull { .. }) => self.rejected(protocol, Reason::QueueFull, samples),
-            Err(SubmitError::Stopped) => self.rejected(protocol, Reason::Stopped, samples),
-        }
-        result
+        // Nothing to hand over when every valid sample was left out unread.
+        self.hand_over::<Reason>(protocol, samples, || if queued == 0 { Ok(()) } else { self.sink.submit(batches) })
     }
 }
 

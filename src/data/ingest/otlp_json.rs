@@ -1,29 +1,20 @@
-//! OTLP/JSON metrics into the protobuf messages, by the rules of the OTLP specification rather
-//! than the `opentelemetry-proto` crate's serde derive, which silently loses what it cannot
-//! read: `"asDouble": "NaN"` or `"asInt": "x"` give a point without a value, a histogram whose
-//! `sum` is `"Infinity"` loses its data, and nothing is reported (see the test
-//! `the_crates_serde_drops_what_it_cannot_read_and_ours_does_not`).
+//! OTLP/JSON into the protobuf messages, by the rules of the OTLP specification rather than the
+//! `opentelemetry-proto` crate's serde derive: the readers both planes' decoders share
+//! ([`super::otlp_metrics_json`], [`super::otlp_logs_json`]). The derive silently loses what it
+//! cannot read in metrics, and refuses valid OTLP/JSON in logs, naming no field.
 //!
 //! - Keys are lowerCamelCase; anything else (snake_case included) is an unknown field and is
 //!   ignored, as the specification says of unknown fields. `null` reads as absent.
 //! - 64-bit integers (`timeUnixNano`, `asInt`, `count`, `bucketCounts`, `intValue`,
 //!   `zeroCount`) are decimal strings or JSON integers.
 //! - Doubles are numbers or the strings `"NaN"`, `"Infinity"`, `"-Infinity"` (or a decimal).
-//! - Enums (`aggregationTemporality`) are integers; the proto names are accepted too, as
-//!   SkyWalking's `JsonFormat` does.
-//! - Only what the metrics mapping reads is kept; `bytesValue`, `arrayValue` and `kvlistValue`
-//!   become empty values (SkyWalking stringifies them to `""`), ids and exemplars are skipped.
+//! - Attribute values ([`any_value`]) are read in full, or with their nested values emptied
+//!   ([`Nested`]), as a mapping needs them.
 //!
 //! Every error names the field by its path, e.g.
 //! `resourceMetrics[0].scopeMetrics[0].metrics[2].sum.dataPoints[1].asInt`.
 
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, ArrayValue, KeyValue, KeyValueList, any_value};
-use opentelemetry_proto::tonic::metrics::v1::{
-    ExponentialHistogram, ExponentialHistogramDataPoint, Gauge, Histogram, HistogramDataPoint, Metric,
-    NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum, Summary, SummaryDataPoint, exponential_histogram_data_point,
-    metric, number_data_point, summary_data_point,
-};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use serde_json::{Map, Value};
 
@@ -37,13 +28,6 @@ pub struct JsonError {
 }
 
 pub(super) type Result<T> = std::result::Result<T, JsonError>;
-
-/// Parses an OTLP/JSON `ExportMetricsServiceRequest`.
-pub fn decode(body: &[u8]) -> Result<ExportMetricsServiceRequest> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| JsonError { path: "$".into(), message: format!("not JSON: {e}") })?;
-    let root = object(&value, "$")?;
-    Ok(ExportMetricsServiceRequest { resource_metrics: list(root, "$", "resourceMetrics", resource_metrics)? })
-}
 
 pub(super) fn error(path: &str, message: impl Into<String>) -> JsonError {
     JsonError { path: path.to_owned(), message: message.into() }
@@ -155,57 +139,44 @@ pub(super) fn double_at(value: &Value, path: &str) -> Result<f64> {
     parsed.ok_or_else(|| error(path, format!("expected a number, \"NaN\", \"Infinity\" or \"-Infinity\", found {}", kind(value))))
 }
 
-fn double_field(map: &Map<String, Value>, path: &str, key: &str) -> Result<Option<f64>> {
+pub(super) fn double_field(map: &Map<String, Value>, path: &str, key: &str) -> Result<Option<f64>> {
     field(map, key).map(|v| double_at(v, &child(path, key))).transpose()
 }
 
-fn temporality(map: &Map<String, Value>, path: &str) -> Result<i32> {
-    let key = "aggregationTemporality";
-    match field(map, key) {
-        Some(Value::String(name)) if !name.starts_with(|c: char| c.is_ascii_digit()) => {
-            match name.as_str() {
-                "AGGREGATION_TEMPORALITY_UNSPECIFIED" => Ok(0),
-                "AGGREGATION_TEMPORALITY_DELTA" => Ok(1),
-                "AGGREGATION_TEMPORALITY_CUMULATIVE" => Ok(2),
-                _ => Err(error(&child(path, key), format!("expected an integer enum value (0, 1 or 2), found {name:?}"))),
-            }
-        }
-        _ => i32_field(map, path, key),
-    }
+/// An export request's body: a JSON object whose `key` lists the resources, each read by `read`.
+pub(super) fn request<T>(body: &[u8], key: &str, read: impl Fn(&Value, &str) -> Result<T>) -> Result<Vec<T>> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| JsonError { path: "$".into(), message: format!("not JSON: {e}") })?;
+    let root = object(&value, "$")?;
+    list(root, "$", key, read)
 }
 
-fn resource_metrics(value: &Value, path: &str) -> Result<ResourceMetrics> {
-    let map = object(value, path)?;
-    let resource = match field(map, "resource") {
-        None => None,
-        Some(resource) => {
-            let path = child(path, "resource");
-            let resource = object(resource, &path)?;
-            Some(Resource { attributes: list(resource, &path, "attributes", key_value)?, ..Default::default() })
-        }
-    };
-    Ok(ResourceMetrics {
-        resource,
-        scope_metrics: list(map, path, "scopeMetrics", scope_metrics)?,
-        schema_url: string(map, path, "schemaUrl")?,
-    })
+/// How an attribute value's nested values (`arrayValue`, `kvlistValue`, `bytesValue`) are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Nested {
+    /// Element by element (`bytesValue` as base64): the logs mapping keeps them.
+    Read,
+    /// As empty values, unread: the metrics mapping stringifies them to `""` as SkyWalking does.
+    Emptied,
 }
 
-fn scope_metrics(value: &Value, path: &str) -> Result<ScopeMetrics> {
-    let map = object(value, path)?;
-    Ok(ScopeMetrics { metrics: list(map, path, "metrics", metric)?, ..Default::default() })
+/// The `resource` of a `ResourceMetrics` or `ResourceLogs` (only its attributes are kept).
+pub(super) fn resource(map: &Map<String, Value>, path: &str, nested: Nested) -> Result<Option<Resource>> {
+    let Some(resource) = field(map, "resource") else { return Ok(None) };
+    let path = child(path, "resource");
+    let resource = object(resource, &path)?;
+    Ok(Some(Resource { attributes: list(resource, &path, "attributes", |v, p| key_value(v, p, nested))?, ..Default::default() }))
 }
 
-fn key_value(value: &Value, path: &str) -> Result<KeyValue> {
+pub(super) fn key_value(value: &Value, path: &str, nested: Nested) -> Result<KeyValue> {
     let map = object(value, path)?;
     let value = match field(map, "value") {
         None => None,
-        Some(v) => Some(any_value(v, &child(path, "value"))?),
+        Some(v) => Some(any_value(v, &child(path, "value"), nested)?),
     };
     Ok(KeyValue { key: string(map, path, "key")?, value, ..Default::default() })
 }
 
-fn any_value(value: &Value, path: &str) -> Result<AnyValue> {
+pub(super) fn any_value(value: &Value, path: &str, nested: Nested) -> Result<AnyValue> {
     let map = object(value, path)?;
     let value = if let Some(v) = field(map, "stringValue") {
         let s = v.as_str().ok_or_else(|| error(&child(path, "stringValue"), format!("expected a string, found {}", kind(v))))?;
@@ -216,144 +187,70 @@ fn any_value(value: &Value, path: &str) -> Result<AnyValue> {
         Some(any_value::Value::IntValue(i64_at(v, &child(path, "intValue"))?))
     } else if let Some(v) = field(map, "doubleValue") {
         Some(any_value::Value::DoubleValue(double_at(v, &child(path, "doubleValue"))?))
-    } else if field(map, "arrayValue").is_some() {
-        Some(any_value::Value::ArrayValue(ArrayValue::default()))
-    } else if field(map, "kvlistValue").is_some() {
-        Some(any_value::Value::KvlistValue(KeyValueList::default()))
-    } else if field(map, "bytesValue").is_some() {
-        Some(any_value::Value::BytesValue(Vec::new()))
+    } else if let Some(v) = field(map, "arrayValue") {
+        Some(any_value::Value::ArrayValue(ArrayValue { values: nested_values(v, path, "arrayValue", nested, any_value)? }))
+    } else if let Some(v) = field(map, "kvlistValue") {
+        Some(any_value::Value::KvlistValue(KeyValueList { values: nested_values(v, path, "kvlistValue", nested, key_value)? }))
+    } else if let Some(v) = field(map, "bytesValue") {
+        Some(any_value::Value::BytesValue(match nested {
+            Nested::Emptied => Vec::new(),
+            Nested::Read => {
+                let path = child(path, "bytesValue");
+                let text = v.as_str().ok_or_else(|| error(&path, format!("expected a base64 string, found {}", kind(v))))?;
+                base64(text).ok_or_else(|| error(&path, "not base64"))?
+            }
+        }))
     } else {
         None
     };
     Ok(AnyValue { value })
 }
 
-fn metric(value: &Value, path: &str) -> Result<Metric> {
-    let map = object(value, path)?;
-    let data = if let Some(v) = field(map, "gauge") {
-        let path = child(path, "gauge");
-        let gauge = object(v, &path)?;
-        Some(metric::Data::Gauge(Gauge { data_points: list(gauge, &path, "dataPoints", number_point)? }))
-    } else if let Some(v) = field(map, "sum") {
-        let path = child(path, "sum");
-        let sum = object(v, &path)?;
-        Some(metric::Data::Sum(Sum {
-            data_points: list(sum, &path, "dataPoints", number_point)?,
-            aggregation_temporality: temporality(sum, &path)?,
-            is_monotonic: boolean(sum, &path, "isMonotonic")?,
-        }))
-    } else if let Some(v) = field(map, "histogram") {
-        let path = child(path, "histogram");
-        let histogram = object(v, &path)?;
-        Some(metric::Data::Histogram(Histogram {
-            data_points: list(histogram, &path, "dataPoints", histogram_point)?,
-            aggregation_temporality: temporality(histogram, &path)?,
-        }))
-    } else if let Some(v) = field(map, "exponentialHistogram") {
-        let path = child(path, "exponentialHistogram");
-        let histogram = object(v, &path)?;
-        Some(metric::Data::ExponentialHistogram(ExponentialHistogram {
-            data_points: list(histogram, &path, "dataPoints", exponential_point)?,
-            aggregation_temporality: temporality(histogram, &path)?,
-        }))
-    } else if let Some(v) = field(map, "summary") {
-        let path = child(path, "summary");
-        let summary = object(v, &path)?;
-        Some(metric::Data::Summary(Summary { data_points: list(summary, &path, "dataPoints", summary_point)? }))
-    } else {
-        None
-    };
-    Ok(Metric {
-        name: string(map, path, "name")?,
-        description: string(map, path, "description")?,
-        unit: string(map, path, "unit")?,
-        data,
-        ..Default::default()
-    })
+/// The `values` of an `arrayValue` or `kvlistValue` at `key`, each read by `read`; none when
+/// nested values are emptied.
+fn nested_values<T>(
+    value: &Value,
+    path: &str,
+    key: &str,
+    nested: Nested,
+    read: fn(&Value, &str, Nested) -> Result<T>,
+) -> Result<Vec<T>> {
+    match nested {
+        Nested::Emptied => Ok(Vec::new()),
+        Nested::Read => {
+            let path = child(path, key);
+            let values = object(value, &path)?;
+            list(values, &path, "values", |v, p| read(v, p, nested))
+        }
+    }
 }
 
-fn number_point(value: &Value, path: &str) -> Result<NumberDataPoint> {
-    let map = object(value, path)?;
-    let value = if let Some(v) = field(map, "asDouble") {
-        Some(number_data_point::Value::AsDouble(double_at(v, &child(path, "asDouble"))?))
-    } else if let Some(v) = field(map, "asInt") {
-        Some(number_data_point::Value::AsInt(i64_at(v, &child(path, "asInt"))?))
-    } else {
-        None
-    };
-    Ok(NumberDataPoint {
-        attributes: list(map, path, "attributes", key_value)?,
-        start_time_unix_nano: u64_field(map, path, "startTimeUnixNano")?,
-        time_unix_nano: u64_field(map, path, "timeUnixNano")?,
-        flags: u32_field(map, path, "flags")?,
-        value,
-        ..Default::default()
-    })
+/// Standard or URL-safe base64, padding optional (proto3 JSON accepts both alphabets).
+pub(super) fn base64(text: &str) -> Option<Vec<u8>> {
+    let digits = text.trim_end_matches('=');
+    if text.len() - digits.len() > 2 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in digits.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    // A single leftover digit carries fewer than 8 bits: not a valid encoding.
+    (bits < 6).then_some(out)
 }
 
-fn histogram_point(value: &Value, path: &str) -> Result<HistogramDataPoint> {
-    let map = object(value, path)?;
-    Ok(HistogramDataPoint {
-        attributes: list(map, path, "attributes", key_value)?,
-        start_time_unix_nano: u64_field(map, path, "startTimeUnixNano")?,
-        time_unix_nano: u64_field(map, path, "timeUnixNano")?,
-        count: u64_field(map, path, "count")?,
-        sum: double_field(map, path, "sum")?,
-        bucket_counts: list(map, path, "bucketCounts", u64_at)?,
-        explicit_bounds: list(map, path, "explicitBounds", double_at)?,
-        flags: u32_field(map, path, "flags")?,
-        min: double_field(map, path, "min")?,
-        max: double_field(map, path, "max")?,
-        ..Default::default()
-    })
-}
-
-fn buckets(map: &Map<String, Value>, path: &str, key: &str) -> Result<Option<exponential_histogram_data_point::Buckets>> {
-    let Some(value) = field(map, key) else { return Ok(None) };
-    let path = child(path, key);
-    let buckets = object(value, &path)?;
-    Ok(Some(exponential_histogram_data_point::Buckets {
-        offset: i32_field(buckets, &path, "offset")?,
-        bucket_counts: list(buckets, &path, "bucketCounts", u64_at)?,
-    }))
-}
-
-fn exponential_point(value: &Value, path: &str) -> Result<ExponentialHistogramDataPoint> {
-    let map = object(value, path)?;
-    Ok(ExponentialHistogramDataPoint {
-        attributes: list(map, path, "attributes", key_value)?,
-        start_time_unix_nano: u64_field(map, path, "startTimeUnixNano")?,
-        time_unix_nano: u64_field(map, path, "timeUnixNano")?,
-        count: u64_field(map, path, "count")?,
-        sum: double_field(map, path, "sum")?,
-        scale: i32_field(map, path, "scale")?,
-        zero_count: u64_field(map, path, "zeroCount")?,
-        positive: buckets(map, path, "positive")?,
-        negative: buckets(map, path, "negative")?,
-        flags: u32_field(map, path, "flags")?,
-        min: double_field(map, path, "min")?,
-        max: double_field(map, path, "max")?,
-        zero_threshold: double_field(map, path, "zeroThreshold")?.unwrap_or(0.0),
-        ..Default::default()
-    })
-}
-
-fn summary_point(value: &Value, path: &str) -> Result<SummaryDataPoint> {
-    let map = object(value, path)?;
-    let quantile = |value: &Value, path: &str| -> Result<summary_data_point::ValueAtQuantile> {
-        let map = object(value, path)?;
-        Ok(summary_data_point::ValueAtQuantile {
-            quantile: double_field(map, path, "quantile")?.unwrap_or(0.0),
-            value: double_field(map, path, "value")?.unwrap_or(0.0),
-        })
-    };
-    Ok(SummaryDataPoint {
-        attributes: list(map, path, "attributes", key_value)?,
-        start_time_unix_nano: u64_field(map, path, "startTimeUnixNano")?,
-        time_unix_nano: u64_field(map, path, "timeUnixNano")?,
-        count: u64_field(map, path, "count")?,
-        sum: double_field(map, path, "sum")?.unwrap_or(0.0),
-        quantile_values: list(map, path, "quantileValues", quantile)?,
-        flags: u32_field(map, path, "flags")?,
-    })
-}

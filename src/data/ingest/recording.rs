@@ -1,6 +1,7 @@
-//! The in-memory twin of the dispatcher for receiver tests: it records every accepted
-//! submission, can be told to refuse the next ones (queue full, stopping), and lets a test wait
-//! for a number of submissions.
+//! The in-memory twins of the dispatchers for receiver tests: a [`Recording`] records every
+//! accepted submission, can be told to refuse the next ones (queue full, stopping), and lets a
+//! test wait for a number of submissions. It is generic over what is submitted: samples
+//! ([`RecordingSink`], here) and logs ([`super::RecordingLogSink`], in `recording_logs`).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -10,16 +11,18 @@ use tokio::sync::watch;
 
 use crate::data::seam::{Batch, BatchSink, SubmitError};
 
-/// Records accepted submissions; refuses while [`RecordingSink::refuse`] says so.
-pub struct RecordingSink {
-    state: Mutex<State>,
+/// The twin of the sample dispatcher.
+pub type RecordingSink = Recording<Batch>;
+
+/// Records accepted submissions of `T`s; refuses while told to.
+pub struct Recording<T> {
+    state: Mutex<State<T>>,
     /// The number of submissions seen (accepted or refused), for waiting.
     seen_tx: watch::Sender<usize>,
 }
 
-#[derive(Default)]
-struct State {
-    accepted: Vec<Vec<Batch>>,
+struct State<T> {
+    accepted: Vec<Vec<T>>,
     /// Answers for the next submissions, in order; empty means accept.
     refusals: VecDeque<SubmitError>,
     /// Refuse every submission with this, after `refusals` ran out.
@@ -29,18 +32,19 @@ struct State {
     seen: usize,
 }
 
-impl Default for RecordingSink {
+impl<T> Default for Recording<T> {
     fn default() -> Self {
-        RecordingSink::new()
+        Recording::new()
     }
 }
 
-impl RecordingSink {
-    pub fn new() -> RecordingSink {
-        RecordingSink { state: Mutex::new(State::default()), seen_tx: watch::channel(0).0 }
+impl<T> Recording<T> {
+    pub fn new() -> Recording<T> {
+        let state = State { accepted: Vec::new(), refusals: VecDeque::new(), refuse_all: None, full: false, seen: 0 };
+        Recording { state: Mutex::new(state), seen_tx: watch::channel(0).0 }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    fn state(&self) -> std::sync::MutexGuard<'_, State<T>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -54,21 +58,6 @@ impl RecordingSink {
         self.state().refuse_all = error;
     }
 
-    /// Makes `has_room` answer `!full`.
-    pub fn set_full(&self, full: bool) {
-        self.state().full = full;
-    }
-
-    /// Every accepted submission, in order.
-    pub fn accepted(&self) -> Vec<Vec<Batch>> {
-        self.state().accepted.clone()
-    }
-
-    /// Every accepted batch, flattened.
-    pub fn batches(&self) -> Vec<Batch> {
-        self.state().accepted.iter().flatten().cloned().collect()
-    }
-
     /// Submissions seen so far, accepted or refused.
     pub fn seen(&self) -> usize {
         self.state().seen
@@ -80,6 +69,42 @@ impl RecordingSink {
         let _ = tokio::time::timeout(within, seen_rx.wait_for(|seen| *seen >= count)).await;
         self.seen()
     }
+
+    /// One submission: accepted (recorded) unless a refusal is due.
+    pub(super) fn record(&self, items: Vec<T>) -> Result<(), SubmitError> {
+        let result = {
+            let mut state = self.state();
+            state.seen += 1;
+            match state.refusals.pop_front().or_else(|| state.refuse_all.clone()) {
+                Some(error) => Err(error),
+                None => {
+                    state.accepted.push(items);
+                    Ok(())
+                }
+            }
+        };
+        self.seen_tx.send_modify(|seen| *seen += 1);
+        result
+    }
+}
+
+impl<T: Clone> Recording<T> {
+    /// Every accepted submission, in order.
+    pub fn accepted(&self) -> Vec<Vec<T>> {
+        self.state().accepted.clone()
+    }
+
+    /// Every accepted batch, flattened.
+    pub fn batches(&self) -> Vec<T> {
+        self.state().accepted.iter().flatten().cloned().collect()
+    }
+}
+
+impl RecordingSink {
+    /// Makes `has_room` answer `!full`.
+    pub fn set_full(&self, full: bool) {
+        self.state().full = full;
+    }
 }
 
 impl BatchSink for RecordingSink {
@@ -88,18 +113,6 @@ impl BatchSink for RecordingSink {
     }
 
     fn submit(&self, batches: Vec<Batch>) -> Result<(), SubmitError> {
-        let result = {
-            let mut state = self.state();
-            state.seen += 1;
-            match state.refusals.pop_front().or_else(|| state.refuse_all.clone()) {
-                Some(error) => Err(error),
-                None => {
-                    state.accepted.push(batches);
-                    Ok(())
-                }
-            }
-        };
-        self.seen_tx.send_modify(|seen| *seen += 1);
-        result
+        self.record(batches)
     }
 }

@@ -10,20 +10,21 @@ use super::otlp_json::JSON_REQUEST;
 use super::remote_write::{encode, series};
 use crate::data::seam::Protocol;
 use crate::data::ingest::exposition::{TargetLabels, to_batch};
-use crate::data::ingest::{body, otlp, otlp_json, remote_write, remote_write_wire};
+use crate::data::ingest::{body, otlp, otlp_metrics_json, remote_write, remote_write_wire};
 
 const ROUNDS: usize = 3000;
 const LIMIT: usize = 1 << 20;
 
 fn seeds() -> Vec<Vec<u8>> {
-    let protobuf = otlp_json::decode(JSON_REQUEST.as_bytes()).expect("valid").encode_to_vec();
+    let protobuf = otlp_metrics_json::decode(JSON_REQUEST.as_bytes()).expect("valid").encode_to_vec();
     let bucket = |le: &'static str, v: f64| series("h_bucket", &[("job", "j"), ("le", le)], &[(v, 1)]);
     let remote = encode(vec![series("up", &[("job", "j"), ("instance", "a:1")], &[(1.0, 1), (0.0, 2)]), bucket("1", 1.0), bucket("+Inf", 2.0)]);
     let exposition = b"# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 2\nup{a=\"b\"} 1 1700000000000\n".to_vec();
     vec![JSON_REQUEST.as_bytes().to_vec(), protobuf, remote, exposition]
 }
 
-fn mutate(rng: &mut StdRng, seed: &[u8]) -> Vec<u8> {
+/// `seed` with random bytes flipped, cut, spliced in, or replaced by random bytes.
+pub(super) fn mutate(rng: &mut StdRng, seed: &[u8]) -> Vec<u8> {
     let mut bytes = seed.to_vec();
     match rng.random_range(0..4) {
         0 => {
@@ -54,7 +55,7 @@ fn every_decoder(input: &[u8]) {
     if let Ok(request) = otlp::decode_protobuf(input) {
         let _ = otlp::map_request(&request, 0);
     }
-    if let Ok(request) = otlp_json::decode(input) {
+    if let Ok(request) = otlp_metrics_json::decode(input) {
         let _ = otlp::map_request(&request, 0);
     }
     let _ = remote_write::decode(input, LIMIT, 0);

@@ -15,7 +15,7 @@ use prost::Message;
 use super::otlp_json::JSON_REQUEST;
 use super::remote_write::{encode, series};
 use crate::data::seam::{Protocol, SubmitError};
-use crate::data::ingest::http::RpcStatus;
+use crate::data::ingest::answer::RpcStatus;
 use crate::data::ingest::remote_write::STALE_NAN_BITS;
 use crate::data::ingest::{BodyLimits, Ingest, RecordingSink, router};
 use crate::base::self_metrics::{Telemetry, labels};
@@ -31,10 +31,7 @@ impl Server {
         let sink = Arc::new(RecordingSink::new());
         let telemetry = Arc::new(Telemetry::new());
         let ingest = Ingest::new(sink.clone(), telemetry.clone(), limits);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move { axum::serve(listener, router(ingest)).await });
-        Server { addr, sink, telemetry }
+        Server { addr: serve(ingest).await, sink, telemetry }
     }
 
     async fn post(&self, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> (StatusCode, HeaderMap, Bytes) {
@@ -48,6 +45,14 @@ impl Server {
     fn received(&self, protocol: Protocol) -> u64 {
         Telemetry::counter_value(&self.telemetry.samples_received, &labels([("protocol", protocol.as_str())]))
     }
+}
+
+/// Serves the receivers of `ingest` on 127.0.0.1:0; their address.
+pub(super) async fn serve(ingest: Arc<Ingest>) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, router(ingest)).await });
+    addr
 }
 
 pub(super) async fn post(addr: std::net::SocketAddr, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> (StatusCode, HeaderMap, Bytes) {
@@ -65,17 +70,18 @@ fn small_limits() -> BodyLimits {
     BodyLimits { max_body_bytes: 4096, max_decompressed_bytes: 16 * 1024 }
 }
 
-fn gzip(bytes: &[u8]) -> Vec<u8> {
+pub(super) fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     encoder.write_all(bytes).expect("gzip");
     encoder.finish().expect("gzip")
 }
 
-const JSON: (&str, &str) = ("content-type", "application/json");
-const PROTOBUF: (&str, &str) = ("content-type", "application/x-protobuf");
+pub(super) const JSON: (&str, &str) = ("content-type", "application/json");
+pub(super) const PROTOBUF: (&str, &str) = ("content-type", "application/x-protobuf");
+pub(super) const GZIP: (&str, &str) = ("content-encoding", "gzip");
 
 fn protobuf_request() -> Vec<u8> {
-    let request = crate::data::ingest::otlp_json::decode(JSON_REQUEST.as_bytes()).expect("valid");
+    let request = crate::data::ingest::otlp_metrics_json::decode(JSON_REQUEST.as_bytes()).expect("valid");
     request.encode_to_vec()
 }
 
@@ -92,7 +98,7 @@ async fn otlp_answers_in_the_request_type_and_counts_what_it_took() {
     assert_eq!(headers["content-type"], "application/json");
     assert_eq!(&body[..], b"{}");
 
-    let (status, _, _) = server.post("/v1/metrics", &[JSON, ("content-encoding", "gzip")], gzip(JSON_REQUEST.as_bytes())).await;
+    let (status, _, _) = server.post("/v1/metrics", &[JSON, GZIP], gzip(JSON_REQUEST.as_bytes())).await;
     assert_eq!(status, StatusCode::OK);
 
     let accepted = server.sink.accepted();
@@ -144,7 +150,7 @@ async fn otlp_refusals_carry_a_status_body_and_are_counted() {
     inflating.push(b'}');
     let compressed = gzip(&inflating);
     assert!(compressed.len() < 4096);
-    let (status, _, body) = server.post("/v1/metrics", &[JSON, ("content-encoding", "gzip")], compressed).await;
+    let (status, _, body) = server.post("/v1/metrics", &[JSON, GZIP], compressed).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert!(String::from_utf8_lossy(&body).contains("once decompressed"), "{body:?}");
     assert_eq!(server.rejected(Protocol::Otlp, "too_large"), 2);
@@ -243,7 +249,7 @@ async fn remote_write_refusals_name_the_problem() {
     let server = Server::start(small_limits()).await;
     let good = encode(vec![series("up", &[("job", "j")], &[(1.0, 1)])]);
     for (headers, expected) in [
-        (vec![PROTOBUF, ("content-encoding", "gzip")], "Content-Encoding"),
+        (vec![PROTOBUF, GZIP], "Content-Encoding"),
         (vec![PROTOBUF, ("content-encoding", "identity")], "snappy"),
         (vec![JSON, ("content-encoding", "snappy")], "application/json"),
         (vec![("content-type", "application/x-protobuf;proto=io.prometheus.write.v2.Request"), ("content-encoding", "snappy")], "1.0"),

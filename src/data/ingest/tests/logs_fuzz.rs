@@ -3,8 +3,9 @@
 
 use prost::Message;
 use rand::rngs::StdRng;
-use rand::{Rng, RngCore, SeedableRng};
+use rand::SeedableRng;
 
+use super::fuzz::mutate;
 use super::native_logs::NATIVE_REQUEST;
 use super::otlp_logs::LOGS_JSON_REQUEST;
 use crate::data::ingest::{native_logs, otlp_logs, otlp_logs_json};
@@ -14,33 +15,6 @@ const ROUNDS: usize = 3000;
 fn seeds() -> Vec<Vec<u8>> {
     let protobuf = otlp_logs_json::decode(LOGS_JSON_REQUEST.as_bytes()).expect("valid").encode_to_vec();
     vec![LOGS_JSON_REQUEST.as_bytes().to_vec(), protobuf, NATIVE_REQUEST.as_bytes().to_vec()]
-}
-
-fn mutate(rng: &mut StdRng, seed: &[u8]) -> Vec<u8> {
-    let mut bytes = seed.to_vec();
-    match rng.random_range(0..4) {
-        0 => {
-            for _ in 0..rng.random_range(1..8) {
-                if bytes.is_empty() {
-                    break;
-                }
-                let at = rng.random_range(0..bytes.len());
-                bytes[at] = rng.random();
-            }
-        }
-        1 => bytes.truncate(rng.random_range(0..=bytes.len())),
-        2 => {
-            let at = rng.random_range(0..=bytes.len());
-            let mut noise = vec![0u8; rng.random_range(1..32)];
-            rng.fill_bytes(&mut noise);
-            bytes.splice(at..at, noise);
-        }
-        _ => {
-            bytes = vec![0u8; rng.random_range(0..256)];
-            rng.fill_bytes(&mut bytes);
-        }
-    }
-    bytes
 }
 
 /// Feeds `input` to every log decoder; returns how many decoded.

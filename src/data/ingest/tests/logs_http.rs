@@ -1,7 +1,6 @@
 //! The log receivers over real HTTP on 127.0.0.1:0: `/v1/logs` and `/v3/logs` round trips,
 //! every refusal with its status, body and counter, and the routes on a node's data listener.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,13 +9,13 @@ use bytes::Bytes;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
 use prost::Message;
 
-use super::http::post;
+use super::http::{GZIP, JSON, PROTOBUF, gzip, post, serve};
 use super::native_logs::NATIVE_REQUEST;
 use super::otlp_logs::LOGS_JSON_REQUEST;
 use crate::data::seam::{LogProtocol, LogSink, SubmitError};
-use crate::data::ingest::http::RpcStatus;
+use crate::data::ingest::answer::RpcStatus;
 use crate::data::ingest::logs_http::LOGS_UNAVAILABLE;
-use crate::data::ingest::{BodyLimits, Ingest, RecordingLogSink, RecordingSink, native_logs, otlp_logs, otlp_logs_json, router};
+use crate::data::ingest::{BodyLimits, Ingest, RecordingLogSink, RecordingSink, native_logs, otlp_logs, otlp_logs_json};
 use crate::base::self_metrics::{Telemetry, labels};
 use hotrule_lal_engine::Body;
 
@@ -36,10 +35,7 @@ impl Server {
         let telemetry = Arc::new(Telemetry::new());
         let log_sink = with_log_sink.then(|| sink.clone() as Arc<dyn LogSink>);
         let ingest = Ingest::with_logs(Arc::new(RecordingSink::new()), log_sink, telemetry.clone(), limits);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move { axum::serve(listener, router(ingest)).await });
-        Server { addr, sink, telemetry }
+        Server { addr: serve(ingest).await, sink, telemetry }
     }
 
     async fn post(&self, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> (StatusCode, HeaderMap, Bytes) {
@@ -58,16 +54,6 @@ impl Server {
 fn limits() -> BodyLimits {
     BodyLimits { max_body_bytes: 8192, max_decompressed_bytes: 32 * 1024 }
 }
-
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    encoder.write_all(bytes).expect("gzip");
-    encoder.finish().expect("gzip")
-}
-
-const JSON: (&str, &str) = ("content-type", "application/json");
-const PROTOBUF: (&str, &str) = ("content-type", "application/x-protobuf");
-const GZIP: (&str, &str) = ("content-encoding", "gzip");
 
 fn protobuf_request() -> Vec<u8> {
     otlp_logs_json::decode(LOGS_JSON_REQUEST.as_bytes()).expect("valid").encode_to_vec()

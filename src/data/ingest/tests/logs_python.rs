@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::data::seam::{LogProtocol, LogSink};
-use crate::data::ingest::{BodyLimits, Ingest, RecordingLogSink, RecordingSink, router};
+use super::http::serve;
+use crate::data::ingest::{BodyLimits, Ingest, RecordingLogSink, RecordingSink};
 use crate::base::self_metrics::Telemetry;
 use hotrule_lal_engine::Body;
 
@@ -42,9 +43,7 @@ async fn the_python_otlp_log_exporter_is_taken_and_mapped() {
     let sink = Arc::new(RecordingLogSink::new());
     let limits = BodyLimits { max_body_bytes: 1 << 20, max_decompressed_bytes: 1 << 22 };
     let ingest = Ingest::with_logs(Arc::new(RecordingSink::new()), Some(sink.clone() as Arc<dyn LogSink>), Arc::new(Telemetry::new()), limits);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move { axum::serve(listener, router(ingest)).await });
+    let addr = serve(ingest).await;
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster-tests/fixtures/otlp_logs_send.py");
     let mut command = tokio::process::Command::new(&python);

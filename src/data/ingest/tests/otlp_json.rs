@@ -7,7 +7,7 @@ use prost::Message;
 
 use super::otlp::{T_NANOS, gauge, histogram, kv, number, request, resource, s, sum};
 use crate::data::ingest::otlp::{decode_protobuf, map_request};
-use crate::data::ingest::otlp_json::decode;
+use crate::data::ingest::otlp_metrics_json::decode;
 
 /// The JSON twin of [`protobuf_twin`], written as an OTLP exporter writes it.
 pub(in crate::data::ingest) const JSON_REQUEST: &str = r#"{

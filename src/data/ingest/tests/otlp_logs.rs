@@ -7,7 +7,7 @@ use opentelemetry_proto::tonic::resource::v1::Resource;
 
 use crate::data::seam::LogProtocol;
 use crate::data::ingest::otlp_logs::{self, OtlpLogsError, RecordError, tag_value};
-use crate::data::ingest::otlp_logs_json;
+use crate::data::ingest::{otlp_json, otlp_logs_json};
 use hotrule_lal_engine::Body;
 
 /// One request with every mapping case; `SERVICE_LESS` resource 1 has no service.name.
@@ -259,14 +259,14 @@ fn json_and_protobuf_give_the_same_mapping() {
 
 #[test]
 fn base64_reads_both_alphabets_with_or_without_padding() {
-    assert_eq!(otlp_logs_json::base64("aGk=").as_deref(), Some(&b"hi"[..]));
-    assert_eq!(otlp_logs_json::base64("aGk").as_deref(), Some(&b"hi"[..]));
-    assert_eq!(otlp_logs_json::base64("-_8").as_deref(), Some(&[0xfb, 0xff][..]));
-    assert_eq!(otlp_logs_json::base64("+/8=").as_deref(), Some(&[0xfb, 0xff][..]));
-    assert_eq!(otlp_logs_json::base64("").as_deref(), Some(&[][..]));
-    assert_eq!(otlp_logs_json::base64("a"), None, "one digit is not a byte");
-    assert_eq!(otlp_logs_json::base64("aG=k"), None);
-    assert_eq!(otlp_logs_json::base64("a==="), None);
+    assert_eq!(otlp_json::base64("aGk=").as_deref(), Some(&b"hi"[..]));
+    assert_eq!(otlp_json::base64("aGk").as_deref(), Some(&b"hi"[..]));
+    assert_eq!(otlp_json::base64("-_8").as_deref(), Some(&[0xfb, 0xff][..]));
+    assert_eq!(otlp_json::base64("+/8=").as_deref(), Some(&[0xfb, 0xff][..]));
+    assert_eq!(otlp_json::base64("").as_deref(), Some(&[][..]));
+    assert_eq!(otlp_json::base64("a"), None, "one digit is not a byte");
+    assert_eq!(otlp_json::base64("aG=k"), None);
+    assert_eq!(otlp_json::base64("a==="), None);
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! Every value starts with a format-version byte ([`FORMAT_VERSION`]); a value of another
 //! version, cut short, with trailing bytes or unknown codes does not decode (the store reports it
 //! as `LogStoreError::Corrupt`, naming the key). Integers are big-endian, strings
-//! `u32`-length-prefixed UTF-8.
+//! `u32`-length-prefixed UTF-8, read and written by the helpers both series stores share
+//! (`crate::data::metrics::cells::series_store`).
 //!
 //! - log: `version | service | instance | endpoint | layer | trace id | segment id |
 //!   span (0 | 1 i32) | content type (u8) | content | tags: n × (key value) |
@@ -17,79 +18,17 @@ use std::collections::BTreeMap;
 use hotrule_lal_engine::{ContentType, LogRecord};
 
 use crate::data::logs::KeptLog;
+use crate::data::metrics::cells::series_store::{Reader, ValueError, put_len, put_str};
 
 pub const FORMAT_VERSION: u8 = 1;
 
-/// A cursor over stored bytes; every read checks the length.
-struct Reader<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.bytes.len() < n {
-            return Err(format!("cut short: {n} bytes wanted, {} left", self.bytes.len()));
-        }
-        let (head, rest) = self.bytes.split_at(n);
-        self.bytes = rest;
-        Ok(head)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
-    fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
-
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_be_bytes(self.array()?))
-    }
-
-    fn str(&mut self) -> Result<&'a str, String> {
-        let len = self.u32()? as usize;
-        std::str::from_utf8(self.take(len)?).map_err(|_| "a string is not UTF-8".to_string())
-    }
-
-    fn version(&mut self) -> Result<(), String> {
-        match self.u8()? {
-            FORMAT_VERSION => Ok(()),
-            other => Err(format!("format version {other}, this build reads {FORMAT_VERSION}")),
-        }
-    }
-
-    /// A count of items of at least `item_size` bytes each, refused when the bytes left cannot
-    /// hold them (a corrupt count never makes a huge allocation).
-    fn count(&mut self, item_size: usize) -> Result<usize, String> {
-        let n = self.u32()? as usize;
-        if n.saturating_mul(item_size) > self.bytes.len() {
-            return Err(format!("count {n} exceeds the {} bytes left", self.bytes.len()));
-        }
-        Ok(n)
-    }
-
-    fn finish(&self) -> Result<(), String> {
-        if self.bytes.is_empty() { Ok(()) } else { Err(format!("{} trailing bytes", self.bytes.len())) }
-    }
-}
-
-fn put_str(out: &mut Vec<u8>, text: &str) {
-    // A string longer than u32::MAX bytes cannot reach here: receivers cap bodies far below.
-    let len = u32::try_from(text.len()).unwrap_or(u32::MAX);
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(&text.as_bytes()[..len as usize]);
-}
-
-fn content_type_from(code: u8) -> Result<ContentType, String> {
+fn content_type_from(code: u8) -> Result<ContentType, ValueError> {
     Ok(match code {
         0 => ContentType::None,
         1 => ContentType::Text,
         2 => ContentType::Json,
         3 => ContentType::Yaml,
-        other => return Err(format!("unknown content type {other}")),
+        code => return Err(ValueError::UnknownCode { what: "content type", code }),
     })
 }
 
@@ -110,7 +49,7 @@ pub fn encode_log(log: &KeptLog) -> Vec<u8> {
     }
     out.push(r.content_type as u8);
     put_str(&mut out, &r.content);
-    out.extend_from_slice(&u32::try_from(r.tags.len()).unwrap_or(u32::MAX).to_be_bytes());
+    put_len(&mut out, r.tags.len());
     for (key, value) in &r.tags {
         put_str(&mut out, key);
         put_str(&mut out, value);
@@ -131,9 +70,8 @@ pub fn encode_log(log: &KeptLog) -> Vec<u8> {
 }
 
 /// The `[service, instance, endpoint]` of a stored log, without decoding the rest.
-pub fn names(value: &[u8]) -> Result<[&str; 3], String> {
-    let mut reader = Reader { bytes: value };
-    reader.version()?;
+pub fn names(value: &[u8]) -> Result<[&str; 3], ValueError> {
+    let mut reader = Reader::versioned(value, FORMAT_VERSION)?;
     Ok([reader.str()?, reader.str()?, reader.str()?])
 }
 
@@ -160,15 +98,14 @@ pub struct LogView<'a> {
 }
 
 /// Reads a stored log in place.
-pub fn view(value: &[u8]) -> Result<LogView<'_>, String> {
-    let mut reader = Reader { bytes: value };
-    reader.version()?;
+pub fn view(value: &[u8]) -> Result<LogView<'_>, ValueError> {
+    let mut reader = Reader::versioned(value, FORMAT_VERSION)?;
     let (service, instance, endpoint) = (reader.str()?, reader.str()?, reader.str()?);
     let (layer, trace_id, segment_id) = (reader.str()?, reader.str()?, reader.str()?);
     let span_id = match reader.u8()? {
         0 => None,
-        1 => Some(i32::from_be_bytes(reader.array()?)),
-        other => return Err(format!("unknown span flag {other}")),
+        1 => Some(reader.i32()?),
+        code => return Err(ValueError::UnknownCode { what: "span flag", code }),
     };
     let content_type = content_type_from(reader.u8()?)?;
     let content = reader.str()?;
@@ -180,11 +117,11 @@ pub fn view(value: &[u8]) -> Result<LogView<'_>, String> {
     let output_type = match reader.u8()? {
         0 => None,
         1 => Some(reader.str()?),
-        other => return Err(format!("unknown output type flag {other}")),
+        code => return Err(ValueError::UnknownCode { what: "output type flag", code }),
     };
     let fields = reader.str()?;
     let (rule, file) = (reader.str()?, reader.str()?);
-    let received_ms = i64::from_be_bytes(reader.array()?);
+    let received_ms = reader.i64()?;
     reader.finish()?;
     Ok(LogView {
         service,
@@ -207,11 +144,11 @@ pub fn view(value: &[u8]) -> Result<LogView<'_>, String> {
 
 impl LogView<'_> {
     /// The owned log, with the timestamp its key carries.
-    pub fn to_kept(&self, timestamp_ms: i64) -> Result<KeptLog, String> {
+    pub fn to_kept(&self, timestamp_ms: i64) -> Result<KeptLog, ValueError> {
         let fields: BTreeMap<String, serde_json::Value> = if self.fields.is_empty() {
             BTreeMap::new()
         } else {
-            serde_json::from_str(self.fields).map_err(|e| format!("fields are not a JSON object: {e}"))?
+            serde_json::from_str(self.fields).map_err(|e| ValueError::NotJson { what: "fields", detail: e.to_string() })?
         };
         Ok(KeptLog {
             rule: self.rule.to_string(),
@@ -237,7 +174,7 @@ impl LogView<'_> {
 }
 
 /// A stored log back, with the timestamp its key carries.
-pub fn decode_log(value: &[u8], timestamp_ms: i64) -> Result<KeptLog, String> {
+pub fn decode_log(value: &[u8], timestamp_ms: i64) -> Result<KeptLog, ValueError> {
     view(value)?.to_kept(timestamp_ms)
 }
 
@@ -249,10 +186,9 @@ pub fn encode_sequence(next: u64) -> Vec<u8> {
     out
 }
 
-pub fn decode_sequence(value: &[u8]) -> Result<u64, String> {
-    let mut reader = Reader { bytes: value };
-    reader.version()?;
-    let next = u64::from_be_bytes(reader.array()?);
+pub fn decode_sequence(value: &[u8]) -> Result<u64, ValueError> {
+    let mut reader = Reader::versioned(value, FORMAT_VERSION)?;
+    let next = reader.u64()?;
     reader.finish()?;
     Ok(next)
 }

@@ -32,8 +32,8 @@ use crate::data::logs::{KeptLog, LogFilter, LogReader, LogStoreError, LogWriter,
 use crate::store::series::SeriesKv;
 use crate::base::self_metrics::Telemetry;
 
-/// The wall clock in epoch milliseconds; tests pass a fixed one.
-pub type NowMs = Arc<dyn Fn() -> i64 + Send + Sync>;
+pub use crate::data::metrics::cells::series_store::NowMs;
+use crate::data::metrics::cells::series_store::{lock, wall_clock_ms};
 
 /// SkyWalking's record TTL (`recordDataTTL`, 3 days): how long logs are kept by default.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3 * 24 * 3600);
@@ -95,18 +95,8 @@ impl LogReader for LogStore {
     }
 }
 
-pub(crate) fn corrupt(key: &[u8], detail: String) -> LogStoreError {
-    LogStoreError::Corrupt { key: key.escape_ascii().to_string(), detail }
-}
-
-fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+pub(crate) fn corrupt(key: &[u8], detail: impl std::fmt::Display) -> LogStoreError {
+    LogStoreError::Corrupt { key: key.escape_ascii().to_string(), detail: detail.to_string() }
 }
 
 #[cfg(test)]

@@ -106,7 +106,7 @@ impl LogStore {
                     if out.len() >= max { Visit::Stop } else { Visit::Next }
                 }
                 None => {
-                    failure = Some(corrupt(key, "not a service index key".into()));
+                    failure = Some(corrupt(key, "not a service index key"));
                     Visit::Stop
                 }
             }
@@ -192,7 +192,7 @@ fn bounds(filter: &LogFilter) -> (LogCursor, LogCursor) {
 /// One stored pair as a log when it passes the filter: names are checked on the value's first
 /// bytes, tags and keyword on the value read in place, and only a match is copied out.
 fn read_one(key: &[u8], value: &[u8], filter: &LogFilter) -> Result<Option<StoredLog>, LogStoreError> {
-    let cursor = keys::decode_log_key(key).ok_or_else(|| corrupt(key, "not a log key".into()))?;
+    let cursor = keys::decode_log_key(key).ok_or_else(|| corrupt(key, "not a log key"))?;
     let [service, instance, endpoint] = codec::names(value).map_err(|detail| corrupt(key, detail))?;
     let wanted = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
     if !(wanted(&filter.service, service) && wanted(&filter.instance, instance) && wanted(&filter.endpoint, endpoint)) {

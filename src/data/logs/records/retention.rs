@@ -7,13 +7,12 @@
 //! are found by seeking from one service's keys to the next. A round runs every [`RETENTION_INTERVAL`]; the write path refuses
 //! logs already past the same cutoff, so expired logs are never written back.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::{LogStore, keys};
 use crate::data::logs::LogStoreError;
+use crate::data::metrics::cells::series_store::{self, Expiring, RetentionNames};
 use crate::store::series::{SeriesOp, Visit};
-use crate::base::worker::{Worker, WorkerState};
 
 /// How often a retention round runs.
 pub const RETENTION_INTERVAL: Duration = Duration::from_secs(300);
@@ -63,7 +62,7 @@ impl LogStore {
                 }
             }
             None => {
-                failure = Some(super::corrupt(key, "not a service index key".into()));
+                failure = Some(super::corrupt(key, "not a service index key"));
                 Visit::Stop
             }
         })?;
@@ -74,38 +73,15 @@ impl LogStore {
     }
 }
 
-/// Runs a retention round every `interval`.
-pub struct LogRetentionWorker {
-    store: Arc<LogStore>,
-    interval: Duration,
-}
+/// Runs a retention round every `interval` (a round is one unit).
+pub type LogRetentionWorker = series_store::RetentionWorker<LogStore>;
 
-impl LogRetentionWorker {
-    pub fn new(store: Arc<LogStore>, interval: Duration) -> LogRetentionWorker {
-        LogRetentionWorker { store, interval }
-    }
-}
+impl Expiring for LogStore {
+    type Cursor = ();
+    type Error = LogStoreError;
+    const NAMES: RetentionNames = RetentionNames { worker: "log-retention", what: "log", deleted: "expired logs deleted" };
 
-#[async_trait::async_trait]
-impl Worker for LogRetentionWorker {
-    fn name(&self) -> &'static str {
-        "log-retention"
-    }
-
-    async fn work(&mut self) -> WorkerState {
-        let store = self.store.clone();
-        let now_ms = (store.now_ms)();
-        match tokio::task::spawn_blocking(move || store.expire(now_ms)).await {
-            Ok(Ok(true)) => tracing::debug!("expired logs deleted"),
-            Ok(Ok(false)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "log retention failed; retrying next round"),
-            Err(e) => tracing::error!(error = %e, "log retention task failed"),
-        }
-        WorkerState::Idle
-    }
-
-    async fn wait_for_work(&mut self) -> WorkerState {
-        tokio::time::sleep(self.interval).await;
-        WorkerState::Busy
+    fn expire_unit(&self, _round: Option<()>) -> Result<(usize, Option<()>), LogStoreError> {
+        Ok((usize::from(self.expire((self.now_ms)())?), None))
     }
 }

@@ -257,6 +257,39 @@ fn concurrent_writers_are_all_acknowledged_with_unique_positions() {
     assert_eq!(s3.len(), 50);
 }
 
+/// The stored bytes of a log and of the sequence record, byte for byte: stores written by
+/// earlier builds must read back.
+#[test]
+fn the_value_format_is_pinned() {
+    fn text(out: &mut Vec<u8>, text: &str) {
+        out.extend_from_slice(&(text.len() as u32).to_be_bytes());
+        out.extend_from_slice(text.as_bytes());
+    }
+    let mut kept = log("s", 1, "c");
+    kept.record.tags = vec![("k".into(), "v".into())];
+    kept.record.span_id = Some(-2);
+    let mut expected = vec![codec::FORMAT_VERSION];
+    for name in ["s", "s-1", "", "GENERAL", "", ""] {
+        text(&mut expected, name);
+    }
+    expected.extend_from_slice(&[1, 0xff, 0xff, 0xff, 0xfe, ContentType::Text as u8]);
+    text(&mut expected, "c");
+    expected.extend_from_slice(&1u32.to_be_bytes());
+    for part in ["k", "v"] {
+        text(&mut expected, part);
+    }
+    expected.push(0);
+    for part in ["", "GENERAL:default", "lal/default"] {
+        text(&mut expected, part);
+    }
+    expected.extend_from_slice(&6i64.to_be_bytes());
+    assert_eq!(codec::encode_log(&kept), expected);
+    assert_eq!(codec::decode_log(&expected, 1).expect("decodes"), kept);
+    assert_eq!(codec::encode_sequence(7), [1, 0, 0, 0, 0, 0, 0, 0, 7]);
+    assert_eq!(codec::decode_sequence(&[1]).expect_err("cut").to_string(), "cut short: 8 bytes wanted, 0 left");
+    assert_eq!(codec::decode_sequence(&[2]).expect_err("version").to_string(), "format version 2, this build reads 1");
+}
+
 #[test]
 fn corrupt_values_are_reported_not_panicking() {
     let (kv, store) = store();

@@ -2,7 +2,8 @@
 //!
 //! Every value starts with a format-version byte ([`FORMAT_VERSION`]); a value of another
 //! version, or one that is cut short or carries unknown codes, does not decode (the store reports
-//! it as `MetricStoreError::Corrupt`). Integers are big-endian, strings `u32`-length-prefixed.
+//! it as `MetricStoreError::Corrupt`). Integers are big-endian, strings `u32`-length-prefixed,
+//! read and written by the helpers both series stores share ([`super::series_store`]).
 //!
 //! - cell: `version | function | kind | payload` where kind 0 = single (`value count`), 1 =
 //!   labeled (`n × (key value count)`), 2 = histogram (`ranks: n × u32`, `n × (bound value count)`);
@@ -13,75 +14,10 @@ use std::collections::BTreeMap;
 use hotrule_mal_engine::{DataType, Downsampling, ScopeType};
 
 use super::cell::{Acc, Cell, Data};
+use super::series_store::{Reader, ValueError, put_len};
 use crate::data::metrics::MetricInfo;
 
 pub const FORMAT_VERSION: u8 = 1;
-
-/// A cursor over stored bytes; every read checks the length.
-pub struct Reader<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    pub fn new(bytes: &'a [u8]) -> Reader<'a> {
-        Reader { bytes }
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.bytes.len() < n {
-            return Err(format!("cut short: {n} bytes wanted, {} left", self.bytes.len()));
-        }
-        let (head, rest) = self.bytes.split_at(n);
-        self.bytes = rest;
-        Ok(head)
-    }
-
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        let mut out = [0u8; N];
-        out.copy_from_slice(self.take(N)?);
-        Ok(out)
-    }
-
-    pub fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
-
-    pub fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_be_bytes(self.array()?))
-    }
-
-    pub fn i32(&mut self) -> Result<i32, String> {
-        Ok(i32::from_be_bytes(self.array()?))
-    }
-
-    pub fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_be_bytes(self.array()?))
-    }
-
-    pub fn i64(&mut self) -> Result<i64, String> {
-        Ok(i64::from_be_bytes(self.array()?))
-    }
-
-    pub fn string(&mut self) -> Result<String, String> {
-        let len = self.u32()? as usize;
-        let bytes = self.take(len)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| "a string is not UTF-8".to_string())
-    }
-
-    /// A count of items of at least `item_size` bytes each: refused when the bytes left cannot
-    /// hold them, so a corrupt count never makes a huge allocation.
-    fn count(&mut self, item_size: usize) -> Result<usize, String> {
-        let n = self.u32()? as usize;
-        if n.saturating_mul(item_size) > self.bytes.len() {
-            return Err(format!("count {n} exceeds the {} bytes left", self.bytes.len()));
-        }
-        Ok(n)
-    }
-
-    pub fn finish(&self) -> Result<(), String> {
-        if self.bytes.is_empty() { Ok(()) } else { Err(format!("{} trailing bytes", self.bytes.len())) }
-    }
-}
 
 pub fn scope_code(scope: ScopeType) -> u8 {
     match scope {
@@ -95,7 +31,7 @@ pub fn scope_code(scope: ScopeType) -> u8 {
     }
 }
 
-pub fn scope_from(code: u8) -> Result<ScopeType, String> {
+pub fn scope_from(code: u8) -> Result<ScopeType, ValueError> {
     Ok(match code {
         0 => ScopeType::Service,
         1 => ScopeType::ServiceInstance,
@@ -104,7 +40,7 @@ pub fn scope_from(code: u8) -> Result<ScopeType, String> {
         4 => ScopeType::ServiceRelation,
         5 => ScopeType::ServiceInstanceRelation,
         6 => ScopeType::ProcessRelation,
-        other => return Err(format!("unknown scope code {other}")),
+        code => return Err(ValueError::UnknownCode { what: "scope code", code }),
     })
 }
 
@@ -119,7 +55,7 @@ fn function_code(function: Downsampling) -> u8 {
     }
 }
 
-fn function_from(code: u8) -> Result<Downsampling, String> {
+fn function_from(code: u8) -> Result<Downsampling, ValueError> {
     Ok(match code {
         0 => Downsampling::Avg,
         1 => Downsampling::Sum,
@@ -127,7 +63,7 @@ fn function_from(code: u8) -> Result<Downsampling, String> {
         3 => Downsampling::SumPerMin,
         4 => Downsampling::Max,
         5 => Downsampling::Min,
-        other => return Err(format!("unknown function code {other}")),
+        code => return Err(ValueError::UnknownCode { what: "function code", code }),
     })
 }
 
@@ -140,13 +76,13 @@ fn data_type_code(data_type: DataType) -> u8 {
     }
 }
 
-fn data_type_from(code: u8) -> Result<DataType, String> {
+fn data_type_from(code: u8) -> Result<DataType, ValueError> {
     Ok(match code {
         0 => DataType::Single,
         1 => DataType::Labeled,
         2 => DataType::Histogram,
         3 => DataType::HistogramPercentile,
-        other => return Err(format!("unknown data type code {other}")),
+        code => return Err(ValueError::UnknownCode { what: "data type code", code }),
     })
 }
 
@@ -155,12 +91,8 @@ fn put_acc(out: &mut Vec<u8>, acc: &Acc) {
     out.extend_from_slice(&acc.count.to_be_bytes());
 }
 
-fn read_acc(reader: &mut Reader<'_>) -> Result<Acc, String> {
+fn read_acc(reader: &mut Reader<'_>) -> Result<Acc, ValueError> {
     Ok(Acc { value: reader.i64()?, count: reader.i64()? })
-}
-
-fn put_len(out: &mut Vec<u8>, len: usize) {
-    out.extend_from_slice(&(len.min(u32::MAX as usize) as u32).to_be_bytes());
 }
 
 pub fn encode_cell(cell: &Cell) -> Vec<u8> {
@@ -195,9 +127,8 @@ pub fn encode_cell(cell: &Cell) -> Vec<u8> {
     out
 }
 
-pub fn decode_cell(bytes: &[u8]) -> Result<Cell, String> {
-    let mut reader = Reader::new(bytes);
-    check_version(reader.u8()?)?;
+pub fn decode_cell(bytes: &[u8]) -> Result<Cell, ValueError> {
+    let mut reader = Reader::versioned(bytes, FORMAT_VERSION)?;
     let function = function_from(reader.u8()?)?;
     let data = match reader.u8()? {
         0 => Data::Single(read_acc(&mut reader)?),
@@ -224,7 +155,7 @@ pub fn decode_cell(bytes: &[u8]) -> Result<Cell, String> {
             }
             Data::Histogram { buckets, percentiles }
         }
-        other => return Err(format!("unknown cell kind {other}")),
+        code => return Err(ValueError::UnknownCode { what: "cell kind", code }),
     };
     reader.finish()?;
     Ok(Cell { function, data })
@@ -234,9 +165,8 @@ pub fn encode_info(info: &MetricInfo) -> Vec<u8> {
     vec![FORMAT_VERSION, scope_code(info.scope), data_type_code(info.data_type), function_code(info.downsampling)]
 }
 
-pub fn decode_info(name: &str, bytes: &[u8]) -> Result<MetricInfo, String> {
-    let mut reader = Reader::new(bytes);
-    check_version(reader.u8()?)?;
+pub fn decode_info(name: &str, bytes: &[u8]) -> Result<MetricInfo, ValueError> {
+    let mut reader = Reader::versioned(bytes, FORMAT_VERSION)?;
     let info = MetricInfo {
         name: name.to_string(),
         scope: scope_from(reader.u8()?)?,
@@ -245,10 +175,6 @@ pub fn decode_info(name: &str, bytes: &[u8]) -> Result<MetricInfo, String> {
     };
     reader.finish()?;
     Ok(info)
-}
-
-fn check_version(version: u8) -> Result<(), String> {
-    if version == FORMAT_VERSION { Ok(()) } else { Err(format!("format version {version}, this build reads {FORMAT_VERSION}")) }
 }
 
 #[cfg(test)]
@@ -281,6 +207,26 @@ mod tests {
         assert!(decode_cell(&[9, 0, 0]).is_err(), "another format version");
         // A huge count with nothing behind it is refused before allocating.
         assert!(decode_cell(&[FORMAT_VERSION, 0, 1, 0xff, 0xff, 0xff, 0xff]).is_err());
+    }
+
+    /// The stored bytes of a cell and an index record, byte for byte: stores written by earlier
+    /// builds must read back.
+    #[test]
+    fn the_value_format_is_pinned() {
+        let cell = Cell {
+            function: Downsampling::Max,
+            data: Data::Labeled(BTreeMap::from([("a=1".to_string(), Acc { value: 4, count: 1 })])),
+        };
+        let mut expected = vec![FORMAT_VERSION, 4, 1, 0, 0, 0, 1, 0, 0, 0, 3, b'a', b'=', b'1'];
+        expected.extend_from_slice(&4i64.to_be_bytes());
+        expected.extend_from_slice(&1i64.to_be_bytes());
+        assert_eq!(encode_cell(&cell), expected);
+        let info =
+            MetricInfo { name: "m".into(), scope: ScopeType::Endpoint, data_type: DataType::Histogram, downsampling: Downsampling::Sum };
+        assert_eq!(encode_info(&info), [FORMAT_VERSION, 2, 2, 1]);
+        assert_eq!(decode_cell(&[9, 0, 0]).expect_err("version").to_string(), "format version 9, this build reads 1");
+        assert_eq!(decode_cell(&[FORMAT_VERSION, 0, 7]).expect_err("kind").to_string(), "unknown cell kind 7");
+        assert_eq!(decode_info("m", &[FORMAT_VERSION, 9, 0, 0]).expect_err("scope").to_string(), "unknown scope code 9");
     }
 
     #[test]

@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 
 use hotrule_mal_engine::{DetectPoint, Entity, ScopeType};
 
-use super::codec::{Reader, scope_code, scope_from};
+use super::codec::{scope_code, scope_from};
+use super::series_store::{Reader, ValueError, put_str};
 use crate::data::metrics::Granularity;
 
 pub const CELL_PREFIX: u8 = b'c';
@@ -25,6 +26,12 @@ pub const INDEX_PREFIX: u8 = b'i';
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{0}")]
 pub struct KeyError(pub String);
+
+impl From<ValueError> for KeyError {
+    fn from(error: ValueError) -> KeyError {
+        KeyError(error.to_string())
+    }
+}
 
 fn granularity_code(granularity: Granularity) -> u8 {
     match granularity {
@@ -101,11 +108,11 @@ pub struct CellName {
 pub fn decode_cell_key(key: &[u8], prefix_len: usize) -> Result<CellName, KeyError> {
     let rest = key.get(prefix_len..).ok_or_else(|| KeyError("cell key shorter than its prefix".into()))?;
     let mut reader = Reader::new(rest);
-    let raw = reader.u64().map_err(KeyError)?;
+    let raw = reader.u64()?;
     let bucket = (raw ^ (1 << 63)) as i64;
-    let entity = decode_entity(&mut reader).map_err(KeyError)?;
-    let group = reader.string().map_err(KeyError)?;
-    reader.finish().map_err(KeyError)?;
+    let entity = decode_entity(&mut reader)?;
+    let group = reader.string()?;
+    reader.finish()?;
     Ok(CellName { bucket, entity, group })
 }
 
@@ -148,14 +155,6 @@ pub fn index_key(metric: &str) -> Vec<u8> {
 /// `[i, j)`: every index record.
 pub fn index_range() -> (Vec<u8>, Vec<u8>) {
     (vec![INDEX_PREFIX], vec![INDEX_PREFIX + 1])
-}
-
-fn put_str(out: &mut Vec<u8>, text: &str) {
-    // Entity names and label groups are far below 4 GiB; longer ones are cut consistently.
-    let bytes = text.as_bytes();
-    let len = bytes.len().min(u32::MAX as usize);
-    out.extend_from_slice(&(len as u32).to_be_bytes());
-    out.extend_from_slice(&bytes[..len]);
 }
 
 /// Every field of `entity`, in declaration order: scope, the eleven names, detect point,
@@ -206,7 +205,7 @@ pub fn encode_entity(entity: &Entity, out: &mut Vec<u8>) {
     }
 }
 
-pub fn decode_entity(reader: &mut Reader<'_>) -> Result<Entity, String> {
+pub fn decode_entity(reader: &mut Reader<'_>) -> Result<Entity, ValueError> {
     let scope: ScopeType = scope_from(reader.u8()?)?;
     let mut entity = Entity::new(scope);
     for name in [
@@ -228,7 +227,7 @@ pub fn decode_entity(reader: &mut Reader<'_>) -> Result<Entity, String> {
         1 => Some(DetectPoint::Client),
         2 => Some(DetectPoint::Server),
         3 => Some(DetectPoint::Proxy),
-        other => return Err(format!("unknown detect point code {other}")),
+        code => return Err(ValueError::UnknownCode { what: "detect point code", code }),
     };
     entity.component_id = reader.i32()?;
     entity.layer = reader.string()?;
@@ -244,13 +243,13 @@ pub fn decode_entity(reader: &mut Reader<'_>) -> Result<Entity, String> {
             }
             Some(properties)
         }
-        other => return Err(format!("unknown properties marker {other}")),
+        code => return Err(ValueError::UnknownCode { what: "properties marker", code }),
     };
     for attr in entity.attrs.iter_mut() {
         *attr = match reader.u8()? {
             0 => None,
             1 => Some(reader.string()?),
-            other => return Err(format!("unknown attr marker {other}")),
+            code => return Err(ValueError::UnknownCode { what: "attr marker", code }),
         };
     }
     Ok(entity)

@@ -24,6 +24,7 @@ pub mod codec;
 pub mod config;
 pub mod keys;
 pub mod retention;
+pub mod series_store;
 mod write;
 
 use std::collections::BTreeMap;
@@ -37,8 +38,8 @@ use crate::store::series::{SeriesKv, SeriesOp, Visit};
 use crate::base::self_metrics::Telemetry;
 pub use config::Retention;
 
-/// The wall clock in epoch milliseconds; tests pass a fixed one.
-pub type NowMs = Arc<dyn Fn() -> i64 + Send + Sync>;
+pub use series_store::NowMs;
+use series_store::{lock, wall_clock_ms};
 
 /// Cells read per range-scan page.
 const SCAN_PAGE: usize = 4096;
@@ -62,7 +63,7 @@ impl MetricStore {
         let (start, end) = keys::index_range();
         let mut index = BTreeMap::new();
         for (key, value) in scan_all(kv.as_ref(), &start, &end)? {
-            let name = String::from_utf8(key[1..].to_vec()).map_err(|_| corrupt(&key, "metric name is not UTF-8".into()))?;
+            let name = String::from_utf8(key[1..].to_vec()).map_err(|_| corrupt(&key, "metric name is not UTF-8"))?;
             let info = codec::decode_info(&name, &value).map_err(|detail| corrupt(&key, detail))?;
             index.insert(name, info);
         }
@@ -204,7 +205,7 @@ fn read_cell(
     granularity: Granularity,
     found: &mut SeriesByKey,
 ) -> Result<(), MetricStoreError> {
-    let names = keys::entity_names(key, prefix_len).ok_or_else(|| corrupt(key, "cell key cut short".into()))?;
+    let names = keys::entity_names(key, prefix_len).ok_or_else(|| corrupt(key, "cell key cut short"))?;
     if !matches(filter, names) {
         return Ok(());
     }
@@ -290,23 +291,13 @@ fn matches(filter: &SeriesFilter, [service, instance, endpoint]: [&[u8]; 3]) -> 
     wanted(&filter.service, service) && wanted(&filter.instance, instance) && wanted(&filter.endpoint, endpoint)
 }
 
-fn corrupt(key: &[u8], detail: String) -> MetricStoreError {
-    MetricStoreError::Corrupt { key: printable(key), detail }
+fn corrupt(key: &[u8], detail: impl std::fmt::Display) -> MetricStoreError {
+    MetricStoreError::Corrupt { key: printable(key), detail: detail.to_string() }
 }
 
 /// A key for messages: printable bytes as they are, others escaped.
 fn printable(key: &[u8]) -> String {
     key.escape_ascii().to_string()
-}
-
-fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn read_lock<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

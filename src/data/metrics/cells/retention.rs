@@ -8,13 +8,12 @@
 //! [`METRICS_PER_UNIT`] metrics; a round over every metric runs every [`RETENTION_INTERVAL`].
 //! The write path refuses cells past the same cutoff, so expired data is never written back.
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use super::series_store::{self, Expiring, RetentionNames};
 use super::{MetricStore, keys, read_lock};
 use crate::data::metrics::{Granularity, MetricStoreError};
 use crate::store::series::SeriesOp;
-use crate::base::worker::{Worker, WorkerState};
 
 /// How often a retention round starts.
 pub const RETENTION_INTERVAL: Duration = Duration::from_secs(300);
@@ -64,52 +63,19 @@ impl MetricStore {
     }
 }
 
-/// Runs retention rounds: one page of metrics per unit, a round every `interval`.
-pub struct RetentionWorker {
-    store: Arc<MetricStore>,
-    interval: Duration,
-    /// Where the current round goes on; none: the next unit starts a round.
-    cursor: Option<String>,
-}
+/// Runs retention rounds: one page of metrics ([`METRICS_PER_UNIT`]) per unit, a round every
+/// `interval`.
+pub type RetentionWorker = series_store::RetentionWorker<MetricStore>;
 
-impl RetentionWorker {
-    pub fn new(store: Arc<MetricStore>, interval: Duration) -> RetentionWorker {
-        RetentionWorker { store, interval, cursor: None }
-    }
-}
+impl Expiring for MetricStore {
+    /// The last metric handled.
+    type Cursor = String;
+    type Error = MetricStoreError;
+    const NAMES: RetentionNames =
+        RetentionNames { worker: "metric-retention", what: "metric", deleted: "expired metric cells deleted" };
 
-#[async_trait::async_trait]
-impl Worker for RetentionWorker {
-    fn name(&self) -> &'static str {
-        "metric-retention"
-    }
-
-    async fn work(&mut self) -> WorkerState {
-        let store = self.store.clone();
-        let after = self.cursor.take();
-        let now_ms = (store.now_ms)();
-        let result = tokio::task::spawn_blocking(move || store.expire_page(now_ms, after.as_deref(), METRICS_PER_UNIT)).await;
-        match result {
-            Ok(Ok(page)) => {
-                if page.ranges_deleted > 0 {
-                    tracing::debug!(ranges = page.ranges_deleted, "expired metric cells deleted");
-                }
-                self.cursor = page.next;
-                if self.cursor.is_some() { WorkerState::Busy } else { WorkerState::Idle }
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "metric retention failed; retrying next round");
-                WorkerState::Idle
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "metric retention task failed");
-                WorkerState::Idle
-            }
-        }
-    }
-
-    async fn wait_for_work(&mut self) -> WorkerState {
-        tokio::time::sleep(self.interval).await;
-        WorkerState::Busy
+    fn expire_unit(&self, after: Option<String>) -> Result<(usize, Option<String>), MetricStoreError> {
+        let page = self.expire_page((self.now_ms)(), after.as_deref(), METRICS_PER_UNIT)?;
+        Ok((page.ranges_deleted, page.next))
     }
 }

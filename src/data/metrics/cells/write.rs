@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use super::cell::Cell;
+use super::series_store::ValueError;
 use super::{MetricStore, codec, corrupt, keys, lock, read_lock, write_lock};
 use crate::data::metrics::{Granularity, MetricInfo, MetricStoreError, MetricValue};
 use crate::store::kv::KvError;
@@ -140,7 +141,7 @@ impl MetricStore {
             Err(e) => return group.iter().map(|_| Err(MetricStoreError::Kv(copy_kv_error(&e)))).collect(),
         };
         let mut working: BTreeMap<&[u8], Cell> = BTreeMap::new();
-        let mut unreadable: BTreeMap<&[u8], String> = BTreeMap::new();
+        let mut unreadable: BTreeMap<&[u8], ValueError> = BTreeMap::new();
         for (key, value) in touched.iter().zip(stored) {
             if let Some(bytes) = value {
                 match codec::decode_cell(&bytes) {
@@ -230,7 +231,7 @@ impl MetricStore {
     }
 }
 
-fn check_cells(values: &[&Prepared], working: &BTreeMap<&[u8], Cell>, unreadable: &BTreeMap<&[u8], String>) -> Result<(), MetricStoreError> {
+fn check_cells(values: &[&Prepared], working: &BTreeMap<&[u8], Cell>, unreadable: &BTreeMap<&[u8], ValueError>) -> Result<(), MetricStoreError> {
     for value in values {
         for key in &value.cells {
             if let Some(detail) = unreadable.get(key.as_slice()) {
