@@ -48,6 +48,7 @@ const ROOM_RULES: &[(&str, Option<&str>, &[&str])] = &[
     ("control::agents", None, &["control::runtime", "control::scan", "control::workflow", "store"]),
     ("cluster::bus", None, &["cluster::gossip", "cluster::replication"]),
     ("cluster::gossip", None, &["cluster::replication"]),
+    ("data::series_store", None, &["data::metrics", "data::logs", "data::evaluation", "data::ingest", "data::export", "data::seam"]),
     ("data::seam", None, &["data::metrics", "data::logs", "data::evaluation", "data::ingest", "data::export"]),
     ("data::ingest", None, &["control", "data::evaluation", "data::metrics", "data::logs", "data::export", "store"]),
     ("data::evaluation", None, &["data::ingest", "data::export"]),

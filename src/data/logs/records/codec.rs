@@ -4,7 +4,7 @@
 //! version, cut short, with trailing bytes or unknown codes does not decode (the store reports it
 //! as `LogStoreError::Corrupt`, naming the key). Integers are big-endian, strings
 //! `u32`-length-prefixed UTF-8, read and written by the helpers both series stores share
-//! (`crate::data::metrics::cells::series_store`).
+//! (`crate::data::series_store`).
 //!
 //! - log: `version | service | instance | endpoint | layer | trace id | segment id |
 //!   span (0 | 1 i32) | content type (u8) | content | tags: n × (key value) |
@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use hotrule_lal_engine::{ContentType, LogRecord};
 
 use crate::data::logs::KeptLog;
-use crate::data::metrics::cells::series_store::{Reader, ValueError, put_len, put_str};
+use crate::data::series_store::{Reader, ValueError, put_len, put_str};
 
 pub const FORMAT_VERSION: u8 = 1;
 

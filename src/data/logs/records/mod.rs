@@ -32,8 +32,8 @@ use crate::data::logs::{KeptLog, LogFilter, LogReader, LogStoreError, LogWriter,
 use crate::store::series::SeriesKv;
 use crate::base::self_metrics::Telemetry;
 
-pub use crate::data::metrics::cells::series_store::NowMs;
-use crate::data::metrics::cells::series_store::{lock, wall_clock_ms};
+pub use crate::data::series_store::NowMs;
+use crate::data::series_store::{lock, wall_clock_ms};
 
 /// SkyWalking's record TTL (`recordDataTTL`, 3 days): how long logs are kept by default.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3 * 24 * 3600);

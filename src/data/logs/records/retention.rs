@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::{LogStore, keys};
 use crate::data::logs::LogStoreError;
-use crate::data::metrics::cells::series_store::{self, Expiring, RetentionNames};
+use crate::data::series_store::{self, Expiring, RetentionNames};
 use crate::store::series::{SeriesOp, Visit};
 
 /// How often a retention round runs.

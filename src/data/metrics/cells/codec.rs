@@ -3,7 +3,7 @@
 //! Every value starts with a format-version byte ([`FORMAT_VERSION`]); a value of another
 //! version, or one that is cut short or carries unknown codes, does not decode (the store reports
 //! it as `MetricStoreError::Corrupt`). Integers are big-endian, strings `u32`-length-prefixed,
-//! read and written by the helpers both series stores share ([`super::series_store`]).
+//! read and written by the helpers both series stores share ([`crate::data::series_store`]).
 //!
 //! - cell: `version | function | kind | payload` where kind 0 = single (`value count`), 1 =
 //!   labeled (`n × (key value count)`), 2 = histogram (`ranks: n × u32`, `n × (bound value count)`);
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use hotrule_mal_engine::{DataType, Downsampling, ScopeType};
 
 use super::cell::{Acc, Cell, Data};
-use super::series_store::{Reader, ValueError, put_len};
+use crate::data::series_store::{Reader, ValueError, put_len};
 use crate::data::metrics::MetricInfo;
 
 pub const FORMAT_VERSION: u8 = 1;

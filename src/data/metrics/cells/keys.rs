@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use hotrule_mal_engine::{DetectPoint, Entity, ScopeType};
 
 use super::codec::{scope_code, scope_from};
-use super::series_store::{Reader, ValueError, put_str};
+use crate::data::series_store::{Reader, ValueError, put_str};
 use crate::data::metrics::Granularity;
 
 pub const CELL_PREFIX: u8 = b'c';

@@ -24,7 +24,6 @@ pub mod codec;
 pub mod config;
 pub mod keys;
 pub mod retention;
-pub mod series_store;
 mod write;
 
 use std::collections::BTreeMap;
@@ -38,8 +37,8 @@ use crate::store::series::{SeriesKv, SeriesOp, Visit};
 use crate::base::self_metrics::Telemetry;
 pub use config::Retention;
 
-pub use series_store::NowMs;
-use series_store::{lock, wall_clock_ms};
+pub use crate::data::series_store::NowMs;
+use crate::data::series_store::{lock, wall_clock_ms};
 
 /// Cells read per range-scan page.
 const SCAN_PAGE: usize = 4096;

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use super::series_store::{self, Expiring, RetentionNames};
+use crate::data::series_store::{self, Expiring, RetentionNames};
 use super::{MetricStore, keys, read_lock};
 use crate::data::metrics::{Granularity, MetricStoreError};
 use crate::store::series::SeriesOp;

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use super::cell::Cell;
-use super::series_store::ValueError;
+use crate::data::series_store::ValueError;
 use super::{MetricStore, codec, corrupt, keys, lock, read_lock, write_lock};
 use crate::data::metrics::{Granularity, MetricInfo, MetricStoreError, MetricValue};
 use crate::store::kv::KvError;

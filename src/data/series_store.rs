@@ -1,5 +1,5 @@
-//! What both stores over the series key space share: the metric store (this module's parent)
-//! and the log store (`crate::data::logs::records`). Each keeps its own key layout, value
+//! What both stores over the series key space share: the metric store
+//! (`crate::data::metrics::cells`) and the log store (`crate::data::logs::records`). Each keeps its own key layout, value
 //! encodings and format-version constant; this holds the generic parts:
 //!
 //! - the value format: a format-version byte, then big-endian integers and `u32`-length-prefixed
