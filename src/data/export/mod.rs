@@ -28,6 +28,7 @@ mod pending;
 pub mod otlp_logs;
 mod post;
 mod queue;
+pub mod section;
 pub mod send;
 mod worker;
 

@@ -8,7 +8,7 @@ use axum::http::Uri;
 use serde::{Deserialize, Serialize};
 
 use crate::base::duration::DurationSetting;
-use crate::data::export::config::{CheckedSection, ExtraHeaders, Limits, RawRetry, RetrySettings, Section};
+use crate::data::export::section::{CheckedSection, ExtraHeaders, Limits, RawRetry, RetrySettings, Section};
 
 fn default_batch_size() -> usize {
     512

@@ -184,7 +184,7 @@ fn any_attr<'a>(attributes: &'a [KeyValue], key: &str) -> Option<&'a Any> {
 async fn every_field_arrives_as_skywalking_reads_it() {
     let (receiver, url, _stop) = start_receiver().await;
     let mut settings = OtlpLogsSettings::for_test(&url);
-    settings.headers = crate::data::export::config::ExtraHeaders(vec![(
+    settings.headers = crate::data::export::section::ExtraHeaders(vec![(
         HeaderName::from_static("x-scope-orgid"),
         HeaderValue::from_static("tenant-1"),
     )]);
