@@ -1,6 +1,6 @@
 //! hotrule's own metrics, served as Prometheus exposition on the admin port (`GET /metrics`).
 //!
-//! One [`Telemetry`] per node holds every family; modules get it through their constructors and
+//! One [`SelfMetrics`] per node holds every family; modules get it through their constructors and
 //! only increment. Gauges that mirror state held elsewhere (rules by state, agents connected) are
 //! refreshed by the `/metrics` handler just before it renders. Every name is listed in
 //! `docs/metrics.md`.
@@ -36,7 +36,7 @@ pub fn labels<const N: usize>(pairs: [(&str, &str); N]) -> LabelSet {
 }
 
 /// Every family hotrule exports.
-pub struct Telemetry {
+pub struct SelfMetrics {
     registry: Mutex<Registry>,
     /// Samples received, by `protocol` (counted once decoded, before dispatch).
     pub samples_received: CounterFamily,
@@ -89,14 +89,14 @@ pub struct Telemetry {
     pub export_log_queue_depth: GaugeFamily,
 }
 
-impl Default for Telemetry {
+impl Default for SelfMetrics {
     fn default() -> Self {
-        Telemetry::new()
+        SelfMetrics::new()
     }
 }
 
-impl Telemetry {
-    pub fn new() -> Telemetry {
+impl SelfMetrics {
+    pub fn new() -> SelfMetrics {
         let mut registry = Registry::with_prefix("hotrule");
         let counter = |registry: &mut Registry, name: &str, help: &str| {
             let family = CounterFamily::default();
@@ -114,7 +114,7 @@ impl Telemetry {
             family
         };
         let r = &mut registry;
-        Telemetry {
+        SelfMetrics {
             samples_received: counter(r, "samples_received", "Samples received, by protocol"),
             samples_rejected: counter(r, "samples_rejected", "Samples refused at a receiver, by protocol and reason"),
             samples_dropped: counter(r, "samples_dropped", "Samples not evaluated, by rule and reason"),
@@ -163,7 +163,7 @@ impl Telemetry {
     }
 }
 
-/// The content type of [`Telemetry::render`]'s output.
+/// The content type of [`SelfMetrics::render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 #[cfg(test)]
@@ -172,13 +172,13 @@ mod tests {
 
     #[test]
     fn counters_render_with_their_labels() {
-        let telemetry = Telemetry::new();
+        let telemetry = SelfMetrics::new();
         telemetry.samples_received.get_or_create(&labels([("protocol", "otlp")])).inc_by(3);
         telemetry.samples_dropped.get_or_create(&labels([("rule", "otel-rules/vm"), ("reason", "suspended")])).inc();
         let text = telemetry.render();
         assert!(text.contains("hotrule_samples_received_total{protocol=\"otlp\"} 3"), "{text}");
         assert!(text.contains("hotrule_samples_dropped_total{rule=\"otel-rules/vm\",reason=\"suspended\"} 1"), "{text}");
         assert!(text.trim_end().ends_with("# EOF"));
-        assert_eq!(Telemetry::counter_value(&telemetry.samples_received, &labels([("protocol", "otlp")])), 3);
+        assert_eq!(SelfMetrics::counter_value(&telemetry.samples_received, &labels([("protocol", "otlp")])), 3);
     }
 }

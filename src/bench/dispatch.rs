@@ -23,7 +23,7 @@ use crate::data::evaluation::{DispatchSettings, Dispatcher, MeasureRegistry};
 use crate::base::ids::{ContentHash, RuleKey};
 use crate::data::metrics::{MetricStoreError, MetricWriter};
 use crate::control::runtime::{LoaderKind, Runtime, loaded_rule};
-use crate::base::self_metrics::Telemetry;
+use crate::base::self_metrics::SelfMetrics;
 
 /// What one run measured.
 #[derive(Debug, Clone)]
@@ -102,7 +102,7 @@ pub async fn measure(rules_dir: &Path, settings: DispatchSettings, hosts: usize,
     runtime.install(&key, loaded_rule(compiled, ContentHash::of(&bytes), None, LoaderKind::Bundled), Default::default());
     let writer = Arc::new(CountingWriter::default());
     let dispatcher = Arc::new(
-        Dispatcher::new(settings.clone(), runtime, Arc::new(shapes), Arc::new(Telemetry::new()), vec![writer.clone()])
+        Dispatcher::new(settings.clone(), runtime, Arc::new(shapes), Arc::new(SelfMetrics::new()), vec![writer.clone()])
             .map_err(|e| e.to_string())?,
     );
     let scrape = recorded()?;

@@ -35,7 +35,7 @@ use crate::data::metrics::{Granularity, MetricReader, SeriesFilter, Value};
 use crate::node::testing::NodeBuilder;
 use crate::node::{NodeSettings, RunningNode};
 use crate::store::kv::{KvEngine, MemKv};
-use crate::base::self_metrics::{Telemetry, labels};
+use crate::base::self_metrics::{SelfMetrics, labels};
 
 /// The log-MAL metric whose values count the error lines.
 pub const ERROR_METRIC: &str = "meter_nginx_service_error_log_count";
@@ -361,12 +361,12 @@ async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str) -
         wall,
         cpu_seconds,
         kept: view.kept,
-        logs_stored: Telemetry::counter_value(&telemetry.logs_stored, &labels([("result", "stored")])),
+        logs_stored: SelfMetrics::counter_value(&telemetry.logs_stored, &labels([("result", "stored")])),
         logs_read_back,
         samples_out: view.samples_out,
         values_stored: LOG_MAL_METRICS
             .iter()
-            .map(|m| Telemetry::counter_value(&telemetry.values_stored, &labels([("metric", m)])))
+            .map(|m| SelfMetrics::counter_value(&telemetry.values_stored, &labels([("metric", m)])))
             .sum(),
         error_count_stored: error_count,
     };

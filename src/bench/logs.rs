@@ -21,7 +21,7 @@ use super::store::{engine, load_average, percentile, thread_cpu_time};
 use crate::data::logs::records::LogStore;
 use crate::data::logs::{KeptLog, LogFilter, LogOrder, LogReader, LogWriter};
 use crate::store::kv::{KvEngine, MemKv};
-use crate::base::self_metrics::Telemetry;
+use crate::base::self_metrics::SelfMetrics;
 
 /// What `bench logs` runs.
 #[derive(Debug, Clone)]
@@ -125,7 +125,7 @@ pub fn run(dir: &Path, bench: &LogsBench) -> Result<(), String> {
         engine(&path)?
     };
     let store = Arc::new(
-        LogStore::open(engine.logs(), crate::data::logs::records::DEFAULT_RETENTION, Arc::new(Telemetry::new())).map_err(|e| e.to_string())?,
+        LogStore::open(engine.logs(), crate::data::logs::records::DEFAULT_RETENTION, Arc::new(SelfMetrics::new())).map_err(|e| e.to_string())?,
     );
     let end_ms = crate::base::clock::now_ms() as i64;
     let start_ms = end_ms - HOUR_MS;

@@ -16,7 +16,7 @@ use crate::data::metrics::cells::keys::bucket_start_ms;
 use crate::data::metrics::cells::{MetricStore, Retention};
 use crate::data::metrics::{Granularity, MetricReader, MetricWriter, SeriesFilter};
 use crate::store::kv::KvEngine;
-use crate::base::self_metrics::Telemetry;
+use crate::base::self_metrics::SelfMetrics;
 
 /// What `bench store` runs.
 #[derive(Debug, Clone)]
@@ -174,7 +174,7 @@ pub fn run(dir: &Path, bench: &StoreBench) -> Result<(), String> {
     // The data is from 2026-01-01: retention long enough that nothing is refused.
     let long = Duration::from_secs(3650 * 86_400);
     let retention = Retention { minute: long, hour: long, day: long, logs: long };
-    let store = Arc::new(MetricStore::open(engine.series(), retention, Arc::new(Telemetry::new())).map_err(|e| e.to_string())?);
+    let store = Arc::new(MetricStore::open(engine.series(), retention, Arc::new(SelfMetrics::new())).map_err(|e| e.to_string())?);
     let entities: Vec<Entity> = (0..bench.entities).map(entity).collect();
     let per_call = bench.metrics * bench.entities;
     println!(

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 use crate::api::admin::AdminState;
 use crate::api::agents::{AgentRegistry, AgentService, StoreAgentState, StoreConfigSource};
 use crate::base::ids::NodeId;
-use crate::base::self_metrics::Telemetry;
+use crate::base::self_metrics::SelfMetrics;
 use crate::base::worker::WorkerHealth;
 use crate::cluster::replication::sync::CatchUp;
 use crate::config::{ConfigSources, ConfigState};
@@ -63,7 +63,7 @@ pub(super) struct AdminParts<'a> {
     pub(super) config: Arc<ConfigState>,
     pub(super) cluster: Option<&'a ClusterParts>,
     pub(super) workers: Arc<WorkerHealth>,
-    pub(super) telemetry: &'a Arc<Telemetry>,
+    pub(super) telemetry: &'a Arc<SelfMetrics>,
 }
 
 /// The admin API's state (not ready until boot has finished), with the query service over the

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::base::clock::RevisionClock;
 use crate::base::ids::NodeId;
-use crate::base::self_metrics::Telemetry;
+use crate::base::self_metrics::SelfMetrics;
 use crate::control::bundled::Bundled;
 use crate::control::runtime::Runtime;
 use crate::control::runtime::locks::FileLocks;
@@ -33,7 +33,7 @@ pub(super) fn build(
     settings: &NodeSettings,
     node_id: &NodeId,
     peers: Arc<dyn Peers>,
-    telemetry: &Arc<Telemetry>,
+    telemetry: &Arc<SelfMetrics>,
 ) -> Result<ControlPlane, NodeError> {
     let store = Arc::new(Store::open(kv)?);
     let bundled = Arc::new(load_bundled(settings)?);

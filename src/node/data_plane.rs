@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::base::self_metrics::Telemetry;
+use crate::base::self_metrics::SelfMetrics;
 use crate::base::worker::WorkerRunner;
 use crate::data::evaluation::{Dispatcher, NodeRegistry};
 use crate::data::export::otlp_logs::OtlpLogExporter;
@@ -35,7 +35,7 @@ pub(super) fn open_stores(
     kv: &Arc<dyn KvEngine>,
     settings: &NodeSettings,
     metric_reader: Option<Arc<dyn MetricReader>>,
-    telemetry: &Arc<Telemetry>,
+    telemetry: &Arc<SelfMetrics>,
     workers: &mut WorkerRunner,
 ) -> Result<DataStores, NodeError> {
     let metric_store = Arc::new(MetricStore::open(kv.series(), settings.retention, telemetry.clone())?);
@@ -75,7 +75,7 @@ pub(super) fn build(
     control: &ControlPlane,
     stores: &DataStores,
     sinks: Sinks,
-    telemetry: &Arc<Telemetry>,
+    telemetry: &Arc<SelfMetrics>,
 ) -> Result<DataPlane, NodeError> {
     let dispatcher = Arc::new(Dispatcher::new(
         settings.dispatch.clone(),

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::admin::AdminState;
-use crate::base::self_metrics::Telemetry;
+use crate::base::self_metrics::SelfMetrics;
 use crate::base::worker::{Worker, WorkerRunner};
 use crate::control::scan::{ScanReport, boot};
 use crate::data::metrics::cells::MetricStore;
@@ -72,7 +72,7 @@ pub struct RunningNode {
     /// `LogWriter`), `/query/logs` reads it.
     pub log_store: Arc<crate::data::logs::records::LogStore>,
     /// The node's own metrics (`/metrics`).
-    pub telemetry: Arc<Telemetry>,
+    pub telemetry: Arc<SelfMetrics>,
     /// The OTLP log exporter (`export.otlp_logs`), a [`crate::data::logs::LogWriter`] for kept logs;
     /// none when log export is off.
     pub log_exporter: Option<Arc<crate::data::export::otlp_logs::OtlpLogExporter>>,
@@ -103,7 +103,7 @@ impl RunningNode {
         wiring: Option<ClusterWiring>,
     ) -> Result<RunningNode, NodeError> {
         // The node's own metrics: one instance, handed to every component that counts.
-        let telemetry = Arc::new(Telemetry::new());
+        let telemetry = Arc::new(SelfMetrics::new());
         // 1. Listeners and identity.
         let bound = listeners::prepare(listeners, settings.agent_tls.as_ref())?;
         let node_id = resolve_node_id(settings.node_id.as_deref(), &wiring::admin_advertise(wiring.as_ref(), bound.admin_addr));

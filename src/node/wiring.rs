@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::admin::{self, AdminState};
 use crate::base::ids::NodeId;
 use crate::base::listen::ListenLimits;
-use crate::base::self_metrics::Telemetry;
+use crate::base::self_metrics::SelfMetrics;
 use crate::base::worker::{JobWorker, WorkerRunner};
 use crate::cluster::gossip::{Fact, Membership};
 use crate::cluster::replication::Cluster;
@@ -67,7 +67,7 @@ pub(super) struct ClusterParts {
 pub(super) async fn join_cluster(
     wiring: Option<ClusterWiring>,
     node_id: &NodeId,
-    telemetry: &Arc<Telemetry>,
+    telemetry: &Arc<SelfMetrics>,
 ) -> Result<Option<ClusterParts>, NodeError> {
     let Some(wiring) = wiring else { return Ok(None) };
     let mut bus_server = None;

@@ -66,7 +66,7 @@ pub struct AdminState {
     /// The list view's rendered rows, reused until the runtime or the store changes.
     pub list_cache: std::sync::Mutex<Option<reads::ListCache>>,
     /// The node's own metrics, served by `GET /metrics`.
-    pub telemetry: Arc<crate::base::self_metrics::Telemetry>,
+    pub telemetry: Arc<crate::base::self_metrics::SelfMetrics>,
     /// The data plane's dispatcher: receivers submit batches to it (`BatchSink`); the list
     /// shows its per-file evaluation state.
     pub dispatcher: Arc<crate::data::evaluation::Dispatcher>,

@@ -306,11 +306,11 @@ impl BusClient for HttpBusClient {
 /// twin are counted alike.
 pub struct CountedBusClient {
     inner: Arc<dyn BusClient>,
-    telemetry: Arc<crate::base::self_metrics::Telemetry>,
+    telemetry: Arc<crate::base::self_metrics::SelfMetrics>,
 }
 
 impl CountedBusClient {
-    pub fn new(inner: Arc<dyn BusClient>, telemetry: Arc<crate::base::self_metrics::Telemetry>) -> CountedBusClient {
+    pub fn new(inner: Arc<dyn BusClient>, telemetry: Arc<crate::base::self_metrics::SelfMetrics>) -> CountedBusClient {
         CountedBusClient { inner, telemetry }
     }
 }

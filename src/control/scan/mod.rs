@@ -37,7 +37,7 @@ use crate::control::runtime::locks::FileLocks;
 use crate::control::compile_pool::compile_off_thread;
 use crate::control::runtime::{LoaderKind, Origin, Runtime, loaded_rule};
 use crate::store::{Change, EntryStatus, RuleEntry, Store};
-use crate::base::self_metrics::{Telemetry, labels};
+use crate::base::self_metrics::{SelfMetrics, labels};
 use crate::base::worker::{Worker, WorkerState};
 use plan::{Action, LocalView, PlanInput};
 
@@ -122,7 +122,7 @@ pub struct Scanner {
     last_scan_ms: AtomicU64,
     storage_errors: AtomicU64,
     /// Where scan durations and results are counted (`scan_seconds`, `scan_results{result}`).
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
     /// This node, for the content a roll assigns it (`rolling::content_for`).
     node_id: crate::base::ids::NodeId,
 }
@@ -149,7 +149,7 @@ impl Scanner {
             scans: AtomicU64::new(0),
             last_scan_ms: AtomicU64::new(0),
             storage_errors: AtomicU64::new(0),
-            telemetry: Arc::new(Telemetry::new()),
+            telemetry: Arc::new(SelfMetrics::new()),
             node_id: crate::base::ids::NodeId(String::new()),
         }
     }
@@ -162,7 +162,7 @@ impl Scanner {
     }
 
     /// Counts scans in the node's telemetry instead of a private one.
-    pub fn with_telemetry(mut self, telemetry: Arc<Telemetry>) -> Scanner {
+    pub fn with_telemetry(mut self, telemetry: Arc<SelfMetrics>) -> Scanner {
         // Every result shows from the start, at 0, so a rate over it is defined.
         for result in SCAN_RESULTS {
             let _ = telemetry.scan_results.get_or_create(&labels([("result", result)]));

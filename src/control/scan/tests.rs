@@ -58,11 +58,11 @@ async fn tombstones_past_retention_are_purged_through_the_writer() {
 
 #[tokio::test]
 async fn every_scan_is_timed_and_counted_by_result() {
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let scanner = scanner_with(ScanSettings::default()).0.with_telemetry(telemetry.clone());
     scanner.run_once(true).await;
     scanner.run_once(false).await;
-    assert_eq!(Telemetry::counter_value(&telemetry.scan_results, &labels([("result", "ok")])), 2);
+    assert_eq!(SelfMetrics::counter_value(&telemetry.scan_results, &labels([("result", "ok")])), 2);
     let text = telemetry.render();
     assert!(text.contains("hotrule_scan_seconds_count 2"), "{text}");
 }

@@ -18,7 +18,7 @@ use crate::base::ids::{Catalog as RuleCatalog, ContentHash, RuleName};
 use crate::data::logs::{KeptLog, LogStoreError};
 use crate::data::metrics::MetricStoreError;
 use crate::control::runtime::{LoaderKind, loaded_rule};
-use crate::base::self_metrics::{Telemetry, labels};
+use crate::base::self_metrics::{SelfMetrics, labels};
 
 const WAIT: Duration = Duration::from_secs(10);
 const T0: i64 = 1_795_598_820_000;
@@ -139,7 +139,7 @@ impl LogWriter for Logs {
 struct Fixture {
     runtime: Arc<Runtime>,
     registry: Arc<MapRegistry>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
     metrics: Arc<Metrics>,
     logs: Arc<Logs>,
     dispatcher: Dispatcher,
@@ -148,7 +148,7 @@ struct Fixture {
 fn fixture(settings: DispatchSettings) -> Fixture {
     let runtime = Arc::new(Runtime::new());
     let registry = Arc::new(MapRegistry::default());
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let metrics = Arc::new(Metrics::default());
     let logs = Arc::new(Logs::default());
     let dispatcher =
@@ -168,7 +168,7 @@ impl Fixture {
     }
 
     fn by_rule(&self, rule: &str, outcome: &str) -> u64 {
-        Telemetry::counter_value(&self.telemetry.logs_by_rule, &labels([("rule", rule), ("outcome", outcome)]))
+        SelfMetrics::counter_value(&self.telemetry.logs_by_rule, &labels([("rule", rule), ("outcome", outcome)]))
     }
 
     fn view(&self, key: &RuleKey) -> LogEvaluationView {
@@ -329,7 +329,7 @@ fn a_full_log_queue_refuses_whole_submissions_and_leaves_the_count_to_the_receiv
     assert_eq!(refused, Err(SubmitError::QueueFull { retry_after: RETRY_AFTER }));
     // The receiver counts the refusal once (`ingest`'s tests); the queue does not count it again.
     let full = labels([("protocol", "otlp"), ("reason", "queue_full")]);
-    assert_eq!(Telemetry::counter_value(&f.telemetry.logs_rejected, &full), 0);
+    assert_eq!(SelfMetrics::counter_value(&f.telemetry.logs_rejected, &full), 0);
     f.logs.release();
     f.idle();
     assert_eq!(f.logs.logs().len(), 3, "the accepted batches were all evaluated");
@@ -355,7 +355,7 @@ fn runtime_errors_are_counted_per_file_and_kept_as_the_last_error() {
     assert!(view.last_error.contains("GENERAL:bad") && view.last_error.contains("yesterday"), "{}", view.last_error);
     assert!(view.last_error_time.is_some());
     assert_eq!(f.by_rule("lal/failing", "failed"), 1);
-    assert_eq!(Telemetry::counter_value(&f.telemetry.evaluation_errors, &labels([("rule", "lal/failing")])), 1);
+    assert_eq!(SelfMetrics::counter_value(&f.telemetry.evaluation_errors, &labels([("rule", "lal/failing")])), 1);
     assert_eq!(f.view(&healthy).kept, 2, "the other file is unaffected");
     assert_eq!(f.view(&healthy).errors, 0);
 }

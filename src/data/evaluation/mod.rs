@@ -39,7 +39,7 @@ use crate::data::logs::LogWriter;
 use crate::base::ids::{self, ContentHash, RuleKey};
 use crate::data::metrics::MetricWriter;
 use crate::control::runtime::{Origin, Runtime, SuspendResult};
-use crate::base::self_metrics::{Telemetry, labels};
+use crate::base::self_metrics::{SelfMetrics, labels};
 use evaluate::Slot;
 use queue::{BatchQueue, PushRefused};
 
@@ -131,7 +131,7 @@ pub(crate) struct Shared {
     queue: BatchQueue,
     runtime: Arc<Runtime>,
     registry: Arc<dyn MeasureRegistry>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
     writers: RwLock<Vec<Arc<dyn MetricWriter>>>,
     probe: RwLock<Option<Arc<dyn EvaluationProbe>>>,
     slots: Mutex<Slots>,
@@ -269,7 +269,7 @@ impl Dispatcher {
         settings: DispatchSettings,
         runtime: Arc<Runtime>,
         registry: Arc<dyn MeasureRegistry>,
-        telemetry: Arc<Telemetry>,
+        telemetry: Arc<SelfMetrics>,
         writers: Vec<Arc<dyn MetricWriter>>,
     ) -> Result<Dispatcher, DispatchError> {
         runtime.set_drain_timeout(settings.drain_timeout);
@@ -314,7 +314,7 @@ impl Dispatcher {
     }
 
     /// The node's own metrics this dispatcher counts into.
-    pub fn telemetry(&self) -> &Arc<Telemetry> {
+    pub fn telemetry(&self) -> &Arc<SelfMetrics> {
         &self.shared.telemetry
     }
 

@@ -14,7 +14,7 @@ use crate::data::seam::Protocol;
 use crate::base::ids::{Catalog as RuleCatalog, ContentHash, RuleName};
 use crate::data::metrics::MetricStoreError;
 use crate::control::runtime::{LoaderKind, loaded_rule};
-use crate::base::self_metrics::{Telemetry, labels};
+use crate::base::self_metrics::{SelfMetrics, labels};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -127,7 +127,7 @@ impl EvaluationProbe for Versions {
 struct Fixture {
     runtime: Arc<Runtime>,
     registry: Arc<MapRegistry>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
     twin: Arc<Twin>,
     dispatcher: Dispatcher,
 }
@@ -135,7 +135,7 @@ struct Fixture {
 fn fixture(settings: DispatchSettings) -> Fixture {
     let runtime = Arc::new(Runtime::new());
     let registry = Arc::new(MapRegistry::default());
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let twin = Arc::new(Twin::default());
     let dispatcher =
         Dispatcher::new(settings, runtime.clone(), registry.clone(), telemetry.clone(), vec![twin.clone()]).expect("threads");
@@ -183,7 +183,7 @@ fn a_suspended_file_drops_its_samples_and_counts_them() {
     idle(&f);
     assert!(f.twin.values().is_empty(), "nothing evaluated while suspended");
     let dropped = labels([("rule", "otel-rules/vm"), ("reason", "suspended")]);
-    assert_eq!(Telemetry::counter_value(&f.telemetry.samples_dropped, &dropped), 3);
+    assert_eq!(SelfMetrics::counter_value(&f.telemetry.samples_dropped, &dropped), 3);
     assert_eq!(f.dispatcher.evaluation(&vm).samples_dropped, 3);
     f.runtime.resume(&vm, Origin::Peer);
     f.dispatcher.submit(vec![batch(&["a"], 1.0)]).expect("accepted");
@@ -200,14 +200,14 @@ fn an_unregistered_or_reshaped_measure_is_rejected_and_counted() {
     idle(&f);
     assert!(f.twin.values().is_empty());
     let unregistered = labels([("reason", "unregistered_measure")]);
-    assert_eq!(Telemetry::counter_value(&f.telemetry.values_rejected, &unregistered), 2);
+    assert_eq!(SelfMetrics::counter_value(&f.telemetry.values_rejected, &unregistered), 2);
     // Registered with another shape (sum instead of avg): still rejected.
     let other = V1.replace(".service(", ".downsampling(SUM).service(");
     f.registry.register(&other);
     f.dispatcher.submit(vec![batch(&["a"], 1.0)]).expect("accepted");
     idle(&f);
     assert!(f.twin.values().is_empty());
-    assert_eq!(Telemetry::counter_value(&f.telemetry.values_rejected, &unregistered), 3);
+    assert_eq!(SelfMetrics::counter_value(&f.telemetry.values_rejected, &unregistered), 3);
     assert_eq!(f.dispatcher.evaluation(&vm).values_rejected, 3);
 }
 
@@ -222,7 +222,7 @@ fn a_disabled_metric_is_rejected() {
     f.dispatcher.submit(vec![batch(&["a"], 1.0)]).expect("accepted");
     idle(&f);
     assert!(f.twin.values().is_empty());
-    assert_eq!(Telemetry::counter_value(&f.telemetry.values_rejected, &labels([("reason", "unregistered_measure")])), 1);
+    assert_eq!(SelfMetrics::counter_value(&f.telemetry.values_rejected, &labels([("reason", "unregistered_measure")])), 1);
 }
 
 #[test]
@@ -234,7 +234,7 @@ fn a_writer_error_is_counted_not_raised() {
     f.twin.fail.store(true, std::sync::atomic::Ordering::SeqCst);
     f.dispatcher.submit(vec![batch(&["a", "b"], 1.0)]).expect("accepted");
     idle(&f);
-    assert_eq!(Telemetry::counter_value(&f.telemetry.values_rejected, &labels([("reason", "storage_error")])), 2);
+    assert_eq!(SelfMetrics::counter_value(&f.telemetry.values_rejected, &labels([("reason", "storage_error")])), 2);
     let stats = f.dispatcher.evaluation(&vm);
     assert_eq!((stats.values_out, stats.values_rejected), (0, 2));
 }
@@ -254,7 +254,7 @@ fn a_full_queue_refuses_whole_submissions_and_leaves_the_count_to_the_receiver()
     assert_eq!(refused, Err(SubmitError::QueueFull { retry_after: RETRY_AFTER }));
     // The receiver counts the refusal once (`ingest`'s tests); the queue does not count it again.
     let full = labels([("protocol", "remote_write"), ("reason", "queue_full")]);
-    assert_eq!(Telemetry::counter_value(&f.telemetry.samples_rejected, &full), 0);
+    assert_eq!(SelfMetrics::counter_value(&f.telemetry.samples_rejected, &full), 0);
     f.twin.release();
     idle(&f);
     assert_eq!(f.twin.values().len(), 3, "the accepted batches were all evaluated");

@@ -38,7 +38,7 @@ mod tests;
 use std::sync::{Arc, Mutex};
 
 use crate::data::metrics::{MetricInfo, MetricReader, MetricStoreError, MetricValue, MetricWriter};
-use crate::base::self_metrics::{Telemetry, labels};
+use crate::base::self_metrics::{SelfMetrics, labels};
 pub use config::{RawExport, RemoteWriteSettings};
 pub use delivery::FINAL_FLUSH_BOUND;
 pub use worker::ExportWorker;
@@ -59,7 +59,7 @@ pub enum ExportError {
 /// What the writer half and the worker share.
 struct Shared {
     pending: Mutex<pending::Pending>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
 }
 
 impl Shared {
@@ -113,7 +113,7 @@ impl MetricWriter for Exporter {
 pub fn build(
     settings: RemoteWriteSettings,
     reader: Arc<dyn MetricReader>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
 ) -> Result<(Arc<Exporter>, ExportWorker), ExportError> {
     // The export families show from the start, at 0.
     let _ = telemetry.export_samples_sent.get_or_create(&Vec::new());
@@ -135,7 +135,7 @@ pub fn wire(
     settings: Option<RemoteWriteSettings>,
     store: Arc<dyn MetricWriter>,
     reader: Arc<dyn MetricReader>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
     runner: &mut crate::base::worker::WorkerRunner,
 ) -> Result<Arc<dyn MetricWriter>, ExportError> {
     let Some(settings) = settings else { return Ok(store) };

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::prompb::WriteRequest;
 use super::*;
 use crate::data::metrics::{Entity, Granularity, MetricInfo, Point, Series, SeriesFilter, Value};
-use crate::base::self_metrics::{LabelSet, Telemetry, labels};
+use crate::base::self_metrics::{LabelSet, SelfMetrics, labels};
 use crate::base::worker::WorkerRunner;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -174,13 +174,13 @@ async fn start_receiver() -> (Arc<Receiver>, String, CancellationToken) {
 struct Harness {
     writer: StoreThenExport,
     store: Arc<MemStore>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
     runner: WorkerRunner,
 }
 
 fn start_exporter(settings: RemoteWriteSettings) -> Harness {
     let store = Arc::new(MemStore::default());
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let (exporter, worker) = build(settings, store.clone(), telemetry.clone()).expect("builds");
     let mut runner = WorkerRunner::new(CancellationToken::new());
     runner.spawn(worker);
@@ -193,11 +193,11 @@ impl Harness {
     }
 
     fn dropped(&self, reason: &str) -> u64 {
-        Telemetry::counter_value(&self.telemetry.export_batches_dropped, &labels([("reason", reason)]))
+        SelfMetrics::counter_value(&self.telemetry.export_batches_dropped, &labels([("reason", reason)]))
     }
 
     fn sent(&self) -> u64 {
-        Telemetry::counter_value(&self.telemetry.export_samples_sent, &LabelSet::new())
+        SelfMetrics::counter_value(&self.telemetry.export_samples_sent, &LabelSet::new())
     }
 
     fn queue_depth(&self) -> i64 {
@@ -376,7 +376,7 @@ async fn a_dead_receiver_and_a_small_queue_stay_bounded_and_count_every_drop() {
     // Five new series at once: two fit in the pending set (batch_size × queue_batches).
     let values: Vec<MetricValue> = (0..5).map(|i| value("m", service(&format!("s{i}")), i)).collect();
     harness.write(&values);
-    let refused = Telemetry::counter_value(&harness.telemetry.export_series_dropped, &labels([("reason", "pending_full")]));
+    let refused = SelfMetrics::counter_value(&harness.telemetry.export_series_dropped, &labels([("reason", "pending_full")]));
     assert_eq!(refused, 3, "series over the pending bound are counted");
 
     let mut round = 0;
@@ -417,7 +417,7 @@ async fn shutdown_flushes_what_is_pending() {
     harness.stop().await;
     assert_eq!(receiver.holding("m", "a").len(), 1);
     assert_eq!(receiver.holding("m", "b").len(), 1);
-    assert_eq!(Telemetry::counter_value(&telemetry.export_samples_sent, &LabelSet::new()), 2);
+    assert_eq!(SelfMetrics::counter_value(&telemetry.export_samples_sent, &LabelSet::new()), 2);
 }
 
 #[tokio::test]
@@ -437,13 +437,13 @@ async fn shutdown_against_a_dead_receiver_is_bounded_and_counts_what_is_left() {
     let started = Instant::now();
     harness.stop().await;
     assert!(started.elapsed() < FINAL_FLUSH_BOUND + Duration::from_secs(2), "took {:?}", started.elapsed());
-    assert_eq!(Telemetry::counter_value(&telemetry.export_batches_dropped, &labels([("reason", "shutdown")])), 1);
+    assert_eq!(SelfMetrics::counter_value(&telemetry.export_batches_dropped, &labels([("reason", "shutdown")])), 1);
 }
 
 #[tokio::test]
 async fn wire_adds_export_only_when_configured() {
     let (receiver, url, _stop) = start_receiver().await;
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let mut runner = WorkerRunner::new(CancellationToken::new());
     let store = Arc::new(MemStore::default());
     let plain = wire(None, store.clone(), store.clone(), telemetry.clone(), &mut runner).expect("wires");
@@ -451,7 +451,7 @@ async fn wire_adds_export_only_when_configured() {
     let exporting = wire(Some(RemoteWriteSettings::for_test(&url)), store.clone(), store.clone(), telemetry.clone(), &mut runner).expect("wires");
     exporting.write(&[value("m", service("exported"), 2)]).expect("writes");
     assert_eq!(store.values.lock().expect("store").len(), 2, "both reach storage");
-    let sent = || Telemetry::counter_value(&telemetry.export_samples_sent, &LabelSet::new());
+    let sent = || SelfMetrics::counter_value(&telemetry.export_samples_sent, &LabelSet::new());
     wait_until("the exported value arrives", || sent() == 1).await;
     runner.shutdown(Duration::from_secs(10)).await;
     assert_eq!(receiver.holding("m", "exported").len(), 1);

@@ -46,7 +46,7 @@ pub mod scrape;
 
 use std::sync::Arc;
 
-use crate::base::self_metrics::{CounterFamily, Telemetry, labels};
+use crate::base::self_metrics::{CounterFamily, SelfMetrics, labels};
 use crate::data::seam::{Batch, BatchSink, LogSink, Protocol, SubmitError};
 
 pub use config::{BodyLimits, IngestConfig, RawIngest, ScrapeJob};
@@ -120,14 +120,14 @@ pub trait RefusalReason: Copy + std::fmt::Debug + Send + 'static {
     fn as_str(self) -> &'static str;
     fn protocol_str(protocol: Self::Protocol) -> &'static str;
     /// Items received, by protocol (`samples_received`, `logs_received`).
-    fn received(telemetry: &Telemetry) -> &CounterFamily;
+    fn received(telemetry: &SelfMetrics) -> &CounterFamily;
     /// Items refused, by protocol and reason (`samples_rejected`, `logs_rejected`).
-    fn rejected(telemetry: &Telemetry) -> &CounterFamily;
+    fn rejected(telemetry: &SelfMetrics) -> &CounterFamily;
 }
 
 /// Implements [`RefusalReason`] for a plane's reason enum, whose common variants (`Decode`,
 /// `TooLarge`, `UnsupportedMediaType`, `QueueFull`, `Stopped`) share their names: `$decoder` names
-/// its decoders in logs, `$received` and `$rejected` are its counters in [`Telemetry`].
+/// its decoders in logs, `$received` and `$rejected` are its counters in [`SelfMetrics`].
 macro_rules! refusal_reason {
     ($reason:ident, $protocol:ty, $decoder:literal, $received:ident, $rejected:ident) => {
         impl $crate::data::ingest::RefusalReason for $reason {
@@ -147,11 +147,11 @@ macro_rules! refusal_reason {
                 protocol.as_str()
             }
 
-            fn received(telemetry: &$crate::base::self_metrics::Telemetry) -> &$crate::base::self_metrics::CounterFamily {
+            fn received(telemetry: &$crate::base::self_metrics::SelfMetrics) -> &$crate::base::self_metrics::CounterFamily {
                 &telemetry.$received
             }
 
-            fn rejected(telemetry: &$crate::base::self_metrics::Telemetry) -> &$crate::base::self_metrics::CounterFamily {
+            fn rejected(telemetry: &$crate::base::self_metrics::SelfMetrics) -> &$crate::base::self_metrics::CounterFamily {
                 &telemetry.$rejected
             }
         }
@@ -164,7 +164,7 @@ refusal_reason!(Reason, Protocol, "ingest", samples_received, samples_rejected);
 /// What every receiver shares: where batches go, the counters, the limits.
 pub struct Ingest {
     sink: Arc<dyn BatchSink>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
     limits: BodyLimits,
     /// Where logs go; none: the log routes answer 503 `logs_unavailable`.
     log_sink: Option<Arc<dyn LogSink>>,
@@ -173,7 +173,7 @@ pub struct Ingest {
 }
 
 impl Ingest {
-    pub fn new(sink: Arc<dyn BatchSink>, telemetry: Arc<Telemetry>, limits: BodyLimits) -> Arc<Ingest> {
+    pub fn new(sink: Arc<dyn BatchSink>, telemetry: Arc<SelfMetrics>, limits: BodyLimits) -> Arc<Ingest> {
         Ingest::with_logs(sink, None, telemetry, limits)
     }
 
@@ -181,7 +181,7 @@ impl Ingest {
     pub fn with_logs(
         sink: Arc<dyn BatchSink>,
         log_sink: Option<Arc<dyn LogSink>>,
-        telemetry: Arc<Telemetry>,
+        telemetry: Arc<SelfMetrics>,
         limits: BodyLimits,
     ) -> Arc<Ingest> {
         Arc::new(Ingest { sink, telemetry, limits, log_sink, waiting_for_room: std::sync::atomic::AtomicUsize::new(0) })
@@ -191,7 +191,7 @@ impl Ingest {
         self.limits
     }
 
-    pub fn telemetry(&self) -> &Arc<Telemetry> {
+    pub fn telemetry(&self) -> &Arc<SelfMetrics> {
         &self.telemetry
     }
 

@@ -200,14 +200,14 @@ async fn mem_clients_honour_a_shared_drop_switch() {
 #[tokio::test]
 async fn the_counted_client_counts_calls_and_errors_by_message() {
     let (network, _handlers) = mem_cluster(&["a", "b"]);
-    let telemetry = Arc::new(crate::base::self_metrics::Telemetry::new());
+    let telemetry = Arc::new(crate::base::self_metrics::SelfMetrics::new());
     let client = CountedBusClient::new(Arc::new(network.client(node("a"))), telemetry.clone());
     assert!(client.call(&node("b"), "", digest(), CALL_TIMEOUT).await.is_ok());
     assert!(client.call(&node("b"), "", digest(), CALL_TIMEOUT).await.is_ok());
     assert!(client.call(&node("nobody"), "", digest(), CALL_TIMEOUT).await.is_err());
     assert!(client.call(&node("nobody"), "", suspend(), CALL_TIMEOUT).await.is_err());
     let count = |family: &crate::base::self_metrics::CounterFamily, message: &str| {
-        crate::base::self_metrics::Telemetry::counter_value(family, &crate::base::self_metrics::labels([("message", message)]))
+        crate::base::self_metrics::SelfMetrics::counter_value(family, &crate::base::self_metrics::labels([("message", message)]))
     };
     assert_eq!(count(&telemetry.bus_calls, "digest"), 3);
     assert_eq!(count(&telemetry.bus_errors, "digest"), 1);

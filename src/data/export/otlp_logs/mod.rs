@@ -29,7 +29,7 @@ mod tests;
 use std::sync::{Arc, Mutex};
 
 use crate::data::logs::{KeptLog, LogStoreError, LogWriter};
-use crate::base::self_metrics::{LabelSet, Telemetry, labels};
+use crate::base::self_metrics::{LabelSet, SelfMetrics, labels};
 pub use config::{OtlpLogsSettings, RawOtlpLogs};
 pub use worker::{DROP_REASONS, OtlpLogWorker};
 
@@ -38,7 +38,7 @@ struct Shared {
     buffer: Mutex<buffer::Buffer>,
     /// Raised when a batch is cut or the first log of a batch arrives.
     wake: tokio::sync::Notify,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
 }
 
 impl Shared {
@@ -93,7 +93,7 @@ impl LogWriter for OtlpLogExporter {
 /// the node's runner.
 pub fn build(
     settings: OtlpLogsSettings,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
 ) -> Result<(Arc<OtlpLogExporter>, OtlpLogWorker), crate::data::export::ExportError> {
     // The families show from the start, at 0.
     let _ = telemetry.export_logs_sent.get_or_create(&LabelSet::new());
@@ -116,7 +116,7 @@ pub fn build(
 /// on `runner`, stopping with the node after a last flush); none otherwise.
 pub fn wire(
     settings: Option<OtlpLogsSettings>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
     runner: &mut crate::base::worker::WorkerRunner,
 ) -> Result<Option<Arc<OtlpLogExporter>>, crate::data::export::ExportError> {
     let Some(settings) = settings else { return Ok(None) };

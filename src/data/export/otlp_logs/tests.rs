@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::data::export::FINAL_FLUSH_BOUND;
-use crate::base::self_metrics::{LabelSet, Telemetry, labels};
+use crate::base::self_metrics::{LabelSet, SelfMetrics, labels};
 use crate::base::worker::WorkerRunner;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -123,12 +123,12 @@ fn log(service: &str, body: &str) -> KeptLog {
 
 struct Harness {
     exporter: Arc<OtlpLogExporter>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
     runner: WorkerRunner,
 }
 
 fn start_exporter(settings: OtlpLogsSettings) -> Harness {
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let (exporter, worker) = build(settings, telemetry.clone()).expect("builds");
     let mut runner = WorkerRunner::new(CancellationToken::new());
     runner.spawn(worker);
@@ -141,18 +141,18 @@ impl Harness {
     }
 
     fn dropped(&self, reason: &str) -> u64 {
-        Telemetry::counter_value(&self.telemetry.export_log_batches_dropped, &labels([("reason", reason)]))
+        SelfMetrics::counter_value(&self.telemetry.export_log_batches_dropped, &labels([("reason", reason)]))
     }
 
     fn sent(&self) -> u64 {
-        Telemetry::counter_value(&self.telemetry.export_logs_sent, &LabelSet::new())
+        SelfMetrics::counter_value(&self.telemetry.export_logs_sent, &LabelSet::new())
     }
 
     fn depth(&self) -> i64 {
         self.telemetry.export_log_queue_depth.get_or_create(&LabelSet::new()).get()
     }
 
-    async fn stop(self) -> Arc<Telemetry> {
+    async fn stop(self) -> Arc<SelfMetrics> {
         let report = self.runner.shutdown(Duration::from_secs(10)).await;
         assert!(report.aborted.is_empty(), "the exporter stops within its bound");
         self.telemetry
@@ -360,7 +360,7 @@ async fn a_full_queue_drops_its_oldest_batches_and_counts_them() {
     assert_eq!(harness.sent(), 0);
     let telemetry = harness.stop().await;
     assert_eq!(
-        Telemetry::counter_value(&telemetry.export_log_batches_dropped, &labels([("reason", "shutdown")])),
+        SelfMetrics::counter_value(&telemetry.export_log_batches_dropped, &labels([("reason", "shutdown")])),
         3,
         "what the dead receiver never took is counted at shutdown"
     );
@@ -379,10 +379,10 @@ async fn shutdown_flushes_the_filling_batch_and_counts_later_writes() {
     let telemetry = harness.stop().await;
     assert_eq!(receiver.holding("one").len(), 1);
     assert_eq!(receiver.holding("two").len(), 1);
-    assert_eq!(Telemetry::counter_value(&telemetry.export_logs_sent, &LabelSet::new()), 2);
+    assert_eq!(SelfMetrics::counter_value(&telemetry.export_logs_sent, &LabelSet::new()), 2);
     // Dispatch may still write after the worker stopped: counted, never silently kept.
     exporter.write(&[log("a", "late")]).expect("never fails");
-    assert_eq!(Telemetry::counter_value(&telemetry.export_log_batches_dropped, &labels([("reason", "shutdown")])), 1);
+    assert_eq!(SelfMetrics::counter_value(&telemetry.export_log_batches_dropped, &labels([("reason", "shutdown")])), 1);
 }
 
 #[tokio::test]
@@ -399,23 +399,23 @@ async fn shutdown_against_a_dead_receiver_is_bounded_and_counts_what_is_left() {
     let telemetry = harness.stop().await;
     assert!(started.elapsed() < FINAL_FLUSH_BOUND + Duration::from_secs(2), "took {:?}", started.elapsed());
     assert_eq!(
-        Telemetry::counter_value(&telemetry.export_log_batches_dropped, &labels([("reason", "shutdown")])),
+        SelfMetrics::counter_value(&telemetry.export_log_batches_dropped, &labels([("reason", "shutdown")])),
         2,
         "the full batch and the filling one"
     );
-    assert_eq!(Telemetry::counter_value(&telemetry.export_logs_sent, &LabelSet::new()), 0);
+    assert_eq!(SelfMetrics::counter_value(&telemetry.export_logs_sent, &LabelSet::new()), 0);
 }
 
 #[tokio::test]
 async fn wire_builds_the_exporter_only_when_configured() {
     let (receiver, url, _stop) = start_receiver().await;
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let mut runner = WorkerRunner::new(CancellationToken::new());
     assert!(wire(None, telemetry.clone(), &mut runner).expect("wires").is_none());
     let exporter = wire(Some(OtlpLogsSettings::for_test(&url)), telemetry.clone(), &mut runner).expect("wires").expect("configured");
     let writer: Arc<dyn LogWriter> = exporter;
     writer.write(&[log("a", "through the trait")]).expect("writes");
-    let sent = || Telemetry::counter_value(&telemetry.export_logs_sent, &LabelSet::new());
+    let sent = || SelfMetrics::counter_value(&telemetry.export_logs_sent, &LabelSet::new());
     wait_until("the log arrives", || sent() == 1).await;
     runner.shutdown(Duration::from_secs(10)).await;
     assert_eq!(receiver.holding("through the trait").len(), 1);

@@ -18,18 +18,18 @@ use crate::data::seam::{Protocol, SubmitError};
 use crate::data::ingest::answer::RpcStatus;
 use crate::data::ingest::remote_write::STALE_NAN_BITS;
 use crate::data::ingest::{BodyLimits, Ingest, RecordingSink, router};
-use crate::base::self_metrics::{Telemetry, labels};
+use crate::base::self_metrics::{SelfMetrics, labels};
 
 struct Server {
     addr: std::net::SocketAddr,
     sink: Arc<RecordingSink>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
 }
 
 impl Server {
     async fn start(limits: BodyLimits) -> Server {
         let sink = Arc::new(RecordingSink::new());
-        let telemetry = Arc::new(Telemetry::new());
+        let telemetry = Arc::new(SelfMetrics::new());
         let ingest = Ingest::new(sink.clone(), telemetry.clone(), limits);
         Server { addr: serve(ingest).await, sink, telemetry }
     }
@@ -39,11 +39,11 @@ impl Server {
     }
 
     fn rejected(&self, protocol: Protocol, reason: &str) -> u64 {
-        Telemetry::counter_value(&self.telemetry.samples_rejected, &labels([("protocol", protocol.as_str()), ("reason", reason)]))
+        SelfMetrics::counter_value(&self.telemetry.samples_rejected, &labels([("protocol", protocol.as_str()), ("reason", reason)]))
     }
 
     fn received(&self, protocol: Protocol) -> u64 {
-        Telemetry::counter_value(&self.telemetry.samples_received, &labels([("protocol", protocol.as_str())]))
+        SelfMetrics::counter_value(&self.telemetry.samples_received, &labels([("protocol", protocol.as_str())]))
     }
 }
 

@@ -16,13 +16,13 @@ use crate::data::seam::{LogProtocol, LogSink, SubmitError};
 use crate::data::ingest::answer::RpcStatus;
 use crate::data::ingest::logs_http::LOGS_UNAVAILABLE;
 use crate::data::ingest::{BodyLimits, Ingest, RecordingLogSink, RecordingSink, native_logs, otlp_logs, otlp_logs_json};
-use crate::base::self_metrics::{Telemetry, labels};
+use crate::base::self_metrics::{SelfMetrics, labels};
 use hotrule_lal_engine::Body;
 
 struct Server {
     addr: std::net::SocketAddr,
     sink: Arc<RecordingLogSink>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
 }
 
 impl Server {
@@ -32,7 +32,7 @@ impl Server {
 
     async fn start_with(limits: BodyLimits, with_log_sink: bool) -> Server {
         let sink = Arc::new(RecordingLogSink::new());
-        let telemetry = Arc::new(Telemetry::new());
+        let telemetry = Arc::new(SelfMetrics::new());
         let log_sink = with_log_sink.then(|| sink.clone() as Arc<dyn LogSink>);
         let ingest = Ingest::with_logs(Arc::new(RecordingSink::new()), log_sink, telemetry.clone(), limits);
         Server { addr: serve(ingest).await, sink, telemetry }
@@ -43,11 +43,11 @@ impl Server {
     }
 
     fn rejected(&self, protocol: LogProtocol, reason: &str) -> u64 {
-        Telemetry::counter_value(&self.telemetry.logs_rejected, &labels([("protocol", protocol.as_str()), ("reason", reason)]))
+        SelfMetrics::counter_value(&self.telemetry.logs_rejected, &labels([("protocol", protocol.as_str()), ("reason", reason)]))
     }
 
     fn received(&self, protocol: LogProtocol) -> u64 {
-        Telemetry::counter_value(&self.telemetry.logs_received, &labels([("protocol", protocol.as_str())]))
+        SelfMetrics::counter_value(&self.telemetry.logs_received, &labels([("protocol", protocol.as_str())]))
     }
 }
 
@@ -313,6 +313,6 @@ async fn a_node_serves_the_log_receivers_on_its_data_listener() {
     let (status, _, body) = post(node.data_addr.expect("data listener"), "/v3/logs", &[JSON], NATIVE_REQUEST.into()).await;
     assert_eq!(status, StatusCode::OK, "{}", text(&body));
     let received = labels([("protocol", "skywalking")]);
-    assert!(Telemetry::counter_value(&node.telemetry.logs_received, &received) > 0, "received through the dispatcher");
+    assert!(SelfMetrics::counter_value(&node.telemetry.logs_received, &received) > 0, "received through the dispatcher");
     node.shutdown().await;
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::data::seam::{LogProtocol, LogSink};
 use super::http::serve;
 use crate::data::ingest::{BodyLimits, Ingest, RecordingLogSink, RecordingSink};
-use crate::base::self_metrics::Telemetry;
+use crate::base::self_metrics::SelfMetrics;
 use hotrule_lal_engine::Body;
 
 const MODULES: &str = "import opentelemetry.sdk._logs, opentelemetry.exporter.otlp.proto.http._log_exporter";
@@ -42,7 +42,7 @@ async fn the_python_otlp_log_exporter_is_taken_and_mapped() {
     };
     let sink = Arc::new(RecordingLogSink::new());
     let limits = BodyLimits { max_body_bytes: 1 << 20, max_decompressed_bytes: 1 << 22 };
-    let ingest = Ingest::with_logs(Arc::new(RecordingSink::new()), Some(sink.clone() as Arc<dyn LogSink>), Arc::new(Telemetry::new()), limits);
+    let ingest = Ingest::with_logs(Arc::new(RecordingSink::new()), Some(sink.clone() as Arc<dyn LogSink>), Arc::new(SelfMetrics::new()), limits);
     let addr = serve(ingest).await;
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster-tests/fixtures/otlp_logs_send.py");

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::data::seam::{Protocol, SubmitError};
 use crate::data::ingest::{BodyLimits, Ingest, RecordingSink, ScrapeJob, ScrapeWorker};
-use crate::base::self_metrics::{Telemetry, labels};
+use crate::base::self_metrics::{SelfMetrics, labels};
 use crate::base::worker::WorkerRunner;
 
 const FIXTURE: &str = "\
@@ -71,8 +71,8 @@ fn job(name: &str, addr: std::net::SocketAddr, path: &str, interval_ms: u64, tim
     }
 }
 
-fn scrapes(telemetry: &Telemetry, job: &str, result: &str) -> u64 {
-    Telemetry::counter_value(&telemetry.scrapes, &labels([("job", job), ("result", result)]))
+fn scrapes(telemetry: &SelfMetrics, job: &str, result: &str) -> u64 {
+    SelfMetrics::counter_value(&telemetry.scrapes, &labels([("job", job), ("result", result)]))
 }
 
 /// Waits (bounded) until `condition` holds, checking every 20 ms.
@@ -88,7 +88,7 @@ async fn wait_until(within: Duration, what: &str, condition: impl Fn() -> bool) 
 async fn a_scrape_submits_one_converted_batch_with_the_target_labels() {
     let (addr, _) = target().await;
     let sink = Arc::new(RecordingSink::new());
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let ingest = Ingest::new(sink.clone(), telemetry.clone(), BodyLimits::default());
     let mut runner = WorkerRunner::new(CancellationToken::new());
     runner.spawn(ScrapeWorker::new(ingest, &[job("vm-monitoring", addr, "/metrics", 60_000, 2_000)]));
@@ -105,7 +105,7 @@ async fn a_scrape_submits_one_converted_batch_with_the_target_labels() {
     assert_eq!(super::by_label(&batch.samples, "http_seconds", "le"), vec![("0.5".into(), 2.0), ("Infinity".into(), 3.0)]);
     assert!(batch.samples.iter().all(|s| s.timestamp_ms == batch.received_ms), "unstamped samples get the scrape time");
     assert_eq!(scrapes(&telemetry, "vm-monitoring", "ok"), 1);
-    assert_eq!(Telemetry::counter_value(&telemetry.samples_received, &labels([("protocol", "scrape")])), batch.samples.len() as u64);
+    assert_eq!(SelfMetrics::counter_value(&telemetry.samples_received, &labels([("protocol", "scrape")])), batch.samples.len() as u64);
     runner.shutdown(Duration::from_secs(5)).await;
 }
 
@@ -113,7 +113,7 @@ async fn a_scrape_submits_one_converted_batch_with_the_target_labels() {
 async fn a_slow_target_times_out_and_is_never_scraped_twice_at_once() {
     let (addr, arrivals) = target().await;
     let sink = Arc::new(RecordingSink::new());
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let ingest = Ingest::new(sink.clone(), telemetry.clone(), BodyLimits::default());
     let mut runner = WorkerRunner::new(CancellationToken::new());
     let timeout = Duration::from_millis(150);
@@ -135,7 +135,7 @@ async fn a_full_queue_skips_the_intervals_its_retry_after_covers() {
     let (addr, arrivals) = target().await;
     let sink = Arc::new(RecordingSink::new());
     sink.refuse_next(SubmitError::QueueFull { retry_after: Duration::from_millis(700) });
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let ingest = Ingest::new(sink.clone(), telemetry.clone(), BodyLimits::default());
     let mut runner = WorkerRunner::new(CancellationToken::new());
     runner.spawn(ScrapeWorker::new(ingest, &[job("busy", addr, "/metrics", 100, 100)]));
@@ -143,7 +143,7 @@ async fn a_full_queue_skips_the_intervals_its_retry_after_covers() {
     runner.shutdown(Duration::from_secs(5)).await;
     assert_eq!(scrapes(&telemetry, "busy", "queue_full"), 1);
     assert!(scrapes(&telemetry, "busy", "ok") >= 1);
-    assert!(Telemetry::counter_value(&telemetry.samples_rejected, &labels([("protocol", "scrape"), ("reason", "queue_full")])) > 0);
+    assert!(SelfMetrics::counter_value(&telemetry.samples_rejected, &labels([("protocol", "scrape"), ("reason", "queue_full")])) > 0);
     let times = arrivals.fast.lock().expect("lock").clone();
     // Without the backoff the second scrape would come 100 ms after the first; 700 ms of
     // retry-after skip seven intervals (the next is 800 ms after the first).
@@ -159,7 +159,7 @@ async fn an_unreachable_target_counts_errors() {
         listener.local_addr().expect("addr")
     };
     let sink = Arc::new(RecordingSink::new());
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let ingest = Ingest::new(sink.clone(), telemetry.clone(), BodyLimits::default());
     let mut runner = WorkerRunner::new(CancellationToken::new());
     runner.spawn(ScrapeWorker::new(ingest, &[job("down", addr, "/metrics", 100, 100)]));

@@ -30,7 +30,7 @@ use std::time::Duration;
 pub use crate::data::logs::MAX_LIMIT;
 use crate::data::logs::{KeptLog, LogFilter, LogReader, LogStoreError, LogWriter, StoredLog};
 use crate::store::series::SeriesKv;
-use crate::base::self_metrics::Telemetry;
+use crate::base::self_metrics::SelfMetrics;
 
 pub use crate::data::series_store::NowMs;
 use crate::data::series_store::{lock, wall_clock_ms};
@@ -42,7 +42,7 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3 * 24 * 3600);
 pub struct LogStore {
     kv: Arc<dyn SeriesKv>,
     retention: Duration,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
     now_ms: NowMs,
     /// Encoded logs waiting for the writer.
     queue: Mutex<Vec<write::Pending>>,
@@ -52,7 +52,7 @@ pub struct LogStore {
 
 impl LogStore {
     /// Opens the store on `kv`, reading where the sequence goes on.
-    pub fn open(kv: Arc<dyn SeriesKv>, retention: Duration, telemetry: Arc<Telemetry>) -> Result<LogStore, LogStoreError> {
+    pub fn open(kv: Arc<dyn SeriesKv>, retention: Duration, telemetry: Arc<SelfMetrics>) -> Result<LogStore, LogStoreError> {
         let next_sequence = match kv.get_many(&[keys::SEQUENCE_KEY.to_vec()])?.pop().flatten() {
             Some(value) => codec::decode_sequence(&value).map_err(|detail| corrupt(keys::SEQUENCE_KEY, detail))?,
             None => 0,

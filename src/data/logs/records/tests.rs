@@ -39,7 +39,7 @@ fn log(service: &str, timestamp_ms: i64, content: &str) -> KeptLog {
 }
 
 fn open(kv: &Arc<MemSeriesKv>) -> LogStore {
-    LogStore::open(kv.clone(), DEFAULT_RETENTION, Arc::new(Telemetry::new())).expect("open").with_clock(Arc::new(|| NOW))
+    LogStore::open(kv.clone(), DEFAULT_RETENTION, Arc::new(SelfMetrics::new())).expect("open").with_clock(Arc::new(|| NOW))
 }
 
 fn store() -> (Arc<MemSeriesKv>, LogStore) {
@@ -188,7 +188,7 @@ fn the_limit_is_capped() {
 #[test]
 fn retention_deletes_expired_logs_and_the_write_path_refuses_them() {
     let kv = Arc::new(MemSeriesKv::new());
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let retention = Duration::from_secs(3600);
     let store = LogStore::open(kv.clone(), retention, telemetry.clone()).expect("open");
     let now = Arc::new(std::sync::atomic::AtomicI64::new(NOW));
@@ -320,7 +320,7 @@ fn corrupt_values_are_reported_not_panicking() {
     assert_eq!(contents(&store.query(&filter(NOW - HOUR, NOW - 10, 10, LogOrder::NewestFirst)).expect("read")), ["fine"]);
 
     kv.put_raw(keys::SEQUENCE_KEY.to_vec(), vec![1, 2]);
-    assert!(matches!(LogStore::open(kv.clone(), DEFAULT_RETENTION, Arc::new(Telemetry::new())), Err(LogStoreError::Corrupt { .. })));
+    assert!(matches!(LogStore::open(kv.clone(), DEFAULT_RETENTION, Arc::new(SelfMetrics::new())), Err(LogStoreError::Corrupt { .. })));
 }
 
 #[test]
@@ -370,7 +370,7 @@ fn service_reads_through_the_index_match_a_filtered_scan() {
 #[test]
 fn retention_deletes_index_keys_with_their_logs() {
     let kv = Arc::new(MemSeriesKv::new());
-    let store = LogStore::open(kv.clone(), Duration::from_secs(3600), Arc::new(Telemetry::new())).expect("open").with_clock(Arc::new(|| NOW));
+    let store = LogStore::open(kv.clone(), Duration::from_secs(3600), Arc::new(SelfMetrics::new())).expect("open").with_clock(Arc::new(|| NOW));
     store.write(&[log("a", NOW - HOUR / 2, "a-old"), log("b", NOW - HOUR / 2, "b-old"), log("b", NOW, "b-new")]).expect("write");
     assert!(store.expire(NOW + HOUR / 2 + 1).expect("expire"));
     let index_keys: Vec<Vec<u8>> = kv.dump().into_iter().map(|(k, _)| k).filter(|k| k[0] == keys::INDEX_PREFIX).collect();

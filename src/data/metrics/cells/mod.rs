@@ -34,7 +34,7 @@ use crate::data::metrics::{
 };
 use crate::store::kv::{KvError, KvPairs};
 use crate::store::series::{SeriesKv, SeriesOp, Visit};
-use crate::base::self_metrics::Telemetry;
+use crate::base::self_metrics::SelfMetrics;
 pub use config::Retention;
 
 pub use crate::data::series_store::NowMs;
@@ -47,7 +47,7 @@ const SCAN_PAGE: usize = 4096;
 pub struct MetricStore {
     kv: Arc<dyn SeriesKv>,
     retention: Retention,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
     now_ms: NowMs,
     index: RwLock<BTreeMap<String, MetricInfo>>,
     /// Prepared writes waiting for the writer.
@@ -58,7 +58,7 @@ pub struct MetricStore {
 
 impl MetricStore {
     /// Opens the store on `kv` and loads the metric index.
-    pub fn open(kv: Arc<dyn SeriesKv>, retention: Retention, telemetry: Arc<Telemetry>) -> Result<MetricStore, MetricStoreError> {
+    pub fn open(kv: Arc<dyn SeriesKv>, retention: Retention, telemetry: Arc<SelfMetrics>) -> Result<MetricStore, MetricStoreError> {
         let (start, end) = keys::index_range();
         let mut index = BTreeMap::new();
         for (key, value) in scan_all(kv.as_ref(), &start, &end)? {

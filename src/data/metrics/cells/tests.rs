@@ -24,7 +24,7 @@ fn minute(hh: i64, mm: i64) -> i64 {
 struct Fixture {
     kv: Arc<MemSeriesKv>,
     now: Arc<AtomicI64>,
-    telemetry: Arc<Telemetry>,
+    telemetry: Arc<SelfMetrics>,
     store: MetricStore,
 }
 
@@ -34,12 +34,12 @@ fn fixture() -> Fixture {
 
 fn fixture_with(kv: Arc<MemSeriesKv>, retention: Retention) -> Fixture {
     let now = Arc::new(AtomicI64::new(at(14, 0)));
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let store = open(&kv, retention, &telemetry, &now);
     Fixture { kv, now, telemetry, store }
 }
 
-fn open(kv: &Arc<MemSeriesKv>, retention: Retention, telemetry: &Arc<Telemetry>, now: &Arc<AtomicI64>) -> MetricStore {
+fn open(kv: &Arc<MemSeriesKv>, retention: Retention, telemetry: &Arc<SelfMetrics>, now: &Arc<AtomicI64>) -> MetricStore {
     let clock = now.clone();
     MetricStore::open(kv.clone(), retention, telemetry.clone())
         .expect("open")
@@ -93,7 +93,7 @@ fn singles(store: &MetricStore, metric: &str, granularity: Granularity) -> Vec<(
 }
 
 fn counter(family: &crate::base::self_metrics::CounterFamily, name: &str, value: &str) -> u64 {
-    Telemetry::counter_value(family, &labels([(name, value)]))
+    SelfMetrics::counter_value(family, &labels([(name, value)]))
 }
 
 #[test]
@@ -312,7 +312,7 @@ fn a_reopened_store_keeps_acknowledged_values_and_the_index() {
 fn the_engine_hands_out_one_series_space_per_database() {
     use crate::store::kv::{KvEngine, MemKv};
     let kv = MemKv::new();
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let first = MetricStore::open(kv.series(), Retention::default(), telemetry.clone()).expect("open");
     let now = at(14, 0);
     let first = first.with_clock(Arc::new(move || now));
@@ -408,7 +408,7 @@ fn on_rocksdb_a_reopened_database_keeps_values_index_and_rule_entries_apart() {
     use crate::store::kv::{KvEngine, KvOp, RocksEngine};
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("db");
-    let telemetry = Arc::new(Telemetry::new());
+    let telemetry = Arc::new(SelfMetrics::new());
     let now = at(14, 0);
     let svc = service("svc");
     {
