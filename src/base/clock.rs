@@ -14,6 +14,12 @@ pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
+/// The wall clock in unix ms as the data plane reads it (sample and log times are `i64`):
+/// 0 before the epoch, saturating far after it.
+pub fn wall_clock_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 pub struct RevisionClock {
     node: NodeId,
     last: Mutex<(u64, u32)>,

@@ -8,7 +8,8 @@
 //!   a panic or a huge allocation;
 //! - the retention worker ([`RetentionWorker`]): one bounded unit of expiry off the async
 //!   threads, then a wait for the interval;
-//! - the wall clock and poison-tolerant locking.
+//! - the clock type the stores read (`NowMs`, `base::clock::wall_clock_ms` in production) and
+//!   poison-tolerant locking.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -133,12 +134,6 @@ pub fn put_str(out: &mut Vec<u8>, text: &str) {
 /// The wall clock in epoch milliseconds; tests pass a fixed one.
 pub type NowMs = Arc<dyn Fn() -> i64 + Send + Sync>;
 
-/// The wall clock, epoch milliseconds (0 before the epoch).
-pub fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
 
 /// Locks `mutex`, taking over a poisoned one (its data stays consistent: writers never panic
 /// half-way through an update).

@@ -22,10 +22,11 @@ use axum::routing::post;
 use opentelemetry_proto::tonic::collector::metrics::v1::{ExportMetricsPartialSuccess, ExportMetricsServiceResponse};
 use prost::Message;
 
+use crate::base::clock::wall_clock_ms;
 use super::answer::{self, OtlpFormat, RawBody, answer_otlp, exported, media_type, refused_message, retry_after_secs};
 use super::body::{self, Encoding};
 use super::exposition::{self, TargetLabels};
-use super::{Ingest, Reason, now_ms, otlp, otlp_metrics_json, remote_write};
+use super::{Ingest, Reason, otlp, otlp_metrics_json, remote_write};
 use crate::data::seam::{Protocol, SubmitError};
 
 /// The receivers' routes (no fallback: they are merged with the agent routes).
@@ -90,7 +91,7 @@ async fn otlp_metrics(State(ingest): State<Arc<Ingest>>, request: Request) -> Re
 async fn otlp_outcome(ingest: &Ingest, format: OtlpFormat, request: Request) -> Result<Response, Refusal> {
     let raw = RawBody::read(ingest, request).await.map_err(Refusal::body)?;
     refuse_if_busy(ingest).await?;
-    let received_ms = now_ms();
+    let received_ms = wall_clock_ms();
     let mapped = Refusal::off_async(move || {
         let bytes = raw.decoded().map_err(Refusal::body)?;
         let request = match format {
@@ -145,7 +146,7 @@ async fn remote_write_outcome(ingest: &Ingest, request: Request) -> Result<(), R
     let limits = ingest.limits();
     let raw = body::read(&parts.headers, body, limits.max_body_bytes).await.map_err(Refusal::body)?;
     refuse_if_busy(ingest).await?;
-    let received_ms = now_ms();
+    let received_ms = wall_clock_ms();
     let reads = ingest.reads(crate::data::seam::Catalog::Otel);
     let mapped = Refusal::off_async(move || remote_write::decode_reading(&raw, limits.max_decompressed_bytes, received_ms, reads.as_deref()))
         .await?
@@ -206,7 +207,7 @@ async fn push_outcome(ingest: &Ingest, query: Result<PushQuery, String>, request
     let raw = RawBody::read(ingest, request).await.map_err(Refusal::body)?;
     refuse_if_busy(ingest).await?;
     let target = TargetLabels::new(&job, query.instance.as_deref().filter(|i| !i.is_empty()), &Default::default());
-    let received_ms = now_ms();
+    let received_ms = wall_clock_ms();
     let batch = Refusal::off_async(move || {
         let text = raw.decoded().map_err(Refusal::body)?;
         exposition::to_batch(&text, &target, Protocol::Push, received_ms)

@@ -24,8 +24,9 @@ use axum::response::{IntoResponse, Response};
 use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsPartialSuccess, ExportLogsServiceResponse};
 use prost::Message;
 
+use crate::base::clock::wall_clock_ms;
 use super::answer::{self, OtlpFormat, RawBody, answer_otlp, exported, media_type, refused_message};
-use super::{Ingest, native_logs, now_ms, otlp_logs, otlp_logs_json};
+use super::{Ingest, native_logs, otlp_logs, otlp_logs_json};
 use crate::data::seam::{LogBatch, LogProtocol, LogSink, SubmitError};
 
 /// Why logs (or a whole request) were refused: the `reason` label of `logs_rejected`.
@@ -112,7 +113,7 @@ pub(super) async fn otlp_logs(State(ingest): State<Arc<Ingest>>, request: Reques
 async fn otlp_outcome(ingest: &Ingest, format: OtlpFormat, request: Request) -> Result<Response, LogRefusal> {
     let sink = ingest.log_sink.clone().ok_or_else(unavailable)?;
     let bytes = read_body(ingest, request).await?;
-    let received_ms = now_ms();
+    let received_ms = wall_clock_ms();
     let mapped = LogRefusal::off_async(move || {
         let request = match format {
             OtlpFormat::Protobuf => otlp_logs::decode_protobuf(&bytes),
@@ -151,7 +152,7 @@ async fn native_outcome(ingest: &Ingest, request: Request) -> Result<(), LogRefu
     }
     let sink = ingest.log_sink.clone().ok_or_else(unavailable)?;
     let bytes = read_body(ingest, request).await?;
-    let received_ms = now_ms();
+    let received_ms = wall_clock_ms();
     let batch = LogRefusal::off_async(move || native_logs::decode(&bytes, received_ms))
         .await?
         .map_err(|e| LogRefusal::request(StatusCode::BAD_REQUEST, LogReason::Decode, e.to_string()))?;

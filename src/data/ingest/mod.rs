@@ -256,12 +256,6 @@ impl Ingest {
     }
 }
 
-/// Wall-clock epoch milliseconds.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
 
 #[cfg(test)]
 mod tests;

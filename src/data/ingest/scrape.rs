@@ -24,10 +24,11 @@ use hyper_util::rt::TokioExecutor;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::base::clock::wall_clock_ms;
 use super::body::{self, Encoding};
 use super::config::ScrapeJob;
 use super::exposition::{self, ExpositionRefused, TargetLabels};
-use super::{Ingest, now_ms};
+use super::Ingest;
 use crate::data::seam::{Batch, Protocol, SubmitError};
 use crate::base::self_metrics::labels;
 use crate::base::worker::{Worker, WorkerState};
@@ -233,7 +234,7 @@ pub async fn scrape(
     limit: usize,
     labels: TargetLabels,
 ) -> Result<Option<Batch>, ScrapeError> {
-    let started_ms = now_ms();
+    let started_ms = wall_clock_ms();
     let fetch = async {
         let request = Request::get(url)
             .header(header::ACCEPT, "text/plain;version=0.0.4;q=1,*/*;q=0.1")

@@ -33,7 +33,8 @@ use crate::store::series::SeriesKv;
 use crate::base::self_metrics::SelfMetrics;
 
 pub use crate::data::series_store::NowMs;
-use crate::data::series_store::{lock, wall_clock_ms};
+use crate::base::clock::wall_clock_ms;
+use crate::data::series_store::lock;
 
 /// SkyWalking's record TTL (`recordDataTTL`, 3 days): how long logs are kept by default.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3 * 24 * 3600);

@@ -38,7 +38,8 @@ use crate::base::self_metrics::SelfMetrics;
 pub use config::Retention;
 
 pub use crate::data::series_store::NowMs;
-use crate::data::series_store::{lock, wall_clock_ms};
+use crate::base::clock::wall_clock_ms;
+use crate::data::series_store::lock;
 
 /// Cells read per range-scan page.
 const SCAN_PAGE: usize = 4096;

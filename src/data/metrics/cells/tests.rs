@@ -447,7 +447,7 @@ async fn a_node_serves_its_metric_store_and_keeps_it_across_a_restart() {
     use crate::store::kv::MemKv;
     let kv = Arc::new(MemKv::new());
     // A value one minute old: within every default retention.
-    let bucket = hotrule_mal_engine::minute_bucket(super::wall_clock_ms() - 60_000);
+    let bucket = hotrule_mal_engine::minute_bucket(crate::base::clock::wall_clock_ms() - 60_000);
     let written = value("node_m", &service("svc"), bucket, Value::Single(3), Downsampling::Sum);
     let start = |kv: Arc<MemKv>| async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -460,7 +460,7 @@ async fn a_node_serves_its_metric_store_and_keeps_it_across_a_restart() {
 
     let node = start(kv).await;
     let reader = node.metric_reader();
-    let now = super::wall_clock_ms();
+    let now = crate::base::clock::wall_clock_ms();
     let series = reader.read(&filter("node_m"), Granularity::Minute, now - 3_600_000, now).expect("read");
     assert_eq!(series.len(), 1);
     assert_eq!(series[0].points.iter().map(|p| (p.bucket, p.value.clone())).collect::<Vec<_>>(), vec![(bucket, Value::Single(3))]);
