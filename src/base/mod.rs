@@ -4,6 +4,7 @@
 pub mod clock;
 pub mod duration;
 pub mod ids;
+pub mod owner;
 pub mod listen;
 pub mod self_metrics;
 pub mod tls;

@@ -207,3 +207,12 @@ fn bus_handler(
         metrics,
     })
 }
+
+/// The live set the data plane divides work by: gossip's in a cluster, this node alone
+/// otherwise.
+pub(super) fn live_nodes(cluster: Option<&ClusterParts>, node_id: &NodeId) -> Arc<dyn crate::base::owner::LiveNodes> {
+    match cluster {
+        Some(parts) => parts.cluster.clone(),
+        None => Arc::new(crate::base::owner::Alone(node_id.clone())),
+    }
+}

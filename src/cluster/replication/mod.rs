@@ -182,3 +182,11 @@ pub fn version_of(summary: &EntrySummary) -> crate::control::rules::merge::Versi
         content_hash: summary.content_hash.clone(),
     }
 }
+
+/// The live set gossip shows now: who owns entities and scrape targets (`base::owner`).
+impl crate::base::owner::LiveNodes for Cluster {
+    fn live(&self) -> crate::base::owner::LiveSet {
+        let view = self.view();
+        crate::base::owner::LiveSet::new(view.self_id.clone(), view.live_ids())
+    }
+}
