@@ -76,15 +76,28 @@ impl TestNode {
     }
 
     /// A node of an in-process cluster on the gossip and bus twins, on a fresh in-memory store,
-    /// its admin listener on port 0 (also what it advertises). `node`'s settings (or the settings
-    /// of a [`NodeBuilder`]) should have `membership`'s id as `node_id`.
+    /// its admin listener on port 0 (also what it advertises) and a data listener (receivers) on
+    /// port 0. `node`'s settings (or the settings of a [`NodeBuilder`]) should have
+    /// `membership`'s id as `node_id`.
     pub async fn clustered_in_memory(
         node: impl Into<NodeBuilder>,
         membership: hotrule::cluster::gossip::MembershipSettings,
         gossip: &hotrule::cluster::gossip::GossipNetwork,
         bus: &hotrule::cluster::bus::MemNetwork,
     ) -> TestNode {
+        TestNode::clustered_in_memory_on(node, membership, gossip, bus, Arc::new(MemKv::new())).await
+    }
+
+    /// The same on `kv` (a restart: the store of a node that was shut down).
+    pub async fn clustered_in_memory_on(
+        node: impl Into<NodeBuilder>,
+        membership: hotrule::cluster::gossip::MembershipSettings,
+        gossip: &hotrule::cluster::gossip::GossipNetwork,
+        bus: &hotrule::cluster::bus::MemNetwork,
+        kv: Arc<dyn KvEngine>,
+    ) -> TestNode {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let admin = listener.local_addr().expect("addr").to_string();
         let wiring = hotrule::node::ClusterWiring {
             membership,
@@ -98,8 +111,8 @@ impl TestNode {
         };
         let builder = node.into();
         let token = builder.settings().admin_token.clone();
-        let kv: Arc<dyn KvEngine> = Arc::new(MemKv::new());
-        let node = builder.start_clustered(kv.clone(), listener, wiring).await.expect("node starts");
+        let listeners = hotrule::node::Listeners { admin: listener, data: Some(data) };
+        let node = builder.start_with_listeners(kv.clone(), listeners, Some(wiring)).await.expect("node starts");
         let client = AdminClient::new(&admin, token).expect("client");
         TestNode { node, client, kv }
     }

@@ -42,6 +42,7 @@ pub fn day_of_values(entities: usize) -> Vec<MetricValue> {
                 rule: "bench".into(),
                 entity: entity(i),
                 time_bucket,
+                timestamp_ms: DAY_START_MS + minute * 60_000,
                 value: Value::Single(minute % 100 + i as i64),
                 data_type: DataType::Single,
                 downsampling: Downsampling::Avg,

@@ -64,6 +64,7 @@ fn batch(bench: &StoreBench, entities: &[Entity], minute: usize, prefix: &str) -
                 rule: "bench".to_string(),
                 entity: entity.clone(),
                 time_bucket: bucket,
+                timestamp_ms: minute as i64 * 60_000,
                 value: Value::Single(((minute * 31 + e * 7 + m) % 1000) as i64),
                 data_type: DataType::Single,
                 downsampling: Downsampling::Avg,

@@ -56,6 +56,16 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A reader after the format-version byte of `bytes`, which must be in `oldest..=newest`,
+    /// and the version found (a store migrates older values as it decodes them).
+    pub fn versions(bytes: &'a [u8], oldest: u8, newest: u8) -> Result<(Reader<'a>, u8), ValueError> {
+        let mut reader = Reader::new(bytes);
+        match reader.u8()? {
+            found if (oldest..=newest).contains(&found) => Ok((reader, found)),
+            found => Err(ValueError::Version { found, reads: newest }),
+        }
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], ValueError> {
         if self.bytes.len() < n {
             return Err(ValueError::CutShort { wanted: n, left: self.bytes.len() });

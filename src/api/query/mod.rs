@@ -10,9 +10,10 @@
 //! - `/query/logs` ([`logs_api`]): the kept logs of the node's log store, filtered and paged.
 //!
 //! Reads go to the node's [`MetricReader`] (off the async threads) and, for a cluster-wide read,
-//! to every live peer over the bus (`QueryMetrics` / `ListMetrics`) with a per-node deadline. A
+//! to every live peer over the bus (`QueryPartials` / `ListMetrics`) with a per-node deadline. A
 //! peer that does not answer in time is named in the answer (`partial` / `warnings`), never
-//! waited for. Several nodes' series merge by each metric's downsampling function ([`merge`]).
+//! waited for. Several nodes' cells merge exactly, by each metric's downsampling function,
+//! before they are finalized (`data::metrics::partial`).
 //! The pure parts (parsing, matching, evaluation, merging) have no IO.
 
 pub mod json_api;
@@ -20,7 +21,6 @@ mod lexer;
 pub mod logs_api;
 pub mod matcher;
 pub mod memory;
-pub mod merge;
 pub mod prom_api;
 pub mod prom_eval;
 pub mod promql;
@@ -31,9 +31,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::bus::messages::{BusRequest, BusResponse};
-use crate::cluster::bus::query::MetricQuery;
+use crate::cluster::bus::query::{MetricQuery, PartialSeriesWire};
 use crate::base::ids::NodeId;
-use crate::data::metrics::{Granularity, MetricInfo, MetricReader, MetricStoreError, Series, SeriesFilter};
+use crate::data::metrics::partial::merge_partials;
+use crate::data::metrics::{Granularity, MetricInfo, MetricReader, MetricStoreError, PartialSeries, Series, SeriesFilter};
 use crate::cluster::replication::Cluster;
 
 /// How queries behave; defaults from named functions.
@@ -160,12 +161,15 @@ impl QueryService {
         Ok(gathered)
     }
 
-    /// The series of `filter` in `[start_ms, end_ms]` at `granularity`, merged across nodes.
+    /// The series of `filter` in `[start_ms, end_ms]` at `granularity`, merged across nodes:
+    /// every node's stored partial state (cells, unfinalized) merged cell by cell with the
+    /// metric's function, then finalized once, so the value is the one a single node would have
+    /// computed from all the samples (`data::metrics::partial`).
     pub async fn read(&self, filter: &SeriesFilter, granularity: Granularity, start_ms: i64, end_ms: i64, reach: Reach) -> Result<Gathered, QueryError> {
         let local_filter = filter.clone();
         let (local_metrics, local_series) = self
             .blocking(move |reader| {
-                let series = reader.read(&local_filter, granularity, start_ms, end_ms)?;
+                let series = reader.read_partials(&local_filter, granularity, start_ms, end_ms)?;
                 Ok((reader.metrics()?, series))
             })
             .await?;
@@ -176,21 +180,25 @@ impl QueryService {
         let mut per_node = vec![local_series];
         if reach.cluster {
             let query = MetricQuery::new(filter, granularity, start_ms, end_ms);
-            for (node, answer) in self.ask_peers(BusRequest::QueryMetrics { query }, reach.timeout).await {
-                match answer {
-                    Ok(BusResponse::MetricSeries { metrics, series }) => {
+            for (node, answer) in self.ask_peers(BusRequest::QueryPartials { query }, reach.timeout).await {
+                match answer.map(decode_partials) {
+                    Ok(Ok((metrics, series))) => {
                         gathered.nodes.push(node);
                         for info in metrics {
-                            gathered.metrics.entry(info.name.clone()).or_insert_with(|| info.into());
+                            gathered.metrics.entry(info.name.clone()).or_insert(info);
                         }
-                        per_node.push(series.into_iter().map(Series::from).collect());
+                        per_node.push(series);
                     }
-                    other => gathered.missing.push(missing(node, other)),
+                    Ok(Err(reason)) => gathered.missing.push(missing(node, Err(reason))),
+                    Err(reason) => gathered.missing.push(missing(node, Err(reason))),
                 }
             }
         }
-        let metrics = &gathered.metrics;
-        gathered.series = merge::merge_series(per_node, |name| metrics.get(name).map(|m| m.downsampling));
+        let merged = merge_partials(per_node);
+        if merged.mismatched > 0 {
+            tracing::warn!(metric = %filter.metric, cells = merged.mismatched, "cluster read: cells of another shape on some node left out (a reshape not yet everywhere)");
+        }
+        gathered.series = merged.series.iter().map(|series| series.finalize(granularity)).collect();
         Ok(gathered)
     }
 
@@ -239,6 +247,19 @@ impl QueryService {
         answers.extend(dead);
         answers.sort_by(|a, b| a.0.cmp(&b.0));
         answers
+    }
+}
+
+/// A peer's `MetricPartials` answer, decoded; any other answer (an error, a build that does not
+/// know the request) is why the peer is missing.
+fn decode_partials(answer: BusResponse) -> Result<(Vec<MetricInfo>, Vec<PartialSeries>), String> {
+    match answer {
+        BusResponse::MetricPartials { metrics, series } => {
+            let series = series.into_iter().map(PartialSeriesWire::decode).collect::<Result<Vec<_>, _>>()?;
+            Ok((metrics.into_iter().map(MetricInfo::from).collect(), series))
+        }
+        BusResponse::Error { message } => Err(message),
+        other => Err(format!("unexpected answer {}", other.name())),
     }
 }
 

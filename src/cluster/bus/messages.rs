@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::BusError;
-use super::query::{MetricInfoWire, MetricQuery, SeriesWire};
+use super::query::{MetricInfoWire, MetricQuery, PartialSeriesWire, SeriesWire};
 use crate::base::ids::{ContentHash, NodeId, Revision, RuleKey};
 use crate::store::{EntryStatus, RuleEntry};
 
@@ -220,6 +220,9 @@ pub enum BusRequest {
     /// one key's items in order and different keys' items concurrently, so the stagings of one
     /// batch share a synced write. → `Replicated`, one answer per item, in order.
     Replicate { items: Vec<ReplicaItem>, sender: NodeId },
+    /// The peer's stored partial state (cells, unfinalized) for a metric read, which the asker
+    /// merges exactly (cluster-wide queries). → `MetricPartials`
+    QueryPartials { query: MetricQuery },
 }
 
 /// One item of a [`BusRequest::Replicate`]: what a `Prepare` or a `NotifyCommitted` carries
@@ -269,6 +272,7 @@ impl BusRequest {
             BusRequest::Abort { .. } => "abort",
             BusRequest::ResolveStaged { .. } => "resolve_staged",
             BusRequest::Replicate { .. } => "replicate",
+            BusRequest::QueryPartials { .. } => "query_partials",
         }
     }
 }
@@ -331,6 +335,11 @@ pub enum BusResponse {
     StagedFate { fate: crate::control::rules::staged::Fate },
     /// The answer to `Replicate`: one per item, in the items' order.
     Replicated { answers: Vec<ReplicaAnswer> },
+    /// The answer to `QueryPartials`: the partial series read, and the metrics they belong to.
+    MetricPartials {
+        metrics: Vec<MetricInfoWire>,
+        series: Vec<PartialSeriesWire>,
+    },
 }
 
 impl BusResponse {
@@ -352,6 +361,7 @@ impl BusResponse {
             BusResponse::Staged => "staged",
             BusResponse::StagedFate { .. } => "staged_fate",
             BusResponse::Replicated { .. } => "replicated",
+            BusResponse::MetricPartials { .. } => "metric_partials",
         }
     }
 }

@@ -5,7 +5,8 @@
 use hotrule_mal_engine::{DataType, DetectPoint, Downsampling, ScopeType};
 use serde::{Deserialize, Serialize};
 
-use crate::data::metrics::{Entity, Granularity, MetricInfo, Point, Series, SeriesFilter, Value};
+use crate::data::metrics::cells::codec::{decode_cell, encode_cell};
+use crate::data::metrics::{Entity, Granularity, MetricInfo, PartialSeries, Point, Series, SeriesFilter, Value};
 
 /// One read of a peer's local metric store (`MetricReader::read`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,6 +193,40 @@ impl From<SeriesWire> for Series {
     }
 }
 
+/// One series' stored partial state: `(bucket, cell)` with each cell in the metric store's own
+/// versioned encoding (`cells::codec`), so what crosses the bus is what the peer stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartialSeriesWire {
+    pub metric: String,
+    pub entity: EntityWire,
+    pub group: String,
+    pub cells: Vec<(i64, Vec<u8>)>,
+}
+
+impl From<&PartialSeries> for PartialSeriesWire {
+    fn from(series: &PartialSeries) -> PartialSeriesWire {
+        PartialSeriesWire {
+            metric: series.metric.clone(),
+            entity: EntityWire::from(&series.entity),
+            group: series.group.clone(),
+            cells: series.cells.iter().map(|(bucket, cell)| (*bucket, encode_cell(cell))).collect(),
+        }
+    }
+}
+
+impl PartialSeriesWire {
+    /// The series back; a cell that does not decode (another build's format, or a peer's bug)
+    /// is an error naming the metric and bucket.
+    pub fn decode(self) -> Result<PartialSeries, String> {
+        let mut cells = Vec::with_capacity(self.cells.len());
+        for (bucket, bytes) in self.cells {
+            let cell = decode_cell(&bytes).map_err(|e| format!("cell of {} at {bucket}: {e}", self.metric))?;
+            cells.push((bucket, cell));
+        }
+        Ok(PartialSeries { metric: self.metric, entity: Entity::from(self.entity), group: self.group, cells })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,5 +254,22 @@ mod tests {
             ],
         };
         assert_eq!(Series::from(SeriesWire::from(&series)), series);
+    }
+
+    #[test]
+    fn partial_series_survive_the_wire_form_and_bad_cells_are_named() {
+        use crate::data::metrics::cells::cell::Cell;
+        let (latest, _) = Cell::from_value(&Value::Single(7), Downsampling::Latest, 1_700_000_000_000);
+        let (hist, group) = Cell::from_value(
+            &Value::Histogram { labels: "g=1".into(), buckets: vec![(100, 2)], percentiles: vec![] },
+            Downsampling::Sum,
+            0,
+        );
+        for (cell, group) in [(latest, String::new()), (hist, group)] {
+            let series = PartialSeries { metric: "m".into(), entity: Entity::new(ScopeType::Service), group, cells: vec![(202_501_011_200, cell)] };
+            assert_eq!(PartialSeriesWire::from(&series).decode(), Ok(series));
+        }
+        let bad = PartialSeriesWire { metric: "m".into(), entity: EntityWire::from(&Entity::new(ScopeType::Service)), group: String::new(), cells: vec![(5, vec![9])] };
+        assert_eq!(bad.decode(), Err("cell of m at 5: format version 9, this build reads 2".to_string()));
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::bus::messages::{BusRequest, BusResponse, ForwardOp, NodeView, ReplicaAnswer, ReplicaItem, ResumeState, SuspendState};
-use crate::cluster::bus::query::{MetricInfoWire, MetricQuery, SeriesWire};
+use crate::cluster::bus::query::{MetricInfoWire, MetricQuery, PartialSeriesWire, SeriesWire};
 use crate::cluster::bus::server::BusHandler;
 use crate::data::metrics::MetricReader;
 use crate::base::ids::RuleKey;
@@ -205,8 +205,9 @@ impl BusHandler for NodeBusHandler {
                     BusResponse::Held { held: self.store.entry_meta(&key).is_some_and(|m| m.revision >= revision) }
                 }
                 BusRequest::View { what } => BusResponse::View { json: (self.views)(what) },
-                BusRequest::QueryMetrics { query } => read_metrics(self.metrics.clone(), Some(query)).await,
-                BusRequest::ListMetrics => read_metrics(self.metrics.clone(), None).await,
+                BusRequest::QueryMetrics { query } => read_metrics(self.metrics.clone(), MetricRead::Series(query)).await,
+                BusRequest::QueryPartials { query } => read_metrics(self.metrics.clone(), MetricRead::Partials(query)).await,
+                BusRequest::ListMetrics => read_metrics(self.metrics.clone(), MetricRead::List).await,
                 BusRequest::RollNotice { sender, .. } if sender == me => {
                     BusResponse::Error { message: format!("self-loop from {sender} dropped") }
                 }
@@ -242,24 +243,41 @@ impl BusHandler for NodeBusHandler {
 
 /// Reads this node's metric store off the async threads: the series of `query` with the
 /// metrics they belong to, or (no query) the metric list.
-async fn read_metrics(reader: Option<Arc<dyn MetricReader>>, query: Option<MetricQuery>) -> BusResponse {
+/// What a peer asked of this node's metric store.
+enum MetricRead {
+    List,
+    /// Finalized series (`QueryMetrics`, asked by builds before partial reads).
+    Series(MetricQuery),
+    /// Partial state (`QueryPartials`).
+    Partials(MetricQuery),
+}
+
+async fn read_metrics(reader: Option<Arc<dyn MetricReader>>, read: MetricRead) -> BusResponse {
     let Some(reader) = reader else {
         return BusResponse::Error { message: "this node has no metric storage".into() };
     };
     let read = tokio::task::spawn_blocking(move || -> Result<BusResponse, crate::data::metrics::MetricStoreError> {
         let metrics = reader.metrics()?;
-        let Some(query) = query else {
-            return Ok(BusResponse::MetricList { metrics: metrics.iter().map(MetricInfoWire::from).collect() });
+        let (query, partial) = match read {
+            MetricRead::List => return Ok(BusResponse::MetricList { metrics: metrics.iter().map(MetricInfoWire::from).collect() }),
+            MetricRead::Series(query) => (query, false),
+            MetricRead::Partials(query) => (query, true),
         };
         let Some(granularity) = query.granularity() else {
             return Ok(BusResponse::Error { message: format!("unknown granularity {:?}", query.granularity) });
         };
-        let series = reader.read(&query.filter(), granularity, query.start_ms, query.end_ms)?;
-        let names: std::collections::BTreeSet<&str> = series.iter().map(|s| s.metric.as_str()).collect();
-        Ok(BusResponse::MetricSeries {
-            metrics: metrics.iter().filter(|m| names.contains(m.name.as_str())).map(MetricInfoWire::from).collect(),
-            series: series.iter().map(SeriesWire::from).collect(),
-        })
+        let filter = query.filter();
+        let used = |names: std::collections::BTreeSet<&str>| -> Vec<MetricInfoWire> {
+            metrics.iter().filter(|m| names.contains(m.name.as_str())).map(MetricInfoWire::from).collect()
+        };
+        if partial {
+            let series = reader.read_partials(&filter, granularity, query.start_ms, query.end_ms)?;
+            let metrics = used(series.iter().map(|s| s.metric.as_str()).collect());
+            return Ok(BusResponse::MetricPartials { metrics, series: series.iter().map(PartialSeriesWire::from).collect() });
+        }
+        let series = reader.read(&filter, granularity, query.start_ms, query.end_ms)?;
+        let metrics = used(series.iter().map(|s| s.metric.as_str()).collect());
+        Ok(BusResponse::MetricSeries { metrics, series: series.iter().map(SeriesWire::from).collect() })
     })
     .await;
     match read {

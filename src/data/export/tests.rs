@@ -86,6 +86,7 @@ fn value(metric: &str, entity: Entity, v: i64) -> MetricValue {
         rule: "test".to_string(),
         entity,
         time_bucket: minute_bucket(crate::base::clock::now_ms() as i64),
+        timestamp_ms: crate::base::clock::now_ms() as i64,
         value: Value::Single(v),
         data_type: DataType::Single,
         downsampling: Downsampling::Avg,

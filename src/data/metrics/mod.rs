@@ -7,6 +7,9 @@
 
 pub mod prom;
 pub mod cells;
+pub mod partial;
+
+pub use partial::PartialSeries;
 
 use hotrule_mal_engine::{DataType, Downsampling, ScopeType};
 
@@ -159,6 +162,39 @@ pub trait MetricReader: Send + Sync + 'static {
         start_ms: i64,
         end_ms: i64,
     ) -> Result<Vec<Series>, MetricStoreError>;
+
+    /// The same series as stored partial state, unfinalized: what a cluster read merges
+    /// exactly ([`partial::merge_partials`]). A store of cells returns its cells; this default,
+    /// for readers that hold only finalized values (test twins), turns each point into one
+    /// emission of its value, which merges exactly for every function but `avg`.
+    fn read_partials(
+        &self,
+        filter: &SeriesFilter,
+        granularity: Granularity,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<PartialSeries>, MetricStoreError> {
+        let functions: std::collections::HashMap<String, Downsampling> =
+            self.metrics()?.into_iter().map(|info| (info.name, info.downsampling)).collect();
+        let series = self.read(filter, granularity, start_ms, end_ms)?;
+        Ok(series.into_iter().map(|one| one_emission_each(one, &functions)).collect())
+    }
+}
+
+/// A finalized series as partial state: each point one emission of its value.
+fn one_emission_each(series: Series, functions: &std::collections::HashMap<String, Downsampling>) -> PartialSeries {
+    let function = functions.get(&series.metric).copied().unwrap_or(Downsampling::Avg);
+    let mut group = String::new();
+    let cells = series
+        .points
+        .iter()
+        .map(|point| {
+            let (cell, g) = cells::cell::Cell::from_value(&point.value, function, point.start_ms);
+            group = g;
+            (point.bucket, cell)
+        })
+        .collect();
+    PartialSeries { metric: series.metric, entity: series.entity, group, cells }
 }
 
 #[cfg(test)]

@@ -113,6 +113,7 @@ impl ScriptedHandler {
                 json: format!("{what:?}").into_bytes(),
             },
             BusRequest::QueryMetrics { .. } => BusResponse::MetricSeries { metrics: vec![], series: vec![] },
+            BusRequest::QueryPartials { .. } => BusResponse::MetricPartials { metrics: vec![], series: vec![] },
             BusRequest::ListMetrics => BusResponse::MetricList { metrics: vec![] },
             BusRequest::RollNotice { .. } => BusResponse::Ack,
             BusRequest::RollDigest => BusResponse::RollDigestReply { rolls: vec![] },

@@ -9,7 +9,7 @@
 //! | `avg` | adds summation and count | `summation / count` (integer division; 0 → 1 when summation > 0) |
 //! | `sum` | adds | the sum |
 //! | `sumPerMin` | adds | `total / minutes` (1, 60, 1440 by granularity) |
-//! | `latest` | takes the incoming delta | the value |
+//! | `latest` | keeps the value of the newest sample time (a tie: the larger value) | the value |
 //! | `max` / `min` | keeps the larger / smaller | the value (upstream's combine is a no-op here: fixed) |
 //!
 //! Labeled values apply the function per key; histograms per bucket (a bucket set that differs
@@ -23,29 +23,44 @@ use hotrule_mal_engine::{Downsampling, Value};
 
 use crate::data::metrics::Granularity;
 
-/// One accumulator: the function's running value and the number of emissions it holds.
+/// One accumulator: the function's running value and the number of emissions it holds, and
+/// for `latest` the sample time of the value it holds (0 for the other functions, which do not
+/// store it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Acc {
     pub value: i64,
     pub count: i64,
+    pub at: i64,
 }
 
 impl Acc {
-    /// One emission of `value`.
+    /// One emission of `value` (of no sample time: every function but `latest`).
     pub fn of(value: i64) -> Acc {
-        Acc { value, count: 1 }
+        Acc { value, count: 1, at: 0 }
     }
 
-    /// `self` (stored, or earlier) combined with the later `incoming`.
+    /// One emission of `value` sampled at `at` (epoch ms), under `function`: only `latest`
+    /// keeps the time.
+    pub fn emitted(value: i64, at: i64, function: Downsampling) -> Acc {
+        Acc { value, count: 1, at: if function == Downsampling::Latest { at } else { 0 } }
+    }
+
+    /// `self` combined with `incoming`. Commutative and associative for every function, so
+    /// partial states merge to the same cell in any order and on any node: `latest` keeps the
+    /// value of the newest sample time, and of two values sampled at the same instant the
+    /// larger (SkyWalking keeps whatever arrived last, which differs between nodes).
     pub fn combine(self, incoming: Acc, function: Downsampling) -> Acc {
         let count = self.count.saturating_add(incoming.count);
-        let value = match function {
-            Downsampling::Avg | Downsampling::Sum | Downsampling::SumPerMin => self.value.saturating_add(incoming.value),
-            Downsampling::Latest => incoming.value,
-            Downsampling::Max => self.value.max(incoming.value),
-            Downsampling::Min => self.value.min(incoming.value),
+        let (value, at) = match function {
+            Downsampling::Avg | Downsampling::Sum | Downsampling::SumPerMin => (self.value.saturating_add(incoming.value), 0),
+            Downsampling::Latest => {
+                let (at, value) = (self.at, self.value).max((incoming.at, incoming.value));
+                (value, at)
+            }
+            Downsampling::Max => (self.value.max(incoming.value), 0),
+            Downsampling::Min => (self.value.min(incoming.value), 0),
         };
-        Acc { value, count }
+        Acc { value, count, at }
     }
 
     /// The function's `calculate` at `granularity`.
@@ -100,22 +115,24 @@ impl Data {
 }
 
 impl Cell {
-    /// One emitted value as a delta cell, and its histogram label group (empty otherwise).
-    pub fn from_value(value: &Value, function: Downsampling) -> (Cell, String) {
+    /// One emitted value, sampled at `at` (epoch ms), as a delta cell, and its histogram label
+    /// group (empty otherwise).
+    pub fn from_value(value: &Value, function: Downsampling, at: i64) -> (Cell, String) {
+        let acc = |v: i64| Acc::emitted(v, at, function);
         let (data, group) = match value {
-            Value::Single(v) => (Data::Single(Acc::of(*v)), String::new()),
+            Value::Single(v) => (Data::Single(acc(*v)), String::new()),
             Value::Labeled(entries) => {
                 let mut map = BTreeMap::new();
                 for (key, v) in entries {
                     // A repeated key keeps the last value (as the engine's DataTable does).
-                    map.insert(key.clone(), Acc::of(*v));
+                    map.insert(key.clone(), acc(*v));
                 }
                 (Data::Labeled(map), String::new())
             }
             Value::Histogram { labels, buckets, percentiles } => {
                 let mut map: BTreeMap<i64, Acc> = BTreeMap::new();
                 for (bound, count) in buckets {
-                    map.insert(*bound, Acc::of(*count));
+                    map.insert(*bound, acc(*count));
                 }
                 (Data::Histogram { buckets: map, percentiles: percentiles.clone() }, labels.clone())
             }
@@ -132,7 +149,7 @@ impl Cell {
         }
     }
 
-    /// `self` combined with the later delta `incoming`; the function is `incoming`'s.
+    /// `self` combined with the delta `incoming`; the function is `incoming`'s.
     pub fn combine(&mut self, incoming: &Cell) -> Result<(), Mismatch> {
         let function = incoming.function;
         match (&mut self.data, &incoming.data) {
@@ -182,7 +199,8 @@ mod tests {
 
     /// Folds `values` into one cell, as writes to one bucket do, and finalizes it.
     fn fold(function: Downsampling, values: &[i64], granularity: Granularity) -> i64 {
-        let mut cells = values.iter().map(|v| Cell::from_value(&Value::Single(*v), function).0);
+        // Sampled one millisecond apart, in the order given.
+        let mut cells = values.iter().zip(1..).map(|(v, at)| Cell::from_value(&Value::Single(*v), function, at).0);
         let mut cell = cells.next().expect("at least one value");
         for delta in cells {
             cell.combine(&delta).expect("same kind");
@@ -217,14 +235,14 @@ mod tests {
     fn labeled_values_combine_per_key() {
         let a = Value::Labeled(vec![("mode=idle".into(), 10), ("mode=user".into(), 4)]);
         let b = Value::Labeled(vec![("mode=idle".into(), 20), ("mode=sys".into(), 1)]);
-        let (mut cell, _) = Cell::from_value(&a, Avg);
-        cell.combine(&Cell::from_value(&b, Avg).0).expect("combine");
+        let (mut cell, _) = Cell::from_value(&a, Avg, 0);
+        cell.combine(&Cell::from_value(&b, Avg, 0).0).expect("combine");
         assert_eq!(
             cell.finalize(Minute, ""),
             Value::Labeled(vec![("mode=idle".into(), 15), ("mode=sys".into(), 1), ("mode=user".into(), 4)])
         );
-        let (mut max, _) = Cell::from_value(&a, Max);
-        max.combine(&Cell::from_value(&b, Max).0).expect("combine");
+        let (mut max, _) = Cell::from_value(&a, Max, 0);
+        max.combine(&Cell::from_value(&b, Max, 0).0).expect("combine");
         assert_eq!(
             max.finalize(Minute, ""),
             Value::Labeled(vec![("mode=idle".into(), 20), ("mode=sys".into(), 1), ("mode=user".into(), 4)])
@@ -234,13 +252,13 @@ mod tests {
     #[test]
     fn histograms_add_per_bucket_and_percentiles_keep_buckets() {
         let h = |buckets: Vec<(i64, i64)>, ranks: Vec<u32>| Value::Histogram { labels: "g=1".into(), buckets, percentiles: ranks };
-        let (mut cell, group) = Cell::from_value(&h(vec![(100, 5), (250, 3)], vec![]), Sum);
+        let (mut cell, group) = Cell::from_value(&h(vec![(100, 5), (250, 3)], vec![]), Sum, 0);
         assert_eq!(group, "g=1");
-        cell.combine(&Cell::from_value(&h(vec![(100, 1), (500, 2)], vec![]), Sum).0).expect("combine");
+        cell.combine(&Cell::from_value(&h(vec![(100, 1), (500, 2)], vec![]), Sum, 0).0).expect("combine");
         assert_eq!(cell.finalize(Minute, "g=1"), h(vec![(100, 6), (250, 3), (500, 2)], vec![]));
 
-        let (mut avg, _) = Cell::from_value(&h(vec![(100, 4), (250, 2)], vec![50, 99]), Avg);
-        avg.combine(&Cell::from_value(&h(vec![(100, 6), (250, 0)], vec![50, 99]), Avg).0).expect("combine");
+        let (mut avg, _) = Cell::from_value(&h(vec![(100, 4), (250, 2)], vec![50, 99]), Avg, 0);
+        avg.combine(&Cell::from_value(&h(vec![(100, 6), (250, 0)], vec![50, 99]), Avg, 0).0).expect("combine");
         let finalized = avg.finalize(Hour, "g=1");
         assert_eq!(finalized, h(vec![(100, 5), (250, 1)], vec![50, 99]));
         if let Value::Histogram { buckets, .. } = &finalized {
@@ -249,10 +267,41 @@ mod tests {
         }
     }
 
+    /// Partial states from several nodes merge to the same cell in any order: `latest` by
+    /// sample time, not by arrival.
+    #[test]
+    fn every_function_merges_in_any_order() {
+        let emissions: [(i64, i64); 5] = [(30, 5_000), (10, 1_000), (50, 9_000), (20, 9_000), (40, 2_000)];
+        for function in [Avg, Sum, SumPerMin, Latest, Max, Min] {
+            let cells: Vec<Cell> = emissions.iter().map(|(v, at)| Cell::from_value(&Value::Single(*v), function, *at).0).collect();
+            let fold = |order: &[usize]| {
+                let mut cell = cells[order[0]].clone();
+                for i in &order[1..] {
+                    cell.combine(&cells[*i]).expect("same kind");
+                }
+                cell
+            };
+            let forward = fold(&[0, 1, 2, 3, 4]);
+            // Two partials ((0,1) on one node, (2,3,4) on another) merged either way round.
+            let mut a = fold(&[0, 1]);
+            a.combine(&fold(&[4, 3, 2])).expect("same kind");
+            let mut b = fold(&[3, 2, 4]);
+            b.combine(&fold(&[1, 0])).expect("same kind");
+            assert_eq!(a, forward, "{function:?}");
+            assert_eq!(b, forward, "{function:?}");
+        }
+        // The newest sample time wins; a tie at 9 000 goes to the larger value.
+        let mut latest = Cell::from_value(&Value::Single(emissions[4].0), Latest, emissions[4].1).0;
+        for (v, at) in emissions.iter().rev() {
+            latest.combine(&Cell::from_value(&Value::Single(*v), Latest, *at).0).expect("same kind");
+        }
+        assert_eq!(latest.finalize(Minute, ""), Value::Single(50));
+    }
+
     #[test]
     fn different_value_types_do_not_combine() {
-        let (mut cell, _) = Cell::from_value(&Value::Single(1), Sum);
-        let err = cell.combine(&Cell::from_value(&Value::Labeled(vec![]), Sum).0).expect_err("mismatch");
+        let (mut cell, _) = Cell::from_value(&Value::Single(1), Sum, 0);
+        let err = cell.combine(&Cell::from_value(&Value::Labeled(vec![]), Sum, 0).0).expect_err("mismatch");
         assert_eq!(err, Mismatch { stored: "single", incoming: "labeled" });
     }
 }

@@ -17,7 +17,14 @@ use super::cell::{Acc, Cell, Data};
 use crate::data::series_store::{Reader, ValueError, put_len};
 use crate::data::metrics::MetricInfo;
 
-pub const FORMAT_VERSION: u8 = 1;
+/// Version 2: a `latest` accumulator also stores the sample time of its value (`at`), so
+/// partial states merge by sample time across nodes. Version 1 values still decode (migrated on
+/// read: a `latest` value of version 1 has sample time 0, so any newer sample replaces it); they
+/// are rewritten as version 2 when their cell is next written.
+pub const FORMAT_VERSION: u8 = 2;
+
+/// The oldest version this build decodes.
+pub const OLDEST_FORMAT_VERSION: u8 = 1;
 
 pub fn scope_code(scope: ScopeType) -> u8 {
     match scope {
@@ -86,13 +93,36 @@ fn data_type_from(code: u8) -> Result<DataType, ValueError> {
     })
 }
 
-fn put_acc(out: &mut Vec<u8>, acc: &Acc) {
+/// `value count`, and `at` for `latest`.
+fn put_acc(out: &mut Vec<u8>, acc: &Acc, function: Downsampling) {
     out.extend_from_slice(&acc.value.to_be_bytes());
     out.extend_from_slice(&acc.count.to_be_bytes());
+    if function == Downsampling::Latest {
+        out.extend_from_slice(&acc.at.to_be_bytes());
+    }
 }
 
-fn read_acc(reader: &mut Reader<'_>) -> Result<Acc, ValueError> {
-    Ok(Acc { value: reader.i64()?, count: reader.i64()? })
+/// How a cell's accumulators were written: whether they carry `at`.
+#[derive(Clone, Copy)]
+struct AccLayout {
+    timed: bool,
+}
+
+impl AccLayout {
+    fn of(version: u8, function: Downsampling) -> AccLayout {
+        AccLayout { timed: version >= 2 && function == Downsampling::Latest }
+    }
+
+    /// The bytes of one accumulator, for bounding counts read from storage.
+    fn size(self) -> usize {
+        if self.timed { 24 } else { 16 }
+    }
+
+    fn read(self, reader: &mut Reader<'_>) -> Result<Acc, ValueError> {
+        let (value, count) = (reader.i64()?, reader.i64()?);
+        let at = if self.timed { reader.i64()? } else { 0 };
+        Ok(Acc { value, count, at })
+    }
 }
 
 pub fn encode_cell(cell: &Cell) -> Vec<u8> {
@@ -100,7 +130,7 @@ pub fn encode_cell(cell: &Cell) -> Vec<u8> {
     match &cell.data {
         Data::Single(acc) => {
             out.push(0);
-            put_acc(&mut out, acc);
+            put_acc(&mut out, acc, cell.function);
         }
         Data::Labeled(map) => {
             out.push(1);
@@ -108,7 +138,7 @@ pub fn encode_cell(cell: &Cell) -> Vec<u8> {
             for (key, acc) in map {
                 put_len(&mut out, key.len());
                 out.extend_from_slice(key.as_bytes());
-                put_acc(&mut out, acc);
+                put_acc(&mut out, acc, cell.function);
             }
         }
         Data::Histogram { buckets, percentiles } => {
@@ -120,7 +150,7 @@ pub fn encode_cell(cell: &Cell) -> Vec<u8> {
             put_len(&mut out, buckets.len());
             for (bound, acc) in buckets {
                 out.extend_from_slice(&bound.to_be_bytes());
-                put_acc(&mut out, acc);
+                put_acc(&mut out, acc, cell.function);
             }
         }
     }
@@ -128,16 +158,17 @@ pub fn encode_cell(cell: &Cell) -> Vec<u8> {
 }
 
 pub fn decode_cell(bytes: &[u8]) -> Result<Cell, ValueError> {
-    let mut reader = Reader::versioned(bytes, FORMAT_VERSION)?;
+    let (mut reader, version) = Reader::versions(bytes, OLDEST_FORMAT_VERSION, FORMAT_VERSION)?;
     let function = function_from(reader.u8()?)?;
+    let acc = AccLayout::of(version, function);
     let data = match reader.u8()? {
-        0 => Data::Single(read_acc(&mut reader)?),
+        0 => Data::Single(acc.read(&mut reader)?),
         1 => {
-            let n = reader.count(20)?;
+            let n = reader.count(4 + acc.size())?;
             let mut map = BTreeMap::new();
             for _ in 0..n {
                 let key = reader.string()?;
-                map.insert(key, read_acc(&mut reader)?);
+                map.insert(key, acc.read(&mut reader)?);
             }
             Data::Labeled(map)
         }
@@ -147,11 +178,11 @@ pub fn decode_cell(bytes: &[u8]) -> Result<Cell, ValueError> {
             for _ in 0..ranks {
                 percentiles.push(reader.u32()?);
             }
-            let n = reader.count(24)?;
+            let n = reader.count(8 + acc.size())?;
             let mut buckets = BTreeMap::new();
             for _ in 0..n {
                 let bound = reader.i64()?;
-                buckets.insert(bound, read_acc(&mut reader)?);
+                buckets.insert(bound, acc.read(&mut reader)?);
             }
             Data::Histogram { buckets, percentiles }
         }
@@ -166,7 +197,8 @@ pub fn encode_info(info: &MetricInfo) -> Vec<u8> {
 }
 
 pub fn decode_info(name: &str, bytes: &[u8]) -> Result<MetricInfo, ValueError> {
-    let mut reader = Reader::versioned(bytes, FORMAT_VERSION)?;
+    // Index records are the same in versions 1 and 2.
+    let (mut reader, _) = Reader::versions(bytes, OLDEST_FORMAT_VERSION, FORMAT_VERSION)?;
     let info = MetricInfo {
         name: name.to_string(),
         scope: scope_from(reader.u8()?)?,
@@ -184,7 +216,7 @@ mod tests {
     #[test]
     fn cells_round_trip_and_garbage_is_an_error() {
         let cells = [
-            Cell { function: Downsampling::Avg, data: Data::Single(Acc { value: -5, count: 3 }) },
+            Cell { function: Downsampling::Avg, data: Data::Single(Acc { value: -5, count: 3, at: 0 }) },
             Cell {
                 function: Downsampling::Max,
                 data: Data::Labeled(BTreeMap::from([("a=1".to_string(), Acc::of(4)), (String::new(), Acc::of(-1))])),
@@ -192,6 +224,11 @@ mod tests {
             Cell {
                 function: Downsampling::Sum,
                 data: Data::Histogram { buckets: BTreeMap::from([(i64::MIN, Acc::of(1)), (100, Acc::of(2))]), percentiles: vec![50, 99] },
+            },
+            Cell { function: Downsampling::Latest, data: Data::Single(Acc { value: 7, count: 2, at: 1_700_000_000_123 }) },
+            Cell {
+                function: Downsampling::Latest,
+                data: Data::Labeled(BTreeMap::from([("k=v".to_string(), Acc { value: 1, count: 1, at: -4 })])),
             },
         ];
         for cell in &cells {
@@ -215,7 +252,7 @@ mod tests {
     fn the_value_format_is_pinned() {
         let cell = Cell {
             function: Downsampling::Max,
-            data: Data::Labeled(BTreeMap::from([("a=1".to_string(), Acc { value: 4, count: 1 })])),
+            data: Data::Labeled(BTreeMap::from([("a=1".to_string(), Acc { value: 4, count: 1, at: 0 })])),
         };
         let mut expected = vec![FORMAT_VERSION, 4, 1, 0, 0, 0, 1, 0, 0, 0, 3, b'a', b'=', b'1'];
         expected.extend_from_slice(&4i64.to_be_bytes());
@@ -224,9 +261,33 @@ mod tests {
         let info =
             MetricInfo { name: "m".into(), scope: ScopeType::Endpoint, data_type: DataType::Histogram, downsampling: Downsampling::Sum };
         assert_eq!(encode_info(&info), [FORMAT_VERSION, 2, 2, 1]);
-        assert_eq!(decode_cell(&[9, 0, 0]).expect_err("version").to_string(), "format version 9, this build reads 1");
+        assert_eq!(decode_cell(&[9, 0, 0]).expect_err("version").to_string(), "format version 9, this build reads 2");
         assert_eq!(decode_cell(&[FORMAT_VERSION, 0, 7]).expect_err("kind").to_string(), "unknown cell kind 7");
         assert_eq!(decode_info("m", &[FORMAT_VERSION, 9, 0, 0]).expect_err("scope").to_string(), "unknown scope code 9");
+    }
+
+    /// A version 1 store reads on: its values decode as they were written, and a `latest`
+    /// value gets sample time 0 (any newer sample replaces it). A `latest` value of version 2
+    /// carries its time after the count.
+    #[test]
+    fn version_1_values_migrate_on_read() {
+        let mut v1 = vec![1, 2, 0];
+        v1.extend_from_slice(&9i64.to_be_bytes());
+        v1.extend_from_slice(&3i64.to_be_bytes());
+        let latest = Cell { function: Downsampling::Latest, data: Data::Single(Acc { value: 9, count: 3, at: 0 }) };
+        assert_eq!(decode_cell(&v1).expect("a version 1 latest cell"), latest);
+        let mut v1_avg = v1.clone();
+        v1_avg[1] = 0;
+        assert_eq!(decode_cell(&v1_avg).expect("a version 1 avg cell").data, latest.data);
+        assert_eq!(decode_info("m", &[1, 2, 2, 1]).expect("a version 1 index record").downsampling, Downsampling::Sum);
+
+        let timed = Cell { function: Downsampling::Latest, data: Data::Single(Acc { value: 9, count: 3, at: 5 }) };
+        let mut v2 = vec![2, 2, 0];
+        for n in [9i64, 3, 5] {
+            v2.extend_from_slice(&n.to_be_bytes());
+        }
+        assert_eq!(encode_cell(&timed), v2);
+        assert!(decode_cell(&v1[..]).is_ok() && decode_cell(&[0, 2, 0]).is_err(), "version 0 was never written");
     }
 
     #[test]

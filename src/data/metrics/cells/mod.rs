@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::data::metrics::{
-    Granularity, MetricInfo, MetricReader, MetricStoreError, MetricValue, MetricWriter, Point, Series, SeriesFilter,
+    Granularity, MetricInfo, MetricReader, MetricStoreError, MetricValue, MetricWriter, PartialSeries, Series, SeriesFilter,
 };
 use crate::store::kv::{KvError, KvPairs};
 use crate::store::series::{SeriesKv, SeriesOp, Visit};
@@ -138,7 +138,7 @@ impl MetricStore {
         granularity: Granularity,
         first_bucket: i64,
         end_bucket: i64,
-    ) -> Result<Vec<Series>, MetricStoreError> {
+    ) -> Result<Vec<PartialSeries>, MetricStoreError> {
         let prefix_len = keys::series_prefix(metric, granularity).len();
         let start = keys::bucket_key(metric, granularity, first_bucket);
         let end = keys::bucket_key(metric, granularity, end_bucket);
@@ -156,7 +156,7 @@ impl MetricStore {
             {
                 return seek;
             }
-            match read_cell(key, value, prefix_len, filter, granularity, &mut found) {
+            match read_cell(key, value, prefix_len, filter, &mut found) {
                 Ok(()) => Visit::Next,
                 Err(e) => {
                     failure = Some(e);
@@ -167,7 +167,10 @@ impl MetricStore {
         if let Some(e) = failure {
             return Err(e);
         }
-        Ok(found.into_values().map(|(entity, _group, points)| Series { metric: metric.to_string(), entity, points }).collect())
+        Ok(found
+            .into_values()
+            .map(|(entity, group, cells)| PartialSeries { metric: metric.to_string(), entity, group, cells })
+            .collect())
     }
 }
 
@@ -195,14 +198,13 @@ fn seek_to_service(metric: &str, granularity: Granularity, prefix_len: usize, ke
 
 /// Series found by a read, by the entity-and-group part of their keys (each entity is decoded
 /// once, on its first cell).
-type SeriesByKey = BTreeMap<Vec<u8>, (hotrule_mal_engine::Entity, String, Vec<Point>)>;
+type SeriesByKey = BTreeMap<Vec<u8>, (hotrule_mal_engine::Entity, String, Vec<(i64, cell::Cell)>)>;
 
 fn read_cell(
     key: &[u8],
     value: &[u8],
     prefix_len: usize,
     filter: &SeriesFilter,
-    granularity: Granularity,
     found: &mut SeriesByKey,
 ) -> Result<(), MetricStoreError> {
     let names = keys::entity_names(key, prefix_len).ok_or_else(|| corrupt(key, "cell key cut short"))?;
@@ -216,9 +218,8 @@ fn read_cell(
         let name = keys::decode_cell_key(key, prefix_len).map_err(|e| corrupt(key, e.0))?;
         found.insert(suffix.to_vec(), (name.entity, name.group, Vec::new()));
     }
-    if let Some((_, group, points)) = found.get_mut(suffix) {
-        let value = cell.finalize(granularity, group);
-        points.push(Point { bucket, start_ms: keys::bucket_start_ms(granularity, bucket), value });
+    if let Some((_, _, cells)) = found.get_mut(suffix) {
+        cells.push((bucket, cell));
     }
     Ok(())
 }
@@ -249,6 +250,18 @@ impl MetricReader for MetricStore {
     /// `end_ms`. A histogram metric has one series per entity and label group. Series come in
     /// the key order of their entities.
     fn read(&self, filter: &SeriesFilter, granularity: Granularity, start_ms: i64, end_ms: i64) -> Result<Vec<Series>, MetricStoreError> {
+        let partials = self.read_partials(filter, granularity, start_ms, end_ms)?;
+        Ok(partials.iter().map(|series| series.finalize(granularity)).collect())
+    }
+
+    /// The cells themselves (see `read`).
+    fn read_partials(
+        &self,
+        filter: &SeriesFilter,
+        granularity: Granularity,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<PartialSeries>, MetricStoreError> {
         if start_ms > end_ms {
             return Ok(Vec::new());
         }

@@ -53,6 +53,14 @@ fn service(name: &str) -> Entity {
     entity
 }
 
+/// A sample time in `bucket`, later than the previous call's within the same minute: values
+/// written one after another are sampled in that order, so `latest` keeps the last written.
+fn next_sample_time(bucket: i64) -> i64 {
+    static TICK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let tick = TICK.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 60_000;
+    Granularity::Minute.bucket_start_ms(bucket).unwrap_or(0) + tick
+}
+
 fn value(metric: &str, entity: &Entity, bucket: i64, value: Value, function: Downsampling) -> MetricValue {
     let data_type = match &value {
         Value::Single(_) => DataType::Single,
@@ -65,6 +73,7 @@ fn value(metric: &str, entity: &Entity, bucket: i64, value: Value, function: Dow
         rule: "test".to_string(),
         entity: entity.clone(),
         time_bucket: bucket,
+        timestamp_ms: next_sample_time(bucket),
         value,
         data_type,
         downsampling: function,

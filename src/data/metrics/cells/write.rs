@@ -60,7 +60,7 @@ impl MetricStore {
         let mut out = Vec::with_capacity(values.len());
         let mut expired = 0;
         for value in values {
-            let (delta, group) = Cell::from_value(&value.value, value.downsampling);
+            let (delta, group) = Cell::from_value(&value.value, value.downsampling, value.timestamp_ms);
             let suffix = keys::cell_suffix(&value.entity, &group);
             let mut cells = Vec::with_capacity(3);
             let mut minute = false;

@@ -27,6 +27,7 @@ pub(crate) fn emit(
             rule: rule.name.clone(),
             entity: entity.clone(),
             time_bucket: minute_bucket(ts),
+            timestamp_ms: ts,
             value,
             data_type: shape.data_type,
             downsampling: shape.downsampling,

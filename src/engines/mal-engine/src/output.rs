@@ -87,6 +87,9 @@ pub struct MetricValue {
     pub entity: Entity,
     /// `yyyyMMddHHmm` of the first sample's timestamp, in UTC.
     pub time_bucket: i64,
+    /// The first sample's timestamp, epoch milliseconds: what `latest` orders by when values
+    /// of one bucket meet (on one node or across nodes).
+    pub timestamp_ms: i64,
     pub value: Value,
     pub data_type: DataType,
     pub downsampling: Downsampling,

@@ -1,0 +1,210 @@
+//! Issue 22: the cluster's numbers are exact. Samples for one entity spread over three nodes
+//! give, on every node's cluster read, the value one node computes from all of them: under each
+//! downsampling function, for labeled values and for histograms; also after a node restarts
+//! mid-minute.
+//!
+//! A reference node alone receives every push; the three clustered nodes each receive some.
+//! Each push is one batch, so one emission per rule: the split is uneven on purpose (a mean of
+//! the nodes' means would differ from the mean of the emissions).
+
+mod harness;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use harness::{TestNode, start_with_data_listener, wait_until};
+use hotrule::api::client::{AdminClient, with_query};
+use hotrule::base::ids::NodeId;
+use hotrule::cluster::bus::MemNetwork;
+use hotrule::cluster::gossip::{GossipNetwork, MembershipSettings};
+use hotrule::node::NodeSettings;
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+const RULE: &str = "\
+expSuffix: service(['svc'], Layer.GENERAL)
+metricPrefix: x
+metricsRules:
+  - name: avg
+    exp: load.sum(['svc'])
+  - name: sum
+    exp: load.sum(['svc']).downsampling(SUM)
+  - name: latest
+    exp: load.sum(['svc']).downsampling(LATEST)
+  - name: max
+    exp: load.sum(['svc']).downsampling(MAX)
+  - name: min
+    exp: load.sum(['svc']).downsampling(MIN)
+  - name: per_min
+    exp: load.sum(['svc']).downsampling(SUM_PER_MIN)
+  - name: labeled
+    exp: load.sum(['svc', 'mode'])
+  - name: labeled_latest
+    exp: load.sum(['svc', 'mode']).downsampling(LATEST)
+  - name: hist
+    exp: latency.sum(['svc', 'le']).histogram().downsampling(SUM)
+  - name: pct
+    exp: latency.sum(['svc', 'le']).histogram().histogram_percentile([50, 90])
+";
+
+const METRICS: [&str; 10] =
+    ["x_avg", "x_sum", "x_latest", "x_max", "x_min", "x_per_min", "x_labeled", "x_labeled_latest", "x_hist", "x_pct"];
+
+fn node_id(i: usize) -> NodeId {
+    NodeId(format!("e{i}"))
+}
+
+fn gossip_addr(i: usize) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 42_000 + i as u16))
+}
+
+fn membership(i: usize, size: usize) -> MembershipSettings {
+    let mut membership = MembershipSettings::for_test(node_id(i), gossip_addr(i));
+    membership.seeds = (1..=size).filter(|j| *j != i).map(|j| gossip_addr(j).to_string()).collect();
+    membership
+}
+
+fn settings(i: usize) -> NodeSettings {
+    NodeSettings { node_id: Some(node_id(i).0), ..NodeSettings::for_test() }
+}
+
+/// Emission `n` of the minute starting at `minute_ms`: the exposition text of one push. Values
+/// and sample times differ per emission; the sample times are out of push order for `latest`.
+fn emission(n: i64, minute_ms: i64) -> String {
+    let at = minute_ms + [7_000, 2_000, 9_000, 4_000, 1_000, 8_000, 3_000][(n % 7) as usize] + n;
+    let idle = [10, 10, 10, 50, 20, 5, 70][(n % 7) as usize];
+    let user = [1, 2, 3, 4, 5, 6, 7][(n % 7) as usize];
+    let mut text = format!("load{{svc=\"s\",mode=\"idle\"}} {idle} {at}\nload{{svc=\"s\",mode=\"user\"}} {user} {at}\n");
+    let mut cumulative = 0;
+    for (le, count) in [("100", 1 + n % 3), ("250", 2), ("500", n % 2), ("+Inf", 1)] {
+        cumulative += count;
+        text.push_str(&format!("latency{{svc=\"s\",le=\"{le}\"}} {cumulative} {at}\n"));
+    }
+    text
+}
+
+async fn push_samples(data: &SocketAddr, text: &str) {
+    let client = AdminClient::new(&data.to_string(), None).expect("client");
+    let path = with_query("/ingest/prometheus", &[("job", "exact"), ("instance", "i")]);
+    let reply = client.post(&path, text.as_bytes().to_vec()).await.expect("push");
+    assert_eq!(reply.status.as_u16(), 204, "{}", reply.text());
+}
+
+/// The `series` of one metric's read at `minute_ms` (the cluster's with `cluster`).
+async fn series(client: &AdminClient, metric: &str, minute_ms: i64, cluster: bool) -> Value {
+    let at = minute_ms.to_string();
+    let pairs = [("name", metric), ("service", "s"), ("start", at.as_str()), ("end", at.as_str()), ("cluster", if cluster { "true" } else { "false" })];
+    let reply = client.get(&with_query("/query/metrics", &pairs)).await.expect("read");
+    let body: Value = reply.json().unwrap_or_default();
+    body["series"].clone()
+}
+
+/// Every metric's series at `minute_ms`, as the reference node reads them.
+async fn all_series(client: &AdminClient, minute_ms: i64, cluster: bool) -> Vec<Value> {
+    let mut out = Vec::new();
+    for metric in METRICS {
+        out.push(series(client, metric, minute_ms, cluster).await);
+    }
+    out
+}
+
+/// A single-valued series' value (`x_sum`, the sum of idle + user over the emissions, tells
+/// when a read holds every push).
+fn first_value(series: &Value) -> Option<i64> {
+    series[0]["points"][0]["value"].as_i64()
+}
+
+async fn wait_rule_running(nodes: &[&TestNode]) {
+    wait_until(WAIT, "the rule runs on every node", || async {
+        for node in nodes {
+            if !node.row("otel-rules", "exact").await.is_some_and(|row| row["localState"] == "RUNNING") {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn samples_spread_over_three_nodes_read_as_one_node_on_every_node() {
+    let (gossip, bus) = (GossipNetwork::new(), MemNetwork::new());
+    let mut nodes = Vec::new();
+    for i in 1..=3 {
+        nodes.push(TestNode::clustered_in_memory(settings(i), membership(i, 3), &gossip, &bus).await);
+    }
+    let reference = start_with_data_listener(NodeSettings::for_test()).await;
+    let reference_client = AdminClient::new(&reference.admin_addr.to_string(), None).expect("client");
+    wait_until(WAIT, "e1 sees three live members", || async {
+        let status = nodes[0].client.get("/cluster/status").await.ok().and_then(|r| r.json()).unwrap_or_default();
+        status["members"].as_array().is_some_and(|m| m.iter().filter(|m| m["live"] == true).count() == 3)
+    })
+    .await;
+    let (status, body) = nodes[0].push("otel-rules", "exact", RULE, &[]).await;
+    assert_eq!(status, 200, "{body}");
+    let reference_rule = with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "exact")]);
+    let reply = reference_client.post(&reference_rule, RULE.as_bytes().to_vec()).await.expect("push");
+    assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
+    wait_rule_running(&nodes.iter().collect::<Vec<_>>()).await;
+
+    // The previous minute: every sample of the test falls in one bucket.
+    let now = hotrule::base::clock::wall_clock_ms();
+    let minute_ms = (now / 60_000 - 1) * 60_000;
+    let data: Vec<SocketAddr> = nodes.iter().map(|n| n.node.data_addr.expect("data listener")).collect();
+    let reference_data = reference.data_addr.expect("data listener");
+
+    // Emissions 0..5 go to e1, e2, e3, e1, e2 (uneven), all to the reference.
+    let mut expected_sum = 0;
+    for n in 0..5 {
+        let text = emission(n, minute_ms);
+        push_samples(&data[n as usize % 3], &text).await;
+        push_samples(&reference_data, &text).await;
+        expected_sum += [11, 12, 13, 54, 25, 11, 77][n as usize];
+    }
+    wait_until(WAIT, "the reference and the cluster hold all five emissions", || async {
+        first_value(&series(&reference_client, "x_sum", minute_ms, false).await) == Some(expected_sum)
+            && first_value(&series(&nodes[0].client, "x_sum", minute_ms, true).await) == Some(expected_sum)
+    })
+    .await;
+    let want = all_series(&reference_client, minute_ms, false).await;
+    assert_eq!(first_value(&want[0]), Some(115 / 5), "the reference's avg: {}", want[0]);
+    assert_eq!(first_value(&want[2]), Some(13), "latest is the newest sample time's (emission 2, at +9s): {}", want[2]);
+    for node in &nodes {
+        assert_eq!(all_series(&node.client, minute_ms, true).await, want, "{:?} reads the one-node values", node.node.admin_addr);
+    }
+    // A node alone still reads only what it stored.
+    assert_ne!(all_series(&nodes[2].client, minute_ms, false).await, want);
+
+    eprintln!("[exact] e2 restarts mid-minute on its store; two more emissions arrive");
+    let e2 = nodes.remove(1);
+    let kv = e2.kv.clone();
+    e2.node.shutdown().await;
+    let e2 = TestNode::clustered_in_memory_on(settings(2), membership(2, 3), &gossip, &bus, kv).await;
+    nodes.insert(1, e2);
+    wait_rule_running(&nodes.iter().collect::<Vec<_>>()).await;
+    let data: Vec<SocketAddr> = nodes.iter().map(|n| n.node.data_addr.expect("data listener")).collect();
+    for n in 5..7 {
+        let text = emission(n, minute_ms);
+        push_samples(&data[1], &text).await;
+        push_samples(&reference_data, &text).await;
+        expected_sum += [11, 12, 13, 54, 25, 11, 77][n as usize];
+    }
+    wait_until(WAIT, "every node's cluster read holds all seven emissions", || async {
+        for node in nodes.iter() {
+            if first_value(&series(&node.client, "x_sum", minute_ms, true).await) != Some(expected_sum) {
+                return false;
+            }
+        }
+        first_value(&series(&reference_client, "x_sum", minute_ms, false).await) == Some(expected_sum)
+    })
+    .await;
+    let want = all_series(&reference_client, minute_ms, false).await;
+    for node in &nodes {
+        assert_eq!(all_series(&node.client, minute_ms, true).await, want, "after the restart, {:?}", node.node.admin_addr);
+    }
+    for node in nodes {
+        node.node.shutdown().await;
+    }
+    reference.shutdown().await;
+}
