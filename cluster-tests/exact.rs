@@ -93,20 +93,51 @@ async fn push_samples(data: &SocketAddr, text: &str) {
 
 /// The `series` of one metric's read at `minute_ms` (the cluster's with `cluster`).
 async fn series(client: &AdminClient, metric: &str, minute_ms: i64, cluster: bool) -> Value {
+    series_at(client, metric, minute_ms, cluster, "MINUTE").await
+}
+
+/// The same at `step` (the bucket holding `minute_ms`).
+async fn series_at(client: &AdminClient, metric: &str, minute_ms: i64, cluster: bool, step: &str) -> Value {
     let at = minute_ms.to_string();
-    let pairs = [("name", metric), ("service", "s"), ("start", at.as_str()), ("end", at.as_str()), ("cluster", if cluster { "true" } else { "false" })];
+    let pairs =
+        [("name", metric), ("service", "s"), ("start", at.as_str()), ("end", at.as_str()), ("cluster", if cluster { "true" } else { "false" }), ("step", step)];
     let reply = client.get(&with_query("/query/metrics", &pairs)).await.expect("read");
     let body: Value = reply.json().unwrap_or_default();
     body["series"].clone()
 }
 
-/// Every metric's series at `minute_ms`, as the reference node reads them.
+/// Every metric's series at `minute_ms`, at the minute and at the hour.
 async fn all_series(client: &AdminClient, minute_ms: i64, cluster: bool) -> Vec<Value> {
     let mut out = Vec::new();
     for metric in METRICS {
-        out.push(series(client, metric, minute_ms, cluster).await);
+        for step in ["MINUTE", "HOUR"] {
+            out.push(series_at(client, metric, minute_ms, cluster, step).await);
+        }
     }
     out
+}
+
+/// Whether a read found nothing.
+fn empty(reads: &[Value]) -> bool {
+    reads.iter().all(|series| series.as_array().is_some_and(Vec::is_empty))
+}
+
+/// Waits until one node's own store holds `want` (the entity's owner merged what the others
+/// received) and the others' hold nothing of it (they handed it off).
+async fn wait_for_the_owner(nodes: &[TestNode], minute_ms: i64, want: &[Value]) {
+    wait_until(WAIT, "the owner holds the merged values, the others nothing", || async {
+        let (mut owners, mut empties) = (0, 0);
+        for node in nodes {
+            let local = all_series(&node.client, minute_ms, false).await;
+            if local == want {
+                owners += 1;
+            } else if empty(&local) {
+                empties += 1;
+            }
+        }
+        owners == 1 && empties == nodes.len() - 1
+    })
+    .await;
 }
 
 /// A single-valued series' value (`x_sum`, the sum of idle + user over the emissions, tells
@@ -168,13 +199,17 @@ async fn samples_spread_over_three_nodes_read_as_one_node_on_every_node() {
     })
     .await;
     let want = all_series(&reference_client, minute_ms, false).await;
+    // Reads come as (metric, step) pairs: [0] is x_avg by the minute, [4] x_latest.
     assert_eq!(first_value(&want[0]), Some(115 / 5), "the reference's avg: {}", want[0]);
-    assert_eq!(first_value(&want[2]), Some(13), "latest is the newest sample time's (emission 2, at +9s): {}", want[2]);
+    assert_eq!(first_value(&want[4]), Some(13), "latest is the newest sample time's (emission 2, at +9s): {}", want[4]);
     for node in &nodes {
         assert_eq!(all_series(&node.client, minute_ms, true).await, want, "{:?} reads the one-node values", node.node.admin_addr);
     }
-    // A node alone still reads only what it stored.
-    assert_ne!(all_series(&nodes[2].client, minute_ms, false).await, want);
+    eprintln!("[exact] the entity's owner merges the partial state; the others hand theirs off");
+    wait_for_the_owner(&nodes, minute_ms, &want).await;
+    for node in &nodes {
+        assert_eq!(all_series(&node.client, minute_ms, true).await, want, "after the handoff, {:?}", node.node.admin_addr);
+    }
 
     eprintln!("[exact] e2 restarts mid-minute on its store; two more emissions arrive");
     let e2 = nodes.remove(1);
@@ -203,6 +238,7 @@ async fn samples_spread_over_three_nodes_read_as_one_node_on_every_node() {
     for node in &nodes {
         assert_eq!(all_series(&node.client, minute_ms, true).await, want, "after the restart, {:?}", node.node.admin_addr);
     }
+    wait_for_the_owner(&nodes, minute_ms, &want).await;
     for node in nodes {
         node.node.shutdown().await;
     }

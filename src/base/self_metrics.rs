@@ -70,6 +70,11 @@ pub struct SelfMetrics {
     pub export_batches_dropped: CounterFamily,
     pub export_queue_depth: GaugeFamily,
     pub export_send_seconds: HistogramFamily,
+    pub handoff_cells: CounterFamily,
+    pub handoff_outbox: GaugeFamily,
+    pub handoff_send_seconds: HistogramFamily,
+    pub handoff_send_errors: CounterFamily,
+    pub handoff_records_taken_back: CounterFamily,
     /// Written series the exporter could not hold for its next flush, by `reason` (pending_full).
     pub export_series_dropped: CounterFamily,
     /// Scrapes, by `job` and `result` (ok, error, timeout, queue_full).
@@ -133,6 +138,11 @@ impl SelfMetrics {
             export_batches_dropped: counter(r, "export_batches_dropped", "Export batches dropped, by reason"),
             export_queue_depth: gauge(r, "export_queue_depth", "Batches waiting in the export queue"),
             export_send_seconds: histogram(r, "export_send_seconds", "Time to send one export batch", duration_histogram),
+            handoff_cells: counter(r, "handoff_cells", "Metric cells handed to their entity's owner (moved) or taken from peers (applied)"),
+            handoff_outbox: gauge(r, "handoff_outbox_records", "Handoff records waiting for their owner"),
+            handoff_send_seconds: histogram(r, "handoff_send_seconds", "Time to send one batch of handoff records to their owner", duration_histogram),
+            handoff_send_errors: counter(r, "handoff_send_errors", "Handoff sends that failed, by result (failed, ambiguous)"),
+            handoff_records_taken_back: counter(r, "handoff_records_taken_back", "Handoff records taken back because their owner left"),
             export_series_dropped: counter(r, "export_series_dropped", "Written series not exported, by reason"),
             scrapes: counter(r, "scrapes", "Scrapes, by job and result"),
             logs_received: counter(r, "logs_received", "Logs received, by protocol"),

@@ -107,6 +107,12 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(self.take(len)?).map_err(|_| ValueError::NotUtf8)
     }
 
+    /// Length-prefixed bytes, borrowed from the value.
+    pub fn bytes(&mut self) -> Result<&'a [u8], ValueError> {
+        let len = self.u32()? as usize;
+        self.take(len)
+    }
+
     /// A length-prefixed string.
     pub fn string(&mut self) -> Result<String, ValueError> {
         self.str().map(str::to_owned)
@@ -139,6 +145,13 @@ pub fn put_str(out: &mut Vec<u8>, text: &str) {
     let len = u32::try_from(text.len()).unwrap_or(u32::MAX);
     out.extend_from_slice(&len.to_be_bytes());
     out.extend_from_slice(&text.as_bytes()[..len as usize]);
+}
+
+/// Length-prefixed bytes (cut at `u32::MAX`, as [`put_str`]).
+pub fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&bytes[..len as usize]);
 }
 
 /// The wall clock in epoch milliseconds; tests pass a fixed one.

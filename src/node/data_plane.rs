@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
+use crate::base::owner::LiveNodes;
 use crate::base::self_metrics::SelfMetrics;
+use crate::data::metrics::handoff::{AppliedMinutes, HandoffReceiver, StoreReceiver};
 use crate::base::worker::WorkerRunner;
 use crate::data::evaluation::{Dispatcher, NodeRegistry};
 use crate::data::export::otlp_logs::OtlpLogExporter;
@@ -27,6 +29,8 @@ pub(super) struct DataStores {
     pub(super) metric_writer: Arc<dyn MetricWriter>,
     /// The OTLP log exporter, when `export.otlp_logs` is set.
     pub(super) log_exporter: Option<Arc<OtlpLogExporter>>,
+    /// The remote-write exporter, when `export.remote_write` is set.
+    pub(super) exporter: Option<Arc<crate::data::export::Exporter>>,
 }
 
 /// Opens the metric and log stores on `kv` and wires the exporters (their workers on
@@ -35,24 +39,37 @@ pub(super) fn open_stores(
     kv: &Arc<dyn KvEngine>,
     settings: &NodeSettings,
     metric_reader: Option<Arc<dyn MetricReader>>,
+    live: &Arc<dyn LiveNodes>,
     telemetry: &Arc<SelfMetrics>,
     workers: &mut WorkerRunner,
 ) -> Result<DataStores, NodeError> {
     let metric_store = Arc::new(MetricStore::open(kv.series(), settings.retention, telemetry.clone())?);
     let log_store = Arc::new(LogStore::open(kv.logs(), settings.retention.logs, telemetry.clone())?);
     let metric_reader: Arc<dyn MetricReader> = metric_reader.unwrap_or_else(|| metric_store.clone());
-    // Dispatch writes the store, then (when configured) the remote-write exporter.
-    let metric_writer = crate::data::export::wire(
+    // Dispatch writes the store, then (when configured) the remote-write exporter, which
+    // exports the entities this node owns.
+    let (metric_writer, exporter) = crate::data::export::wire(
         settings.export.clone(),
         metric_store.clone(),
         metric_reader.clone(),
+        live.clone(),
         telemetry.clone(),
         workers,
     )?;
     // Kept logs also go to the OTLP log exporter when `export.otlp_logs` is set: one more
     // log writer for dispatch, its worker on the node's runner.
     let log_exporter = crate::data::export::otlp_logs::wire(settings.otlp_logs_export.clone(), telemetry.clone(), workers)?;
-    Ok(DataStores { metric_store, log_store, metric_reader, metric_writer, log_exporter })
+    Ok(DataStores { metric_store, log_store, metric_reader, metric_writer, log_exporter, exporter })
+}
+
+/// Where peers' handoff records are applied: the metric store, then the exporter's marks (the
+/// owner exports what it merged).
+pub(super) fn handoff_receiver(stores: &DataStores, telemetry: &Arc<SelfMetrics>) -> Arc<dyn HandoffReceiver> {
+    let on_applied: Option<AppliedMinutes> = stores.exporter.clone().map(|exporter| {
+        let mark: AppliedMinutes = Arc::new(move |series: &[(String, crate::data::metrics::Entity, i64)]| exporter.mark_series(series));
+        mark
+    });
+    Arc::new(StoreReceiver { store: stores.metric_store.clone(), on_applied, telemetry: telemetry.clone() })
 }
 
 /// Where the receivers hand what they decoded; none: the node's dispatcher.

@@ -113,9 +113,11 @@ impl RunningNode {
         // 2. Membership and the bus: the workflow's peers need them.
         let cluster = wiring::join_cluster(wiring, &node_id, &telemetry).await?;
         let (notice_worker, peers) = wiring::workflow_peers(seams.peers, cluster.as_ref());
+        // Who owns which entity and scrape target: gossip's live set, or this node alone.
+        let live = wiring::live_nodes(cluster.as_ref(), &node_id);
 
         // 3. The data stores (their own key spaces of the same database) and the exporters.
-        let stores = data_plane::open_stores(&kv, &settings, seams.metric_reader, &telemetry, &mut workers)?;
+        let stores = data_plane::open_stores(&kv, &settings, seams.metric_reader, &live, &telemetry, &mut workers)?;
 
         // 4. The control plane on management storage.
         let control = control_plane::build(kv, &settings, &node_id, peers, &telemetry)?;
@@ -149,6 +151,7 @@ impl RunningNode {
         workers::spawn_scan(&mut workers, &control, cluster.as_ref());
         workers::spawn_agent_maintenance(&mut workers, &agents, seams.agent_flush_interval);
         workers::spawn_data_workers(&mut workers, &settings, &data.ingest, &stores);
+        workers::spawn_handoff(&mut workers, &stores, &live, cluster.as_ref(), &telemetry);
         workers::spawn_reload(&mut workers, &settings, &control, &state);
         workers::spawn_roller(&mut workers, &settings, &node_id, &control, &state, cluster.as_ref(), seams.roll_worker);
         let mut servers = Servers::new();
@@ -157,6 +160,7 @@ impl RunningNode {
                 control: &control,
                 state: &state,
                 metric_reader: stores.metric_reader.clone(),
+                handoff: data_plane::handoff_receiver(&stores, &telemetry),
                 catch_up,
                 notice_worker,
             };

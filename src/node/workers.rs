@@ -12,7 +12,11 @@ use crate::base::worker::WorkerRunner;
 use crate::config::reload::{ReloadWorker, Reloader};
 use crate::control::rolling::roller::{self, HealthBoard, RollActions, RollerParts};
 use crate::control::scan::ScanWorker;
+use crate::base::owner::LiveNodes;
+use crate::base::self_metrics::SelfMetrics;
+use crate::cluster::replication::handoff::BusHandoff;
 use crate::data::ingest::Ingest;
+use crate::data::metrics::handoff::{HandoffSettings, HandoffWorker};
 
 use super::NodeSettings;
 use super::control_plane::ControlPlane;
@@ -44,6 +48,20 @@ pub(super) fn spawn_data_workers(workers: &mut WorkerRunner, settings: &NodeSett
         stores.log_store.clone(),
         crate::data::logs::records::retention::RETENTION_INTERVAL,
     ));
+}
+
+/// In a cluster, the handoff of partial state to each entity's owner (`data::metrics::handoff`)
+/// over the bus. A lone node owns everything and runs none.
+pub(super) fn spawn_handoff(
+    workers: &mut WorkerRunner,
+    stores: &DataStores,
+    live: &Arc<dyn LiveNodes>,
+    cluster: Option<&ClusterParts>,
+    telemetry: &Arc<SelfMetrics>,
+) {
+    let Some(parts) = cluster else { return };
+    let sender = Arc::new(BusHandoff { cluster: parts.cluster.clone() });
+    workers.spawn(HandoffWorker::new(stores.metric_store.clone(), live.clone(), sender, telemetry.clone(), HandoffSettings::default()));
 }
 
 /// Reloads the configuration the node was started from (none without one).

@@ -33,7 +33,7 @@ use std::time::Duration;
 use crate::cluster::bus::messages::{BusRequest, BusResponse};
 use crate::cluster::bus::query::{MetricQuery, PartialSeriesWire};
 use crate::base::ids::NodeId;
-use crate::data::metrics::partial::merge_partials;
+use crate::data::metrics::partial::{InFlight, NodeAnswer, merge_cluster};
 use crate::data::metrics::{Granularity, MetricInfo, MetricReader, MetricStoreError, PartialSeries, Series, SeriesFilter};
 use crate::cluster::replication::Cluster;
 
@@ -167,34 +167,37 @@ impl QueryService {
     /// computed from all the samples (`data::metrics::partial`).
     pub async fn read(&self, filter: &SeriesFilter, granularity: Granularity, start_ms: i64, end_ms: i64, reach: Reach) -> Result<Gathered, QueryError> {
         let local_filter = filter.clone();
-        let (local_metrics, local_series) = self
+        let (local_metrics, local) = self
             .blocking(move |reader| {
-                let series = reader.read_partials(&local_filter, granularity, start_ms, end_ms)?;
-                Ok((reader.metrics()?, series))
+                let state = reader.read_partial_state(&local_filter, granularity, start_ms, end_ms)?;
+                Ok((reader.metrics()?, state))
             })
             .await?;
         let mut gathered = Gathered { nodes: vec![self.node_id.clone()], ..Gathered::default() };
         for info in local_metrics {
             gathered.metrics.insert(info.name.clone(), info);
         }
-        let mut per_node = vec![local_series];
+        let mut answers = vec![NodeAnswer { node: self.node_id.clone(), series: local.0, in_flight: local.1 }];
         if reach.cluster {
             let query = MetricQuery::new(filter, granularity, start_ms, end_ms);
             for (node, answer) in self.ask_peers(BusRequest::QueryPartials { query }, reach.timeout).await {
                 match answer.map(decode_partials) {
-                    Ok(Ok((metrics, series))) => {
-                        gathered.nodes.push(node);
+                    Ok(Ok((metrics, series, in_flight))) => {
+                        gathered.nodes.push(node.clone());
                         for info in metrics {
                             gathered.metrics.entry(info.name.clone()).or_insert(info);
                         }
-                        per_node.push(series);
+                        answers.push(NodeAnswer { node, series, in_flight });
                     }
                     Ok(Err(reason)) => gathered.missing.push(missing(node, Err(reason))),
                     Err(reason) => gathered.missing.push(missing(node, Err(reason))),
                 }
             }
+        } else {
+            // This node alone: what it sent away is not here, and is not read either.
+            answers[0].in_flight = InFlight::default();
         }
-        let merged = merge_partials(per_node);
+        let merged = merge_cluster(answers);
         if merged.mismatched > 0 {
             tracing::warn!(metric = %filter.metric, cells = merged.mismatched, "cluster read: cells of another shape on some node left out (a reshape not yet everywhere)");
         }
@@ -252,11 +255,11 @@ impl QueryService {
 
 /// A peer's `MetricPartials` answer, decoded; any other answer (an error, a build that does not
 /// know the request) is why the peer is missing.
-fn decode_partials(answer: BusResponse) -> Result<(Vec<MetricInfo>, Vec<PartialSeries>), String> {
+fn decode_partials(answer: BusResponse) -> Result<(Vec<MetricInfo>, Vec<PartialSeries>, InFlight), String> {
     match answer {
-        BusResponse::MetricPartials { metrics, series } => {
+        BusResponse::MetricPartials { metrics, series, in_flight } => {
             let series = series.into_iter().map(PartialSeriesWire::decode).collect::<Result<Vec<_>, _>>()?;
-            Ok((metrics.into_iter().map(MetricInfo::from).collect(), series))
+            Ok((metrics.into_iter().map(MetricInfo::from).collect(), series, in_flight.decode()?))
         }
         BusResponse::Error { message } => Err(message),
         other => Err(format!("unexpected answer {}", other.name())),

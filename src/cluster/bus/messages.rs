@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::BusError;
-use super::query::{MetricInfoWire, MetricQuery, PartialSeriesWire, SeriesWire};
+use super::query::{InFlightWire, MetricInfoWire, MetricQuery, PartialSeriesWire, SeriesWire};
 use crate::base::ids::{ContentHash, NodeId, Revision, RuleKey};
 use crate::store::{EntryStatus, RuleEntry};
 
@@ -223,6 +223,9 @@ pub enum BusRequest {
     /// The peer's stored partial state (cells, unfinalized) for a metric read, which the asker
     /// merges exactly (cluster-wide queries). → `MetricPartials`
     QueryPartials { query: MetricQuery },
+    /// Partial state of entities the receiver owns, from `sender`'s outbox, in sequence order
+    /// (`data::metrics::handoff`). → `HandedOff` with the receiver's applied mark for `sender`.
+    HandOff { sender: NodeId, records: Vec<crate::data::metrics::cells::handoff::HandoffRecord> },
 }
 
 /// One item of a [`BusRequest::Replicate`]: what a `Prepare` or a `NotifyCommitted` carries
@@ -273,6 +276,7 @@ impl BusRequest {
             BusRequest::ResolveStaged { .. } => "resolve_staged",
             BusRequest::Replicate { .. } => "replicate",
             BusRequest::QueryPartials { .. } => "query_partials",
+            BusRequest::HandOff { .. } => "hand_off",
         }
     }
 }
@@ -335,11 +339,15 @@ pub enum BusResponse {
     StagedFate { fate: crate::control::rules::staged::Fate },
     /// The answer to `Replicate`: one per item, in the items' order.
     Replicated { answers: Vec<ReplicaAnswer> },
-    /// The answer to `QueryPartials`: the partial series read, and the metrics they belong to.
+    /// The answer to `QueryPartials`: the partial series read, the metrics they belong to, and
+    /// what is on its way from the peer to owners with the applied marks it holds.
     MetricPartials {
         metrics: Vec<MetricInfoWire>,
         series: Vec<PartialSeriesWire>,
+        in_flight: InFlightWire,
     },
+    /// The answer to `HandOff`: the highest sequence number applied from the sender.
+    HandedOff { through: u64 },
 }
 
 impl BusResponse {
@@ -362,6 +370,7 @@ impl BusResponse {
             BusResponse::StagedFate { .. } => "staged_fate",
             BusResponse::Replicated { .. } => "replicated",
             BusResponse::MetricPartials { .. } => "metric_partials",
+            BusResponse::HandedOff { .. } => "handed_off",
         }
     }
 }

@@ -6,6 +6,8 @@ use hotrule_mal_engine::{DataType, DetectPoint, Downsampling, ScopeType};
 use serde::{Deserialize, Serialize};
 
 use crate::data::metrics::cells::codec::{decode_cell, encode_cell};
+use crate::base::ids::NodeId;
+use crate::data::metrics::partial::{InFlight, InFlightRecord};
 use crate::data::metrics::{Entity, Granularity, MetricInfo, PartialSeries, Point, Series, SeriesFilter, Value};
 
 /// One read of a peer's local metric store (`MetricReader::read`).
@@ -224,6 +226,38 @@ impl PartialSeriesWire {
             cells.push((bucket, cell));
         }
         Ok(PartialSeries { metric: self.metric, entity: Entity::from(self.entity), group: self.group, cells })
+    }
+}
+
+/// A node's partial state on its way to owners, and its applied marks ([`InFlight`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlightWire {
+    /// (owner, sequence number, series).
+    pub records: Vec<(NodeId, u64, Vec<PartialSeriesWire>)>,
+    pub applied: Vec<(NodeId, u64)>,
+}
+
+impl From<&InFlight> for InFlightWire {
+    fn from(in_flight: &InFlight) -> InFlightWire {
+        InFlightWire {
+            records: in_flight
+                .records
+                .iter()
+                .map(|r| (r.owner.clone(), r.seq, r.series.iter().map(PartialSeriesWire::from).collect()))
+                .collect(),
+            applied: in_flight.applied.iter().map(|(node, mark)| (node.clone(), *mark)).collect(),
+        }
+    }
+}
+
+impl InFlightWire {
+    pub fn decode(self) -> Result<InFlight, String> {
+        let mut records = Vec::with_capacity(self.records.len());
+        for (owner, seq, series) in self.records {
+            let series = series.into_iter().map(PartialSeriesWire::decode).collect::<Result<Vec<_>, _>>()?;
+            records.push(InFlightRecord { owner, seq, series });
+        }
+        Ok(InFlight { records, applied: self.applied.into_iter().collect() })
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::bus::messages::{BusRequest, BusResponse, ForwardOp, NodeView, ReplicaAnswer, ReplicaItem, ResumeState, SuspendState};
-use crate::cluster::bus::query::{MetricInfoWire, MetricQuery, PartialSeriesWire, SeriesWire};
+use crate::cluster::bus::query::{InFlightWire, MetricInfoWire, MetricQuery, PartialSeriesWire, SeriesWire};
 use crate::cluster::bus::server::BusHandler;
 use crate::data::metrics::MetricReader;
 use crate::base::ids::RuleKey;
@@ -42,6 +42,8 @@ pub struct NodeBusHandler {
     pub views: ViewSource,
     /// This node's metric store, when it has one (peers' cluster-wide metric queries read it).
     pub metrics: Option<Arc<dyn MetricReader>>,
+    /// Where peers' handoff records are applied (this node's metric store).
+    pub handoff: Option<Arc<dyn crate::data::metrics::handoff::HandoffReceiver>>,
 }
 
 impl NodeBusHandler {
@@ -208,6 +210,10 @@ impl BusHandler for NodeBusHandler {
                 BusRequest::QueryMetrics { query } => read_metrics(self.metrics.clone(), MetricRead::Series(query)).await,
                 BusRequest::QueryPartials { query } => read_metrics(self.metrics.clone(), MetricRead::Partials(query)).await,
                 BusRequest::ListMetrics => read_metrics(self.metrics.clone(), MetricRead::List).await,
+                BusRequest::HandOff { sender, .. } if sender == me => {
+                    BusResponse::Error { message: format!("self-loop from {sender} dropped") }
+                }
+                BusRequest::HandOff { sender, records } => super::handoff::receive(self.handoff.clone(), sender, records).await,
                 BusRequest::RollNotice { sender, .. } if sender == me => {
                     BusResponse::Error { message: format!("self-loop from {sender} dropped") }
                 }
@@ -271,9 +277,15 @@ async fn read_metrics(reader: Option<Arc<dyn MetricReader>>, read: MetricRead) -
             metrics.iter().filter(|m| names.contains(m.name.as_str())).map(MetricInfoWire::from).collect()
         };
         if partial {
-            let series = reader.read_partials(&filter, granularity, query.start_ms, query.end_ms)?;
-            let metrics = used(series.iter().map(|s| s.metric.as_str()).collect());
-            return Ok(BusResponse::MetricPartials { metrics, series: series.iter().map(PartialSeriesWire::from).collect() });
+            let (series, in_flight) = reader.read_partial_state(&filter, granularity, query.start_ms, query.end_ms)?;
+            let mut names: std::collections::BTreeSet<&str> = series.iter().map(|s| s.metric.as_str()).collect();
+            names.extend(in_flight.records.iter().flat_map(|r| r.series.iter().map(|s| s.metric.as_str())));
+            let metrics = used(names);
+            return Ok(BusResponse::MetricPartials {
+                metrics,
+                series: series.iter().map(PartialSeriesWire::from).collect(),
+                in_flight: InFlightWire::from(&in_flight),
+            });
         }
         let series = reader.read(&filter, granularity, query.start_ms, query.end_ms)?;
         let metrics = used(series.iter().map(|s| s.metric.as_str()).collect());

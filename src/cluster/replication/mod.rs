@@ -14,6 +14,7 @@
 pub mod error;
 pub mod forward;
 pub mod handler;
+pub mod handoff;
 pub mod notices;
 pub mod outbox;
 pub mod peers;

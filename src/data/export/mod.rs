@@ -37,6 +37,7 @@ mod tests;
 
 use std::sync::{Arc, Mutex};
 
+use crate::base::owner::LiveNodes;
 use crate::data::metrics::{MetricInfo, MetricReader, MetricStoreError, MetricValue, MetricWriter};
 use crate::base::self_metrics::{SelfMetrics, labels};
 pub use config::{RawExport, RemoteWriteSettings};
@@ -60,6 +61,9 @@ pub enum ExportError {
 struct Shared {
     pending: Mutex<pending::Pending>,
     telemetry: Arc<SelfMetrics>,
+    /// Who owns which entity: a node exports only the entities it owns (their owner holds the
+    /// merged value; the other nodes' partial state is on its way to it).
+    live: Arc<dyn LiveNodes>,
 }
 
 impl Shared {
@@ -97,6 +101,16 @@ impl Exporter {
     pub fn pending_series(&self) -> usize {
         self.shared.lock().len()
     }
+
+    /// Marks minute series `(metric, entity, bucket)` pending: partial state from peers was
+    /// merged into them (`data::metrics::handoff`).
+    pub fn mark_series(&self, series: &[(String, crate::data::metrics::Entity, i64)]) {
+        let refused = {
+            let mut pending = self.shared.lock();
+            series.iter().filter(|(metric, entity, bucket)| !pending.mark_one(metric, entity, *bucket)).count() as u64
+        };
+        self.shared.count_refused("pending_full", refused);
+    }
 }
 
 impl MetricWriter for Exporter {
@@ -113,6 +127,7 @@ impl MetricWriter for Exporter {
 pub fn build(
     settings: RemoteWriteSettings,
     reader: Arc<dyn MetricReader>,
+    live: Arc<dyn LiveNodes>,
     telemetry: Arc<SelfMetrics>,
 ) -> Result<(Arc<Exporter>, ExportWorker), ExportError> {
     // The export families show from the start, at 0.
@@ -122,7 +137,7 @@ pub fn build(
     for reason in worker::DROP_REASONS {
         let _ = telemetry.export_batches_dropped.get_or_create(&labels([("reason", reason)]));
     }
-    let shared = Arc::new(Shared { pending: Mutex::new(pending::Pending::new(settings.max_pending_series())), telemetry });
+    let shared = Arc::new(Shared { pending: Mutex::new(pending::Pending::new(settings.max_pending_series())), telemetry, live });
     let sender = send::Sender::new(&settings)?;
     let (timeout, retry) = (settings.timeout, settings.retry.clone());
     let worker = ExportWorker::new(worker::RemoteWriteBatches::new(shared.clone(), reader, sender, settings), timeout, retry);
@@ -130,19 +145,21 @@ pub fn build(
 }
 
 /// The writer dispatch should use: `store` alone without export, else [`StoreThenExport`] with
-/// the exporter's worker spawned on `runner` (it stops, with its final flush, with the node).
+/// the exporter's worker spawned on `runner` (it stops, with its final flush, with the node);
+/// and the exporter, when on.
 pub fn wire(
     settings: Option<RemoteWriteSettings>,
     store: Arc<dyn MetricWriter>,
     reader: Arc<dyn MetricReader>,
+    live: Arc<dyn LiveNodes>,
     telemetry: Arc<SelfMetrics>,
     runner: &mut crate::base::worker::WorkerRunner,
-) -> Result<Arc<dyn MetricWriter>, ExportError> {
-    let Some(settings) = settings else { return Ok(store) };
+) -> Result<(Arc<dyn MetricWriter>, Option<Arc<Exporter>>), ExportError> {
+    let Some(settings) = settings else { return Ok((store, None)) };
     tracing::info!(url = %settings.url, batch_size = settings.batch_size, flush_interval = ?settings.flush_interval, "remote-write export on");
-    let (export, worker) = build(settings, reader, telemetry)?;
+    let (export, worker) = build(settings, reader, live, telemetry)?;
     runner.spawn(worker);
-    Ok(Arc::new(StoreThenExport { store, export }))
+    Ok((Arc::new(StoreThenExport { store, export: export.clone() }), Some(export)))
 }
 
 /// Storage first, then export: a value is durable before its series is marked, so a flush never

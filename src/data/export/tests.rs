@@ -73,6 +73,10 @@ impl MetricReader for MemStore {
     }
 }
 
+fn alone() -> Arc<dyn crate::base::owner::LiveNodes> {
+    Arc::new(crate::base::owner::Alone(crate::base::ids::NodeId("n1".into())))
+}
+
 fn service(name: &str) -> Entity {
     let mut entity = Entity::new(ScopeType::Service);
     entity.service_name = name.to_string();
@@ -182,7 +186,7 @@ struct Harness {
 fn start_exporter(settings: RemoteWriteSettings) -> Harness {
     let store = Arc::new(MemStore::default());
     let telemetry = Arc::new(SelfMetrics::new());
-    let (exporter, worker) = build(settings, store.clone(), telemetry.clone()).expect("builds");
+    let (exporter, worker) = build(settings, store.clone(), alone(), telemetry.clone()).expect("builds");
     let mut runner = WorkerRunner::new(CancellationToken::new());
     runner.spawn(worker);
     Harness { writer: StoreThenExport { store: store.clone(), export: exporter }, store, telemetry, runner }
@@ -447,9 +451,9 @@ async fn wire_adds_export_only_when_configured() {
     let telemetry = Arc::new(SelfMetrics::new());
     let mut runner = WorkerRunner::new(CancellationToken::new());
     let store = Arc::new(MemStore::default());
-    let plain = wire(None, store.clone(), store.clone(), telemetry.clone(), &mut runner).expect("wires");
+    let plain = wire(None, store.clone(), store.clone(), alone(), telemetry.clone(), &mut runner).expect("wires").0;
     plain.write(&[value("m", service("plain"), 1)]).expect("writes");
-    let exporting = wire(Some(RemoteWriteSettings::for_test(&url)), store.clone(), store.clone(), telemetry.clone(), &mut runner).expect("wires");
+    let exporting = wire(Some(RemoteWriteSettings::for_test(&url)), store.clone(), store.clone(), alone(), telemetry.clone(), &mut runner).expect("wires").0;
     exporting.write(&[value("m", service("exported"), 2)]).expect("writes");
     assert_eq!(store.values.lock().expect("store").len(), 2, "both reach storage");
     let sent = || SelfMetrics::counter_value(&telemetry.export_samples_sent, &LabelSet::new());
@@ -457,4 +461,32 @@ async fn wire_adds_export_only_when_configured() {
     runner.shutdown(Duration::from_secs(10)).await;
     assert_eq!(receiver.holding("m", "exported").len(), 1);
     assert!(receiver.holding("m", "plain").is_empty(), "the writer without export marks nothing");
+}
+
+/// In a cluster a node exports only the entities it owns: the others' owners export them, so a
+/// backend never gets one series from two nodes.
+#[tokio::test]
+async fn a_clustered_node_exports_only_the_entities_it_owns() {
+    use crate::base::ids::NodeId;
+    use crate::base::owner::{Fixed, LiveSet};
+    let (receiver, url, _stop) = start_receiver().await;
+    let telemetry = Arc::new(SelfMetrics::new());
+    let mut runner = WorkerRunner::new(CancellationToken::new());
+    let store = Arc::new(MemStore::default());
+    let live_set = LiveSet::new(NodeId("n1".into()), vec![NodeId("n2".into()), NodeId("n3".into())]);
+    let live = Arc::new(Fixed::new(live_set.clone()));
+    let (writer, _) = wire(Some(RemoteWriteSettings::for_test(&url)), store.clone(), store.clone(), live, telemetry.clone(), &mut runner).expect("wires");
+    let names: Vec<String> = (0..30).map(|i| format!("svc-{i}")).collect();
+    let values: Vec<MetricValue> = names.iter().map(|n| value("m", service(n), 1)).collect();
+    writer.write(&values).expect("writes");
+    let owned: Vec<&String> =
+        names.iter().filter(|n| live_set.owns(&crate::data::metrics::cells::keys::owner_key(&service(n)))).collect();
+    assert!(!owned.is_empty() && owned.len() < names.len(), "{} of {} owned", owned.len(), names.len());
+    let sent = || SelfMetrics::counter_value(&telemetry.export_samples_sent, &LabelSet::new());
+    wait_until("the owned series arrive", || sent() == owned.len() as u64).await;
+    runner.shutdown(Duration::from_secs(10)).await;
+    for name in &names {
+        let held = receiver.holding("m", name).len();
+        assert_eq!(held, usize::from(owned.contains(&name)), "{name}");
+    }
 }

@@ -22,6 +22,7 @@ use super::pending::{ReadGroup, read_groups};
 use super::post::Failure;
 use super::queue::BatchQueue;
 use super::send::Sender;
+use crate::data::metrics::cells::keys::owner_key;
 use crate::data::metrics::{Entity, Granularity, MetricReader};
 use crate::base::self_metrics::{LabelSet, labels};
 
@@ -67,7 +68,16 @@ impl RemoteWriteBatches {
 
     /// Reads the pending series, builds their batches and queues them.
     async fn flush(&mut self, in_flight: bool) {
-        let taken = self.shared.take_pending();
+        let mut taken = self.shared.take_pending();
+        // Only the owner of an entity exports it, once, with the merged value; what another
+        // node holds of it is on its way to the owner (`data::metrics::handoff`).
+        let live = self.shared.live.live();
+        if !live.is_alone() {
+            for entities in taken.values_mut() {
+                entities.retain(|entity, _| live.owns(&owner_key(entity)));
+            }
+            taken.retain(|_, entities| !entities.is_empty());
+        }
         if taken.is_empty() {
             return;
         }

@@ -7,6 +7,7 @@
 
 pub mod prom;
 pub mod cells;
+pub mod handoff;
 pub mod partial;
 
 pub use partial::PartialSeries;
@@ -178,6 +179,20 @@ pub trait MetricReader: Send + Sync + 'static {
             self.metrics()?.into_iter().map(|info| (info.name, info.downsampling)).collect();
         let series = self.read(filter, granularity, start_ms, end_ms)?;
         Ok(series.into_iter().map(|one| one_emission_each(one, &functions)).collect())
+    }
+
+    /// What a cluster read takes from this node: its cells ([`MetricReader::read_partials`]),
+    /// and the partial state on its way from it to the entities' owners with the applied marks
+    /// it holds as an owner (`cells::handoff`), read as one consistent state. A reader that hands
+    /// nothing off has nothing in flight.
+    fn read_partial_state(
+        &self,
+        filter: &SeriesFilter,
+        granularity: Granularity,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<(Vec<PartialSeries>, partial::InFlight), MetricStoreError> {
+        Ok((self.read_partials(filter, granularity, start_ms, end_ms)?, partial::InFlight::default()))
     }
 }
 

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 
 use super::cells::cell::Cell;
+use crate::base::ids::NodeId;
 use super::cells::keys::bucket_start_ms;
 use super::{Entity, Granularity, Point, Series};
 
@@ -48,6 +49,51 @@ pub struct Merged {
     /// Cells left out because their value type differs from the first node's for the same
     /// bucket (a metric reshaped on one node and not yet on another).
     pub mismatched: usize,
+}
+
+/// Partial state on its way from one node to entities' owners (`cells::handoff`): the
+/// records not yet applied as far as the node knows, and the applied marks it holds as an owner.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InFlight {
+    pub records: Vec<InFlightRecord>,
+    /// Sender → the highest sequence number this node applied from it.
+    pub applied: BTreeMap<NodeId, u64>,
+}
+
+/// One record's cells, as a read filtered them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFlightRecord {
+    pub owner: NodeId,
+    pub seq: u64,
+    pub series: Vec<PartialSeries>,
+}
+
+/// One node's answer to a cluster read.
+#[derive(Debug, Clone)]
+pub struct NodeAnswer {
+    pub node: NodeId,
+    pub series: Vec<PartialSeries>,
+    pub in_flight: InFlight,
+}
+
+/// Merges the answers of several nodes: their cells, and every record still on its way unless
+/// its owner answered with an applied mark at or past it (then the owner's cells hold it). A
+/// record whose owner did not answer counts: the owner's cells are missing from the read too.
+pub fn merge_cluster(answers: Vec<NodeAnswer>) -> Merged {
+    let marks: BTreeMap<NodeId, BTreeMap<NodeId, u64>> =
+        answers.iter().map(|answer| (answer.node.clone(), answer.in_flight.applied.clone())).collect();
+    let mut per_node = Vec::with_capacity(answers.len() * 2);
+    for answer in answers {
+        let sender = answer.node;
+        per_node.push(answer.series);
+        for record in answer.in_flight.records {
+            let applied = marks.get(&record.owner).and_then(|m| m.get(&sender)).is_some_and(|mark| *mark >= record.seq);
+            if !applied {
+                per_node.push(record.series);
+            }
+        }
+    }
+    merge_partials(per_node)
 }
 
 /// Merges the partial series of several nodes (this node first) cell by cell.
@@ -151,6 +197,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A record on its way counts once: from the sender while its owner has not applied it,
+    /// from the owner's cells once it has (whatever the order the two answered in).
+    #[test]
+    fn records_in_flight_count_once() {
+        let cells = |v: i64| node(Downsampling::Sum, &[(Value::Single(v), 1)]);
+        let id = |n: &str| NodeId(n.to_string());
+        let record = |v: i64, seq: u64| InFlightRecord { owner: id("o"), seq, series: cells(v) };
+        let sender = |records: Vec<InFlightRecord>| NodeAnswer {
+            node: id("s"),
+            series: cells(1),
+            in_flight: InFlight { records, applied: BTreeMap::new() },
+        };
+        let owner = |value: i64, mark: Option<u64>| NodeAnswer {
+            node: id("o"),
+            series: cells(value),
+            in_flight: InFlight { records: Vec::new(), applied: mark.into_iter().map(|m| (id("s"), m)).collect() },
+        };
+        let value = |answers: Vec<NodeAnswer>| merge_cluster(answers).series[0].finalize(Granularity::Minute).points[0].value.clone();
+        // Not applied yet: 1 (sender) + 10 (owner) + 100 (record).
+        assert_eq!(value(vec![sender(vec![record(100, 7)]), owner(10, Some(6))]), Value::Single(111));
+        // Applied: the owner's cells hold it (110); the sender still reports it.
+        assert_eq!(value(vec![owner(110, Some(7)), sender(vec![record(100, 7)])]), Value::Single(111));
+        // The owner did not answer: the record counts.
+        assert_eq!(value(vec![sender(vec![record(100, 7), record(1000, 8)])]), Value::Single(1101));
+        // Another sender's mark does not cover this one's record.
+        let mut other = owner(10, None);
+        other.in_flight.applied.insert(id("t"), 99);
+        assert_eq!(value(vec![sender(vec![record(100, 7)]), other]), Value::Single(111));
     }
 
     #[test]

@@ -146,6 +146,42 @@ pub fn entity_names(key: &[u8], prefix_len: usize) -> Option<[&[u8]; 3]> {
     Some(names)
 }
 
+/// What a whole cell key names: metric, granularity, and the rest ([`decode_cell_key`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellKey {
+    pub metric: String,
+    pub granularity: Granularity,
+    pub name: CellName,
+}
+
+/// Decodes a whole cell key (one from a peer, in a handoff record: checked, never trusted).
+pub fn decode_full_cell_key(key: &[u8]) -> Result<CellKey, KeyError> {
+    if key.first() != Some(&CELL_PREFIX) {
+        return Err(KeyError("not a cell key".into()));
+    }
+    let len_bytes = key.get(1..3).ok_or_else(|| KeyError("cell key cut short".into()))?;
+    let len = usize::from(u16::from_be_bytes([len_bytes[0], len_bytes[1]]));
+    let metric = key.get(3..3 + len).ok_or_else(|| KeyError("cell key cut short".into()))?;
+    let metric = std::str::from_utf8(metric).map_err(|_| KeyError("metric name is not UTF-8".into()))?.to_string();
+    let granularity = match key.get(3 + len) {
+        Some(0) => Granularity::Minute,
+        Some(1) => Granularity::Hour,
+        Some(2) => Granularity::Day,
+        _ => return Err(KeyError("unknown granularity in a cell key".into())),
+    };
+    let name = decode_cell_key(key, 4 + len)?;
+    Ok(CellKey { metric, granularity, name })
+}
+
+/// The bytes an entity's owner is chosen by (`base::owner`): the entity alone, as keys encode
+/// it, without metric, time bucket or group, so every metric of one entity, in every minute,
+/// has the same owner (SkyWalking routes by the entity id the same way).
+pub fn owner_key(entity: &Entity) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    encode_entity(entity, &mut out);
+    out
+}
+
 pub fn index_key(metric: &str) -> Vec<u8> {
     let mut out = vec![INDEX_PREFIX];
     out.extend_from_slice(metric.as_bytes());

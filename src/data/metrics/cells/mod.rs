@@ -22,6 +22,7 @@
 pub mod cell;
 pub mod codec;
 pub mod config;
+pub mod handoff;
 pub mod keys;
 pub mod retention;
 mod write;
@@ -53,8 +54,11 @@ pub struct MetricStore {
     index: RwLock<BTreeMap<String, MetricInfo>>,
     /// Prepared writes waiting for the writer.
     queue: Mutex<Vec<write::Pending>>,
-    /// Held by the one caller currently writing a group (and by reshape and drop).
+    /// Held by the one caller currently writing a group (and by reshape, drop and the handoff's
+    /// moves).
     writer: Mutex<()>,
+    /// What the handoff to owners keeps in memory ([`handoff`]).
+    handoff: handoff::HandoffState,
 }
 
 impl MetricStore {
@@ -75,6 +79,7 @@ impl MetricStore {
             index: RwLock::new(index),
             queue: Mutex::new(Vec::new()),
             writer: Mutex::new(()),
+            handoff: handoff::HandoffState::default(),
         })
     }
 
@@ -252,6 +257,16 @@ impl MetricReader for MetricStore {
     fn read(&self, filter: &SeriesFilter, granularity: Granularity, start_ms: i64, end_ms: i64) -> Result<Vec<Series>, MetricStoreError> {
         let partials = self.read_partials(filter, granularity, start_ms, end_ms)?;
         Ok(partials.iter().map(|series| series.finalize(granularity)).collect())
+    }
+
+    fn read_partial_state(
+        &self,
+        filter: &SeriesFilter,
+        granularity: Granularity,
+        start_ms: i64,
+        end_ms: i64,
+    ) -> Result<(Vec<PartialSeries>, crate::data::metrics::partial::InFlight), MetricStoreError> {
+        self.consistent_state(filter, granularity, start_ms, end_ms)
     }
 
     /// The cells themselves (see `read`).

@@ -224,6 +224,7 @@ impl MetricStore {
             }
         }
         drop(index);
+        self.handoff.mark(written.iter().copied());
         for (metric, count) in stored_per_metric {
             self.telemetry.values_stored.get_or_create(&labels([("metric", metric)])).inc_by(count);
         }
