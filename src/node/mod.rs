@@ -157,6 +157,7 @@ impl RunningNode {
                 control: &control,
                 state: &state,
                 metric_reader: stores.metric_reader.clone(),
+                log_reader: stores.log_store.clone(),
                 catch_up,
                 notice_worker,
             };

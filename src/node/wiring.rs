@@ -21,6 +21,7 @@ use crate::cluster::replication::pulls::PullQueue;
 use crate::cluster::replication::sync::{CatchUp, SyncWorker, Syncer};
 use crate::control::scan::MainView;
 use crate::control::workflow::{NoPeers, Peers};
+use crate::data::logs::LogReader;
 use crate::data::metrics::MetricReader;
 
 use super::NodeError;
@@ -129,6 +130,7 @@ pub(super) struct ReplicationParts<'a> {
     pub(super) control: &'a ControlPlane,
     pub(super) state: &'a Arc<AdminState>,
     pub(super) metric_reader: Arc<dyn MetricReader>,
+    pub(super) log_reader: Arc<dyn LogReader>,
     pub(super) catch_up: CatchUp,
     pub(super) notice_worker: JobWorker,
 }
@@ -144,7 +146,7 @@ pub(super) async fn start_replication(
     stop: &CancellationToken,
 ) {
     let ClusterParts { cluster, bus_server, memory_network } = parts;
-    let ReplicationParts { control, state, metric_reader, catch_up, notice_worker } = node;
+    let ReplicationParts { control, state, metric_reader, log_reader, catch_up, notice_worker } = node;
     workers.spawn(notice_worker);
     let (pulls, pull_requests_rx) = PullQueue::new();
     let syncer = Arc::new(Syncer {
@@ -157,7 +159,7 @@ pub(super) async fn start_replication(
     workers.spawn(SyncWorker::new(syncer, pull_requests_rx));
 
     // The bus, then readiness in gossip.
-    let handler = bus_handler(&cluster, state, &control.locks, pulls, Some(metric_reader));
+    let handler = bus_handler(&cluster, state, &control.locks, pulls, Some(metric_reader), Some(log_reader));
     match (bus_server, &memory_network) {
         (Some((listener, gate)), _) => {
             let router = crate::cluster::bus::router_with_gate(handler, gate);
@@ -182,6 +184,7 @@ fn bus_handler(
     locks: &Arc<crate::control::runtime::locks::FileLocks>,
     pulls: PullQueue,
     metrics: Option<Arc<dyn MetricReader>>,
+    logs: Option<Arc<dyn LogReader>>,
 ) -> Arc<dyn crate::cluster::bus::BusHandler> {
     Arc::new(NodeBusHandler {
         cluster: cluster.clone(),
@@ -205,6 +208,7 @@ fn bus_handler(
             })
         },
         metrics,
+        logs,
     })
 }
 

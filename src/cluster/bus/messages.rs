@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::BusError;
+use super::log_query::{LogQuery, StoredLogWire};
 use super::query::{MetricInfoWire, MetricQuery, SeriesWire};
 use crate::base::ids::{ContentHash, NodeId, Revision, RuleKey};
 use crate::store::{EntryStatus, RuleEntry};
@@ -24,6 +25,7 @@ use crate::store::{EntryStatus, RuleEntry};
 /// node without them refuses only them (an undecodable call), which the asker counts as no answer.
 /// Version 3: `NotifyCommitted` says whether the peer's answer is a counted confirmation
 /// (`durable`), and `Replicate`/`Replicated` batch prepares and commit notices.
+/// The log-query messages (`QueryLogs`, `Logs`) are appended variants too.
 pub const BUS_FORMAT_VERSION: u8 = 3;
 
 /// The largest encoded message accepted in either direction (64 MiB): a full `Entries` answer
@@ -220,6 +222,9 @@ pub enum BusRequest {
     /// one key's items in order and different keys' items concurrently, so the stagings of one
     /// batch share a synced write. → `Replicated`, one answer per item, in order.
     Replicate { items: Vec<ReplicaItem>, sender: NodeId },
+    /// The page of the peer's kept logs for a log read (cluster-wide `/query/logs`): the
+    /// filter, limit, order and `after` position are the peer's own. → `Logs`
+    QueryLogs { query: LogQuery },
 }
 
 /// One item of a [`BusRequest::Replicate`]: what a `Prepare` or a `NotifyCommitted` carries
@@ -269,6 +274,7 @@ impl BusRequest {
             BusRequest::Abort { .. } => "abort",
             BusRequest::ResolveStaged { .. } => "resolve_staged",
             BusRequest::Replicate { .. } => "replicate",
+            BusRequest::QueryLogs { .. } => "query_logs",
         }
     }
 }
@@ -331,6 +337,8 @@ pub enum BusResponse {
     StagedFate { fate: crate::control::rules::staged::Fate },
     /// The answer to `Replicate`: one per item, in the items' order.
     Replicated { answers: Vec<ReplicaAnswer> },
+    /// The answer to `QueryLogs`: the peer's page, in the read's order.
+    Logs { logs: Vec<StoredLogWire> },
 }
 
 impl BusResponse {
@@ -352,6 +360,7 @@ impl BusResponse {
             BusResponse::Staged => "staged",
             BusResponse::StagedFate { .. } => "staged_fate",
             BusResponse::Replicated { .. } => "replicated",
+            BusResponse::Logs { .. } => "logs",
         }
     }
 }
@@ -568,6 +577,20 @@ pub(crate) mod tests {
             BusRequest::RollNotice { record: vec![1, 2, 3], sender: sender.clone() },
             BusRequest::RollDigest,
             BusRequest::FetchRolls { keys: vec![key("vm")] },
+            BusRequest::QueryLogs {
+                query: LogQuery {
+                    service: Some("checkout".into()),
+                    instance: None,
+                    endpoint: None,
+                    start_ms: -1,
+                    end_ms: 2,
+                    tags: vec![("level".into(), "ERROR".into())],
+                    keyword: Some("é".into()),
+                    limit: 10_000,
+                    after: Some((1, u64::MAX)),
+                    oldest_first: true,
+                },
+            },
         ]
     }
 
@@ -644,6 +667,7 @@ pub(crate) mod tests {
             },
             BusResponse::RollDigestReply { rolls: vec![(key("vm"), revision())] },
             BusResponse::Rolls { records: vec![vec![1], vec![]] },
+            BusResponse::Logs { logs: vec![StoredLogWire { timestamp_ms: 5, sequence: 6, value: vec![1, 0, 255] }] },
         ]
     }
 
