@@ -212,7 +212,7 @@ pub fn node_log_json(log: &NodeLog) -> Value {
 }
 
 /// The answer of a cluster read: as [`logs_body`], with cluster cursors, each log's node, the
-/// nodes that answered and those that did not (`partial`, with why).
+/// nodes that answered (in id order) and those that did not (`partial`, with why).
 pub fn cluster_logs_body(filter: &LogFilter, page: &ClusterLogs) -> Value {
     let next = match page.logs.last() {
         Some(last) if page.logs.len() >= filter.limit => Value::String(cluster_cursor_text(&last.cursor())),
@@ -265,6 +265,7 @@ impl QueryService {
                 }
             }
         }
+        page.nodes.sort();
         page.logs = merge_pages(pages, filter.order, filter.limit);
         Ok(page)
     }
