@@ -1,14 +1,18 @@
 //! `/query/logs` and `hotrule logs query` over real HTTP against an in-process node whose log
 //! store (the `logs` key space of an in-memory database) holds kept logs: filters, paging with
 //! cursors, the 400s naming the parameter, the admin token, and the CLI's first page and
-//! follow polls printing each log once.
+//! follow polls printing each log once; and `cluster=true` across three in-process nodes on
+//! the gossip and bus twins (merge by time, paging across nodes, following, a silent peer).
 
 mod harness;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
-use harness::TestNode;
+use harness::{TestNode, wait_until};
+use hotrule::cluster::bus::MemNetwork;
+use hotrule::cluster::gossip::{GossipNetwork, MembershipSettings};
 use hotrule::cli::admin::logs::{LogsCommand, LogsQuery, first, follow_once};
 use hotrule::api::client::with_query;
 use hotrule_lal_engine::{ContentType, LogRecord};
@@ -189,4 +193,157 @@ async fn the_cli_prints_the_last_logs_then_follows_each_new_one_once() {
     let error = first(&node.client, &cli_query(&["--tag", "nocolon"]), now_ms(), &mut Vec::new()).await.expect_err("bad tag");
     assert!(error.to_string().contains("invalid_parameter") && error.to_string().contains("tag"), "{error}");
     node.node.shutdown().await;
+}
+
+// ---- cluster=true: every node's logs, merged by time ----
+
+fn node_id(i: usize) -> hotrule::base::ids::NodeId {
+    hotrule::base::ids::NodeId(format!("l{i}"))
+}
+
+/// Three in-process nodes on the gossip and bus twins, once each sees all three live.
+async fn start_cluster(gossip: &GossipNetwork, bus: &MemNetwork) -> Vec<TestNode> {
+    let gossip_addr = |i: usize| std::net::SocketAddr::from(([127, 0, 0, 1], 42_000 + i as u16));
+    let mut nodes = Vec::new();
+    for i in 1..=3 {
+        let mut membership = MembershipSettings::for_test(node_id(i), gossip_addr(i));
+        membership.seeds = (1..=3).filter(|j| *j != i).map(|j| gossip_addr(j).to_string()).collect();
+        let settings = NodeSettings { node_id: Some(node_id(i).0), ..NodeSettings::for_test() };
+        nodes.push(TestNode::clustered_in_memory(settings, membership, gossip, bus).await);
+    }
+    for node in &nodes {
+        wait_until(Duration::from_secs(20), "every node sees 3 live members", || async {
+            let status = node.client.get("/cluster/status").await.ok().and_then(|r| r.json()).unwrap_or_default();
+            status["members"].as_array().is_some_and(|m| m.iter().filter(|m| m["live"] == true).count() == 3)
+        })
+        .await;
+    }
+    nodes
+}
+
+/// `(node, content)` of each log of an answer.
+fn node_contents(body: &Json) -> Vec<(String, String)> {
+    let field = |log: &Json, key: &str| log[key].as_str().unwrap_or("").to_string();
+    body["logs"].as_array().into_iter().flatten().map(|l| (field(l, "node"), field(l, "content"))).collect()
+}
+
+/// Every page of a cluster read through `node` with `limit`, following `next`.
+async fn page_through(node: &TestNode, order: &str, limit: &str) -> Vec<(String, String)> {
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..50 {
+        let mut pairs = vec![("cluster", "true"), ("order", order), ("limit", limit)];
+        if let Some(after) = &after {
+            pairs.push(("after", after.as_str()));
+        }
+        let (status, body) = get(node, &pairs).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["partial"], serde_json::json!([]), "{body}");
+        seen.extend(node_contents(&body));
+        match body["next"].as_str() {
+            Some(next) => after = Some(next.to_string()),
+            None => return seen,
+        }
+    }
+    panic!("paging did not end: {seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_reads_merge_every_node_s_logs_page_across_nodes_and_follow_new_ones() {
+    let (gossip, bus) = (GossipNetwork::new(), MemNetwork::new());
+    eprintln!("[logs-cluster] three nodes, waiting for each to see all live");
+    let nodes = start_cluster(&gossip, &bus).await;
+    let t0 = now_ms() - 60_000;
+    let write = |i: usize, logs: &[KeptLog]| {
+        let writer: Arc<dyn LogWriter> = nodes[i - 1].node.log_store.clone();
+        writer.write(logs).expect("write");
+    };
+    eprintln!("[logs-cluster] each node keeps its own logs, several at the same millisecond across nodes");
+    write(1, &[kept("a", t0, "l1-0", &[]), kept("a", t0 + 1, "l1-1", &[]), kept("b", t0 + 1, "l1-2", &[])]);
+    write(2, &[kept("a", t0 + 1, "l2-0", &[]), kept("b", t0 + 2, "l2-1", &[])]);
+    write(3, &[kept("b", t0, "l3-0", &[]), kept("a", t0 + 1, "l3-1", &[]), kept("a", t0 + 3, "l3-2", &[])]);
+    let oldest: Vec<(String, String)> = [
+        ("l1", "l1-0"),
+        ("l3", "l3-0"),
+        ("l1", "l1-1"),
+        ("l1", "l1-2"),
+        ("l2", "l2-0"),
+        ("l3", "l3-1"),
+        ("l2", "l2-1"),
+        ("l3", "l3-2"),
+    ]
+    .iter()
+    .map(|(n, c)| (n.to_string(), c.to_string()))
+    .collect();
+    let newest: Vec<(String, String)> = oldest.iter().rev().cloned().collect();
+
+    eprintln!("[logs-cluster] cluster=true on any node: all logs, by (time, node, sequence), each naming its node");
+    for node in &nodes {
+        let (status, body) = get(node, &[("cluster", "true"), ("order", "oldest")]).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(node_contents(&body), oldest, "{body}");
+        assert_eq!(body["nodes"], serde_json::json!(["l1", "l2", "l3"]), "{body}");
+        assert_eq!(body["partial"], serde_json::json!([]), "{body}");
+        assert_eq!(body["logs"][1]["cursor"], format!("{t0}-l3-0"), "{body}");
+        let (_, body) = get(node, &[("cluster", "true"), ("service", "b")]).await;
+        assert_eq!(contents(&body), ["l2-1", "l1-2", "l3-0"], "filters apply on every node, newest first: {body}");
+    }
+    let (_, body) = get(&nodes[0], &[("order", "oldest")]).await;
+    assert_eq!(contents(&body), ["l1-0", "l1-1", "l1-2"], "without cluster=true a node reads its own store");
+
+    eprintln!("[logs-cluster] small pages across nodes: every log once, in order, both ways");
+    for limit in ["1", "2", "3"] {
+        assert_eq!(page_through(&nodes[1], "oldest", limit).await, oldest, "oldest, limit {limit}");
+        assert_eq!(page_through(&nodes[2], "newest", limit).await, newest, "newest, limit {limit}");
+    }
+    let (status, body) = get(&nodes[0], &[("cluster", "true"), ("after", "12-3")]).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body["message"].as_str().unwrap_or("").contains("not a cluster cursor"), "{body}");
+
+    eprintln!("[logs-cluster] the CLI with --cluster --follow picks up a log pushed later to another node");
+    let query = cli_query(&["--cluster", "--follow", "--limit", "2"]);
+    let mut out = Vec::new();
+    let mut tail = first(&nodes[1].client, &query, now_ms(), &mut out).await.expect("first page");
+    let text = String::from_utf8(out).expect("utf8");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[0].contains("NODE"), "{text}");
+    assert!(lines[1].contains("l2") && lines[1].ends_with("l2-1") && lines[2].contains("l3") && lines[2].ends_with("l3-2"), "{text}");
+    let mut out = Vec::new();
+    assert_eq!(follow_once(&nodes[1].client, &query, &mut tail, &mut out).await.expect("poll"), 0);
+    write(1, &[kept("a", t0 + 4, "l1-late", &[])]);
+    write(3, &[kept("a", t0 + 5, "l3-late", &[])]);
+    // Polls go on from where the last one left off, as `--follow` does.
+    let client = nodes[1].client.clone();
+    let following = Arc::new(tokio::sync::Mutex::new((tail, Vec::<String>::new())));
+    wait_until(Duration::from_secs(10), "the follow polls print both new logs", || {
+        let (client, query, following) = (client.clone(), query.clone(), following.clone());
+        async move {
+            let mut following = following.lock().await;
+            let (tail, printed) = &mut *following;
+            let mut out = Vec::new();
+            follow_once(&client, &query, tail, &mut out).await.expect("poll");
+            printed.extend(String::from_utf8(out).expect("utf8").lines().map(str::to_string));
+            printed.len() >= 2
+        }
+    })
+    .await;
+    let printed = following.lock().await.1.clone();
+    assert_eq!(printed.len(), 2, "{printed:?}");
+    assert!(printed[0].contains("l1") && printed[0].ends_with("l1-late"), "{printed:?}");
+    assert!(printed[1].contains("l3") && printed[1].ends_with("l3-late"), "{printed:?}");
+
+    eprintln!("[logs-cluster] l3 goes silent: its logs are missing and it is named, within the deadline");
+    bus.drop_responses(&node_id(1), &node_id(3), 1.0);
+    let started = std::time::Instant::now();
+    let (status, body) = get(&nodes[0], &[("cluster", "true"), ("order", "oldest")]).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(5), "the silent peer cost {:?}", started.elapsed());
+    assert_eq!(body["partial"][0]["node"], "l3", "{body}");
+    assert_eq!(body["nodes"], serde_json::json!(["l1", "l2"]), "{body}");
+    assert!(node_contents(&body).iter().all(|(node, _)| node != "l3"), "{body}");
+    bus.heal_all();
+    for node in nodes {
+        node.node.shutdown().await;
+    }
 }

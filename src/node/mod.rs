@@ -161,6 +161,7 @@ impl RunningNode {
                 state: &state,
                 metric_reader: stores.metric_reader.clone(),
                 handoff: data_plane::handoff_receiver(&stores, &telemetry),
+                log_reader: stores.log_store.clone(),
                 catch_up,
                 notice_worker,
             };

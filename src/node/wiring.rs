@@ -21,6 +21,7 @@ use crate::cluster::replication::pulls::PullQueue;
 use crate::cluster::replication::sync::{CatchUp, SyncWorker, Syncer};
 use crate::control::scan::MainView;
 use crate::control::workflow::{NoPeers, Peers};
+use crate::data::logs::LogReader;
 use crate::data::metrics::MetricReader;
 
 use super::NodeError;
@@ -130,6 +131,7 @@ pub(super) struct ReplicationParts<'a> {
     pub(super) state: &'a Arc<AdminState>,
     pub(super) metric_reader: Arc<dyn MetricReader>,
     pub(super) handoff: Arc<dyn crate::data::metrics::handoff::HandoffReceiver>,
+    pub(super) log_reader: Arc<dyn LogReader>,
     pub(super) catch_up: CatchUp,
     pub(super) notice_worker: JobWorker,
 }
@@ -145,7 +147,7 @@ pub(super) async fn start_replication(
     stop: &CancellationToken,
 ) {
     let ClusterParts { cluster, bus_server, memory_network } = parts;
-    let ReplicationParts { control, state, metric_reader, handoff, catch_up, notice_worker } = node;
+    let ReplicationParts { control, state, metric_reader, handoff, log_reader, catch_up, notice_worker } = node;
     workers.spawn(notice_worker);
     let (pulls, pull_requests_rx) = PullQueue::new();
     let syncer = Arc::new(Syncer {
@@ -158,7 +160,7 @@ pub(super) async fn start_replication(
     workers.spawn(SyncWorker::new(syncer, pull_requests_rx));
 
     // The bus, then readiness in gossip.
-    let handler = bus_handler(&cluster, state, &control.locks, pulls, Some(metric_reader), Some(handoff));
+    let handler = bus_handler(&cluster, state, &control.locks, pulls, Some(metric_reader), Some(handoff), Some(log_reader));
     match (bus_server, &memory_network) {
         (Some((listener, gate)), _) => {
             let router = crate::cluster::bus::router_with_gate(handler, gate);
@@ -184,6 +186,7 @@ fn bus_handler(
     pulls: PullQueue,
     metrics: Option<Arc<dyn MetricReader>>,
     handoff: Option<Arc<dyn crate::data::metrics::handoff::HandoffReceiver>>,
+    logs: Option<Arc<dyn LogReader>>,
 ) -> Arc<dyn crate::cluster::bus::BusHandler> {
     Arc::new(NodeBusHandler {
         cluster: cluster.clone(),
@@ -208,6 +211,7 @@ fn bus_handler(
         },
         metrics,
         handoff,
+        logs,
     })
 }
 

@@ -7,13 +7,15 @@
 //!   `/labels`, `/label/{name}/values`, `/status/buildinfo`, `/metadata`, for Grafana and
 //!   `promtool`. Vector selectors only ([`promql`]); labels from `metrics::prom`.
 //!
-//! - `/query/logs` ([`logs_api`]): the kept logs of the node's log store, filtered and paged.
+//! - `/query/logs` ([`logs_api`]): the kept logs of the node's log store (with `cluster=true`,
+//!   of every live node's, merged by time), filtered and paged.
 //!
 //! Reads go to the node's [`MetricReader`] (off the async threads) and, for a cluster-wide read,
-//! to every live peer over the bus (`QueryPartials` / `ListMetrics`) with a per-node deadline. A
-//! peer that does not answer in time is named in the answer (`partial` / `warnings`), never
-//! waited for. Several nodes' cells merge exactly, by each metric's downsampling function,
-//! before they are finalized (`data::metrics::partial`).
+//! to every live peer over the bus (`QueryPartials` / `ListMetrics` / `QueryLogs`) with a
+//! per-node deadline. A peer that does not answer in time is named in the answer (`partial` /
+//! `warnings`), never waited for. Several nodes' cells merge exactly, by each metric's
+//! downsampling function, before they are finalized (`data::metrics::partial`); their logs
+//! merge by time ([`logs_api::cluster`]).
 //! The pure parts (parsing, matching, evaluation, merging) have no IO.
 
 pub mod json_api;
@@ -146,7 +148,7 @@ impl QueryService {
             gathered.metrics.insert(info.name.clone(), info);
         }
         if reach.cluster {
-            for (node, answer) in self.ask_peers(BusRequest::ListMetrics, reach.timeout).await {
+            for (node, answer) in self.ask_peers(|_| BusRequest::ListMetrics, reach.timeout).await {
                 match answer {
                     Ok(BusResponse::MetricList { metrics }) => {
                         gathered.nodes.push(node);
@@ -180,7 +182,8 @@ impl QueryService {
         let mut answers = vec![NodeAnswer { node: self.node_id.clone(), series: local.0, in_flight: local.1 }];
         if reach.cluster {
             let query = MetricQuery::new(filter, granularity, start_ms, end_ms);
-            for (node, answer) in self.ask_peers(BusRequest::QueryPartials { query }, reach.timeout).await {
+            let request = |_: &NodeId| BusRequest::QueryPartials { query: query.clone() };
+            for (node, answer) in self.ask_peers(request, reach.timeout).await {
                 match answer.map(decode_partials) {
                     Ok(Ok((metrics, series, in_flight))) => {
                         gathered.nodes.push(node.clone());
@@ -217,10 +220,15 @@ impl QueryService {
             .map_err(QueryError::Store)
     }
 
-    /// Sends `request` to every live peer at once; each answer or why there is none, by peer in
-    /// id order. Each call is bounded by `timeout`, so the whole fan-out is too. A member the
-    /// view holds dead is not asked but listed (its data is missing from the answer too).
-    async fn ask_peers(&self, request: BusRequest, timeout: Duration) -> Vec<(NodeId, Result<BusResponse, String>)> {
+    /// Sends every live peer at once its `request` (a log read asks each peer for its own
+    /// page); each answer or why there is none, by peer in id order. Each call is bounded by
+    /// `timeout`, so the whole fan-out is too. A member the view holds dead is not asked but
+    /// listed (its data is missing from the answer too).
+    async fn ask_peers(
+        &self,
+        request: impl Fn(&NodeId) -> BusRequest,
+        timeout: Duration,
+    ) -> Vec<(NodeId, Result<BusResponse, String>)> {
         let Some(cluster) = &self.cluster else { return Vec::new() };
         let view = cluster.view();
         let mut peers: Vec<_> = view.live_peers().cloned().collect();
@@ -233,7 +241,7 @@ impl QueryService {
         let dead: Vec<_> = dead.collect();
         let calls = peers.into_iter().map(|peer| {
             let cluster = cluster.clone();
-            let request = request.clone();
+            let request = request(&peer.node_id);
             async move {
                 // The bus call has its own deadline; the outer one guards against a transport
                 // that would not honour it.
@@ -272,6 +280,6 @@ fn missing(node: NodeId, answer: Result<BusResponse, String>) -> Missing {
         Ok(other) => format!("unexpected answer {}", other.name()),
         Err(reason) => reason,
     };
-    tracing::debug!(peer = %node, %reason, "peer left out of a metric query");
+    tracing::debug!(peer = %node, %reason, "peer left out of a cluster-wide read");
     Missing { node, reason }
 }

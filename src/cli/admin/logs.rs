@@ -2,6 +2,9 @@
 //! `--json`). The newest `--limit` logs of the range are shown oldest at the top, like `tail`;
 //! `--follow` then polls for newer ones with the `after` cursor of the last log shown, so each
 //! log is printed once (a log stamped earlier than the last one shown, arriving late, is not).
+//! `--cluster` reads every live node's logs merged by time (`cluster=true`); its cursors are
+//! cluster cursors, so following pages across nodes the same way, and a log is shown with the
+//! node holding it.
 
 use std::io::Write;
 use std::time::Duration;
@@ -52,16 +55,21 @@ pub struct LogsQuery {
     /// How often --follow polls.
     #[arg(long, default_value = "1s")]
     pub interval: String,
+    /// Every live node's logs, merged by time (`cluster=true`), each naming its node.
+    #[arg(long)]
+    pub cluster: bool,
 }
 
 /// Logs per page while following.
 const FOLLOW_PAGE: usize = 1000;
 
-/// Where a `--follow` is: the start of its range and the last log printed.
+/// Where a `--follow` is: the start of its range, the last log printed, and (`--cluster`) the
+/// nodes last reported as not answering.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tail {
     start: String,
     after: Option<String>,
+    partial: Vec<String>,
 }
 
 fn bad_flag(flag: &str, value: &str, why: impl std::fmt::Display) -> CliError {
@@ -87,6 +95,9 @@ impl LogsQuery {
             }
         }
         pairs.extend(self.tags.iter().map(|tag| ("tag", tag.as_str())));
+        if self.cluster {
+            pairs.push(("cluster", "true"));
+        }
         pairs
     }
 
@@ -99,7 +110,7 @@ impl LogsQuery {
         if let Some(end) = &self.end {
             pairs.push(("end", end.as_str()));
         }
-        Ok((with_query("/query/logs", &pairs), Tail { start, after: None }))
+        Ok((with_query("/query/logs", &pairs), Tail { start, after: None, partial: Vec::new() }))
     }
 
     /// A follow poll: the logs after the last one printed, oldest first.
@@ -137,6 +148,7 @@ pub async fn first(client: &AdminClient, query: &LogsQuery, now_ms: i64, out: &m
     let (path, mut tail) = query.first_path(now_ms)?;
     let reply = check(client.get(&path).await?)?;
     let body = reply.json().unwrap_or(Value::Null);
+    report_partial(&body, &mut tail.partial);
     let mut logs: Vec<Value> = body["logs"].as_array().cloned().unwrap_or_default();
     tail.after = logs.first().and_then(|log| log["cursor"].as_str()).map(str::to_string);
     logs.reverse();
@@ -156,6 +168,7 @@ pub async fn follow_once(client: &AdminClient, query: &LogsQuery, tail: &mut Tai
     for _ in 0..100 {
         let reply = check(client.get(&query.poll_path(tail)).await?)?;
         let body = reply.json().unwrap_or(Value::Null);
+        report_partial(&body, &mut tail.partial);
         let logs = body["logs"].as_array().cloned().unwrap_or_default();
         let mut text = String::new();
         for log in &logs {
@@ -174,6 +187,23 @@ pub async fn follow_once(client: &AdminClient, query: &LogsQuery, tail: &mut Tai
     Ok(printed)
 }
 
+/// Names on stderr the nodes a cluster answer left out, when they differ from those `reported`
+/// last (a follow says so once, not every poll).
+fn report_partial(body: &Value, reported: &mut Vec<String>) {
+    let partial: Vec<String> = body["partial"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| format!("node {} did not answer (its logs are missing): {}", p["node"].as_str().unwrap_or("?"), p["reason"].as_str().unwrap_or("")))
+        .collect();
+    if partial != *reported {
+        for line in &partial {
+            eprintln!("{line}");
+        }
+        *reported = partial;
+    }
+}
+
 fn write_out(out: &mut dyn Write, text: &str) {
     // A closed stdout (`| head`) ends nothing here; the next write fails the same way.
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
@@ -189,13 +219,20 @@ fn cells(log: &Value) -> Vec<String> {
         .collect();
     // One log, one line: line breaks in the content are shown escaped.
     let content = s("content").replace('\r', "\\r").replace('\n', "\\n");
-    vec![s("time"), s("service"), s("instance"), s("endpoint"), tags.join(","), content]
+    vec![s("time"), s("node"), s("service"), s("instance"), s("endpoint"), tags.join(","), content]
 }
 
-/// Logs as a table, in the order given.
+/// Logs as a table, in the order given; a NODE column when they name their nodes (`--cluster`).
 pub fn render_table(logs: &[Value]) -> String {
-    let rows: Vec<Vec<String>> = logs.iter().map(cells).collect();
-    table(&["TIME", "SERVICE", "INSTANCE", "ENDPOINT", "TAGS", "CONTENT"], &rows)
+    let mut rows: Vec<Vec<String>> = logs.iter().map(cells).collect();
+    let mut header = vec!["TIME", "NODE", "SERVICE", "INSTANCE", "ENDPOINT", "TAGS", "CONTENT"];
+    if !logs.iter().any(|log| log.get("node").is_some()) {
+        header.remove(1);
+        for row in &mut rows {
+            row.remove(1);
+        }
+    }
+    table(&header, &rows)
 }
 
 /// One log as a line (following: no header, no alignment across polls).
@@ -228,7 +265,7 @@ mod tests {
         let query = parse(&["--service", "a b", "--tag", "level:ERROR", "--tag", "k:v", "--keyword", "time out", "--since", "1h", "--limit", "5"]);
         let (path, tail) = query.first_path(10_000_000).expect("path");
         assert_eq!(path, "/query/logs?service=a%20b&keyword=time%20out&tag=level%3AERROR&tag=k%3Av&start=6400000&limit=5&order=newest");
-        assert_eq!(tail, Tail { start: "6400000".into(), after: None });
+        assert_eq!(tail, Tail { start: "6400000".into(), after: None, partial: Vec::new() });
         let tail = Tail { after: Some("6500000-3".into()), ..tail };
         assert_eq!(
             query.poll_path(&tail),
@@ -239,6 +276,13 @@ mod tests {
         assert!(path.contains("start=2025-01-01%201100") && path.contains("end=2025-01-01%201200"), "{path}");
         assert!(parse(&["--since", "soon"]).first_path(0).is_err());
         assert!(Cli::try_parse_from(["hotrule", "query", "--follow", "--end", "1"]).is_err(), "--end cannot follow");
+
+        // --cluster asks for the merged read on the first page and on every follow poll.
+        let cluster = parse(&["--cluster", "--follow", "--limit", "2"]);
+        let (path, tail) = cluster.first_path(10_000_000).expect("path");
+        assert_eq!(path, "/query/logs?cluster=true&start=9100000&limit=2&order=newest");
+        let tail = Tail { after: Some("9500000-node-2-7".into()), ..tail };
+        assert_eq!(cluster.poll_path(&tail), "/query/logs?cluster=true&start=9100000&limit=1000&order=oldest&after=9500000-node-2-7");
     }
 
     #[test]
@@ -253,5 +297,12 @@ mod tests {
         assert!(lines[1].contains("checkout") && lines[1].contains("level=ERROR,k=v") && lines[1].ends_with("line one\\nline two"), "{text}");
         assert!(lines[2].contains("cart") && lines[2].ends_with("ok"), "{text}");
         assert_eq!(render_line(&log), "2025-01-01T12:00:00.000Z  checkout  c-1  level=ERROR,k=v  line one\\nline two");
+
+        // A cluster answer's logs name their node: a NODE column, and the node on a line.
+        let mut on_node = log.clone();
+        on_node["node"] = json!("q2");
+        let text = render_table(&[on_node.clone()]);
+        assert!(text.lines().next().is_some_and(|h| h.contains("NODE")) && text.contains("q2"), "{text}");
+        assert_eq!(render_line(&on_node), "2025-01-01T12:00:00.000Z  q2  checkout  c-1  level=ERROR,k=v  line one\\nline two");
     }
 }

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::BusError;
+use super::log_query::{LogQuery, StoredLogWire};
 use super::query::{InFlightWire, MetricInfoWire, MetricQuery, PartialSeriesWire, SeriesWire};
 use crate::base::ids::{ContentHash, NodeId, Revision, RuleKey};
 use crate::store::{EntryStatus, RuleEntry};
@@ -24,6 +25,7 @@ use crate::store::{EntryStatus, RuleEntry};
 /// node without them refuses only them (an undecodable call), which the asker counts as no answer.
 /// Version 3: `NotifyCommitted` says whether the peer's answer is a counted confirmation
 /// (`durable`), and `Replicate`/`Replicated` batch prepares and commit notices.
+/// The log-query messages (`QueryLogs`, `Logs`) are appended variants too.
 pub const BUS_FORMAT_VERSION: u8 = 3;
 
 /// The largest encoded message accepted in either direction (64 MiB): a full `Entries` answer
@@ -226,6 +228,9 @@ pub enum BusRequest {
     /// Partial state of entities the receiver owns, from `sender`'s outbox, in sequence order
     /// (`data::metrics::handoff`). → `HandedOff` with the receiver's applied mark for `sender`.
     HandOff { sender: NodeId, records: Vec<crate::data::metrics::cells::handoff::HandoffRecord> },
+    /// The page of the peer's kept logs for a log read (cluster-wide `/query/logs`): the
+    /// filter, limit, order and `after` position are the peer's own. → `Logs`
+    QueryLogs { query: LogQuery },
 }
 
 /// One item of a [`BusRequest::Replicate`]: what a `Prepare` or a `NotifyCommitted` carries
@@ -277,6 +282,7 @@ impl BusRequest {
             BusRequest::Replicate { .. } => "replicate",
             BusRequest::QueryPartials { .. } => "query_partials",
             BusRequest::HandOff { .. } => "hand_off",
+            BusRequest::QueryLogs { .. } => "query_logs",
         }
     }
 }
@@ -348,6 +354,8 @@ pub enum BusResponse {
     },
     /// The answer to `HandOff`: the highest sequence number applied from the sender.
     HandedOff { through: u64 },
+    /// The answer to `QueryLogs`: the peer's page, in the read's order.
+    Logs { logs: Vec<StoredLogWire> },
 }
 
 impl BusResponse {
@@ -371,6 +379,7 @@ impl BusResponse {
             BusResponse::Replicated { .. } => "replicated",
             BusResponse::MetricPartials { .. } => "metric_partials",
             BusResponse::HandedOff { .. } => "handed_off",
+            BusResponse::Logs { .. } => "logs",
         }
     }
 }
@@ -587,6 +596,20 @@ pub(crate) mod tests {
             BusRequest::RollNotice { record: vec![1, 2, 3], sender: sender.clone() },
             BusRequest::RollDigest,
             BusRequest::FetchRolls { keys: vec![key("vm")] },
+            BusRequest::QueryLogs {
+                query: LogQuery {
+                    service: Some("checkout".into()),
+                    instance: None,
+                    endpoint: None,
+                    start_ms: -1,
+                    end_ms: 2,
+                    tags: vec![("level".into(), "ERROR".into())],
+                    keyword: Some("é".into()),
+                    limit: 10_000,
+                    after: Some((1, u64::MAX)),
+                    oldest_first: true,
+                },
+            },
         ]
     }
 
@@ -663,6 +686,7 @@ pub(crate) mod tests {
             },
             BusResponse::RollDigestReply { rolls: vec![(key("vm"), revision())] },
             BusResponse::Rolls { records: vec![vec![1], vec![]] },
+            BusResponse::Logs { logs: vec![StoredLogWire { timestamp_ms: 5, sequence: 6, value: vec![1, 0, 255] }] },
         ]
     }
 

@@ -19,6 +19,7 @@
 pub mod auth;
 pub mod client;
 pub mod gate;
+pub mod log_query;
 pub mod memory;
 pub mod messages;
 pub mod query;

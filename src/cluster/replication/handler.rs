@@ -1,14 +1,16 @@
 //! Answers peers over the bus: Forward (handed to the admin API, see [`ForwardTarget`]),
 //! Suspend/Resume through the origin lattice, commit notices (see `notices`), storage sync, and the
 //! read-only views behind cluster-wide admin reads (so those never carry an operator's token),
-//! and reads of this node's metric store behind cluster-wide metric queries.
+//! and reads of this node's metric and log stores behind cluster-wide metric and log queries.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::bus::messages::{BusRequest, BusResponse, ForwardOp, NodeView, ReplicaAnswer, ReplicaItem, ResumeState, SuspendState};
+use crate::cluster::bus::log_query::{LogQuery, StoredLogWire};
 use crate::cluster::bus::query::{InFlightWire, MetricInfoWire, MetricQuery, PartialSeriesWire, SeriesWire};
 use crate::cluster::bus::server::BusHandler;
+use crate::data::logs::LogReader;
 use crate::data::metrics::MetricReader;
 use crate::base::ids::RuleKey;
 use crate::control::runtime::locks::FileLocks;
@@ -44,6 +46,8 @@ pub struct NodeBusHandler {
     pub metrics: Option<Arc<dyn MetricReader>>,
     /// Where peers' handoff records are applied (this node's metric store).
     pub handoff: Option<Arc<dyn crate::data::metrics::handoff::HandoffReceiver>>,
+    /// This node's log store, when it has one (peers' cluster-wide log queries read it).
+    pub logs: Option<Arc<dyn LogReader>>,
 }
 
 impl NodeBusHandler {
@@ -214,6 +218,7 @@ impl BusHandler for NodeBusHandler {
                     BusResponse::Error { message: format!("self-loop from {sender} dropped") }
                 }
                 BusRequest::HandOff { sender, records } => super::handoff::receive(self.handoff.clone(), sender, records).await,
+                BusRequest::QueryLogs { query } => read_logs(self.logs.clone(), query).await,
                 BusRequest::RollNotice { sender, .. } if sender == me => {
                     BusResponse::Error { message: format!("self-loop from {sender} dropped") }
                 }
@@ -296,5 +301,18 @@ async fn read_metrics(reader: Option<Arc<dyn MetricReader>>, read: MetricRead) -
         Ok(Ok(response)) => response,
         Ok(Err(e)) => BusResponse::Error { message: format!("metric store: {e}") },
         Err(e) => BusResponse::Error { message: format!("metric read failed: {e}") },
+    }
+}
+
+/// This node's page of a peer's log read, as its own `/query/logs` would read it.
+async fn read_logs(reader: Option<Arc<dyn LogReader>>, query: LogQuery) -> BusResponse {
+    let Some(reader) = reader else {
+        return BusResponse::Error { message: "this node has no log storage".into() };
+    };
+    let read = tokio::task::spawn_blocking(move || reader.query(&query.filter())).await;
+    match read {
+        Ok(Ok(logs)) => BusResponse::Logs { logs: logs.iter().map(StoredLogWire::from).collect() },
+        Ok(Err(e)) => BusResponse::Error { message: format!("log store: {e}") },
+        Err(e) => BusResponse::Error { message: format!("log read failed: {e}") },
     }
 }

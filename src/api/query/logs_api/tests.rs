@@ -72,6 +72,10 @@ fn bad_parameters_are_named() {
         (&[("order", "random")], "query parameter order"),
         (&[("after", "12")], "query parameter after"),
         (&[("after", "a-b")], "query parameter after"),
+        (&[("cluster", "maybe")], "query parameter cluster"),
+        (&[("after", "12-q1-3")], "is a cluster cursor; read with cluster=true"),
+        (&[("cluster", "true"), ("after", "12-3")], "is not a cluster cursor (<timestamp ms>-<node id>-<sequence>"),
+        (&[("cluster", "true"), ("after", "12-q1-x")], "is not a cluster cursor"),
     ];
     for (list, needle) in cases {
         let error = log_filter(&pairs(list), NOW).expect_err(needle);
@@ -124,4 +128,41 @@ fn bodies_carry_every_field_and_the_next_cursor() {
     assert_eq!(logs_body(&full, std::slice::from_ref(&stored))["next"], format!("{NOW}-4"));
     let roomy = LogFilter { limit: 2, ..LogFilter::default() };
     assert!(logs_body(&roomy, &[stored])["next"].is_null(), "a page that is not full has no next");
+}
+
+#[test]
+fn cluster_reads_take_cluster_cursors() {
+    let (filter, reach) = log_request(&pairs(&[("limit", "3")]), NOW).expect("local");
+    assert_eq!((filter.after, reach), (None, LogsReach::Node));
+    let (_, reach) = log_request(&pairs(&[("cluster", "true")]), NOW).expect("cluster");
+    assert_eq!(reach, LogsReach::Cluster { after: None });
+    let (filter, reach) = log_request(&pairs(&[("cluster", "TRUE"), ("after", "12-node-2-3"), ("order", "oldest")]), NOW).expect("cluster cursor");
+    assert_eq!(filter.after, None, "each node's position comes from the cluster cursor");
+    assert_eq!(reach, LogsReach::Cluster { after: Some(ClusterCursor { timestamp_ms: 12, node: NodeId("node-2".into()), sequence: 3 }) });
+    let (filter, reach) = log_request(&pairs(&[("cluster", "false"), ("after", "12-3")]), NOW).expect("local cursor");
+    assert_eq!((filter.after, reach), (Some(LogCursor { timestamp_ms: 12, sequence: 3 }), LogsReach::Node));
+}
+
+#[test]
+fn cluster_bodies_name_each_log_s_node_and_who_did_not_answer() {
+    let stored = |timestamp_ms: i64, sequence: u64| StoredLog {
+        cursor: LogCursor { timestamp_ms, sequence },
+        log: KeptLog { rule: "r".into(), file: "lal/r".into(), record: LogRecord { timestamp_ms, ..LogRecord::default() }, received_ms: 0 },
+    };
+    let page = ClusterLogs {
+        logs: vec![NodeLog { node: NodeId("q1".into()), stored: stored(NOW, 4) }, NodeLog { node: NodeId("q2".into()), stored: stored(NOW, 1) }],
+        nodes: vec![NodeId("q1".into()), NodeId("q2".into())],
+        missing: vec![Missing { node: NodeId("q3".into()), reason: "no answer within 2s".into() }],
+    };
+    let full = LogFilter { limit: 2, order: LogOrder::OldestFirst, ..LogFilter::default() };
+    let body = cluster_logs_body(&full, &page);
+    assert_eq!(body["cluster"], true);
+    assert_eq!(body["logs"][0]["node"], "q1");
+    assert_eq!(body["logs"][0]["cursor"], format!("{NOW}-q1-4"));
+    assert_eq!(body["logs"][1]["cursor"], format!("{NOW}-q2-1"));
+    assert_eq!(body["next"], format!("{NOW}-q2-1"));
+    assert_eq!(body["nodes"], serde_json::json!(["q1", "q2"]));
+    assert_eq!(body["partial"], serde_json::json!([{"node": "q3", "reason": "no answer within 2s"}]));
+    let roomy = LogFilter { limit: 3, ..full };
+    assert!(cluster_logs_body(&roomy, &page)["next"].is_null());
 }

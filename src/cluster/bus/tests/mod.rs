@@ -125,6 +125,7 @@ impl ScriptedHandler {
             BusRequest::Replicate { items, .. } => BusResponse::Replicated {
                 answers: items.iter().map(|_| crate::cluster::bus::ReplicaAnswer::Ack).collect(),
             },
+            BusRequest::QueryLogs { .. } => BusResponse::Logs { logs: vec![] },
         }
     }
 }
