@@ -70,6 +70,8 @@ pub struct AdminState {
     /// The data plane's dispatcher: receivers submit batches to it (`BatchSink`); the list
     /// shows its per-file evaluation state.
     pub dispatcher: Arc<crate::data::evaluation::Dispatcher>,
+    /// The scrape worker's targets: who owns each, and this node's last scrape of it.
+    pub scrape: Arc<crate::data::ingest::ScrapeBoard>,
     /// Metric queries: this node's metric store and the cluster fan-out.
     pub query: Arc<crate::api::query::QueryService>,
 }
