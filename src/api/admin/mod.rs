@@ -17,6 +17,7 @@ mod query;
 mod reads;
 mod rolling;
 mod rule_test;
+mod scrape;
 mod writes;
 
 use std::sync::Arc;
@@ -192,6 +193,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/metrics", get(self_metrics::metrics))
         .route("/config", get(config))
         .route("/cluster/status", get(reads::cluster_status))
+        .route("/status/scrape", get(scrape::scrape_status))
         .route("/agent/groups", get(agents::list_groups).post(agents::create_group))
         .route("/agent/groups/{name}", delete(agents::delete_group))
         .route("/agent/configs", get(agents::list_configs).post(agents::push_config))
