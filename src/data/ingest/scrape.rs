@@ -31,14 +31,14 @@ use tokio::time::Instant;
 
 use crate::base::clock::wall_clock_ms;
 use crate::base::ids::NodeId;
-use crate::base::owner::LiveNodes;
+use crate::base::owner::{LiveNodes, LiveSet};
 use super::body::{self, Encoding};
 use super::config::ScrapeJob;
 use super::exposition::{self, ExpositionRefused, TargetLabels};
 use super::scrape_board::{LastScrape, ScrapeBoard};
 use super::Ingest;
 use crate::data::seam::{Batch, Protocol, SubmitError};
-use crate::base::self_metrics::labels;
+use crate::base::self_metrics::{SelfMetrics, labels};
 use crate::base::worker::{Worker, WorkerState};
 
 /// The longest a full queue backs a target off (beyond one interval).
@@ -175,20 +175,6 @@ impl ScrapeWorker {
         ScrapeWorker { ingest, client, targets, live, board, running: JoinSet::new() }
     }
 
-    /// The target is due: whether this node owns it under the live set now. The decision is
-    /// shown on the board and in `scrape_target_owned`; a change is logged.
-    fn owns(&self, target: &mut Target, live: &crate::base::owner::LiveSet) -> bool {
-        let owner = live.owner(&target.owner_key);
-        let here = live.owns(&target.owner_key);
-        self.board.decided(target.board_index, owner, here);
-        let gauge = labels([("job", target.job.name.as_str()), ("target", target.instance.as_str())]);
-        self.ingest.telemetry().scrape_target_owned.get_or_create(&gauge).set(i64::from(here));
-        if target.owned != Some(here) {
-            log_owner(target, owner, here, live.self_id());
-            target.owned = Some(here);
-        }
-        here
-    }
 
     /// Counts and submits a finished scrape; says how long the target should back off.
     fn finished(&mut self, index: usize, outcome: Result<Option<Batch>, ScrapeError>) {
@@ -217,6 +203,21 @@ impl ScrapeWorker {
         self.board.scraped(target.board_index, LastScrape { result, time_ms: wall_clock_ms(), error });
         self.ingest.telemetry().scrapes.get_or_create(&labels([("job", target.job.name.as_str()), ("result", result)])).inc();
     }
+}
+
+/// The target is due: whether this node owns it under the live set now. The decision is shown
+/// on the board and in `scrape_target_owned`; a change is logged.
+fn owns(target: &mut Target, live: &LiveSet, board: &ScrapeBoard, telemetry: &SelfMetrics) -> bool {
+    let owner = live.owner(&target.owner_key);
+    let here = live.owns(&target.owner_key);
+    board.decided(target.board_index, owner, here);
+    let gauge = labels([("job", target.job.name.as_str()), ("target", target.instance.as_str())]);
+    telemetry.scrape_target_owned.get_or_create(&gauge).set(i64::from(here));
+    if target.owned != Some(here) {
+        log_owner(target, owner, here, live.self_id());
+        target.owned = Some(here);
+    }
+    here
 }
 
 /// What decides who scrapes a target: its job's name and its URL.
@@ -250,13 +251,12 @@ impl Worker for ScrapeWorker {
         let limit = self.ingest.limits().max_decompressed_bytes;
         // The live set is read once per pass, and only when a target is due.
         let mut live = None;
-        let mut targets = std::mem::take(&mut self.targets);
-        for (index, target) in targets.iter_mut().enumerate() {
+        for (index, target) in self.targets.iter_mut().enumerate() {
             if !target.schedule.is_due(now) {
                 continue;
             }
             let live = live.get_or_insert_with(|| self.live.live());
-            if !self.owns(target, live) {
+            if !owns(target, live, &self.board, self.ingest.telemetry()) {
                 target.schedule.skipped(now);
                 continue;
             }
@@ -267,7 +267,6 @@ impl Worker for ScrapeWorker {
             let labels = target.labels.clone();
             self.running.spawn(async move { (index, scrape(client, url, timeout, limit, labels).await) });
         }
-        self.targets = targets;
         WorkerState::Idle
     }
 
