@@ -1,6 +1,6 @@
 //! HTTP end-to-end tests of the admin API against a real in-process node on an ephemeral
 //! port: every single-node applyStatus, reads, dumps, the token, boot with the corpus, the
-//! scan's self-heal, and restart persistence on RocksDB.
+//! scan's self-heal, restart persistence on RocksDB, and the scrape status of a lone node.
 
 mod harness;
 
@@ -463,4 +463,37 @@ async fn a_worker_that_panics_makes_readyz_fail_and_names_it() {
     let TestNode { node: running, client, kv } = node;
     drop((client, kv));
     tokio::time::timeout(Duration::from_secs(5), running.shutdown()).await.expect("shutdown within 5 s");
+}
+
+/// `GET /status/scrape` on a node alone: it owns every target and shows its last scrape (here of
+/// a port nothing listens on); `/metrics` says it scrapes the target.
+#[tokio::test]
+async fn a_lone_node_shows_it_scrapes_every_target() {
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
+    let mut settings = NodeSettings::for_test();
+    settings.ingest.scrape_jobs = vec![hotrule::data::ingest::ScrapeJob {
+        name: "alone".into(),
+        interval: Duration::from_millis(200),
+        timeout: Duration::from_millis(100),
+        metrics_path: "/metrics".into(),
+        targets: vec![free.to_string()],
+        labels: Default::default(),
+    }];
+    let (node, _kv) = TestNode::in_memory(settings).await;
+    let self_id = node.node.state.node_id.0.clone();
+    wait_until(Duration::from_secs(10), "a scrape shown on /status/scrape", || async {
+        let status = node.client.get("/status/scrape").await.ok().and_then(|r| r.json()).unwrap_or_default();
+        status["targets"][0]["lastScrape"]["result"].is_string()
+    })
+    .await;
+    let status = node.client.get("/status/scrape").await.expect("get").json().expect("json");
+    let row = &status["targets"][0];
+    assert_eq!(status["node"], self_id.as_str(), "{status}");
+    assert_eq!((row["job"].as_str(), row["target"].as_str()), (Some("alone"), Some(free.to_string().as_str())), "{status}");
+    assert_eq!((row["owner"].as_str(), row["scrapedHere"].as_bool()), (Some(self_id.as_str()), Some(true)), "{status}");
+    assert!(matches!(row["lastScrape"]["result"].as_str(), Some("error" | "timeout")), "{status}");
+    assert!(row["lastScrape"]["error"].is_string(), "{status}");
+    let metrics = node.client.get("/metrics").await.expect("metrics").text();
+    let gauge = format!("hotrule_scrape_target_owned{{job=\"alone\",target=\"{free}\"}} 1");
+    assert!(metrics.contains(&gauge), "{metrics}");
 }

@@ -79,6 +79,9 @@ pub struct SelfMetrics {
     pub export_series_dropped: CounterFamily,
     /// Scrapes, by `job` and `result` (ok, error, timeout, queue_full).
     pub scrapes: CounterFamily,
+    /// Whether this node scrapes a target (1) or another live node owns it (0), by `job` and
+    /// `target`, as decided at the target's last due time.
+    pub scrape_target_owned: GaugeFamily,
     /// Logs received, by `protocol` (otlp, skywalking), counted once decoded.
     pub logs_received: CounterFamily,
     /// Logs or log requests refused at a receiver, by `protocol` and `reason`.
@@ -145,6 +148,7 @@ impl SelfMetrics {
             handoff_records_taken_back: counter(r, "handoff_records_taken_back", "Handoff records taken back because their owner left"),
             export_series_dropped: counter(r, "export_series_dropped", "Written series not exported, by reason"),
             scrapes: counter(r, "scrapes", "Scrapes, by job and result"),
+            scrape_target_owned: gauge(r, "scrape_target_owned", "Whether this node scrapes a target (1) or another node owns it (0), by job and target"),
             logs_received: counter(r, "logs_received", "Logs received, by protocol"),
             logs_rejected: counter(r, "logs_rejected", "Logs refused at a receiver, by protocol and reason"),
             logs_by_rule: counter(r, "logs_by_rule", "What LAL rules did with logs, by rule and outcome"),

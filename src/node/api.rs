@@ -12,6 +12,7 @@ use crate::base::worker::WorkerHealth;
 use crate::cluster::replication::sync::CatchUp;
 use crate::config::{ConfigSources, ConfigState};
 use crate::data::evaluation::Dispatcher;
+use crate::data::ingest::ScrapeBoard;
 use crate::store::Store;
 
 use super::control_plane::ControlPlane;
@@ -64,12 +65,13 @@ pub(super) struct AdminParts<'a> {
     pub(super) cluster: Option<&'a ClusterParts>,
     pub(super) workers: Arc<WorkerHealth>,
     pub(super) telemetry: &'a Arc<SelfMetrics>,
+    pub(super) scrape: &'a Arc<ScrapeBoard>,
 }
 
 /// The admin API's state (not ready until boot has finished), with the query service over the
 /// node's metric reader and log store.
 pub(super) fn admin_state(settings: &NodeSettings, parts: AdminParts<'_>) -> Arc<AdminState> {
-    let AdminParts { node_id, control, stores, dispatcher, agents, config, cluster, workers, telemetry } = parts;
+    let AdminParts { node_id, control, stores, dispatcher, agents, config, cluster, workers, telemetry, scrape } = parts;
     let cluster = cluster.map(|parts| parts.cluster.clone());
     Arc::new(AdminState {
         node_id: node_id.clone(),
@@ -87,6 +89,7 @@ pub(super) fn admin_state(settings: &NodeSettings, parts: AdminParts<'_>) -> Arc
         agents: agents.clone(),
         telemetry: telemetry.clone(),
         dispatcher: dispatcher.clone(),
+        scrape: scrape.clone(),
         query: Arc::new(
             crate::api::query::QueryService::new(
                 node_id.clone(),

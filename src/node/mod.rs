@@ -42,6 +42,7 @@ use crate::api::admin::AdminState;
 use crate::base::self_metrics::SelfMetrics;
 use crate::base::worker::{Worker, WorkerRunner};
 use crate::control::scan::{ScanReport, boot};
+use crate::data::ingest::ScrapeBoard;
 use crate::data::metrics::cells::MetricStore;
 use crate::data::metrics::{MetricReader, MetricWriter};
 use crate::store::kv::KvEngine;
@@ -113,8 +114,10 @@ impl RunningNode {
         // 2. Membership and the bus: the workflow's peers need them.
         let cluster = wiring::join_cluster(wiring, &node_id, &telemetry).await?;
         let (notice_worker, peers) = wiring::workflow_peers(seams.peers, cluster.as_ref());
-        // Who owns which entity and scrape target: gossip's live set, or this node alone.
+        // Who owns which entity and scrape target (gossip's live set, or this node alone), and
+        // where scrapes are shown.
         let live = wiring::live_nodes(cluster.as_ref(), &node_id);
+        let scrape_board = Arc::new(ScrapeBoard::new());
 
         // 3. The data stores (their own key spaces of the same database) and the exporters.
         let stores = data_plane::open_stores(&kv, &settings, seams.metric_reader, &live, &telemetry, &mut workers)?;
@@ -139,6 +142,7 @@ impl RunningNode {
                 cluster: cluster.as_ref(),
                 workers: workers.health(),
                 telemetry: &telemetry,
+                scrape: &scrape_board,
             },
         );
 
@@ -150,7 +154,8 @@ impl RunningNode {
         // 7. Workers, replication, then the servers.
         workers::spawn_scan(&mut workers, &control, cluster.as_ref());
         workers::spawn_agent_maintenance(&mut workers, &agents, seams.agent_flush_interval);
-        workers::spawn_data_workers(&mut workers, &settings, &data.ingest, &stores);
+        let scrape = workers::ScrapeParts { live: live.clone(), board: scrape_board };
+        workers::spawn_data_workers(&mut workers, &settings, &data.ingest, &stores, scrape);
         workers::spawn_handoff(&mut workers, &stores, &live, cluster.as_ref(), &telemetry);
         workers::spawn_reload(&mut workers, &settings, &control, &state);
         workers::spawn_roller(&mut workers, &settings, &node_id, &control, &state, cluster.as_ref(), seams.roll_worker);

@@ -8,14 +8,14 @@ use crate::api::admin::AdminState;
 use crate::api::agents::AgentService;
 use crate::api::agents::maintenance::MaintenanceWorker;
 use crate::base::ids::NodeId;
+use crate::base::owner::LiveNodes;
 use crate::base::worker::WorkerRunner;
 use crate::config::reload::{ReloadWorker, Reloader};
 use crate::control::rolling::roller::{self, HealthBoard, RollActions, RollerParts};
 use crate::control::scan::ScanWorker;
-use crate::base::owner::LiveNodes;
 use crate::base::self_metrics::SelfMetrics;
 use crate::cluster::replication::handoff::BusHandoff;
-use crate::data::ingest::Ingest;
+use crate::data::ingest::{Ingest, ScrapeBoard, ScrapeWorker};
 use crate::data::metrics::handoff::{HandoffSettings, HandoffWorker};
 
 use super::NodeSettings;
@@ -35,10 +35,23 @@ pub(super) fn spawn_agent_maintenance(workers: &mut WorkerRunner, agents: &Arc<A
     workers.spawn(MaintenanceWorker::new(agents.clone(), flush_interval));
 }
 
-/// The data plane's workers: the scrape jobs (when any), metric and log retention.
-pub(super) fn spawn_data_workers(workers: &mut WorkerRunner, settings: &NodeSettings, ingest: &Arc<Ingest>, stores: &DataStores) {
+/// What the scrape worker divides its targets by, and where it shows them.
+pub(super) struct ScrapeParts {
+    pub(super) live: Arc<dyn LiveNodes>,
+    pub(super) board: Arc<ScrapeBoard>,
+}
+
+/// The data plane's workers: the scrape jobs (when any; each target scraped by its owner among
+/// the live nodes), metric and log retention.
+pub(super) fn spawn_data_workers(
+    workers: &mut WorkerRunner,
+    settings: &NodeSettings,
+    ingest: &Arc<Ingest>,
+    stores: &DataStores,
+    scrape: ScrapeParts,
+) {
     if !settings.ingest.scrape_jobs.is_empty() {
-        workers.spawn(crate::data::ingest::ScrapeWorker::new(ingest.clone(), &settings.ingest.scrape_jobs));
+        workers.spawn(ScrapeWorker::new(ingest.clone(), &settings.ingest.scrape_jobs, scrape.live, scrape.board));
     }
     workers.spawn(crate::data::metrics::cells::retention::RetentionWorker::new(
         stores.metric_store.clone(),

@@ -17,6 +17,7 @@ mod query;
 mod reads;
 mod rolling;
 mod rule_test;
+mod scrape;
 mod writes;
 
 use std::sync::Arc;
@@ -70,6 +71,8 @@ pub struct AdminState {
     /// The data plane's dispatcher: receivers submit batches to it (`BatchSink`); the list
     /// shows its per-file evaluation state.
     pub dispatcher: Arc<crate::data::evaluation::Dispatcher>,
+    /// The scrape worker's targets: who owns each, and this node's last scrape of it.
+    pub scrape: Arc<crate::data::ingest::ScrapeBoard>,
     /// Metric queries: this node's metric store and the cluster fan-out.
     pub query: Arc<crate::api::query::QueryService>,
 }
@@ -190,6 +193,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/metrics", get(self_metrics::metrics))
         .route("/config", get(config))
         .route("/cluster/status", get(reads::cluster_status))
+        .route("/status/scrape", get(scrape::scrape_status))
         .route("/agent/groups", get(agents::list_groups).post(agents::create_group))
         .route("/agent/groups/{name}", delete(agents::delete_group))
         .route("/agent/configs", get(agents::list_configs).post(agents::push_config))

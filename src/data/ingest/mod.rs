@@ -15,8 +15,10 @@
 //! Both OTLP/JSON decoders read by the shared [`otlp_json`]; the routes of both planes answer
 //! through [`answer`].
 //!
-//! Scrape jobs of the node configuration are run by one [`scrape::ScrapeWorker`]. Prometheus data
-//! of every path is converted as SkyWalking's OpenTelemetry path converts it ([`prom`]).
+//! Scrape jobs of the node configuration are run by one [`scrape::ScrapeWorker`], which scrapes
+//! only the targets this node owns among the live nodes and shows them on a [`ScrapeBoard`].
+//! Prometheus data of every path is converted as SkyWalking's OpenTelemetry path converts it
+//! ([`prom`]).
 //!
 //! Receivers know nothing of rules: they hand batches to a [`BatchSink`] (the dispatcher) and
 //! map its refusal to backpressure (429 with `Retry-After`, or a scraper skipping intervals).
@@ -43,6 +45,7 @@ pub mod recording_logs;
 pub mod remote_write;
 pub mod remote_write_wire;
 pub mod scrape;
+pub mod scrape_board;
 
 use std::sync::Arc;
 
@@ -54,6 +57,7 @@ pub use http::router;
 pub use recording::RecordingSink;
 pub use recording_logs::RecordingLogSink;
 pub use scrape::ScrapeWorker;
+pub use scrape_board::ScrapeBoard;
 
 /// Why samples (or a whole request) were refused: the `reason` label of `samples_rejected`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,12 @@
-//! Scrape jobs: one worker per node fetches every configured target's text exposition on its
-//! job's interval, attaches `job` / `instance` / the job's labels as Prometheus does, converts
-//! like remote-write and submits one batch per scrape.
+//! Scrape jobs: one worker per node fetches the text exposition of the configured targets it
+//! owns on their job's interval, attaches `job` / `instance` / the job's labels as Prometheus
+//! does, converts like remote-write and submits one batch per scrape.
 //!
+//! - Scrape jobs are divided: every node holds every target, but at each due time a target is
+//!   scraped only by its owner among the live nodes at that moment (`base::owner`, keyed by job
+//!   name and URL). A target owned elsewhere is skipped and stays scheduled, so when its owner
+//!   dies it is scraped by the next owner at its next due time, within one interval of the live
+//!   set changing. Alone, a node owns every target.
 //! - A target is never scraped twice at once: the next scrape of a target starts only once the
 //!   previous one has finished (a scrape is bounded by the job's timeout, at most the interval).
 //! - Scrapes run at a fixed rate from the first one; one that starts late starts the next
@@ -25,12 +30,15 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::base::clock::wall_clock_ms;
+use crate::base::ids::NodeId;
+use crate::base::owner::{LiveNodes, LiveSet};
 use super::body::{self, Encoding};
 use super::config::ScrapeJob;
 use super::exposition::{self, ExpositionRefused, TargetLabels};
+use super::scrape_board::{LastScrape, ScrapeBoard};
 use super::Ingest;
 use crate::data::seam::{Batch, Protocol, SubmitError};
-use crate::base::self_metrics::labels;
+use crate::base::self_metrics::{SelfMetrics, labels};
 use crate::base::worker::{Worker, WorkerState};
 
 /// The longest a full queue backs a target off (beyond one interval).
@@ -70,6 +78,13 @@ impl Schedule {
         }
     }
 
+    /// Not scraped here at `now` (another node owns the target): due again one interval after
+    /// this due time, as if a scrape had started and finished at once.
+    pub fn skipped(&mut self, now: Instant) {
+        self.started(now);
+        self.in_flight = false;
+    }
+
     /// The scrape finished; `backoff` (a full queue's retry-after) skips the next interval(s):
     /// at least one, as many as the backoff covers.
     pub fn finished(&mut self, backoff: Option<Duration>) {
@@ -102,23 +117,34 @@ pub enum ScrapeError {
 /// One target of one job.
 struct Target {
     job: Arc<ScrapeJob>,
+    /// The target as configured (`host:port`), the `instance` label.
+    instance: String,
     url: Uri,
     labels: TargetLabels,
     schedule: Schedule,
+    /// What decides who scrapes it: the job name and the URL (`job \0 url`).
+    owner_key: Vec<u8>,
+    /// Whether this node scraped it at its last due time, to log only changes.
+    owned: Option<bool>,
+    /// Its index on the board (the same as in `targets`).
+    board_index: usize,
     /// The last scrape's result, to log only changes.
     last_result: &'static str,
 }
 
-/// Scrapes every target of the configured jobs.
+/// Scrapes the targets of the configured jobs that this node owns.
 pub struct ScrapeWorker {
     ingest: Arc<Ingest>,
     client: Client<HttpConnector, Empty<Bytes>>,
     targets: Vec<Target>,
+    live: Arc<dyn LiveNodes>,
+    board: Arc<ScrapeBoard>,
     running: JoinSet<(usize, Result<Option<Batch>, ScrapeError>)>,
 }
 
 impl ScrapeWorker {
-    pub fn new(ingest: Arc<Ingest>, jobs: &[ScrapeJob]) -> ScrapeWorker {
+    /// A worker over `jobs`, dividing their targets by `live`, showing them on `board`.
+    pub fn new(ingest: Arc<Ingest>, jobs: &[ScrapeJob], live: Arc<dyn LiveNodes>, board: Arc<ScrapeBoard>) -> ScrapeWorker {
         let now = Instant::now();
         let mut targets = Vec::new();
         for job in jobs {
@@ -129,11 +155,16 @@ impl ScrapeWorker {
                     tracing::error!(job = %job.name, target = %instance, "scrape target does not form a URL; skipped");
                     continue;
                 };
+                let url_text = url.to_string();
                 targets.push(Target {
                     labels: TargetLabels::new(&job.name, Some(instance), &job.labels),
+                    owner_key: owner_key(&job.name, &url_text),
+                    board_index: board.register(&job.name, instance, &url_text),
+                    instance: instance.clone(),
                     url,
                     schedule: Schedule::new(job.interval, now),
                     job: job.clone(),
+                    owned: None,
                     last_result: "ok",
                 });
             }
@@ -141,12 +172,14 @@ impl ScrapeWorker {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(crate::base::listen::CLIENT_POOL_IDLE_TIMEOUT)
             .build_http::<Empty<Bytes>>();
-        ScrapeWorker { ingest, client, targets, running: JoinSet::new() }
+        ScrapeWorker { ingest, client, targets, live, board, running: JoinSet::new() }
     }
+
 
     /// Counts and submits a finished scrape; says how long the target should back off.
     fn finished(&mut self, index: usize, outcome: Result<Option<Batch>, ScrapeError>) {
         let Some(target) = self.targets.get_mut(index) else { return };
+        let error = outcome.as_ref().err().map(ToString::to_string);
         let (result, backoff) = match outcome {
             Ok(batch) => match self.ingest.submit(Protocol::Scrape, batch.into_iter().collect()) {
                 Ok(()) => ("ok", None),
@@ -167,7 +200,35 @@ impl ScrapeWorker {
         }
         target.last_result = result;
         target.schedule.finished(backoff);
+        self.board.scraped(target.board_index, LastScrape { result, time_ms: wall_clock_ms(), error });
         self.ingest.telemetry().scrapes.get_or_create(&labels([("job", target.job.name.as_str()), ("result", result)])).inc();
+    }
+}
+
+/// The target is due: whether this node owns it under the live set now. The decision is shown
+/// on the board and in `scrape_target_owned`; a change is logged.
+fn owns(target: &mut Target, live: &LiveSet, board: &ScrapeBoard, telemetry: &SelfMetrics) -> bool {
+    let owner = live.owner(&target.owner_key);
+    let here = live.owns(&target.owner_key);
+    board.decided(target.board_index, owner, here);
+    let gauge = labels([("job", target.job.name.as_str()), ("target", target.instance.as_str())]);
+    telemetry.scrape_target_owned.get_or_create(&gauge).set(i64::from(here));
+    if target.owned != Some(here) {
+        log_owner(target, owner, here, live.self_id());
+        target.owned = Some(here);
+    }
+    here
+}
+
+/// What decides who scrapes a target: its job's name and its URL.
+pub fn owner_key(job: &str, url: &str) -> Vec<u8> {
+    format!("{job}\u{0}{url}").into_bytes()
+}
+
+fn log_owner(target: &Target, owner: &NodeId, here: bool, self_id: &NodeId) {
+    match here {
+        true => tracing::info!(job = %target.job.name, target = %target.url, node = %self_id, "scrape target is scraped by this node"),
+        false => tracing::info!(job = %target.job.name, target = %target.url, %owner, "scrape target is scraped by another node"),
     }
 }
 
@@ -188,8 +249,15 @@ impl Worker for ScrapeWorker {
     async fn work(&mut self) -> WorkerState {
         let now = Instant::now();
         let limit = self.ingest.limits().max_decompressed_bytes;
+        // The live set is read once per pass, and only when a target is due.
+        let mut live = None;
         for (index, target) in self.targets.iter_mut().enumerate() {
             if !target.schedule.is_due(now) {
+                continue;
+            }
+            let live = live.get_or_insert_with(|| self.live.live());
+            if !owns(target, live, &self.board, self.ingest.telemetry()) {
+                target.schedule.skipped(now);
                 continue;
             }
             target.schedule.started(now);
@@ -290,6 +358,25 @@ mod tests {
         schedule.started(late);
         schedule.finished(None);
         assert_eq!(schedule.next_due(), Some(late + interval));
+    }
+
+    #[test]
+    fn a_skipped_target_stays_scheduled_at_the_same_rate() {
+        let t0 = Instant::now();
+        let interval = Duration::from_secs(10);
+        let mut schedule = Schedule::new(interval, t0);
+        schedule.skipped(t0 + Duration::from_secs(1));
+        assert_eq!(schedule.next_due(), Some(t0 + interval), "not in flight, due one interval later");
+        let late = t0 + Duration::from_secs(35);
+        schedule.skipped(late);
+        assert_eq!(schedule.next_due(), Some(late + interval));
+        assert!(schedule.is_due(late + interval));
+    }
+
+    #[test]
+    fn the_owner_key_separates_the_job_from_the_url() {
+        assert_ne!(owner_key("a", "bc"), owner_key("ab", "c"));
+        assert_eq!(owner_key("vm", "http://h:1/metrics"), b"vm\0http://h:1/metrics".to_vec());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Receiver tests: decoder tables per protocol, the HTTP status codes and their bodies, the
-//! scrape worker against loopback servers, and random input for every decoder.
+//! scrape worker against loopback servers (alone, and divided among nodes), and random input
+//! for every decoder.
 
 mod fuzz;
 mod http;
@@ -14,6 +15,7 @@ mod prom;
 mod remote_write;
 mod remote_write_wire;
 mod scrape;
+mod scrape_divided;
 
 use crate::data::seam::Sample;
 

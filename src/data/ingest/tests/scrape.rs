@@ -71,6 +71,12 @@ fn job(name: &str, addr: std::net::SocketAddr, path: &str, interval_ms: u64, tim
     }
 }
 
+/// A worker of a node alone: it owns every target.
+fn alone(ingest: Arc<Ingest>, jobs: &[ScrapeJob]) -> ScrapeWorker {
+    let live = Arc::new(crate::base::owner::Alone(crate::base::ids::NodeId("n1".into())));
+    ScrapeWorker::new(ingest, jobs, live, Arc::new(crate::data::ingest::ScrapeBoard::new()))
+}
+
 fn scrapes(telemetry: &SelfMetrics, job: &str, result: &str) -> u64 {
     SelfMetrics::counter_value(&telemetry.scrapes, &labels([("job", job), ("result", result)]))
 }
@@ -91,7 +97,7 @@ async fn a_scrape_submits_one_converted_batch_with_the_target_labels() {
     let telemetry = Arc::new(SelfMetrics::new());
     let ingest = Ingest::new(sink.clone(), telemetry.clone(), BodyLimits::default());
     let mut runner = WorkerRunner::new(CancellationToken::new());
-    runner.spawn(ScrapeWorker::new(ingest, &[job("vm-monitoring", addr, "/metrics", 60_000, 2_000)]));
+    runner.spawn(alone(ingest, &[job("vm-monitoring", addr, "/metrics", 60_000, 2_000)]));
     assert!(sink.wait_for_submissions(1, Duration::from_secs(10)).await >= 1);
     let batches = sink.batches();
     let batch = &batches[0];
@@ -117,7 +123,7 @@ async fn a_slow_target_times_out_and_is_never_scraped_twice_at_once() {
     let ingest = Ingest::new(sink.clone(), telemetry.clone(), BodyLimits::default());
     let mut runner = WorkerRunner::new(CancellationToken::new());
     let timeout = Duration::from_millis(150);
-    runner.spawn(ScrapeWorker::new(ingest, &[job("slow", addr, "/slow", 200, 150)]));
+    runner.spawn(alone(ingest, &[job("slow", addr, "/slow", 200, 150)]));
     wait_until(Duration::from_secs(15), "three timeouts", || scrapes(&telemetry, "slow", "timeout") >= 3).await;
     runner.shutdown(Duration::from_secs(5)).await;
     assert!(sink.accepted().is_empty());
@@ -138,7 +144,7 @@ async fn a_full_queue_skips_the_intervals_its_retry_after_covers() {
     let telemetry = Arc::new(SelfMetrics::new());
     let ingest = Ingest::new(sink.clone(), telemetry.clone(), BodyLimits::default());
     let mut runner = WorkerRunner::new(CancellationToken::new());
-    runner.spawn(ScrapeWorker::new(ingest, &[job("busy", addr, "/metrics", 100, 100)]));
+    runner.spawn(alone(ingest, &[job("busy", addr, "/metrics", 100, 100)]));
     assert!(sink.wait_for_submissions(2, Duration::from_secs(10)).await >= 2);
     runner.shutdown(Duration::from_secs(5)).await;
     assert_eq!(scrapes(&telemetry, "busy", "queue_full"), 1);
@@ -162,7 +168,7 @@ async fn an_unreachable_target_counts_errors() {
     let telemetry = Arc::new(SelfMetrics::new());
     let ingest = Ingest::new(sink.clone(), telemetry.clone(), BodyLimits::default());
     let mut runner = WorkerRunner::new(CancellationToken::new());
-    runner.spawn(ScrapeWorker::new(ingest, &[job("down", addr, "/metrics", 100, 100)]));
+    runner.spawn(alone(ingest, &[job("down", addr, "/metrics", 100, 100)]));
     wait_until(Duration::from_secs(10), "two errors", || scrapes(&telemetry, "down", "error") + scrapes(&telemetry, "down", "timeout") >= 2).await;
     runner.shutdown(Duration::from_secs(5)).await;
     assert!(sink.accepted().is_empty());
