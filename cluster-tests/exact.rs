@@ -244,3 +244,119 @@ async fn samples_spread_over_three_nodes_read_as_one_node_on_every_node() {
     }
     reference.shutdown().await;
 }
+
+/// Which node's own store holds the merged values: the entity's owner.
+async fn owner_index(nodes: &[TestNode], minute_ms: i64, want: &[Value]) -> usize {
+    for (i, node) in nodes.iter().enumerate() {
+        if all_series(&node.client, minute_ms, false).await == want {
+            return i;
+        }
+    }
+    panic!("no node holds the merged values");
+}
+
+/// The owner goes away and comes back: while it is gone the others take its entity over
+/// (what they receive goes to the new owner, reads name the missing node), and once it is back
+/// every read is the one-node value again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_that_leaves_and_returns_loses_nothing() {
+    let (gossip, bus) = (GossipNetwork::new(), MemNetwork::new());
+    let mut nodes = Vec::new();
+    for i in 1..=3 {
+        nodes.push(TestNode::clustered_in_memory(settings(i), membership(i, 3), &gossip, &bus).await);
+    }
+    let reference = start_with_data_listener(NodeSettings::for_test()).await;
+    let reference_client = AdminClient::new(&reference.admin_addr.to_string(), None).expect("client");
+    wait_until(WAIT, "e1 sees three live members", || async {
+        let status = nodes[0].client.get("/cluster/status").await.ok().and_then(|r| r.json()).unwrap_or_default();
+        status["members"].as_array().is_some_and(|m| m.iter().filter(|m| m["live"] == true).count() == 3)
+    })
+    .await;
+    let (status, body) = nodes[0].push("otel-rules", "exact", RULE, &[]).await;
+    assert_eq!(status, 200, "{body}");
+    let reference_rule = with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "exact")]);
+    assert_eq!(reference_client.post(&reference_rule, RULE.as_bytes().to_vec()).await.expect("push").status.as_u16(), 200);
+    wait_rule_running(&nodes.iter().collect::<Vec<_>>()).await;
+    let minute_ms = (hotrule::base::clock::wall_clock_ms() / 60_000 - 1) * 60_000;
+    let reference_data = reference.data_addr.expect("data listener");
+    let totals = [11, 12, 13, 54, 25, 11, 77];
+
+    let mut expected_sum = 0;
+    for n in 0..3 {
+        let text = emission(n, minute_ms);
+        push_samples(&nodes[n as usize].node.data_addr.expect("data"), &text).await;
+        push_samples(&reference_data, &text).await;
+        expected_sum += totals[n as usize];
+    }
+    wait_until(WAIT, "the reference holds three emissions", || async {
+        first_value(&series(&reference_client, "x_sum", minute_ms, false).await) == Some(expected_sum)
+    })
+    .await;
+    let want = all_series(&reference_client, minute_ms, false).await;
+    wait_for_the_owner(&nodes, minute_ms, &want).await;
+    let owner = owner_index(&nodes, minute_ms, &want).await;
+    eprintln!("[leave] the owner is e{}; it stops", owner + 1);
+
+    let gone = nodes.remove(owner);
+    let gone_kv = gone.kv.clone();
+    gone.node.shutdown().await;
+    wait_until(WAIT, "the survivors see two live members", || async {
+        let status = nodes[0].client.get("/cluster/status").await.ok().and_then(|r| r.json()).unwrap_or_default();
+        status["members"].as_array().is_some_and(|m| m.iter().filter(|m| m["live"] == true).count() == 2)
+    })
+    .await;
+    // Two emissions reach the survivors while the owner is gone.
+    let mut gone_sum = 0;
+    for n in 3..5 {
+        let text = emission(n, minute_ms);
+        push_samples(&nodes[n as usize % 2].node.data_addr.expect("data"), &text).await;
+        push_samples(&reference_data, &text).await;
+        gone_sum += totals[n as usize];
+    }
+    expected_sum += gone_sum;
+    // The survivors' reads hold what they have (the new emissions, merged on the new owner), and
+    // name the missing node.
+    wait_until(WAIT, "one survivor owns the new emissions", || async {
+        let mut holders = 0;
+        for node in nodes.iter() {
+            if first_value(&series(&node.client, "x_sum", minute_ms, false).await) == Some(gone_sum) {
+                holders += 1;
+            }
+        }
+        holders == 1
+    })
+    .await;
+    let reply = nodes[0]
+        .client
+        .get(&with_query("/query/metrics", &[("name", "x_sum"), ("service", "s"), ("start", &minute_ms.to_string()), ("end", &minute_ms.to_string()), ("cluster", "true")]))
+        .await
+        .expect("read");
+    let body: Value = reply.json().unwrap_or_default();
+    assert_eq!(body["series"][0]["points"][0]["value"], gone_sum, "{body}");
+    assert_eq!(body["partial"][0]["node"], node_id(owner + 1).0, "the missing owner is named: {body}");
+
+    eprintln!("[leave] e{} comes back on its store", owner + 1);
+    let back = TestNode::clustered_in_memory_on(settings(owner + 1), membership(owner + 1, 3), &gossip, &bus, gone_kv).await;
+    nodes.insert(owner, back);
+    wait_rule_running(&nodes.iter().collect::<Vec<_>>()).await;
+    wait_until(WAIT, "every node's cluster read holds all five emissions", || async {
+        for node in nodes.iter() {
+            if first_value(&series(&node.client, "x_sum", minute_ms, true).await) != Some(expected_sum) {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    let want = all_series(&reference_client, minute_ms, false).await;
+    for node in &nodes {
+        assert_eq!(all_series(&node.client, minute_ms, true).await, want, "after the owner came back, {:?}", node.node.admin_addr);
+    }
+    // The returning owner takes its entity back: what the stand-in merged moves to it.
+    wait_for_the_owner(&nodes, minute_ms, &want).await;
+    assert_eq!(owner_index(&nodes, minute_ms, &want).await, owner);
+    for node in nodes {
+        node.node.shutdown().await;
+    }
+    reference.shutdown().await;
+}

@@ -232,8 +232,8 @@ impl PartialSeriesWire {
 /// A node's partial state on its way to owners, and its applied marks ([`InFlight`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InFlightWire {
-    /// (owner, sequence number, series).
-    pub records: Vec<(NodeId, u64, Vec<PartialSeriesWire>)>,
+    /// (owner, sequence number, delivered, series).
+    pub records: Vec<(NodeId, u64, bool, Vec<PartialSeriesWire>)>,
     pub applied: Vec<(NodeId, u64)>,
 }
 
@@ -243,7 +243,7 @@ impl From<&InFlight> for InFlightWire {
             records: in_flight
                 .records
                 .iter()
-                .map(|r| (r.owner.clone(), r.seq, r.series.iter().map(PartialSeriesWire::from).collect()))
+                .map(|r| (r.owner.clone(), r.seq, r.delivered, r.series.iter().map(PartialSeriesWire::from).collect()))
                 .collect(),
             applied: in_flight.applied.iter().map(|(node, mark)| (node.clone(), *mark)).collect(),
         }
@@ -253,9 +253,9 @@ impl From<&InFlight> for InFlightWire {
 impl InFlightWire {
     pub fn decode(self) -> Result<InFlight, String> {
         let mut records = Vec::with_capacity(self.records.len());
-        for (owner, seq, series) in self.records {
+        for (owner, seq, delivered, series) in self.records {
             let series = series.into_iter().map(PartialSeriesWire::decode).collect::<Result<Vec<_>, _>>()?;
-            records.push(InFlightRecord { owner, seq, series });
+            records.push(InFlightRecord { owner, seq, delivered, series });
         }
         Ok(InFlight { records, applied: self.applied.into_iter().collect() })
     }

@@ -65,6 +65,9 @@ pub struct InFlight {
 pub struct InFlightRecord {
     pub owner: NodeId,
     pub seq: u64,
+    /// The owner said it applied the record (the sender keeps reporting it for a while, for a
+    /// read that met the owner before it applied it).
+    pub delivered: bool,
     pub series: Vec<PartialSeries>,
 }
 
@@ -76,9 +79,11 @@ pub struct NodeAnswer {
     pub in_flight: InFlight,
 }
 
-/// Merges the answers of several nodes: their cells, and every record still on its way unless
-/// its owner answered with an applied mark at or past it (then the owner's cells hold it). A
-/// record whose owner did not answer counts: the owner's cells are missing from the read too.
+/// Merges the answers of several nodes: their cells, and the records on their way to owners.
+/// A record counts when its owner answered with an applied mark below it (the owner's cells do
+/// not hold it yet). When the owner did not answer, a record still in the outbox counts (it is
+/// nowhere else) and a delivered one does not (it is in the owner's cells, which are missing
+/// from the read like the rest of the owner's data).
 pub fn merge_cluster(answers: Vec<NodeAnswer>) -> Merged {
     let marks: BTreeMap<NodeId, BTreeMap<NodeId, u64>> =
         answers.iter().map(|answer| (answer.node.clone(), answer.in_flight.applied.clone())).collect();
@@ -87,8 +92,11 @@ pub fn merge_cluster(answers: Vec<NodeAnswer>) -> Merged {
         let sender = answer.node;
         per_node.push(answer.series);
         for record in answer.in_flight.records {
-            let applied = marks.get(&record.owner).and_then(|m| m.get(&sender)).is_some_and(|mark| *mark >= record.seq);
-            if !applied {
+            let counts = match marks.get(&record.owner) {
+                Some(owner_marks) => owner_marks.get(&sender).is_none_or(|mark| *mark < record.seq),
+                None => !record.delivered,
+            };
+            if counts {
                 per_node.push(record.series);
             }
         }
@@ -205,7 +213,7 @@ mod tests {
     fn records_in_flight_count_once() {
         let cells = |v: i64| node(Downsampling::Sum, &[(Value::Single(v), 1)]);
         let id = |n: &str| NodeId(n.to_string());
-        let record = |v: i64, seq: u64| InFlightRecord { owner: id("o"), seq, series: cells(v) };
+        let record = |v: i64, seq: u64| InFlightRecord { owner: id("o"), seq, delivered: false, series: cells(v) };
         let sender = |records: Vec<InFlightRecord>| NodeAnswer {
             node: id("s"),
             series: cells(1),
@@ -221,8 +229,12 @@ mod tests {
         assert_eq!(value(vec![sender(vec![record(100, 7)]), owner(10, Some(6))]), Value::Single(111));
         // Applied: the owner's cells hold it (110); the sender still reports it.
         assert_eq!(value(vec![owner(110, Some(7)), sender(vec![record(100, 7)])]), Value::Single(111));
-        // The owner did not answer: the record counts.
-        assert_eq!(value(vec![sender(vec![record(100, 7), record(1000, 8)])]), Value::Single(1101));
+        // The owner did not answer: a record in the outbox counts, a delivered one does not (it
+        // is in the owner's cells, missing from this read).
+        let delivered = InFlightRecord { delivered: true, ..record(10_000, 6) };
+        assert_eq!(value(vec![sender(vec![delivered.clone(), record(100, 7), record(1000, 8)])]), Value::Single(1101));
+        // Delivered, and the owner answered before applying it: it counts.
+        assert_eq!(value(vec![sender(vec![delivered]), owner(10, Some(5))]), Value::Single(10_011));
         // Another sender's mark does not cover this one's record.
         let mut other = owner(10, None);
         other.in_flight.applied.insert(id("t"), 99);

@@ -432,17 +432,20 @@ impl MetricStore {
     /// What is on its way from this node (outbox and recently delivered records, their cells
     /// filtered as a read of `filter` would filter), and the applied marks this node holds.
     pub fn in_flight(&self, filter: &SeriesFilter, granularity: Granularity, start_ms: i64, end_ms: i64) -> Result<InFlight, MetricStoreError> {
-        let mut records = self.outbox(usize::MAX)?;
+        let mut records: Vec<(HandoffRecord, bool)> = self.outbox(usize::MAX)?.into_iter().map(|r| (r, false)).collect();
         {
             let delivered = lock(&self.handoff.delivered);
             let now = Instant::now();
-            records.extend(delivered.iter().filter(|(at, _)| now.duration_since(*at) <= DELIVERED_KEPT).map(|(_, r)| r.clone()));
+            records.extend(delivered.iter().filter(|(at, _)| now.duration_since(*at) <= DELIVERED_KEPT).map(|(_, r)| (r.clone(), true)));
         }
+        // A record both in the outbox and delivered (the read fell between the two steps of
+        // `delivered`) is the delivered one.
+        records.sort_by_key(|(r, delivered)| (r.owner.clone(), r.seq, !delivered));
         let first = keys::bucket_of(granularity, start_ms);
         let last = keys::bucket_of(granularity, end_ms);
         let mut out = InFlight::default();
         let mut seen = BTreeSet::new();
-        for record in records {
+        for (record, delivered) in records {
             if !seen.insert((record.owner.clone(), record.seq)) {
                 continue;
             }
@@ -469,7 +472,7 @@ impl MetricStore {
                     PartialSeries { metric, entity, group, cells }
                 })
                 .collect();
-            out.records.push(InFlightRecord { owner: record.owner, seq: record.seq, series });
+            out.records.push(InFlightRecord { owner: record.owner, seq: record.seq, delivered, series });
         }
         for (key, value) in scan_all(self.kv.as_ref(), &[APPLIED_PREFIX], &[APPLIED_PREFIX + 1])? {
             let sender = std::str::from_utf8(&key[1..]).ok().and_then(|s| NodeId::parse(s).ok());

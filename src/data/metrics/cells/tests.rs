@@ -534,3 +534,144 @@ fn ensure_shape_reshapes_only_a_metric_stored_under_another_shape() {
     assert_eq!(points(&f.store, "m", Granularity::Minute).len(), 1, "values of the new shape are stored");
     assert_eq!(counter(&f.telemetry.values_rejected, "reason", "shape_mismatch"), 0);
 }
+
+// ---- handoff to the entity's owner (`handoff`) ----
+
+mod handoff {
+    use super::*;
+    use crate::base::ids::NodeId;
+    use crate::data::metrics::cells::handoff::HandoffRecord;
+    use crate::data::metrics::partial::{NodeAnswer, merge_cluster};
+
+    fn id(name: &str) -> NodeId {
+        NodeId(name.to_string())
+    }
+
+    /// Writes `n` services' avg values (10 and 30, so 20 each) at 12:00 with tracking on, and
+    /// moves every cell to `b`.
+    fn written_and_moved(f: &Fixture, n: usize) -> Vec<HandoffRecord> {
+        f.store.set_handoff_tracking(true);
+        for i in 0..n {
+            let svc = service(&format!("s{i}"));
+            f.store.write(&[value("load", &svc, minute(12, 0), Value::Single(10), Downsampling::Avg)]).expect("write");
+            f.store.write(&[value("load", &svc, minute(12, 0), Value::Single(30), Downsampling::Avg)]).expect("write");
+        }
+        let (keys, overflowed) = f.store.take_dirty();
+        assert!(!overflowed);
+        assert_eq!(keys.len(), 3 * n, "minute, hour and day cells of each service");
+        let moved = f.store.move_to_outbox(keys, &|_| Some(id("b")), 100).expect("move");
+        assert_eq!((moved.cells, moved.records), (3 * n, 1));
+        f.store.outbox(100).expect("outbox")
+    }
+
+    /// Each service's single value at `granularity`, in service order.
+    fn values(store: &MetricStore, granularity: Granularity) -> Vec<i64> {
+        let series = store.read(&filter("load"), granularity, at(0, 0), at(23, 59)).expect("read");
+        series
+            .iter()
+            .flat_map(|s| &s.points)
+            .map(|p| match p.value {
+                Value::Single(v) => v,
+                ref other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn answer(node: &str, store: &MetricStore) -> NodeAnswer {
+        let (series, in_flight) = store.consistent_state(&filter("load"), Granularity::Minute, at(0, 0), at(23, 59)).expect("state");
+        NodeAnswer { node: id(node), series, in_flight }
+    }
+
+    fn cluster_value(answers: Vec<NodeAnswer>) -> Vec<i64> {
+        merge_cluster(answers)
+            .series
+            .iter()
+            .map(|s| match s.finalize(Granularity::Minute).points[0].value {
+                Value::Single(v) => v,
+                ref other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn moved_cells_leave_the_sender_and_the_owner_applies_them_once() {
+        let (a, b) = (fixture(), fixture());
+        let records = written_and_moved(&a, 3);
+        assert!(values(&a.store, Granularity::Minute).is_empty(), "the cells left the sender");
+        let record = &records[0];
+        assert_eq!(record.owner, id("b"));
+        assert!(record.seq >= u64::try_from(at(14, 0)).expect("positive") * 1000, "sequence numbers start at the clock");
+
+        // In flight: counted from the sender's outbox, once.
+        assert_eq!(cluster_value(vec![answer("a", &a.store), answer("b", &b.store)]), [20, 20, 20]);
+
+        let applied = b.store.apply_handoff(&id("a"), record).expect("apply");
+        assert_eq!((applied.through, applied.refused, applied.minutes.len()), (record.seq, 0, 3));
+        assert_eq!(values(&b.store, Granularity::Hour), [20, 20, 20]);
+        // Applied and still in the outbox: the owner's mark covers it, counted once.
+        assert_eq!(cluster_value(vec![answer("a", &a.store), answer("b", &b.store)]), [20, 20, 20]);
+
+        // Delivered twice (a lost answer): applied once.
+        let again = b.store.apply_handoff(&id("a"), record).expect("apply again");
+        assert_eq!((again.through, again.minutes.len()), (record.seq, 0));
+        assert_eq!(values(&b.store, Granularity::Minute), [20, 20, 20]);
+
+        a.store.delivered(record.clone()).expect("delivered");
+        assert!(a.store.outbox(10).expect("outbox").is_empty());
+        // Delivered: still reported for a while, still counted once.
+        assert_eq!(answer("a", &a.store).in_flight.records.len(), 1);
+        assert_eq!(cluster_value(vec![answer("b", &b.store), answer("a", &a.store)]), [20, 20, 20]);
+    }
+
+    #[test]
+    fn a_record_whose_owner_left_comes_back_and_merges_with_new_writes() {
+        let a = fixture();
+        let records = written_and_moved(&a, 1);
+        a.store.write(&[value("load", &service("s0"), minute(12, 0), Value::Single(50), Downsampling::Avg)]).expect("write");
+        let _ = a.store.take_dirty();
+        a.store.take_back(&records[0]).expect("take back");
+        assert!(a.store.outbox(10).expect("outbox").is_empty());
+        assert_eq!(singles(&a.store, "load", Granularity::Minute), [(minute(12, 0), 30)], "(10 + 30 + 50) / 3");
+        let (dirty, _) = a.store.take_dirty();
+        assert_eq!(dirty.len(), 3, "the cells are looked at again");
+    }
+
+    #[test]
+    fn nothing_moves_past_the_bound_and_records_survive_a_restart() {
+        let f = fixture();
+        written_and_moved(&f, 1);
+        f.store.write(&[value("load", &service("x"), minute(12, 1), Value::Single(1), Downsampling::Avg)]).expect("write");
+        let (keys, _) = f.store.take_dirty();
+        assert_eq!(f.store.move_to_outbox(keys.clone(), &|_| Some(id("b")), 1).expect("move").cells, 0, "one record waits: bound 1");
+        assert_eq!(singles(&f.store, "load", Granularity::Minute), [(minute(12, 1), 1)], "the cells stay here");
+
+        let reopened = open(&f.kv, Retention::default(), &f.telemetry, &f.now);
+        let before = reopened.outbox(10).expect("outbox");
+        assert_eq!(before.len(), 1, "the outbox is durable");
+        f.now.store(at(13, 0), Ordering::SeqCst);
+        let moved = reopened.move_to_outbox(keys, &|_| Some(id("c")), 10).expect("move");
+        assert_eq!(moved.records, 1);
+        let after = reopened.outbox(10).expect("outbox");
+        let newer = after.iter().find(|r| r.owner == id("c")).expect("a record for c");
+        assert!(newer.seq > before[0].seq, "sequence numbers never repeat");
+    }
+
+    #[test]
+    fn the_owner_refuses_garbage_and_other_shapes_and_applies_the_rest() {
+        let (a, b) = (fixture(), fixture());
+        let mut record = written_and_moved(&a, 2).remove(0);
+        b.store.write(&[value("other", &service("z"), minute(12, 0), Value::Single(1), Downsampling::Sum)]).expect("write");
+        record.cells.push((b"not a key".to_vec(), vec![1, 2, 3]));
+        let (key, _) = record.cells[0].clone();
+        record.cells.push((key, vec![9, 9]));
+        let applied = b.store.apply_handoff(&id("a"), &record).expect("apply");
+        assert_eq!(applied.refused, 2);
+        assert_eq!(values(&b.store, Granularity::Minute), [20, 20], "the two services' good cells are applied");
+
+        let c = fixture();
+        c.store.write(&[value("load", &service("s0"), minute(12, 0), Value::Single(1), Downsampling::Sum)]).expect("write");
+        let reshaped = c.store.apply_handoff(&id("a"), &written_and_moved(&fixture(), 1)[0]).expect("apply");
+        assert_eq!(reshaped.refused, 3, "an avg metric's cells are not merged into a sum metric");
+        assert_eq!(counter(&c.telemetry.values_rejected, "reason", "handoff_refused"), 3);
+    }
+}
