@@ -54,6 +54,11 @@ pub(super) fn spawn_with(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Pat
 /// the bus secret from `secret`, no bundled rules, stderr to `dir/n<i>.log`. Shared with the
 /// real-process cluster tests; callers add flags and environment before spawning.
 pub fn node_command(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path) -> Result<(Command, String), String> {
+    node_command_with_rules(bin, dir, net, i, secret, Path::new("no-bundled-rules"))
+}
+
+/// [`node_command`] with the bundled rules of `rules_dir`.
+pub fn node_command_with_rules(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path, rules_dir: &Path) -> Result<(Command, String), String> {
     let host = format!("127.0.{net}.{}", i + 1);
     let log = std::fs::File::create(dir.join(format!("n{i}.log"))).map_err(|e| e.to_string())?;
     let mut command = Command::new(bin);
@@ -64,7 +69,7 @@ pub fn node_command(bin: &Path, dir: &Path, net: u8, i: usize, secret: &Path) ->
         .args(["--gossip-listen", &format!("{host}:17130")])
         .args(["--bus-listen", &format!("{host}:17129")])
         .args(["--seed", &format!("127.0.{net}.2:17130")])
-        .args(["--cluster-secret-file", &secret.display().to_string(), "--rules-dir", "no-bundled-rules"])
+        .args(["--cluster-secret-file", &secret.display().to_string(), "--rules-dir", &rules_dir.display().to_string()])
         .env_remove("HOTRULE_ADMIN_TOKEN")
         .env_remove("HOTRULE_CLUSTER_SECRET")
         .stdout(Stdio::null())

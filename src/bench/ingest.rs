@@ -204,16 +204,16 @@ impl Outcome {
     }
 }
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+pub(super) type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
-fn client() -> HttpClient {
+pub(super) fn client() -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     Client::builder(TokioExecutor::new()).pool_max_idle_per_host(1).build(connector)
 }
 
 /// Sends one body; `Ok` on 2xx, else the error's kind and the answer.
-async fn send(client: &HttpClient, url: &str, body: Vec<u8>) -> Result<(), (String, String)> {
+pub(super) async fn send(client: &HttpClient, url: &str, body: Vec<u8>) -> Result<(), (String, String)> {
     let request = Request::post(url)
         .header("content-encoding", "snappy")
         .header("content-type", "application/x-protobuf")
@@ -237,18 +237,24 @@ async fn send(client: &HttpClient, url: &str, body: Vec<u8>) -> Result<(), (Stri
     }
 }
 
-/// Sends the stream to `url` over `connections` connections for `duration`, after a warm-up
-/// round that is not counted.
-pub async fn run_stream(url: &str, stream: Arc<Stream>, connections: usize, duration: Duration) -> Outcome {
+/// Sends the stream to `urls` over `connections` connections for `duration`, after a warm-up
+/// round that is not counted. With several URLs (the nodes of a cluster behind a round-robin
+/// balancer) each connection sends its requests to them in turn.
+pub async fn run_stream(urls: &[String], stream: Arc<Stream>, connections: usize, duration: Duration) -> Outcome {
+    let urls: Arc<[String]> = urls.into();
+    if urls.is_empty() {
+        return Outcome::default();
+    }
     let connections = connections.clamp(1, stream.hosts().max(1));
     // Warm-up: every host's round 0 (creates the series), not timed.
     let warmups: Vec<_> = (0..connections)
         .map(|c| {
-            let (stream, url) = (stream.clone(), url.to_string());
+            let (stream, urls) = (stream.clone(), urls.clone());
             tokio::spawn(async move {
                 let client = client();
-                for host in (c..stream.hosts()).step_by(connections) {
-                    let _ = send(&client, &url, stream.request(host, 0).0).await;
+                for (k, host) in (c..stream.hosts()).step_by(connections).enumerate() {
+                    let url = &urls[(c + k) % urls.len()];
+                    let _ = send(&client, url, stream.request(host, 0).0).await;
                 }
             })
         })
@@ -260,18 +266,21 @@ pub async fn run_stream(url: &str, stream: Arc<Stream>, connections: usize, dura
     let deadline = started + duration;
     let tasks: Vec<_> = (0..connections)
         .map(|c| {
-            let (stream, url) = (stream.clone(), url.to_string());
+            let (stream, urls) = (stream.clone(), urls.clone());
             tokio::spawn(async move {
                 let client = client();
                 let mut outcome = Outcome::default();
+                let mut sent_count = c;
                 'rounds: for round in 1..MAX_ROUNDS {
                     for host in (c..stream.hosts()).step_by(connections) {
                         if Instant::now() >= deadline {
                             break 'rounds;
                         }
                         let (body, samples) = stream.request(host, round);
+                        let url = &urls[sent_count % urls.len()];
+                        sent_count += 1;
                         let sent = Instant::now();
-                        let result = send(&client, &url, body).await;
+                        let result = send(&client, url, body).await;
                         outcome.latencies.push(sent.elapsed());
                         match result {
                             Ok(()) => {
@@ -326,7 +335,7 @@ pub async fn run(args: IngestArgs) -> Result<(), String> {
     let mut lines = Vec::new();
     if args.against_prometheus {
         let prometheus = super::prometheus::Prometheus::start_receiver(&args.dir.join("prometheus")).await?;
-        let outcome = run_stream(&prometheus.write_url(), stream.clone(), args.connections, duration).await;
+        let outcome = run_stream(&[prometheus.write_url()], stream.clone(), args.connections, duration).await;
         let line = outcome.line("prometheus 2 (remote-write receiver)", args.connections, stream.series());
         println!("{line}");
         print_errors(&outcome);
@@ -344,7 +353,7 @@ pub async fn run(args: IngestArgs) -> Result<(), String> {
             (None, Some(node)) => node.write_url(),
             (None, None) => return Err("no hotrule target".into()),
         };
-        let outcome = run_stream(&url, stream.clone(), args.connections, duration).await;
+        let outcome = run_stream(&[url], stream.clone(), args.connections, duration).await;
         let line = outcome.line("hotrule (decode, evaluate, store)", args.connections, stream.series());
         println!("{line}");
         print_errors(&outcome);
@@ -450,7 +459,7 @@ mod tests {
             let _ = axum::serve(listener, app).await;
         });
         let stream = Arc::new(Stream::node_exporter(4, 1_795_600_000_000).expect("stream"));
-        let outcome = run_stream(&format!("http://{addr}/api/v1/write"), stream.clone(), 2, Duration::from_millis(300)).await;
+        let outcome = run_stream(&[format!("http://{addr}/api/v1/write")], stream.clone(), 2, Duration::from_millis(300)).await;
         server.abort();
         let failed = outcome.errors.get("HTTP 400").map_or(0, |(count, _)| *count);
         assert!(outcome.requests_ok > 0 && failed > 0, "{outcome:?}");

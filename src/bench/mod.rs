@@ -5,6 +5,7 @@ mod chaos;
 pub mod cluster;
 pub mod dispatch;
 pub mod etcd;
+pub mod handoff;
 pub mod ingest;
 mod ingest_node;
 pub mod lal_node;
@@ -167,6 +168,10 @@ pub enum BenchCommand {
     /// connections for S seconds; accepted samples/s, errors, latency p50/p99. With
     /// `--against-prometheus`, the same stream against a real Prometheus first, side by side.
     Ingest(ingest::IngestArgs),
+    /// The L2 hop (issue 22): the `ingest` stream into one node, then into a cluster behind a
+    /// round-robin balancer, in one run; the nodes' CPU per accepted sample, and the delay until
+    /// a sample's value is in its entity's owner's store.
+    Handoff(handoff::HandoffArgs),
     /// The embedded metric store on RocksDB: synced writes of one day of minutes (values/s, one
     /// and several writers), then "one day of one metric at minute steps" reads (p50/p99).
     Store {
@@ -297,6 +302,7 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         BenchCommand::Agents(args) => report(bench_agents(args).await),
         BenchCommand::Query { entities, requests } => report(query::run(entities, requests).await),
         BenchCommand::Ingest(args) => report(ingest::run(args).await),
+        BenchCommand::Handoff(args) => report(handoff::run(args).await),
         BenchCommand::Store { dir, metrics, entities, minutes, writers, queries } => {
             let bench = store::StoreBench { metrics, entities, minutes, writers, queries };
             // Blocking storage work with its own threads: off the async scheduler's hands.
