@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use super::kv::{KvEngine, KvError, KvOp};
+use super::kv::{KvEngine, KvOp};
 use super::{Change, Store, StoreError, blocking, keys, read_lock};
 use crate::base::ids::{ContentHash, RuleKey};
 
@@ -79,7 +79,7 @@ impl Store {
 
     /// The roll record of `key`, read from the engine.
     pub async fn get_roll(&self, key: &RuleKey) -> Result<Option<Vec<u8>>, StoreError> {
-        fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::injected_read("failpoint store::read"))));
+        fail::fail_point!("store::read", |_| Err(StoreError::Kv(super::kv::KvError::injected_read("failpoint store::read"))));
         Ok(self.kv.get(&keys::roll_key(key))?)
     }
 
@@ -97,7 +97,7 @@ impl Store {
     /// Every roll record, in key order, read from the engine. A record under a key that does not
     /// name a rule file (written by a build with other catalogs) is skipped and logged.
     pub async fn list_rolls(&self) -> Result<Vec<StoredRoll>, StoreError> {
-        fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::injected_read("failpoint store::read"))));
+        fail::fail_point!("store::read", |_| Err(StoreError::Kv(super::kv::KvError::injected_read("failpoint store::read"))));
         let kv = self.kv.clone();
         let pairs = blocking(move || Ok(kv.scan_prefix(keys::ROLL_PREFIX)?)).await?;
         Ok(pairs
