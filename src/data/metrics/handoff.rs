@@ -13,7 +13,8 @@
 //!   the new owner, and what a crash left unmoved moves now.
 //! - **An owner gone** before applying its records: they come back into this node's cells and
 //!   move to the new owner. A record whose send had no answer (a timeout: the owner may have
-//!   applied it) waits [`HandoffSettings::ambiguous_grace`] for its owner to come back first.
+//!   applied it), or that was in the outbox when the node started (it may have been sent before
+//!   a crash), waits [`HandoffSettings::ambiguous_grace`] for its owner to come back first.
 //! - **Backpressure**: past [`HandoffSettings::max_records`] waiting records nothing more
 //!   moves; the cells stay here, where reads find them. Nothing is dropped.
 
@@ -117,6 +118,9 @@ pub struct HandoffWorker {
     last: Option<LiveSet>,
     /// Records whose send had no answer, since when.
     ambiguous: HashMap<(NodeId, u64), Instant>,
+    /// Whether the outbox was looked at since the start: records found then may have been sent
+    /// before a crash, so they count as ambiguous.
+    started: bool,
 }
 
 impl HandoffWorker {
@@ -127,7 +131,7 @@ impl HandoffWorker {
         telemetry: Arc<SelfMetrics>,
         settings: HandoffSettings,
     ) -> HandoffWorker {
-        HandoffWorker { store, live, sender, telemetry, settings, last: None, ambiguous: HashMap::new() }
+        HandoffWorker { store, live, sender, telemetry, settings, last: None, ambiguous: HashMap::new(), started: false }
     }
 
     /// One round; errors are logged, and the next round tries again.
@@ -157,6 +161,15 @@ impl HandoffWorker {
         let limit = self.settings.max_records;
         let records = tokio::task::spawn_blocking(move || store.outbox(limit)).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
         self.telemetry.handoff_outbox.get_or_create(&Vec::new()).set(records.len() as i64);
+        if !self.started {
+            // Sent before a crash or not, nobody knows: they wait for their owner like a send
+            // without an answer, rather than being taken back while the view is still forming.
+            let now = Instant::now();
+            for record in &records {
+                self.ambiguous.insert((record.owner.clone(), record.seq), now);
+            }
+            self.started = true;
+        }
         let mut by_owner: BTreeMap<NodeId, Vec<HandoffRecord>> = BTreeMap::new();
         for record in records {
             by_owner.entry(record.owner.clone()).or_default().push(record);

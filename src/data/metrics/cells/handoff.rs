@@ -262,10 +262,11 @@ impl MetricStore {
         })
     }
 
-    /// The owner applied `record`: it leaves the outbox (not synced: a record delivered again
-    /// after a crash is not applied again), and reads still see it for [`DELIVERED_KEPT`]. It
-    /// joins the delivered list before it leaves the outbox, so a read in between sees it twice
-    /// (counted once), never not at all.
+    /// The owner applied `record`: it leaves the outbox (synced: a delivered record that came
+    /// back after a crash could be taken back into the cells while its owner seems gone, and
+    /// then count twice), and reads still see it for [`DELIVERED_KEPT`]. It joins the delivered
+    /// list before it leaves the outbox, so a read in between sees it twice (counted once),
+    /// never not at all.
     pub fn delivered(&self, record: HandoffRecord) -> Result<(), MetricStoreError> {
         let key = outbox_key(&record.owner, record.seq);
         {
@@ -276,7 +277,7 @@ impl MetricStore {
             }
             delivered.push_back((now, record));
         }
-        self.kv.write(&[SeriesOp::Delete { key }], false)?;
+        self.kv.write(&[SeriesOp::Delete { key }], true)?;
         Ok(())
     }
 
