@@ -118,8 +118,8 @@ pub struct HandoffWorker {
     last: Option<LiveSet>,
     /// Records whose send had no answer, since when.
     ambiguous: HashMap<(NodeId, u64), Instant>,
-    /// Whether the outbox was looked at since the start: records found then may have been sent
-    /// before a crash, so they count as ambiguous.
+    /// Whether the outbox was looked at since the start (see
+    /// [`HandoffWorker::note_records_found_at_start`]).
     started: bool,
 }
 
@@ -136,6 +136,9 @@ impl HandoffWorker {
 
     /// One round; errors are logged, and the next round tries again.
     pub async fn round(&mut self) {
+        if !self.started {
+            self.started = self.note_records_found_at_start().await;
+        }
         let live = self.live.live();
         let changed = self.last.as_ref() != Some(&live);
         let store = self.store.clone();
@@ -156,20 +159,30 @@ impl HandoffWorker {
         }
     }
 
+    /// Records in the outbox at the start may have been sent before a crash: they wait for
+    /// their owner like a send without an answer, rather than being taken back while the view
+    /// is still forming. False when the outbox could not be read (tried again next round).
+    async fn note_records_found_at_start(&mut self) -> bool {
+        let store = self.store.clone();
+        let limit = self.settings.max_records;
+        match tokio::task::spawn_blocking(move || store.outbox(limit)).await {
+            Ok(Ok(records)) => {
+                let now = Instant::now();
+                for record in records {
+                    self.ambiguous.insert((record.owner, record.seq), now);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
     async fn send_outbox(&mut self, live: &LiveSet) -> Result<(), String> {
         let store = self.store.clone();
         let limit = self.settings.max_records;
         let records = tokio::task::spawn_blocking(move || store.outbox(limit)).await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
         self.telemetry.handoff_outbox.get_or_create(&Vec::new()).set(records.len() as i64);
-        if !self.started {
-            // Sent before a crash or not, nobody knows: they wait for their owner like a send
-            // without an answer, rather than being taken back while the view is still forming.
-            let now = Instant::now();
-            for record in &records {
-                self.ambiguous.insert((record.owner.clone(), record.seq), now);
-            }
-            self.started = true;
-        }
+
         let mut by_owner: BTreeMap<NodeId, Vec<HandoffRecord>> = BTreeMap::new();
         for record in records {
             by_owner.entry(record.owner.clone()).or_default().push(record);
