@@ -303,3 +303,134 @@ impl Worker for HandoffWorker {
         self.round().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use hotrule_mal_engine::{DataType, Downsampling, MetricValue, ScopeType, Value};
+
+    use super::*;
+    use crate::base::owner::Fixed;
+    use crate::data::metrics::cells::Retention;
+    use crate::data::metrics::{MetricReader, MetricWriter, SeriesFilter};
+    use crate::store::series::MemSeriesKv;
+
+    /// The sender twin: records every call and answers with the highest sequence number sent
+    /// (an owner that applied them), or with `fail` when set.
+    #[derive(Default)]
+    struct MemSender {
+        calls: Mutex<Vec<(NodeId, Vec<u64>)>>,
+        fail: Mutex<Option<SendFailure>>,
+    }
+
+    #[async_trait::async_trait]
+    impl HandoffSender for MemSender {
+        async fn send(&self, owner: &NodeId, records: Vec<HandoffRecord>) -> Result<u64, SendFailure> {
+            self.calls.lock().expect("calls").push((owner.clone(), records.iter().map(|r| r.seq).collect()));
+            match self.fail.lock().expect("fail").clone() {
+                Some(failure) => Err(failure),
+                None => Ok(records.iter().map(|r| r.seq).max().unwrap_or(0)),
+            }
+        }
+    }
+
+    fn id(name: &str) -> NodeId {
+        NodeId(name.to_string())
+    }
+
+    fn store() -> Arc<MetricStore> {
+        let telemetry = Arc::new(SelfMetrics::new());
+        Arc::new(MetricStore::open(Arc::new(MemSeriesKv::new()), Retention::default(), telemetry).expect("open"))
+    }
+
+    /// Writes one value for each of `services` in the current minute.
+    fn write(store: &MetricStore, services: &[String]) {
+        let now = crate::base::clock::wall_clock_ms();
+        let values: Vec<MetricValue> = services
+            .iter()
+            .map(|name| {
+                let mut entity = Entity::new(ScopeType::Service);
+                entity.service_name = name.clone();
+                MetricValue {
+                    metric: "m".into(),
+                    rule: "r".into(),
+                    entity,
+                    time_bucket: hotrule_mal_engine::minute_bucket(now),
+                    timestamp_ms: now,
+                    value: Value::Single(1),
+                    data_type: DataType::Single,
+                    downsampling: Downsampling::Sum,
+                }
+            })
+            .collect();
+        store.write(&values).expect("write");
+    }
+
+    fn local_series(store: &MetricStore) -> usize {
+        let now = crate::base::clock::wall_clock_ms();
+        let filter = SeriesFilter { metric: "m".into(), ..SeriesFilter::default() };
+        store.read_partials(&filter, crate::data::metrics::Granularity::Minute, now - 120_000, now).expect("read").len()
+    }
+
+    fn worker(store: &Arc<MetricStore>, live: &Arc<Fixed>, sender: &Arc<MemSender>) -> HandoffWorker {
+        let settings = HandoffSettings { ambiguous_grace: Duration::from_secs(600), ..HandoffSettings::default() };
+        HandoffWorker::new(store.clone(), live.clone(), sender.clone(), Arc::new(SelfMetrics::new()), settings)
+    }
+
+    #[tokio::test]
+    async fn a_round_sends_what_others_own_and_a_gone_owner_gives_it_back() {
+        let store = store();
+        let set = LiveSet::new(id("a"), vec![id("b")]);
+        let live = Arc::new(Fixed::new(set.clone()));
+        let sender = Arc::new(MemSender::default());
+        let mut worker = worker(&store, &live, &sender);
+        let services: Vec<String> = (0..40).map(|i| format!("s{i}")).collect();
+        worker.round().await;
+        write(&store, &services);
+        worker.round().await;
+        let owned_here = services
+            .iter()
+            .filter(|s| {
+                let mut e = Entity::new(ScopeType::Service);
+                e.service_name = (*s).clone();
+                set.owns(&crate::data::metrics::cells::keys::owner_key(&e))
+            })
+            .count();
+        assert!(owned_here > 0 && owned_here < services.len());
+        assert_eq!(local_series(&store), owned_here, "what b owns left");
+        assert_eq!(sender.calls.lock().expect("calls").len(), 1);
+        assert!(store.outbox(10).expect("outbox").is_empty(), "b applied it: delivered");
+
+        // b stops answering (refused: surely not applied), then leaves: the records come back.
+        *sender.fail.lock().expect("fail") = Some(SendFailure { ambiguous: false, reason: "refused".into() });
+        write(&store, &services);
+        worker.round().await;
+        assert_eq!(store.outbox(10).expect("outbox").len(), 1, "waiting for b");
+        live.set(LiveSet::alone(id("a")));
+        worker.round().await;
+        assert!(store.outbox(10).expect("outbox").is_empty());
+        assert_eq!(local_series(&store), services.len(), "alone, a holds everything again");
+    }
+
+    #[tokio::test]
+    async fn records_found_at_a_start_wait_for_their_owner() {
+        let store = store();
+        store.set_handoff_tracking(true);
+        write(&store, &["s1".to_string()]);
+        let (keys, _) = store.take_dirty();
+        store.move_to_outbox(keys, &|_| Some(id("b")), 10).expect("move");
+        assert_eq!(store.outbox(10).expect("outbox").len(), 1);
+        // A restart: b is not (yet) in the view. The record may have reached b before the crash.
+        let live = Arc::new(Fixed::new(LiveSet::new(id("a"), vec![id("c")])));
+        let sender = Arc::new(MemSender::default());
+        let mut worker = worker(&store, &live, &sender);
+        worker.round().await;
+        assert_eq!(store.outbox(10).expect("outbox").len(), 1, "not taken back within the grace");
+        // b comes back: it gets the record (and dedupes it if it had it).
+        live.set(LiveSet::new(id("a"), vec![id("b"), id("c")]));
+        worker.round().await;
+        assert!(sender.calls.lock().expect("calls").iter().any(|(owner, _)| *owner == id("b")));
+        assert!(store.outbox(10).expect("outbox").is_empty());
+    }
+}
