@@ -36,6 +36,8 @@ const WAIT: Duration = Duration::from_secs(10);
 struct MemStore {
     values: Mutex<BTreeMap<(String, Entity, i64), Value>>,
     failing: AtomicBool,
+    /// Reads starting at this epoch ms fail (0: none).
+    failing_from: AtomicI64,
     reads: AtomicUsize,
 }
 
@@ -57,7 +59,7 @@ impl MetricReader for MemStore {
     fn read(&self, filter: &SeriesFilter, granularity: Granularity, start_ms: i64, end_ms: i64) -> Result<Vec<Series>, MetricStoreError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         assert_eq!(granularity, Granularity::Minute, "the exporter reads minute values");
-        if self.failing.load(Ordering::SeqCst) {
+        if self.failing.load(Ordering::SeqCst) || self.failing_from.load(Ordering::SeqCst) == start_ms {
             return Err(MetricStoreError::Corrupt { key: filter.metric.clone(), detail: "twin told to fail".into() });
         }
         let matches = |wanted: &Option<String>, have: &str| wanted.as_deref().is_none_or(|w| w == have);
@@ -527,6 +529,25 @@ async fn a_failed_read_is_retried_at_the_next_flush() {
     wait_until("the series is pending again", || harness.writer.export.pending_series() == 1).await;
     harness.store.failing.store(false, Ordering::SeqCst);
     wait_until("the value is delivered", || harness.sent() == 1).await;
+    harness.stop().await;
+}
+
+/// A later minute sent before an earlier one of the same series would be refused as out of
+/// order: when one minute of a metric cannot be read, its other minutes wait with it.
+#[tokio::test]
+async fn a_failed_read_holds_back_the_later_minutes_of_its_metric() {
+    let (receiver, url, _stop) = start_receiver().await;
+    let harness = start_exporter(RemoteWriteSettings::for_test(&url));
+    harness.set_clock(closes(M0 + 1));
+    harness.store.failing_from.store(start(M0), Ordering::SeqCst);
+    harness.write(&[value_at("m", service("a"), 1, M0), value_at("m", service("a"), 2, M0 + 1)]);
+    wait_until("a read failed", || harness.store.reads.load(Ordering::SeqCst) >= 1).await;
+    wait_until("both minutes are pending again", || harness.writer.export.pending_series() == 2).await;
+    harness.flush_marker(&receiver, M0 + 1).await;
+    assert!(receiver.samples_of("m", "a").is_empty(), "the readable minute waits for the earlier one");
+    harness.store.failing_from.store(0, Ordering::SeqCst);
+    wait_until("both minutes are delivered", || receiver.samples_of("m", "a").len() == 2).await;
+    assert_eq!(receiver.samples_of("m", "a"), vec![(start(M0), 1.0), (start(M0 + 1), 2.0)]);
     harness.stop().await;
 }
 
