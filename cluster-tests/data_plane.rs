@@ -35,6 +35,9 @@ use hotrule::api::client::with_query;
 
 /// Long enough for a start, a few 1 s scrapes and a remote-write flush on a busy 2-core machine.
 const WAIT: Duration = Duration::from_secs(60);
+/// A minute is exported once, after it closed (`close_after` 1 s): the first sample lands up to
+/// a minute after the first value, a second one a minute later.
+const EXPORT_WAIT: Duration = Duration::from_secs(150);
 const MINUTE_MS: i64 = 60_000;
 
 /// A rules directory holding the bundled vm.yaml (the node loads it as a bundled rule).
@@ -177,7 +180,7 @@ async fn computed_metrics_are_exported_to_a_real_prometheus() {
 
     // Prometheus holds hotrule's computed value, with the labels hotrule's own API shows.
     let total = format!("meter_vm_memory_total{{service=\"{VIA_SCRAPE}\"}}");
-    wait_until(WAIT, "Prometheus holds the exported meter_vm_memory_total", || async {
+    wait_until(EXPORT_WAIT, "Prometheus holds the exported meter_vm_memory_total", || async {
         receiver.query(&total).await.is_some_and(|v| v.len() == 1 && v[0].value == mem_total)
     })
     .await;
@@ -191,14 +194,18 @@ async fn computed_metrics_are_exported_to_a_real_prometheus() {
     };
     assert_eq!(without_instance(&exported), without_instance(&local), "one label mapping for the query API and the export");
 
-    // It keeps flowing: several flushes land as several samples.
-    wait_until(WAIT, "two exported samples in Prometheus", || async {
-        let now = unix_now();
-        api_query_range(&receiver.proc.client(), &total, now - 120, now, 1)
-            .await
-            .is_some_and(|m| m.len() == 1 && m[0].values.len() >= 2 && m[0].values.iter().all(|(_, v)| *v == mem_total))
+    // It keeps flowing: each closed minute lands as one more sample, at its minute's start.
+    let per_minute = format!("count_over_time({total}[5m])");
+    wait_until(EXPORT_WAIT, "two exported samples in Prometheus", || async {
+        receiver.query(&per_minute).await.is_some_and(|v| v.len() == 1 && v[0].value >= 2.0)
     })
     .await;
+    let now = unix_now();
+    let stamps = api_query_range(&receiver.proc.client(), &format!("timestamp({total})"), now - 60, now, 1).await.expect("query_range");
+    assert!(
+        !stamps.is_empty() && stamps.iter().flat_map(|m| m.values.iter()).all(|(_, t)| *t % 60.0 == 0.0),
+        "samples are stamped with their minute's start: {stamps:?}"
+    );
     let own = node.own_metrics().await;
     assert!(exposition_sum(&own, EXPORT_SENT_FAMILY, &[]) > 0.0, "samples sent are counted:\n{own}");
     assert_eq!(exposition_sum(&own, EXPORT_DROPPED_FAMILY, &[]), 0.0, "nothing dropped:\n{own}");

@@ -17,7 +17,8 @@ use super::{Proc, ScrapeJob, start_on_free_port};
 /// ALIGN: the scrape-job and export sections of the node configuration, as the ingest and
 /// export helpers' branches read them on 2026-11-25 (`ingest.scrape_jobs[]` with `job_name`,
 /// `interval`, `timeout`, `static_config.targets/labels`; `export.remote_write` with `url`,
-/// `batch_size`, `flush_interval`). Scrapes and export flushes every second.
+/// `batch_size`, `flush_interval`, `close_after`). Scrapes and export flushes every second; a
+/// minute is exported 1 s after it ends.
 pub fn node_config(scrape: &[ScrapeJob], export_url: Option<&str>) -> String {
     let mut out = String::new();
     if !scrape.is_empty() {
@@ -36,7 +37,7 @@ pub fn node_config(scrape: &[ScrapeJob], export_url: Option<&str>) -> String {
         }
     }
     if let Some(url) = export_url {
-        out.push_str(&format!("export:\n  remote_write:\n    url: {}\n    batch_size: 1000\n    flush_interval: 1s\n", quoted(url)));
+        out.push_str(&format!("export:\n  remote_write:\n    url: {}\n    batch_size: 1000\n    flush_interval: 1s\n    close_after: 1s\n", quoted(url)));
     }
     out
 }

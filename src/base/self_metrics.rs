@@ -75,7 +75,8 @@ pub struct SelfMetrics {
     pub handoff_send_seconds: HistogramFamily,
     pub handoff_send_errors: CounterFamily,
     pub handoff_records_taken_back: CounterFamily,
-    /// Written series the exporter could not hold for its next flush, by `reason` (pending_full).
+    /// Written values whose minute the exporter did not mark for export, by `reason`
+    /// (`pending_full`: no room; `late`: the minute was already exported).
     pub export_series_dropped: CounterFamily,
     /// Scrapes, by `job` and `result` (ok, error, timeout, queue_full).
     pub scrapes: CounterFamily,
@@ -146,7 +147,7 @@ impl SelfMetrics {
             handoff_send_seconds: histogram(r, "handoff_send_seconds", "Time to send one batch of handoff records to their owner", duration_histogram),
             handoff_send_errors: counter(r, "handoff_send_errors", "Handoff sends that failed, by result (failed, ambiguous)"),
             handoff_records_taken_back: counter(r, "handoff_records_taken_back", "Handoff records taken back because their owner left"),
-            export_series_dropped: counter(r, "export_series_dropped", "Written series not exported, by reason"),
+            export_series_dropped: counter(r, "export_series_dropped", "Written values whose minute is not exported (again), by reason"),
             scrapes: counter(r, "scrapes", "Scrapes, by job and result"),
             scrape_target_owned: gauge(r, "scrape_target_owned", "Whether this node scrapes a target (1) or another node owns it (0), by job and target"),
             logs_received: counter(r, "logs_received", "Logs received, by protocol"),

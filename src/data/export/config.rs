@@ -23,6 +23,13 @@ fn default_flush_interval() -> DurationSetting {
 fn default_timeout() -> DurationSetting {
     DurationSetting(Duration::from_secs(10))
 }
+fn default_close_after() -> DurationSetting {
+    DurationSetting(Duration::from_secs(10))
+}
+
+/// The longest `close_after` accepted: a minute waits at most this long past its end before it
+/// is exported, and every pending bucket is held in memory until then.
+pub const MAX_CLOSE_AFTER: Duration = Duration::from_secs(300);
 
 /// The largest `batch_size` accepted: a request of more samples is refused by most receivers
 /// (Mimir and Prometheus cap a request's size).
@@ -80,6 +87,10 @@ pub struct RawRemoteWrite {
     pub flush_interval: DurationSetting,
     #[serde(default = "default_timeout")]
     pub timeout: DurationSetting,
+    /// How long after a minute's end its value is final enough to export (late samples and
+    /// peers' handoffs land within it).
+    #[serde(default = "default_close_after")]
+    pub close_after: DurationSetting,
     #[serde(default)]
     pub retry: RawRetry,
 }
@@ -96,6 +107,8 @@ pub struct RemoteWriteSettings {
     pub flush_interval: Duration,
     /// One request attempt, connection included.
     pub timeout: Duration,
+    /// A minute bucket is exported once `now >= its end + close_after`.
+    pub close_after: Duration,
     pub retry: RetrySettings,
 }
 
@@ -109,11 +122,13 @@ impl RemoteWriteSettings {
             queue_batches: 8,
             flush_interval: Duration::from_millis(50),
             timeout: Duration::from_secs(2),
+            close_after: default_close_after().0,
             retry: RetrySettings::for_test(),
         }
     }
 
-    /// How many series may wait for the next flush: as many samples as the queue holds.
+    /// How many (metric, entity, minute bucket) may wait to be exported: as many samples as the
+    /// queue holds.
     pub fn max_pending_series(&self) -> usize {
         self.batch_size.saturating_mul(self.queue_batches)
     }
@@ -124,7 +139,19 @@ pub fn validate(raw: &RawExport, issue: &mut impl FnMut(&str, String)) -> Option
     let rw = raw.remote_write.as_ref()?;
     let limits = Limits { batch_size: (rw.batch_size, MAX_BATCH_SIZE), queue_batches: (rw.queue_batches, MAX_QUEUE_BATCHES) };
     let intervals = [("flush_interval", rw.flush_interval), ("timeout", rw.timeout)];
+    // Checked apart from the section's shared checks: zero is allowed (export as soon as the
+    // minute ends), and the bound applies.
+    let close_after_ok = rw.close_after.0 <= MAX_CLOSE_AFTER;
+    if !close_after_ok {
+        issue(
+            "export.remote_write.close_after",
+            format!("{} is outside 0s..={}", rw.close_after, DurationSetting(MAX_CLOSE_AFTER)),
+        );
+    }
     let CheckedSection { url, headers, retry } = SECTION.check(rw.url.as_deref(), &rw.headers, limits, &intervals, &rw.retry, issue)?;
+    if !close_after_ok {
+        return None;
+    }
     Some(RemoteWriteSettings {
         url,
         headers,
@@ -132,6 +159,7 @@ pub fn validate(raw: &RawExport, issue: &mut impl FnMut(&str, String)) -> Option
         queue_batches: rw.queue_batches,
         flush_interval: rw.flush_interval.0,
         timeout: rw.timeout.0,
+        close_after: rw.close_after.0,
         retry,
     })
 }
@@ -173,6 +201,7 @@ mod tests {
             queue_batches: default_queue_batches(),
             flush_interval: default_flush_interval(),
             timeout: default_timeout(),
+            close_after: default_close_after(),
             retry: RawRetry::default(),
         }
     }
@@ -198,6 +227,24 @@ mod tests {
         assert_eq!(settings.batch_size, 1000);
         assert_eq!(settings.retry.max_attempts, 5);
         assert_eq!(settings.url.path(), "/api/v1/write");
+        assert_eq!(settings.close_after, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn close_after_may_be_zero_and_at_most_five_minutes() {
+        for (seconds, valid) in [(0, true), (300, true), (301, false), (3600, false)] {
+            let mut rw = raw("http://prom/api/v1/write");
+            rw.close_after = DurationSetting(Duration::from_secs(seconds));
+            let (settings, issues) = check(rw);
+            assert_eq!(settings.is_some(), valid, "{seconds}s: {issues:?}");
+            if valid {
+                assert_eq!(settings.map(|s| s.close_after), Some(Duration::from_secs(seconds)));
+            } else {
+                assert_eq!(issues.len(), 1, "{issues:?}");
+                assert_eq!(issues[0].0, "export.remote_write.close_after");
+                assert!(issues[0].1.contains("outside 0s..=5m"), "{issues:?}");
+            }
+        }
     }
 
     #[test]
@@ -242,7 +289,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("node.yaml");
         let text = "export:\n  remote_write:\n    url: https://mimir.example/api/v1/push\n    headers:\n      \
-                    Authorization: Bearer s3cret\n      X-Scope-OrgID: team-a\n    batch_size: 500\n    retry:\n      max_attempts: 2\n";
+                    Authorization: Bearer s3cret\n      X-Scope-OrgID: team-a\n    batch_size: 500\n    close_after: 30s\n    retry:\n      max_attempts: 2\n";
         std::fs::write(&path, text).expect("write");
         let sources = crate::config::ConfigSources { uris: vec![format!("file:{}", path.display())], ..Default::default() };
         let env = Arc::new(hotrule_confmap::MapEnv::new(Vec::<(String, String)>::new()));
@@ -250,6 +297,7 @@ mod tests {
         let export = loaded.config.export.clone().expect("export configured");
         assert_eq!(export.batch_size, 500);
         assert_eq!(export.retry.max_attempts, 2);
+        assert_eq!(export.close_after, Duration::from_secs(30));
         assert_eq!(export.headers.0.len(), 2);
         let view = crate::config::ConfigState::new(loaded).view().to_string();
         assert!(!view.contains("s3cret") && !view.contains("team-a"), "{view}");

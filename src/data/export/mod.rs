@@ -1,17 +1,23 @@
 //! The remote-write exporter: computed metrics sent as Prometheus remote-write 1.0, so
 //! Prometheus, Mimir, Thanos or VictoriaMetrics hold them when one node's storage is outgrown.
 //!
-//! Two halves share one bounded set of pending series:
+//! Each (series, minute) is exported once, by the entity's owner, with its final value. Two
+//! halves share one bounded set of pending minutes:
 //!
-//! - [`Exporter`] is a [`MetricWriter`]: dispatch's writes mark each value's series (metric and
-//!   entity) pending. It never blocks on the network and never fails the caller; a series that
-//!   does not fit in the set is counted (`export_series_dropped{reason="pending_full"}`).
-//! - [`ExportWorker`] flushes every `flush_interval`: it reads each pending series' current
-//!   minute value back from storage (finalized, so an `avg` is already divided), maps it with
-//!   [`crate::data::metrics::prom::expand`] (the labels the query API shows), stamps the samples with
-//!   the flush time, and cuts snappy-compressed `WriteRequest`s of at most `batch_size` samples
-//!   into a bounded queue; then it POSTs them with the 1.0 headers, retrying 5xx, 429 and
-//!   transport failures with exponential backoff (or `Retry-After`) up to `max_attempts`.
+//! - [`Exporter`] is a [`MetricWriter`]: dispatch's writes (and the owner's merges of peers'
+//!   handoffs, [`Exporter::mark_series`]) mark each value's (metric, entity, minute bucket)
+//!   pending. It never blocks on the network and never fails the caller; a bucket that does not
+//!   fit in the set is counted (`export_series_dropped{reason="pending_full"}`), and one for a
+//!   minute already exported is counted as `late` and not sent again (a receiver refuses a
+//!   different value at a timestamp it holds, and its 4xx would drop the whole batch).
+//! - [`ExportWorker`] flushes every `flush_interval`: it takes the pending minutes that closed
+//!   (`now >= minute end + close_after`), reads their values back from storage (finalized, so an
+//!   `avg` is already divided), maps them with [`crate::data::metrics::prom::expand`] (the labels
+//!   the query API shows), stamps each sample with its minute's start, and cuts
+//!   snappy-compressed `WriteRequest`s of at most `batch_size` samples into a bounded queue;
+//!   then it POSTs them with the 1.0 headers, retrying 5xx, 429 and transport failures with
+//!   exponential backoff (or `Retry-After`) up to `max_attempts`. At shutdown it exports every
+//!   pending minute, open ones included: the node is going away, and what it holds is their value.
 //!
 //! Nothing is lost silently: a full queue drops its oldest batch, a 4xx drops the batch (logged
 //! with the receiver's answer), exhausted retries drop it, and a shutdown that cannot send
@@ -38,7 +44,9 @@ mod tests;
 use std::sync::{Arc, Mutex};
 
 use crate::base::owner::LiveNodes;
+use crate::data::metrics::cells::keys::owner_key;
 use crate::data::metrics::{MetricInfo, MetricReader, MetricStoreError, MetricValue, MetricWriter};
+use crate::data::series_store::NowMs;
 use crate::base::self_metrics::{SelfMetrics, labels};
 pub use config::{RawExport, RemoteWriteSettings};
 pub use delivery::FINAL_FLUSH_BOUND;
@@ -71,23 +79,38 @@ impl Shared {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn take_pending(&self) -> pending::Taken {
-        self.lock().take()
+    /// Takes the due minutes of the entities this node owns (the owner holds the merged value;
+    /// the other nodes' partial state is on its way to it), dropping the others'.
+    fn take_due(&self, due: pending::Due) -> pending::Taken {
+        let live = self.live.live();
+        let alone = live.is_alone();
+        self.lock().take_due(due, |entity| alone || live.owns(&owner_key(entity)))
     }
 
-    fn count_refused(&self, reason: &str, refused: u64) {
-        if refused > 0 {
-            self.telemetry.export_series_dropped.get_or_create(&labels([("reason", reason)])).inc_by(refused);
+    /// Counts refused marks; `what` says where they came from, for the log.
+    fn count_refused(&self, refused: pending::Refused, what: &str) {
+        for (reason, count) in [("pending_full", refused.full), ("late", refused.late)] {
+            if count > 0 {
+                self.telemetry.export_series_dropped.get_or_create(&labels([("reason", reason)])).inc_by(count);
+            }
+        }
+        if refused.late > 0 {
+            tracing::debug!(values = refused.late, from = what, "export: values for minutes already exported; not sent again");
         }
     }
 
     /// Marks a group whose read failed pending again, for the next flush.
     fn requeue(&self, group: &pending::ReadGroup) {
-        let refused = {
+        let mut refused = pending::Refused::default();
+        {
             let mut pending = self.lock();
-            group.entities.iter().filter(|e| !pending.mark_one(&group.filter.metric, e, group.bucket)).count() as u64
-        };
-        self.count_refused("pending_full", refused);
+            for entity in &group.entities {
+                if pending.requeue_one(&group.filter.metric, entity, group.bucket) == pending::Marked::Full {
+                    refused.full += 1;
+                }
+            }
+        }
+        self.count_refused(refused, "a failed read");
     }
 }
 
@@ -97,30 +120,42 @@ pub struct Exporter {
 }
 
 impl Exporter {
-    /// Series waiting for the next flush.
+    /// (metric, entity, minute bucket) waiting to be exported.
     pub fn pending_series(&self) -> usize {
         self.shared.lock().len()
     }
 
     /// Marks minute series `(metric, entity, bucket)` pending: partial state from peers was
-    /// merged into them (`data::metrics::handoff`).
+    /// merged into them (`data::metrics::handoff`). A merge into a minute already exported is
+    /// counted as late.
     pub fn mark_series(&self, series: &[(String, crate::data::metrics::Entity, i64)]) {
-        let refused = {
+        let mut refused = pending::Refused::default();
+        {
             let mut pending = self.shared.lock();
-            series.iter().filter(|(metric, entity, bucket)| !pending.mark_one(metric, entity, *bucket)).count() as u64
-        };
-        self.shared.count_refused("pending_full", refused);
+            for (metric, entity, bucket) in series {
+                match pending.mark_one(metric, entity, *bucket) {
+                    pending::Marked::Pending => {}
+                    pending::Marked::Full => refused.full += 1,
+                    pending::Marked::Late => refused.late += 1,
+                }
+            }
+        }
+        self.shared.count_refused(refused, "a handoff");
     }
 }
 
 impl MetricWriter for Exporter {
-    /// Never blocks on the network and never fails: over the bound, values are counted.
+    /// Never blocks on the network and never fails: over the bound, and for minutes already
+    /// exported, values are counted.
     fn write(&self, values: &[MetricValue]) -> Result<(), MetricStoreError> {
         let refused = self.shared.lock().mark(values);
-        self.shared.count_refused("pending_full", refused);
+        self.shared.count_refused(refused, "a write");
         Ok(())
     }
 }
+
+/// Every value of `export_series_dropped{reason}`.
+pub const SERIES_DROP_REASONS: [&str; 2] = ["pending_full", "late"];
 
 /// Builds the exporter for `settings`: the writer to give dispatch (behind
 /// [`StoreThenExport`]) and the worker to spawn on the node's runner.
@@ -130,17 +165,30 @@ pub fn build(
     live: Arc<dyn LiveNodes>,
     telemetry: Arc<SelfMetrics>,
 ) -> Result<(Arc<Exporter>, ExportWorker), ExportError> {
+    build_with_clock(settings, reader, live, telemetry, Arc::new(crate::base::clock::wall_clock_ms))
+}
+
+/// [`build`] with the clock that decides when a minute closed (tests pass their own).
+pub fn build_with_clock(
+    settings: RemoteWriteSettings,
+    reader: Arc<dyn MetricReader>,
+    live: Arc<dyn LiveNodes>,
+    telemetry: Arc<SelfMetrics>,
+    now_ms: NowMs,
+) -> Result<(Arc<Exporter>, ExportWorker), ExportError> {
     // The export families show from the start, at 0.
     let _ = telemetry.export_samples_sent.get_or_create(&Vec::new());
     let _ = telemetry.export_queue_depth.get_or_create(&Vec::new());
-    let _ = telemetry.export_series_dropped.get_or_create(&labels([("reason", "pending_full")]));
+    for reason in SERIES_DROP_REASONS {
+        let _ = telemetry.export_series_dropped.get_or_create(&labels([("reason", reason)]));
+    }
     for reason in worker::DROP_REASONS {
         let _ = telemetry.export_batches_dropped.get_or_create(&labels([("reason", reason)]));
     }
     let shared = Arc::new(Shared { pending: Mutex::new(pending::Pending::new(settings.max_pending_series())), telemetry, live });
     let sender = send::Sender::new(&settings)?;
     let (timeout, retry) = (settings.timeout, settings.retry.clone());
-    let worker = ExportWorker::new(worker::RemoteWriteBatches::new(shared.clone(), reader, sender, settings), timeout, retry);
+    let worker = ExportWorker::new(worker::RemoteWriteBatches::new(shared.clone(), reader, sender, settings, now_ms), timeout, retry);
     Ok((Arc::new(Exporter { shared }), worker))
 }
 
@@ -162,7 +210,7 @@ pub fn wire(
     Ok((Arc::new(StoreThenExport { store, export: export.clone() }), Some(export)))
 }
 
-/// Storage first, then export: a value is durable before its series is marked, so a flush never
+/// Storage first, then export: a value is durable before its minute is marked, so a flush never
 /// reads a value older than one that was written. A storage failure is the caller's, and the
 /// values are not marked.
 pub struct StoreThenExport {

@@ -1,8 +1,13 @@
 //! The exporter against a loopback receiver (port 0) that decodes snappy + protobuf and records
-//! every request, over an in-memory twin of metric storage.
+//! every request, over an in-memory twin of metric storage and a clock the test sets (the flush
+//! cadence stays tokio's real `flush_interval`).
+//!
+//! A test that needs to know a minute was *not* sent by some point writes a marker: a value of
+//! another series for a minute that is already closed. Once the marker arrives, the flush that
+//! took it has run, and whatever it did not send was not due.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,6 +36,8 @@ const WAIT: Duration = Duration::from_secs(10);
 struct MemStore {
     values: Mutex<BTreeMap<(String, Entity, i64), Value>>,
     failing: AtomicBool,
+    /// Reads starting at this epoch ms fail (0: none).
+    failing_from: AtomicI64,
     reads: AtomicUsize,
 }
 
@@ -52,7 +59,7 @@ impl MetricReader for MemStore {
     fn read(&self, filter: &SeriesFilter, granularity: Granularity, start_ms: i64, end_ms: i64) -> Result<Vec<Series>, MetricStoreError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         assert_eq!(granularity, Granularity::Minute, "the exporter reads minute values");
-        if self.failing.load(Ordering::SeqCst) {
+        if self.failing.load(Ordering::SeqCst) || self.failing_from.load(Ordering::SeqCst) == start_ms {
             return Err(MetricStoreError::Corrupt { key: filter.metric.clone(), detail: "twin told to fail".into() });
         }
         let matches = |wanted: &Option<String>, have: &str| wanted.as_deref().is_none_or(|w| w == have);
@@ -84,13 +91,38 @@ fn service(name: &str) -> Entity {
     entity
 }
 
+/// The minute most tests write (2026-01-01 00:10 UTC); minutes before and after it are valid.
+const M0: i64 = 202601010010;
+/// `close_after` in `RemoteWriteSettings::for_test`.
+const CLOSE_AFTER_MS: i64 = 10_000;
+
+/// The start of minute `bucket`, epoch ms.
+fn start(bucket: i64) -> i64 {
+    batch::minute_bucket_start_ms(bucket).expect("valid bucket")
+}
+
+/// The first instant minute `bucket` is due for export.
+fn closes(bucket: i64) -> i64 {
+    start(bucket) + 60_000 + CLOSE_AFTER_MS
+}
+
+/// A value for minute [`M0`].
 fn value(metric: &str, entity: Entity, v: i64) -> MetricValue {
+    value_at(metric, entity, v, M0)
+}
+
+/// A value for a minute that closed by the real clock, for the exporters on the wall clock.
+fn recent_value(metric: &str, entity: Entity, v: i64) -> MetricValue {
+    value_at(metric, entity, v, minute_bucket(crate::base::clock::wall_clock_ms() - 120_000))
+}
+
+fn value_at(metric: &str, entity: Entity, v: i64, bucket: i64) -> MetricValue {
     MetricValue {
         metric: metric.to_string(),
         rule: "test".to_string(),
         entity,
-        time_bucket: minute_bucket(crate::base::clock::now_ms() as i64),
-        timestamp_ms: crate::base::clock::now_ms() as i64,
+        time_bucket: bucket,
+        timestamp_ms: start(bucket),
         value: Value::Single(v),
         data_type: DataType::Single,
         downsampling: Downsampling::Avg,
@@ -131,6 +163,18 @@ impl Receiver {
     /// Requests holding a sample of `metric` for service `svc`.
     fn holding(&self, metric: &str, svc: &str) -> Vec<Received> {
         self.received().into_iter().filter(|r| has_series(&r.request, metric, svc)).collect()
+    }
+
+    /// The (timestamp, value) samples of `metric` for service `svc` that were delivered (2xx),
+    /// in the order they arrived.
+    fn samples_of(&self, metric: &str, svc: &str) -> Vec<(i64, f64)> {
+        self.received()
+            .iter()
+            .filter(|r| r.answered < 300)
+            .flat_map(|r| r.request.timeseries.iter())
+            .filter(|s| label(s, "__name__") == Some(metric) && label(s, "service") == Some(svc))
+            .flat_map(|s| s.samples.iter().map(|p| (p.timestamp, p.value)))
+            .collect()
     }
 }
 
@@ -181,20 +225,53 @@ struct Harness {
     store: Arc<MemStore>,
     telemetry: Arc<SelfMetrics>,
     runner: WorkerRunner,
+    /// The exporter's wall clock, epoch ms.
+    clock: Arc<AtomicI64>,
+    markers: AtomicUsize,
 }
 
+/// An exporter whose clock starts when [`M0`] has closed, so values written for it are sent at
+/// the next flush.
 fn start_exporter(settings: RemoteWriteSettings) -> Harness {
+    assert_eq!(settings.close_after, Duration::from_millis(CLOSE_AFTER_MS as u64));
     let store = Arc::new(MemStore::default());
     let telemetry = Arc::new(SelfMetrics::new());
-    let (exporter, worker) = build(settings, store.clone(), alone(), telemetry.clone()).expect("builds");
+    let clock = Arc::new(AtomicI64::new(closes(M0)));
+    let read_clock = clock.clone();
+    let now_ms: crate::data::series_store::NowMs = Arc::new(move || read_clock.load(Ordering::SeqCst));
+    let (exporter, worker) = build_with_clock(settings, store.clone(), alone(), telemetry.clone(), now_ms).expect("builds");
     let mut runner = WorkerRunner::new(CancellationToken::new());
     runner.spawn(worker);
-    Harness { writer: StoreThenExport { store: store.clone(), export: exporter }, store, telemetry, runner }
+    Harness {
+        writer: StoreThenExport { store: store.clone(), export: exporter },
+        store,
+        telemetry,
+        runner,
+        clock,
+        markers: AtomicUsize::new(0),
+    }
 }
 
 impl Harness {
     fn write(&self, values: &[MetricValue]) {
         self.writer.write(values).expect("the exporter never fails a write");
+    }
+
+    fn set_clock(&self, now_ms: i64) {
+        self.clock.store(now_ms, Ordering::SeqCst);
+    }
+
+    /// Writes a marker (a new series, for minute `closed`, which must have closed by the
+    /// clock) and waits until a flush delivered it.
+    async fn flush_marker(&self, receiver: &Receiver, closed: i64) {
+        assert!(self.clock.load(Ordering::SeqCst) >= closes(closed), "the marker's minute has closed");
+        let name = format!("marker-{}", self.markers.fetch_add(1, Ordering::SeqCst));
+        self.write(&[value_at("marker", service(&name), 1, closed)]);
+        wait_until("the marker is delivered", || !receiver.samples_of("marker", &name).is_empty()).await;
+    }
+
+    fn series_dropped(&self, reason: &str) -> u64 {
+        SelfMetrics::counter_value(&self.telemetry.export_series_dropped, &labels([("reason", reason)]))
     }
 
     fn dropped(&self, reason: &str) -> u64 {
@@ -232,14 +309,12 @@ async fn values_arrive_with_their_labels_and_the_1_0_headers() {
     let mut settings = RemoteWriteSettings::for_test(&url);
     settings.headers = config::ExtraHeaders(vec![(HeaderName::from_static("x-scope-orgid"), HeaderValue::from_static("tenant-1"))]);
     let harness = start_exporter(settings);
-    let before = crate::base::clock::now_ms() as i64;
     let mut instance = Entity::new(ScopeType::ServiceInstance);
     instance.service_name = "vm-1".into();
     instance.instance_name = "10.0.0.1".into();
     instance.layer = "OS_LINUX".into();
     harness.write(&[value("meter_vm_cpu", service("vm-1"), 42), value("meter_vm_cpu", instance, 7)]);
     wait_until("both values arrive", || harness.sent() == 2).await;
-    let after = crate::base::clock::now_ms() as i64;
 
     let received = receiver.received();
     let request = &received[0];
@@ -260,8 +335,7 @@ async fn values_arrive_with_their_labels_and_the_1_0_headers() {
     assert_eq!(label(svc, "__name__"), Some("meter_vm_cpu"));
     assert_eq!(svc.samples.len(), 1);
     assert_eq!(svc.samples[0].value, 42.0);
-    let stamped = svc.samples[0].timestamp;
-    assert!((before..=after).contains(&stamped), "stamped with the flush time: {before} <= {stamped} <= {after}");
+    assert_eq!(svc.samples[0].timestamp, start(M0), "stamped with the minute's start");
     let inst = all.iter().find(|s| label(s, "scope") == Some("SERVICE_INSTANCE")).expect("the instance series");
     assert_eq!(label(inst, "service_instance"), Some("10.0.0.1"));
     assert_eq!(inst.samples[0].value, 7.0);
@@ -272,22 +346,70 @@ async fn values_arrive_with_their_labels_and_the_1_0_headers() {
     let text = harness.telemetry.render();
     assert!(text.contains("hotrule_export_samples_sent_total 2"), "{text}");
     assert!(text.contains("hotrule_export_batches_dropped_total{reason=\"queue_full\"} 0"), "every reason from the start: {text}");
+    assert!(text.contains("hotrule_export_series_dropped_total{reason=\"late\"} 0"), "every reason from the start: {text}");
     harness.stop().await;
 }
 
 #[tokio::test]
-async fn a_changed_value_is_sent_again_at_a_later_timestamp() {
+async fn a_minute_is_sent_once_after_it_closes_with_its_final_value() {
+    let (receiver, url, _stop) = start_receiver().await;
+    let harness = start_exporter(RemoteWriteSettings::for_test(&url));
+    harness.set_clock(start(M0) + 30_000);
+    harness.write(&[value("m", service("a"), 1)]);
+    harness.flush_marker(&receiver, M0 - 2).await;
+    assert!(receiver.samples_of("m", "a").is_empty(), "the minute is still filling");
+    assert_eq!(harness.writer.export.pending_series(), 1, "it waits");
+
+    harness.write(&[value("m", service("a"), 5)]);
+    harness.write(&[value("m", service("a"), 7)]);
+    harness.set_clock(closes(M0) - 1);
+    harness.flush_marker(&receiver, M0 - 1).await;
+    assert!(receiver.samples_of("m", "a").is_empty(), "ended, but close_after has not passed");
+
+    harness.set_clock(closes(M0));
+    wait_until("the closed minute is delivered", || !receiver.samples_of("m", "a").is_empty()).await;
+    harness.flush_marker(&receiver, M0).await;
+    harness.set_clock(closes(M0 + 3));
+    harness.flush_marker(&receiver, M0 + 3).await;
+    assert_eq!(receiver.samples_of("m", "a"), vec![(start(M0), 7.0)], "once, the last value, at the minute's start");
+    assert_eq!(harness.writer.export.pending_series(), 0);
+    assert_eq!(harness.series_dropped("late"), 0);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_write_to_an_exported_minute_is_counted_late_and_not_sent() {
     let (receiver, url, _stop) = start_receiver().await;
     let harness = start_exporter(RemoteWriteSettings::for_test(&url));
     harness.write(&[value("m", service("a"), 1)]);
-    wait_until("the first value arrives", || harness.sent() == 1).await;
-    harness.write(&[value("m", service("a"), 5)]);
-    wait_until("the second value arrives", || harness.sent() == 2).await;
-    let samples: Vec<(f64, i64)> =
-        receiver.holding("m", "a").iter().map(|r| (r.request.timeseries[0].samples[0].value, r.request.timeseries[0].samples[0].timestamp)).collect();
-    assert_eq!(samples.len(), 2);
-    assert_eq!((samples[0].0, samples[1].0), (1.0, 5.0));
-    assert!(samples[1].1 > samples[0].1, "a later flush, a later timestamp: {samples:?}");
+    wait_until("the minute is delivered", || harness.sent() == 1).await;
+
+    harness.write(&[value("m", service("a"), 2)]);
+    assert_eq!(harness.series_dropped("late"), 1, "a late sample");
+    harness.writer.export.mark_series(&[("m".to_string(), service("a"), M0)]);
+    assert_eq!(harness.series_dropped("late"), 2, "a handoff merged after the export");
+    assert_eq!(harness.writer.export.pending_series(), 0, "neither waits");
+    harness.flush_marker(&receiver, M0).await;
+    assert_eq!(receiver.samples_of("m", "a"), vec![(start(M0), 1.0)], "not sent again");
+    assert_eq!(harness.series_dropped("pending_full"), 0);
+
+    harness.set_clock(closes(M0 + 1));
+    harness.write(&[value_at("m", service("a"), 3, M0 + 1)]);
+    wait_until("the next minute is delivered", || receiver.samples_of("m", "a").len() == 2).await;
+    assert_eq!(receiver.samples_of("m", "a")[1], (start(M0 + 1), 3.0), "a later minute is not late");
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn two_minutes_of_a_series_are_two_samples_in_time_order() {
+    let (receiver, url, _stop) = start_receiver().await;
+    let harness = start_exporter(RemoteWriteSettings::for_test(&url));
+    harness.set_clock(closes(M0 + 1));
+    harness.write(&[value_at("m", service("a"), 2, M0 + 1), value_at("m", service("a"), 1, M0)]);
+    wait_until("both minutes are delivered", || harness.sent() == 2).await;
+    assert_eq!(receiver.samples_of("m", "a"), vec![(start(M0), 1.0), (start(M0 + 1), 2.0)]);
+    let series: Vec<_> = receiver.received().iter().flat_map(|r| r.request.timeseries.clone()).collect();
+    assert_eq!(series.len(), 1, "one TimeSeries holds both samples");
     harness.stop().await;
 }
 
@@ -410,18 +532,38 @@ async fn a_failed_read_is_retried_at_the_next_flush() {
     harness.stop().await;
 }
 
+/// A later minute sent before an earlier one of the same series would be refused as out of
+/// order: when one minute of a metric cannot be read, its other minutes wait with it.
 #[tokio::test]
-async fn shutdown_flushes_what_is_pending() {
+async fn a_failed_read_holds_back_the_later_minutes_of_its_metric() {
+    let (receiver, url, _stop) = start_receiver().await;
+    let harness = start_exporter(RemoteWriteSettings::for_test(&url));
+    harness.set_clock(closes(M0 + 1));
+    harness.store.failing_from.store(start(M0), Ordering::SeqCst);
+    harness.write(&[value_at("m", service("a"), 1, M0), value_at("m", service("a"), 2, M0 + 1)]);
+    wait_until("a read failed", || harness.store.reads.load(Ordering::SeqCst) >= 1).await;
+    wait_until("both minutes are pending again", || harness.writer.export.pending_series() == 2).await;
+    harness.flush_marker(&receiver, M0 + 1).await;
+    assert!(receiver.samples_of("m", "a").is_empty(), "the readable minute waits for the earlier one");
+    harness.store.failing_from.store(0, Ordering::SeqCst);
+    wait_until("both minutes are delivered", || receiver.samples_of("m", "a").len() == 2).await;
+    assert_eq!(receiver.samples_of("m", "a"), vec![(start(M0), 1.0), (start(M0 + 1), 2.0)]);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_sends_what_is_pending_open_minutes_included() {
     let (receiver, url, _stop) = start_receiver().await;
     let mut settings = RemoteWriteSettings::for_test(&url);
     settings.flush_interval = Duration::from_secs(3600);
     let harness = start_exporter(settings);
-    harness.write(&[value("m", service("a"), 11), value("m", service("b"), 12)]);
+    harness.set_clock(closes(M0));
+    harness.write(&[value("m", service("a"), 11), value_at("m", service("b"), 12, M0 + 1)]);
     assert!(receiver.received().is_empty(), "nothing before the (hour-long) interval");
     let telemetry = harness.telemetry.clone();
     harness.stop().await;
-    assert_eq!(receiver.holding("m", "a").len(), 1);
-    assert_eq!(receiver.holding("m", "b").len(), 1);
+    assert_eq!(receiver.samples_of("m", "a"), vec![(start(M0), 11.0)], "closed");
+    assert_eq!(receiver.samples_of("m", "b"), vec![(start(M0 + 1), 12.0)], "still open: sent with what the node has");
     assert_eq!(SelfMetrics::counter_value(&telemetry.export_samples_sent, &LabelSet::new()), 2);
 }
 
@@ -452,9 +594,9 @@ async fn wire_adds_export_only_when_configured() {
     let mut runner = WorkerRunner::new(CancellationToken::new());
     let store = Arc::new(MemStore::default());
     let plain = wire(None, store.clone(), store.clone(), alone(), telemetry.clone(), &mut runner).expect("wires").0;
-    plain.write(&[value("m", service("plain"), 1)]).expect("writes");
+    plain.write(&[recent_value("m", service("plain"), 1)]).expect("writes");
     let exporting = wire(Some(RemoteWriteSettings::for_test(&url)), store.clone(), store.clone(), alone(), telemetry.clone(), &mut runner).expect("wires").0;
-    exporting.write(&[value("m", service("exported"), 2)]).expect("writes");
+    exporting.write(&[recent_value("m", service("exported"), 2)]).expect("writes");
     assert_eq!(store.values.lock().expect("store").len(), 2, "both reach storage");
     let sent = || SelfMetrics::counter_value(&telemetry.export_samples_sent, &LabelSet::new());
     wait_until("the exported value arrives", || sent() == 1).await;
@@ -477,7 +619,7 @@ async fn a_clustered_node_exports_only_the_entities_it_owns() {
     let live = Arc::new(Fixed::new(live_set.clone()));
     let (writer, _) = wire(Some(RemoteWriteSettings::for_test(&url)), store.clone(), store.clone(), live, telemetry.clone(), &mut runner).expect("wires");
     let names: Vec<String> = (0..30).map(|i| format!("svc-{i}")).collect();
-    let values: Vec<MetricValue> = names.iter().map(|n| value("m", service(n), 1)).collect();
+    let values: Vec<MetricValue> = names.iter().map(|n| recent_value("m", service(n), 1)).collect();
     writer.write(&values).expect("writes");
     let owned: Vec<&String> =
         names.iter().filter(|n| live_set.owns(&crate::data::metrics::cells::keys::owner_key(&service(n)))).collect();

@@ -1,10 +1,12 @@
 //! The remote-write side of the export worker: every `flush_interval` it turns the pending
-//! series into request bodies (read, map, stamp, batch, compress) and queues them; between
-//! flushes the shared [`SendWorker`] sends the queue, one attempt per unit of work, waiting out
-//! backoffs as its reason to wait. A slow or dead receiver therefore never holds up a flush:
-//! the queue fills and drops its oldest batches.
+//! minutes that closed (`now >= minute end + close_after`, `now` from its clock) into request
+//! bodies (read, map, stamp, batch, compress) and queues them; between flushes the shared
+//! [`SendWorker`] sends the queue, one attempt per unit of work, waiting out backoffs as its
+//! reason to wait. A slow or dead receiver therefore never holds up a flush: the queue fills
+//! and drops its oldest batches.
 //!
-//! At shutdown the worker flushes once more and sends what it can within
+//! At shutdown the worker flushes once more, every pending minute this time, open ones
+//! included (the node is going away; what it holds is their value), and sends what it can within
 //! [`FINAL_FLUSH_BOUND`](super::FINAL_FLUSH_BOUND); what is still queued then is counted as dropped (`shutdown`).
 
 use std::collections::HashSet;
@@ -18,12 +20,12 @@ use super::Shared;
 use super::batch::{EncodedBatch, FlushSamples, build_batches, collect_samples, encode, minute_bucket_start_ms};
 use super::config::RemoteWriteSettings;
 use super::delivery::{Batches, Outgoing, SendEvent, SendWorker, Words, report_send_event};
-use super::pending::{ReadGroup, read_groups};
+use super::pending::{Due, ReadGroup, read_groups};
 use super::post::Failure;
 use super::queue::BatchQueue;
 use super::send::Sender;
-use crate::data::metrics::cells::keys::owner_key;
 use crate::data::metrics::{Entity, Granularity, MetricReader};
+use crate::data::series_store::NowMs;
 use crate::base::self_metrics::{LabelSet, labels};
 
 /// Every value of `export_batches_dropped{reason}`.
@@ -40,6 +42,8 @@ pub struct RemoteWriteBatches {
     settings: RemoteWriteSettings,
     queue: BatchQueue<EncodedBatch>,
     next_flush: Instant,
+    /// The wall clock minutes close by (epoch ms); the flush cadence itself is tokio's.
+    now_ms: NowMs,
 }
 
 fn no_labels() -> LabelSet {
@@ -55,7 +59,13 @@ const WORDS: Words = Words {
 };
 
 impl RemoteWriteBatches {
-    pub(super) fn new(shared: Arc<Shared>, reader: Arc<dyn MetricReader>, sender: Sender, settings: RemoteWriteSettings) -> RemoteWriteBatches {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        reader: Arc<dyn MetricReader>,
+        sender: Sender,
+        settings: RemoteWriteSettings,
+        now_ms: NowMs,
+    ) -> RemoteWriteBatches {
         RemoteWriteBatches {
             shared,
             reader,
@@ -63,29 +73,26 @@ impl RemoteWriteBatches {
             queue: BatchQueue::new(settings.queue_batches),
             next_flush: Instant::now() + settings.flush_interval,
             settings,
+            now_ms,
         }
     }
 
-    /// Reads the pending series, builds their batches and queues them.
-    async fn flush(&mut self, in_flight: bool) {
-        let mut taken = self.shared.take_pending();
+    /// Takes the minutes that are due (closed ones, or at shutdown all), reads them, builds
+    /// their batches and queues them.
+    async fn flush(&mut self, in_flight: bool, everything: bool) {
+        let now_ms = (self.now_ms)();
+        let close_after_ms = i64::try_from(self.settings.close_after.as_millis()).unwrap_or(i64::MAX);
+        let due = if everything { Due::All { now_ms } } else { Due::Closed { now_ms, close_after_ms } };
         // Only the owner of an entity exports it, once, with the merged value; what another
         // node holds of it is on its way to the owner (`data::metrics::handoff`).
-        let live = self.shared.live.live();
-        if !live.is_alone() {
-            for entities in taken.values_mut() {
-                entities.retain(|entity, _| live.owns(&owner_key(entity)));
-            }
-            taken.retain(|_, entities| !entities.is_empty());
-        }
+        let taken = self.shared.take_due(due);
         if taken.is_empty() {
             return;
         }
-        let now_ms = crate::base::clock::now_ms() as i64;
         let reader = self.reader.clone();
         let groups = read_groups(taken);
         // Storage reads block: they run off the async threads.
-        let read = tokio::task::spawn_blocking(move || read_all(reader.as_ref(), groups, now_ms)).await;
+        let read = tokio::task::spawn_blocking(move || read_all(reader.as_ref(), groups)).await;
         let (samples, failed) = match read {
             Ok(result) => result,
             Err(e) => {
@@ -96,7 +103,7 @@ impl RemoteWriteBatches {
         for group in failed {
             self.shared.requeue(&group);
         }
-        for request in build_batches(samples, now_ms, self.settings.batch_size) {
+        for request in build_batches(samples, self.settings.batch_size) {
             match encode(&request) {
                 Ok(batch) => {
                     if let Some(oldest) = self.queue.push(batch) {
@@ -114,26 +121,46 @@ impl RemoteWriteBatches {
     }
 }
 
-/// Reads every group at minute granularity from its bucket's start to now; returns the samples
-/// and the groups whose read failed (to be marked pending again).
-fn read_all(reader: &dyn MetricReader, groups: Vec<ReadGroup>, now_ms: i64) -> (FlushSamples, Vec<ReadGroup>) {
+/// Reads every group's minute; returns the samples and the groups whose read failed (to be
+/// marked pending again). When one read of a metric fails, none of that metric's minutes is
+/// sent in this flush: a later minute sent before an earlier one of the same series would be
+/// refused by the receiver as out of order.
+fn read_all(reader: &dyn MetricReader, groups: Vec<ReadGroup>) -> (FlushSamples, Vec<ReadGroup>) {
     let mut samples = FlushSamples::new();
     let mut failed = Vec::new();
+    // `read_groups` orders the groups by metric, then bucket.
+    let mut by_metric: Vec<Vec<ReadGroup>> = Vec::new();
     for group in groups {
-        let Some(start) = minute_bucket_start_ms(group.bucket) else {
-            tracing::warn!(metric = %group.filter.metric, bucket = group.bucket, "export: a value with an invalid minute bucket; skipped");
-            continue;
-        };
-        // A bucket ahead of this clock (skew) is still read whole.
-        let end = now_ms.max(start + Granularity::Minute.millis() - 1);
-        match reader.read(&group.filter, Granularity::Minute, start, end) {
-            Ok(series) => {
-                let wanted: HashSet<&Entity> = group.entities.iter().collect();
-                collect_samples(&series, &wanted, &mut samples);
+        match by_metric.last_mut() {
+            Some(last) if last.first().is_some_and(|g| g.filter.metric == group.filter.metric) => last.push(group),
+            _ => by_metric.push(vec![group]),
+        }
+    }
+    for metric_groups in by_metric {
+        let mut metric_samples = FlushSamples::new();
+        let mut read_failed = false;
+        for group in &metric_groups {
+            let Some(start) = minute_bucket_start_ms(group.bucket) else {
+                tracing::warn!(metric = %group.filter.metric, bucket = group.bucket, "export: a value with an invalid minute bucket; skipped");
+                continue;
+            };
+            match reader.read(&group.filter, Granularity::Minute, start, start + Granularity::Minute.millis() - 1) {
+                Ok(series) => {
+                    let wanted: HashSet<&Entity> = group.entities.iter().collect();
+                    collect_samples(&series, &wanted, group.bucket, &mut metric_samples);
+                }
+                Err(e) => {
+                    tracing::warn!(metric = %group.filter.metric, bucket = group.bucket, error = %e, "export: reading values failed; the metric's minutes are retried at the next flush");
+                    read_failed = true;
+                    break;
+                }
             }
-            Err(e) => {
-                tracing::warn!(metric = %group.filter.metric, error = %e, "export: reading values failed; retried at the next flush");
-                failed.push(group);
+        }
+        if read_failed {
+            failed.extend(metric_groups.into_iter().filter(|g| minute_bucket_start_ms(g.bucket).is_some()));
+        } else {
+            for (labels, points) in metric_samples {
+                samples.entry(labels).or_default().extend(points);
             }
         }
     }
@@ -150,7 +177,7 @@ impl Batches for RemoteWriteBatches {
 
     async fn prepare(&mut self, in_flight: bool) {
         if Instant::now() >= self.next_flush {
-            self.flush(in_flight).await;
+            self.flush(in_flight, false).await;
             self.next_flush = Instant::now() + self.settings.flush_interval;
         }
     }
@@ -191,7 +218,8 @@ impl Batches for RemoteWriteBatches {
     }
 
     async fn close(&mut self, deadline: Instant, in_flight: bool) {
-        if tokio::time::timeout_at(deadline, self.flush(in_flight)).await.is_err() {
+        // Every pending minute, open ones too: the node is going away.
+        if tokio::time::timeout_at(deadline, self.flush(in_flight, true)).await.is_err() {
             tracing::warn!("export: the final flush's storage reads did not finish in time");
         }
     }
