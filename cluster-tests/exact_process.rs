@@ -43,6 +43,9 @@ use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// How long the export test waits for a minute to close and be exported.
+const EXPORT_WAIT: Duration = Duration::from_secs(120);
+
 /// The rule of `exact.rs`: every downsampling function, labeled values and histograms.
 const RULE: &str = "\
 expSuffix: service(['svc'], Layer.GENERAL)
@@ -584,7 +587,9 @@ async fn a_cluster_remote_writes_each_series_once_with_the_lone_nodes_values() {
     eprintln!("[exact-export] {} owns the entity ({:?})", cluster.members[owner].host, started.elapsed());
 
     for expr in EXPORTED {
-        wait_until(WAIT, &format!("both Prometheus servers hold {expr} with the same latest values"), || async {
+        // A minute is exported once it closed (`close_after` 1 s): up to 48 s after the
+        // samples, which fall in the current minute, plus a flush.
+        wait_until(EXPORT_WAIT, &format!("both Prometheus servers hold {expr} with the same latest values"), || async {
             let (Some(got), Some(want)) = (cluster_prom.query(expr).await, reference_prom.query(expr).await) else { return false };
             !want.is_empty() && by_labels(got) == by_labels(want)
         })
