@@ -152,10 +152,10 @@ pub async fn run(args: HandoffArgs) -> Result<(), String> {
         args.markers
     );
     let lone = measure(&bin, &args, &stream, 1, args.net, ticks).await?;
-    print_report("1 node", &lone, &args);
+    print_report("1 node", &lone, &args, stream.series());
     let net = args.net.checked_add(1).ok_or("--net must be below 255")?;
     let cluster = measure(&bin, &args, &stream, args.nodes, net, ticks).await?;
-    print_report(&format!("{} nodes, round-robin", args.nodes), &cluster, &args);
+    print_report(&format!("{} nodes, round-robin", args.nodes), &cluster, &args, stream.series());
     println!(
         "the L2 hop: {:+.2} µs CPU per sample ({:.2}×); visibility p50 {:+.0} ms, p99 {:+.0} ms",
         cluster.cpu_per_sample_us() - lone.cpu_per_sample_us(),
@@ -166,8 +166,8 @@ pub async fn run(args: HandoffArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn print_report(name: &str, report: &RunReport, args: &HandoffArgs) {
-    println!("{}", report.outcome.line(name, args.connections, 0));
+fn print_report(name: &str, report: &RunReport, args: &HandoffArgs, series: usize) {
+    println!("{}", report.outcome.line(name, args.connections, series));
     println!("  CPU: {:.2} s over the nodes, {:.2} µs per accepted sample", report.cpu_seconds, report.cpu_per_sample_us());
     let which = if report.alone { "visibility (the answer to the value in the store)" } else { "visibility at the owner, sent to another node" };
     println!(
