@@ -12,6 +12,7 @@ mod harness;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use harness::exact_samples::{METRICS, RULE, emission, sum_of};
 use harness::{TestNode, start_with_data_listener, wait_until};
 use hotrule::api::client::{AdminClient, with_query};
 use hotrule::base::ids::NodeId;
@@ -21,35 +22,6 @@ use hotrule::node::NodeSettings;
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-const RULE: &str = "\
-expSuffix: service(['svc'], Layer.GENERAL)
-metricPrefix: x
-metricsRules:
-  - name: avg
-    exp: load.sum(['svc'])
-  - name: sum
-    exp: load.sum(['svc']).downsampling(SUM)
-  - name: latest
-    exp: load.sum(['svc']).downsampling(LATEST)
-  - name: max
-    exp: load.sum(['svc']).downsampling(MAX)
-  - name: min
-    exp: load.sum(['svc']).downsampling(MIN)
-  - name: per_min
-    exp: load.sum(['svc']).downsampling(SUM_PER_MIN)
-  - name: labeled
-    exp: load.sum(['svc', 'mode'])
-  - name: labeled_latest
-    exp: load.sum(['svc', 'mode']).downsampling(LATEST)
-  - name: hist
-    exp: latency.sum(['svc', 'le']).histogram().downsampling(SUM)
-  - name: pct
-    exp: latency.sum(['svc', 'le']).histogram().histogram_percentile([50, 90])
-";
-
-const METRICS: [&str; 10] =
-    ["x_avg", "x_sum", "x_latest", "x_max", "x_min", "x_per_min", "x_labeled", "x_labeled_latest", "x_hist", "x_pct"];
 
 fn node_id(i: usize) -> NodeId {
     NodeId(format!("e{i}"))
@@ -67,21 +39,6 @@ fn membership(i: usize, size: usize) -> MembershipSettings {
 
 fn settings(i: usize) -> NodeSettings {
     NodeSettings { node_id: Some(node_id(i).0), ..NodeSettings::for_test() }
-}
-
-/// Emission `n` of the minute starting at `minute_ms`: the exposition text of one push. Values
-/// and sample times differ per emission; the sample times are out of push order for `latest`.
-fn emission(n: i64, minute_ms: i64) -> String {
-    let at = minute_ms + [7_000, 2_000, 9_000, 4_000, 1_000, 8_000, 3_000][(n % 7) as usize] + n;
-    let idle = [10, 10, 10, 50, 20, 5, 70][(n % 7) as usize];
-    let user = [1, 2, 3, 4, 5, 6, 7][(n % 7) as usize];
-    let mut text = format!("load{{svc=\"s\",mode=\"idle\"}} {idle} {at}\nload{{svc=\"s\",mode=\"user\"}} {user} {at}\n");
-    let mut cumulative = 0;
-    for (le, count) in [("100", 1 + n % 3), ("250", 2), ("500", n % 2), ("Infinity", 1)] {
-        cumulative += count;
-        text.push_str(&format!("latency{{svc=\"s\",le=\"{le}\"}} {cumulative} {at}\n"));
-    }
-    text
 }
 
 async fn push_samples(data: &SocketAddr, text: &str) {
@@ -158,12 +115,11 @@ async fn wait_rule_running(nodes: &[&TestNode]) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn samples_spread_over_three_nodes_read_as_one_node_on_every_node() {
-    let (gossip, bus) = (GossipNetwork::new(), MemNetwork::new());
+/// Three clustered nodes and a lone reference node, all running [`RULE`].
+async fn start_with_the_rule(gossip: &GossipNetwork, bus: &MemNetwork) -> (Vec<TestNode>, hotrule::node::RunningNode, AdminClient) {
     let mut nodes = Vec::new();
     for i in 1..=3 {
-        nodes.push(TestNode::clustered_in_memory(settings(i), membership(i, 3), &gossip, &bus).await);
+        nodes.push(TestNode::clustered_in_memory(settings(i), membership(i, 3), gossip, bus).await);
     }
     let reference = start_with_data_listener(NodeSettings::for_test()).await;
     let reference_client = AdminClient::new(&reference.admin_addr.to_string(), None).expect("client");
@@ -178,6 +134,13 @@ async fn samples_spread_over_three_nodes_read_as_one_node_on_every_node() {
     let reply = reference_client.post(&reference_rule, RULE.as_bytes().to_vec()).await.expect("push");
     assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
     wait_rule_running(&nodes.iter().collect::<Vec<_>>()).await;
+    (nodes, reference, reference_client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn samples_spread_over_three_nodes_read_as_one_node_on_every_node() {
+    let (gossip, bus) = (GossipNetwork::new(), MemNetwork::new());
+    let (mut nodes, reference, reference_client) = start_with_the_rule(&gossip, &bus).await;
 
     // The previous minute: every sample of the test falls in one bucket.
     let now = hotrule::base::clock::wall_clock_ms();
@@ -191,7 +154,7 @@ async fn samples_spread_over_three_nodes_read_as_one_node_on_every_node() {
         let text = emission(n, minute_ms);
         push_samples(&data[n as usize % 3], &text).await;
         push_samples(&reference_data, &text).await;
-        expected_sum += [11, 12, 13, 54, 25, 11, 77][n as usize];
+        expected_sum += sum_of(n);
     }
     wait_until(WAIT, "the reference and the cluster hold all five emissions", || async {
         first_value(&series(&reference_client, "x_sum", minute_ms, false).await) == Some(expected_sum)
@@ -228,7 +191,7 @@ async fn samples_spread_over_three_nodes_read_as_one_node_on_every_node() {
         let text = emission(n, minute_ms);
         push_samples(&data[1], &text).await;
         push_samples(&reference_data, &text).await;
-        expected_sum += [11, 12, 13, 54, 25, 11, 77][n as usize];
+        expected_sum += sum_of(n);
     }
     wait_until(WAIT, "every node's cluster read holds all seven emissions", || async {
         for node in nodes.iter() {
@@ -266,32 +229,16 @@ async fn owner_index(nodes: &[TestNode], minute_ms: i64, want: &[Value]) -> usiz
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_that_leaves_and_returns_loses_nothing() {
     let (gossip, bus) = (GossipNetwork::new(), MemNetwork::new());
-    let mut nodes = Vec::new();
-    for i in 1..=3 {
-        nodes.push(TestNode::clustered_in_memory(settings(i), membership(i, 3), &gossip, &bus).await);
-    }
-    let reference = start_with_data_listener(NodeSettings::for_test()).await;
-    let reference_client = AdminClient::new(&reference.admin_addr.to_string(), None).expect("client");
-    wait_until(WAIT, "e1 sees three live members", || async {
-        let status = nodes[0].client.get("/cluster/status").await.ok().and_then(|r| r.json()).unwrap_or_default();
-        status["members"].as_array().is_some_and(|m| m.iter().filter(|m| m["live"] == true).count() == 3)
-    })
-    .await;
-    let (status, body) = nodes[0].push("otel-rules", "exact", RULE, &[]).await;
-    assert_eq!(status, 200, "{body}");
-    let reference_rule = with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "exact")]);
-    assert_eq!(reference_client.post(&reference_rule, RULE.as_bytes().to_vec()).await.expect("push").status.as_u16(), 200);
-    wait_rule_running(&nodes.iter().collect::<Vec<_>>()).await;
+    let (mut nodes, reference, reference_client) = start_with_the_rule(&gossip, &bus).await;
     let minute_ms = (hotrule::base::clock::wall_clock_ms() / 60_000 - 1) * 60_000;
     let reference_data = reference.data_addr.expect("data listener");
-    let totals = [11, 12, 13, 54, 25, 11, 77];
 
     let mut expected_sum = 0;
     for n in 0..3 {
         let text = emission(n, minute_ms);
         push_samples(&nodes[n as usize].node.data_addr.expect("data"), &text).await;
         push_samples(&reference_data, &text).await;
-        expected_sum += totals[n as usize];
+        expected_sum += sum_of(n);
     }
     wait_until(WAIT, "the reference holds three emissions", || async {
         first_value(&series(&reference_client, "x_sum", minute_ms, false).await) == Some(expected_sum)
@@ -316,7 +263,7 @@ async fn an_owner_that_leaves_and_returns_loses_nothing() {
         let text = emission(n, minute_ms);
         push_samples(&nodes[n as usize % 2].node.data_addr.expect("data"), &text).await;
         push_samples(&reference_data, &text).await;
-        gone_sum += totals[n as usize];
+        gone_sum += sum_of(n);
     }
     expected_sum += gone_sum;
     // The survivors' reads hold what they have (the new emissions, merged on the new owner), and

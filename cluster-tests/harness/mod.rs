@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod exact_samples;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
