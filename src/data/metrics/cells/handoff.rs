@@ -1,7 +1,7 @@
 //! Handing partial state to the entity's owner (SkyWalking's L1 → L2), the store's side.
 //!
-//! Every node writes the cells of what it evaluated, durably, before an ingest request is
-//! answered (the store's write path, unchanged). A node that does not own an entity then moves
+//! Every node writes the cells of what it evaluated, durably (the store's write path,
+//! unchanged). A node that does not own an entity then moves
 //! that entity's cells out of its cell space into an **outbox record** addressed to the owner,
 //! in one synced batch (the cells deleted, the record written): the partial state exists in
 //! exactly one place on this node at any time. The record goes to the owner over the bus; the
