@@ -35,9 +35,12 @@ use std::time::Duration;
 use crate::cluster::bus::messages::{BusRequest, BusResponse};
 use crate::cluster::bus::query::{MetricQuery, PartialSeriesWire};
 use crate::base::ids::NodeId;
-use crate::data::metrics::partial::{InFlight, NodeAnswer, merge_cluster};
+use crate::data::metrics::partial::{self, InFlight, NodeAnswer, merge_cluster};
 use crate::data::metrics::{Granularity, MetricInfo, MetricReader, MetricStoreError, PartialSeries, Series, SeriesFilter};
 use crate::cluster::replication::Cluster;
+
+/// How many times a cluster metric read is done when partial state moved under it.
+pub const READ_ATTEMPTS: usize = 3;
 
 /// How queries behave; defaults from named functions.
 #[derive(Debug, Clone)]
@@ -166,8 +169,40 @@ impl QueryService {
     /// The series of `filter` in `[start_ms, end_ms]` at `granularity`, merged across nodes:
     /// every node's stored partial state (cells, unfinalized) merged cell by cell with the
     /// metric's function, then finalized once, so the value is the one a single node would have
-    /// computed from all the samples (`data::metrics::partial`).
+    /// computed from all the samples (`data::metrics::partial`). In a cluster, once every answer
+    /// is in, each node is asked for its handoff generation again; when one moved partial state
+    /// after it answered, the read is done again (at most [`READ_ATTEMPTS`] times), since that
+    /// one order of answers can count a moving record twice (`partial::unchanged`).
     pub async fn read(&self, filter: &SeriesFilter, granularity: Granularity, start_ms: i64, end_ms: i64, reach: Reach) -> Result<Gathered, QueryError> {
+        let mut attempt = 1;
+        let (mut gathered, answers) = loop {
+            let (gathered, answers) = self.gather(filter, granularity, start_ms, end_ms, reach).await?;
+            if !reach.cluster || attempt >= READ_ATTEMPTS || partial::unchanged(&answers, &self.generations(reach).await) {
+                if reach.cluster && attempt >= READ_ATTEMPTS {
+                    tracing::debug!(metric = %filter.metric, "cluster read: partial state kept moving; the last of {READ_ATTEMPTS} reads is served");
+                }
+                break (gathered, answers);
+            }
+            attempt += 1;
+        };
+        let merged = merge_cluster(answers);
+        if merged.mismatched > 0 {
+            tracing::warn!(metric = %filter.metric, cells = merged.mismatched, "cluster read: cells of another shape on some node left out (a reshape not yet everywhere)");
+        }
+        gathered.series = merged.series.iter().map(|series| series.finalize(granularity)).collect();
+        Ok(gathered)
+    }
+
+    /// One look at every node's partial state (this node's, and with `reach.cluster` every live
+    /// peer's): the metrics and nodes, and each node's answer.
+    async fn gather(
+        &self,
+        filter: &SeriesFilter,
+        granularity: Granularity,
+        start_ms: i64,
+        end_ms: i64,
+        reach: Reach,
+    ) -> Result<(Gathered, Vec<NodeAnswer>), QueryError> {
         let local_filter = filter.clone();
         let (local_metrics, local) = self
             .blocking(move |reader| {
@@ -200,12 +235,21 @@ impl QueryService {
             // This node alone: what it sent away is not here, and is not read either.
             answers[0].in_flight = InFlight::default();
         }
-        let merged = merge_cluster(answers);
-        if merged.mismatched > 0 {
-            tracing::warn!(metric = %filter.metric, cells = merged.mismatched, "cluster read: cells of another shape on some node left out (a reshape not yet everywhere)");
+        Ok((gathered, answers))
+    }
+
+    /// Every node's handoff generation now (the nodes that answer).
+    async fn generations(&self, reach: Reach) -> BTreeMap<NodeId, u64> {
+        let mut out = BTreeMap::new();
+        if let Ok(local) = self.blocking(|reader| Ok(reader.handoff_generation())).await {
+            out.insert(self.node_id.clone(), local);
         }
-        gathered.series = merged.series.iter().map(|series| series.finalize(granularity)).collect();
-        Ok(gathered)
+        for (node, answer) in self.ask_peers(|_| BusRequest::HandoffGeneration, reach.timeout).await {
+            if let Ok(BusResponse::Generation { generation }) = answer {
+                out.insert(node, generation);
+            }
+        }
+        out
     }
 
     /// Runs `work` on the store off the async threads.

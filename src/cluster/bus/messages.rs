@@ -231,6 +231,9 @@ pub enum BusRequest {
     /// The page of the peer's kept logs for a log read (cluster-wide `/query/logs`): the
     /// filter, limit, order and `after` position are the peer's own. → `Logs`
     QueryLogs { query: LogQuery },
+    /// The peer's handoff generation, asked after a cluster metric read gathered every answer
+    /// (`data::metrics::partial::unchanged`). → `Generation`
+    HandoffGeneration,
 }
 
 /// One item of a [`BusRequest::Replicate`]: what a `Prepare` or a `NotifyCommitted` carries
@@ -283,6 +286,7 @@ impl BusRequest {
             BusRequest::QueryPartials { .. } => "query_partials",
             BusRequest::HandOff { .. } => "hand_off",
             BusRequest::QueryLogs { .. } => "query_logs",
+            BusRequest::HandoffGeneration => "handoff_generation",
         }
     }
 }
@@ -356,6 +360,8 @@ pub enum BusResponse {
     HandedOff { through: u64 },
     /// The answer to `QueryLogs`: the peer's page, in the read's order.
     Logs { logs: Vec<StoredLogWire> },
+    /// The answer to `HandoffGeneration`.
+    Generation { generation: u64 },
 }
 
 impl BusResponse {
@@ -380,6 +386,7 @@ impl BusResponse {
             BusResponse::MetricPartials { .. } => "metric_partials",
             BusResponse::HandedOff { .. } => "handed_off",
             BusResponse::Logs { .. } => "logs",
+            BusResponse::Generation { .. } => "generation",
         }
     }
 }

@@ -235,6 +235,7 @@ pub struct InFlightWire {
     /// (owner, sequence number, delivered, series).
     pub records: Vec<(NodeId, u64, bool, Vec<PartialSeriesWire>)>,
     pub applied: Vec<(NodeId, u64)>,
+    pub generation: u64,
 }
 
 impl From<&InFlight> for InFlightWire {
@@ -246,6 +247,7 @@ impl From<&InFlight> for InFlightWire {
                 .map(|r| (r.owner.clone(), r.seq, r.delivered, r.series.iter().map(PartialSeriesWire::from).collect()))
                 .collect(),
             applied: in_flight.applied.iter().map(|(node, mark)| (node.clone(), *mark)).collect(),
+            generation: in_flight.generation,
         }
     }
 }
@@ -257,7 +259,7 @@ impl InFlightWire {
             let series = series.into_iter().map(PartialSeriesWire::decode).collect::<Result<Vec<_>, _>>()?;
             records.push(InFlightRecord { owner, seq, delivered, series });
         }
-        Ok(InFlight { records, applied: self.applied.into_iter().collect() })
+        Ok(InFlight { records, applied: self.applied.into_iter().collect(), generation: self.generation })
     }
 }
 

@@ -194,6 +194,13 @@ pub trait MetricReader: Send + Sync + 'static {
     ) -> Result<(Vec<PartialSeries>, partial::InFlight), MetricStoreError> {
         Ok((self.read_partials(filter, granularity, start_ms, end_ms)?, partial::InFlight::default()))
     }
+
+    /// What changes whenever partial state moves on this node (`cells::handoff`): a cluster read
+    /// compares it after gathering every answer and reads again when a node's changed. 0 for a
+    /// reader that hands nothing off.
+    fn handoff_generation(&self) -> u64 {
+        0
+    }
 }
 
 /// A finalized series as partial state: each point one emission of its value.

@@ -58,6 +58,8 @@ pub struct InFlight {
     pub records: Vec<InFlightRecord>,
     /// Sender → the highest sequence number this node applied from it.
     pub applied: BTreeMap<NodeId, u64>,
+    /// The node's handoff generation when it read (0: not reported).
+    pub generation: u64,
 }
 
 /// One record's cells, as a read filtered them.
@@ -102,6 +104,19 @@ pub fn merge_cluster(answers: Vec<NodeAnswer>) -> Merged {
         }
     }
     merge_partials(per_node)
+}
+
+/// Whether no answering node moved partial state since it answered: `now` holds the nodes'
+/// handoff generations asked for after every answer was in. One order of answers is not exact
+/// by itself: a sender answering before it moves a record and the owner answering after it
+/// applied the record count the record twice. The sender's generation then changed after its
+/// answer (the move came after it, and before the owner's answer), so a read that finds every
+/// generation unchanged has none of it. A node that did not answer the second look is taken as
+/// unchanged (it may have left; what it answered is what there is).
+pub fn unchanged(answers: &[NodeAnswer], now: &BTreeMap<NodeId, u64>) -> bool {
+    answers.iter().all(|answer| {
+        answer.in_flight.generation == 0 || now.get(&answer.node).is_none_or(|generation| *generation == answer.in_flight.generation)
+    })
 }
 
 /// Merges the partial series of several nodes (this node first) cell by cell.
@@ -217,12 +232,12 @@ mod tests {
         let sender = |records: Vec<InFlightRecord>| NodeAnswer {
             node: id("s"),
             series: cells(1),
-            in_flight: InFlight { records, applied: BTreeMap::new() },
+            in_flight: InFlight { records, ..InFlight::default() },
         };
         let owner = |value: i64, mark: Option<u64>| NodeAnswer {
             node: id("o"),
             series: cells(value),
-            in_flight: InFlight { records: Vec::new(), applied: mark.into_iter().map(|m| (id("s"), m)).collect() },
+            in_flight: InFlight { applied: mark.into_iter().map(|m| (id("s"), m)).collect(), ..InFlight::default() },
         };
         let value = |answers: Vec<NodeAnswer>| merge_cluster(answers).series[0].finalize(Granularity::Minute).points[0].value.clone();
         // Not applied yet: 1 (sender) + 10 (owner) + 100 (record).
@@ -239,6 +254,22 @@ mod tests {
         let mut other = owner(10, None);
         other.in_flight.applied.insert(id("t"), 99);
         assert_eq!(value(vec![sender(vec![record(100, 7)]), other]), Value::Single(111));
+    }
+
+    #[test]
+    fn a_read_is_repeated_when_a_node_moved_state_after_answering() {
+        let id = |n: &str| NodeId(n.to_string());
+        let answer = |node: &str, generation: u64| NodeAnswer {
+            node: id(node),
+            series: Vec::new(),
+            in_flight: InFlight { generation, ..InFlight::default() },
+        };
+        let answers = vec![answer("s", 10), answer("o", 20), answer("twin", 0)];
+        let now = |pairs: &[(&str, u64)]| pairs.iter().map(|(n, g)| (id(n), *g)).collect::<BTreeMap<_, _>>();
+        assert!(unchanged(&answers, &now(&[("s", 10), ("o", 20)])));
+        assert!(!unchanged(&answers, &now(&[("s", 11), ("o", 20)])), "the sender moved after answering");
+        assert!(unchanged(&answers, &now(&[("o", 20)])), "a node that did not answer the second look");
+        assert!(unchanged(&answers, &now(&[("s", 10), ("o", 20), ("twin", 5)])), "a reader that reports no generation");
     }
 
     #[test]

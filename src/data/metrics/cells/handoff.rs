@@ -69,7 +69,6 @@ pub struct HandoffRecord {
 }
 
 /// Cell keys written since the worker last looked (only while tracking is on: in a cluster).
-#[derive(Default)]
 pub(super) struct HandoffState {
     tracking: std::sync::atomic::AtomicBool,
     /// Bumped after every change that moves partial state between the cells, the outbox and
@@ -86,6 +85,18 @@ struct Dirty {
 }
 
 impl HandoffState {
+    /// The generation starts at the boot time in nanoseconds, so a node that restarted between
+    /// two looks of a read never shows the same generation twice.
+    pub(super) fn new() -> HandoffState {
+        let boot = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+        HandoffState {
+            tracking: Default::default(),
+            generation: std::sync::atomic::AtomicU64::new(boot.max(1)),
+            dirty: Default::default(),
+            delivered: Default::default(),
+        }
+    }
+
     fn generation(&self) -> u64 {
         self.generation.load(std::sync::atomic::Ordering::SeqCst)
     }
@@ -419,15 +430,23 @@ impl MetricStore {
         use crate::data::metrics::MetricReader;
         for _ in 0..CONSISTENT_TRIES {
             let before = self.handoff.generation();
-            let in_flight = self.in_flight(filter, granularity, start_ms, end_ms)?;
+            let mut in_flight = self.in_flight(filter, granularity, start_ms, end_ms)?;
             let cells = self.read_partials(filter, granularity, start_ms, end_ms)?;
             if self.handoff.generation() == before {
+                in_flight.generation = before;
                 return Ok((cells, in_flight));
             }
         }
         let _writer = lock(&self.writer);
-        let in_flight = self.in_flight(filter, granularity, start_ms, end_ms)?;
+        let mut in_flight = self.in_flight(filter, granularity, start_ms, end_ms)?;
+        in_flight.generation = self.handoff.generation();
         Ok((self.read_partials(filter, granularity, start_ms, end_ms)?, in_flight))
+    }
+
+    /// The handoff generation: it changes whenever partial state moves between this node's
+    /// cells, its outbox and its applied marks (a move, an apply, a take-back).
+    pub fn handoff_generation(&self) -> u64 {
+        self.handoff.generation()
     }
 
     /// What is on its way from this node (outbox and recently delivered records, their cells

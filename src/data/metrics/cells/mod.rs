@@ -79,7 +79,7 @@ impl MetricStore {
             index: RwLock::new(index),
             queue: Mutex::new(Vec::new()),
             writer: Mutex::new(()),
-            handoff: handoff::HandoffState::default(),
+            handoff: handoff::HandoffState::new(),
         })
     }
 
@@ -267,6 +267,10 @@ impl MetricReader for MetricStore {
         end_ms: i64,
     ) -> Result<(Vec<PartialSeries>, crate::data::metrics::partial::InFlight), MetricStoreError> {
         self.consistent_state(filter, granularity, start_ms, end_ms)
+    }
+
+    fn handoff_generation(&self) -> u64 {
+        MetricStore::handoff_generation(self)
     }
 
     /// The cells themselves (see `read`).
