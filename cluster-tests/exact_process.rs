@@ -353,6 +353,16 @@ async fn sample_minute() -> i64 {
     hotrule::base::clock::wall_clock_ms() / 60_000 * 60_000
 }
 
+/// The rule on the cluster (through its first member) and on the reference, running everywhere.
+async fn run_the_rule(cluster: &Cluster, reference: &AdminClient) {
+    post_rule(&cluster.members[0].client).await;
+    post_rule(reference).await;
+    for member in &cluster.members {
+        wait_running(&member.client).await;
+    }
+    wait_running(reference).await;
+}
+
 /// A lone `hotrule serve` with a data listener and `config`.
 async fn reference_node(dir: &Path, config: &str) -> HotruleNode {
     HotruleNode::start(&dir.join("reference"), &dir.join("reference-rules"), config, &[]).await
@@ -398,12 +408,7 @@ async fn kill_9_scenario(net: u8, when_killed: Victim, reads: Reads) {
     let reference = reference_node(dir.path(), "").await;
     let reference_data = reference.data_addr().expect("the reference's data listener");
     let reference = &reference.client;
-    post_rule(&cluster.members[0].client).await;
-    post_rule(reference).await;
-    for member in &cluster.members {
-        wait_running(&member.client).await;
-    }
-    wait_running(reference).await;
+    run_the_rule(&cluster, reference).await;
     eprintln!("[exact-process] three members and the reference run the rule ({:?})", started.elapsed());
 
     let minute_ms = sample_minute().await;
@@ -514,12 +519,7 @@ async fn a_cluster_remote_writes_each_series_once_with_the_lone_nodes_values() {
     let reference = reference_node(dir.path(), &node_config(&[], Some(&reference_prom.write_url()))).await;
     let reference_data = reference.data_addr().expect("the reference's data listener");
     let reference = &reference.client;
-    post_rule(&cluster.members[0].client).await;
-    post_rule(reference).await;
-    for member in &cluster.members {
-        wait_running(&member.client).await;
-    }
-    wait_running(reference).await;
+    run_the_rule(&cluster, reference).await;
     eprintln!("[exact-export] three exporting members and the reference run the rule ({:?})", started.elapsed());
 
     let minute_ms = sample_minute().await;
