@@ -15,7 +15,7 @@ use hotrule::api::client::{AdminClient, Reply, with_query};
 use hotrule::cluster::gossip::{GossipNetwork, MembershipSettings};
 use hotrule::compiler::{DataType, Downsampling, ScopeType};
 use hotrule::base::ids::NodeId;
-use hotrule::data::metrics::{Entity, Granularity, MetricInfo, MetricReader, MetricStoreError, Series, SeriesFilter, Value};
+use hotrule::data::metrics::{Entity, Granularity, MetricInfo, MetricReader, MetricStoreError, PartialSeries, SeriesFilter, Value};
 use hotrule::node::testing::NodeBuilder;
 use hotrule::node::{NodeSettings, RunningNode};
 use hotrule::api::query::memory::MemMetrics;
@@ -251,7 +251,7 @@ impl MetricReader for BrokenStore {
     fn metrics(&self) -> Result<Vec<MetricInfo>, MetricStoreError> {
         Ok(Vec::new())
     }
-    fn read(&self, _: &SeriesFilter, _: Granularity, _: i64, _: i64) -> Result<Vec<Series>, MetricStoreError> {
+    fn read_partials(&self, _: &SeriesFilter, _: Granularity, _: i64, _: i64) -> Result<Vec<PartialSeries>, MetricStoreError> {
         Err(MetricStoreError::Corrupt { key: "k".into(), detail: "test".into() })
     }
 }

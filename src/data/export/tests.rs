@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::prompb::WriteRequest;
 use super::*;
-use crate::data::metrics::{Entity, Granularity, MetricInfo, Point, Series, SeriesFilter, Value};
+use crate::data::metrics::cells::cell::Cell;
+use crate::data::metrics::{Entity, Granularity, MetricInfo, PartialSeries, SeriesFilter, Value};
 use crate::base::self_metrics::{LabelSet, SelfMetrics, labels};
 use crate::base::worker::WorkerRunner;
 
@@ -56,27 +57,22 @@ impl MetricReader for MemStore {
         Ok(Vec::new())
     }
 
-    fn read(&self, filter: &SeriesFilter, granularity: Granularity, start_ms: i64, end_ms: i64) -> Result<Vec<Series>, MetricStoreError> {
+    /// Each stored value as one `sum` emission: it finalizes to the value itself.
+    fn read_partials(&self, filter: &SeriesFilter, granularity: Granularity, start_ms: i64, end_ms: i64) -> Result<Vec<PartialSeries>, MetricStoreError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         assert_eq!(granularity, Granularity::Minute, "the exporter reads minute values");
         if self.failing.load(Ordering::SeqCst) || self.failing_from.load(Ordering::SeqCst) == start_ms {
             return Err(MetricStoreError::Corrupt { key: filter.metric.clone(), detail: "twin told to fail".into() });
         }
-        let matches = |wanted: &Option<String>, have: &str| wanted.as_deref().is_none_or(|w| w == have);
-        let mut by_series: BTreeMap<(String, Entity), Vec<Point>> = BTreeMap::new();
+        let mut by_series: BTreeMap<(String, Entity, String), Vec<(i64, Cell)>> = BTreeMap::new();
         for ((metric, entity, bucket), value) in self.values.lock().expect("store").iter() {
             let start = batch::minute_bucket_start_ms(*bucket).expect("valid bucket");
-            if (filter.metric.is_empty() || filter.metric == *metric)
-                && matches(&filter.service, &entity.service_name)
-                && matches(&filter.instance, &entity.instance_name)
-                && matches(&filter.endpoint, &entity.endpoint_name)
-                && (start_ms..=end_ms).contains(&start)
-            {
-                let point = Point { bucket: *bucket, start_ms: start, value: value.clone() };
-                by_series.entry((metric.clone(), entity.clone())).or_default().push(point);
+            if (filter.metric.is_empty() || filter.metric == *metric) && filter.passes(entity) && (start_ms..=end_ms).contains(&start) {
+                let (cell, group) = Cell::from_value(value, Downsampling::Sum, start);
+                by_series.entry((metric.clone(), entity.clone(), group)).or_default().push((*bucket, cell));
             }
         }
-        Ok(by_series.into_iter().map(|((metric, entity), points)| Series { metric, entity, points }).collect())
+        Ok(by_series.into_iter().map(|((metric, entity, group), cells)| PartialSeries { metric, entity, group, cells }).collect())
     }
 }
 

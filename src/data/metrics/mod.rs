@@ -127,6 +127,15 @@ pub struct SeriesFilter {
     pub endpoint: Option<String>,
 }
 
+impl SeriesFilter {
+    /// Whether `entity`'s service, instance and endpoint names pass (the metric name is the
+    /// reader's to check).
+    pub fn passes(&self, entity: &Entity) -> bool {
+        let same = |wanted: &Option<String>, have: &str| wanted.as_deref().is_none_or(|w| w == have);
+        same(&self.service, &entity.service_name) && same(&self.instance, &entity.instance_name) && same(&self.endpoint, &entity.endpoint_name)
+    }
+}
+
 /// Why the metric store failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MetricStoreError {
@@ -155,31 +164,28 @@ pub trait MetricWriter: Send + Sync + 'static {
 pub trait MetricReader: Send + Sync + 'static {
     /// Every metric with stored data, by name.
     fn metrics(&self) -> Result<Vec<MetricInfo>, MetricStoreError>;
-    /// The series matching `filter` with their points in `[start_ms, end_ms]` at `granularity`.
+    /// The series matching `filter` with their points in `[start_ms, end_ms]` at `granularity`:
+    /// the stored partial state ([`MetricReader::read_partials`]), finalized.
     fn read(
         &self,
         filter: &SeriesFilter,
         granularity: Granularity,
         start_ms: i64,
         end_ms: i64,
-    ) -> Result<Vec<Series>, MetricStoreError>;
+    ) -> Result<Vec<Series>, MetricStoreError> {
+        let partials = self.read_partials(filter, granularity, start_ms, end_ms)?;
+        Ok(partials.iter().map(|series| series.finalize(granularity)).collect())
+    }
 
-    /// The same series as stored partial state, unfinalized: what a cluster read merges
-    /// exactly ([`partial::merge_partials`]). A store of cells returns its cells; this default,
-    /// for readers that hold only finalized values (test twins), turns each point into one
-    /// emission of its value, which merges exactly for every function but `avg`.
+    /// The same series as stored partial state (cells), unfinalized: what a cluster read merges
+    /// exactly ([`partial::merge_partials`]).
     fn read_partials(
         &self,
         filter: &SeriesFilter,
         granularity: Granularity,
         start_ms: i64,
         end_ms: i64,
-    ) -> Result<Vec<PartialSeries>, MetricStoreError> {
-        let functions: std::collections::HashMap<String, Downsampling> =
-            self.metrics()?.into_iter().map(|info| (info.name, info.downsampling)).collect();
-        let series = self.read(filter, granularity, start_ms, end_ms)?;
-        Ok(series.into_iter().map(|one| one_emission_each(one, &functions)).collect())
-    }
+    ) -> Result<Vec<PartialSeries>, MetricStoreError>;
 
     /// What a cluster read takes from this node: its cells ([`MetricReader::read_partials`]),
     /// and the partial state on its way from it to the entities' owners with the applied marks
@@ -201,22 +207,6 @@ pub trait MetricReader: Send + Sync + 'static {
     fn handoff_generation(&self) -> u64 {
         0
     }
-}
-
-/// A finalized series as partial state: each point one emission of its value.
-fn one_emission_each(series: Series, functions: &std::collections::HashMap<String, Downsampling>) -> PartialSeries {
-    let function = functions.get(&series.metric).copied().unwrap_or(Downsampling::Avg);
-    let mut group = String::new();
-    let cells = series
-        .points
-        .iter()
-        .map(|point| {
-            let (cell, g) = cells::cell::Cell::from_value(&point.value, function, point.start_ms);
-            group = g;
-            (point.bucket, cell)
-        })
-        .collect();
-    PartialSeries { metric: series.metric, entity: series.entity, group, cells }
 }
 
 #[cfg(test)]

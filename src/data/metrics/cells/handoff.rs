@@ -168,9 +168,11 @@ impl MetricStore {
             for granularity in Granularity::ALL {
                 let start = keys::bucket_key(metric, granularity, keys::bucket_of(granularity, from_ms));
                 let end = keys::bucket_key(metric, granularity, keys::next_bucket(granularity, keys::bucket_of(granularity, now_ms)));
-                for (key, _) in scan_all(self.kv.as_ref(), &start, &end)? {
-                    found.push(key);
-                }
+                // Keys only: the cells are read when they move.
+                self.kv.visit_range(&start, &end, &mut |key, _| {
+                    found.push(key.to_vec());
+                    crate::store::series::Visit::Next
+                })?;
             }
         }
         let count = found.len();
@@ -475,7 +477,7 @@ impl MetricStore {
                 let wanted = name.granularity == granularity
                     && (filter.metric.is_empty() || filter.metric == name.metric)
                     && (first..=last).contains(&name.name.bucket)
-                    && entity_passes(filter, &name.name.entity);
+                    && filter.passes(&name.name.entity);
                 if !wanted {
                     continue;
                 }
@@ -503,11 +505,6 @@ impl MetricStore {
         }
         Ok(out)
     }
-}
-
-fn entity_passes(filter: &SeriesFilter, entity: &Entity) -> bool {
-    let same = |wanted: &Option<String>, have: &str| wanted.as_deref().is_none_or(|w| w == have);
-    same(&filter.service, &entity.service_name) && same(&filter.instance, &entity.instance_name) && same(&filter.endpoint, &entity.endpoint_name)
 }
 
 fn outbox_key(owner: &NodeId, seq: u64) -> Vec<u8> {
