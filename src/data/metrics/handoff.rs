@@ -96,11 +96,13 @@ impl HandoffReceiver for StoreReceiver {
         for record in records {
             let applied = self.store.apply_handoff(sender, record).map_err(|e| e.to_string())?;
             through = applied.through;
-            if !applied.minutes.is_empty() {
-                self.telemetry.handoff_cells.get_or_create(&labels([("direction", "applied")])).inc_by(record.cells.len() as u64);
-                if let Some(mark) = &self.on_applied {
-                    mark(&applied.minutes);
-                }
+            if applied.cells > 0 {
+                self.telemetry.handoff_cells.get_or_create(&labels([("direction", "applied")])).inc_by(applied.cells as u64);
+            }
+            if !applied.minutes.is_empty()
+                && let Some(mark) = &self.on_applied
+            {
+                mark(&applied.minutes);
             }
         }
         Ok(through)

@@ -137,6 +137,8 @@ pub struct Applied {
     pub through: u64,
     /// Minute series whose cells changed: (metric, entity, bucket), for export.
     pub minutes: Vec<(String, Entity, i64)>,
+    /// Cells merged into this node's (0 for a record already applied).
+    pub cells: usize,
     /// Cells left out: unreadable, or of another shape than this node's.
     pub refused: usize,
 }
@@ -408,7 +410,7 @@ impl MetricStore {
         }
         // In a handover this node may not own these any more: look at them again.
         self.handoff.mark(written.iter().map(Vec::as_slice));
-        Ok(Applied { through: record.seq, minutes, refused })
+        Ok(Applied { through: record.seq, minutes, cells: written.len(), refused })
     }
 
     fn applied_mark(&self, key: &[u8]) -> Result<u64, MetricStoreError> {

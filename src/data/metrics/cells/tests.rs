@@ -606,14 +606,14 @@ mod handoff {
         assert_eq!(cluster_value(vec![answer("a", &a.store), answer("b", &b.store)]), [20, 20, 20]);
 
         let applied = b.store.apply_handoff(&id("a"), record).expect("apply");
-        assert_eq!((applied.through, applied.refused, applied.minutes.len()), (record.seq, 0, 3));
+        assert_eq!((applied.through, applied.refused, applied.minutes.len(), applied.cells), (record.seq, 0, 3, 9));
         assert_eq!(values(&b.store, Granularity::Hour), [20, 20, 20]);
         // Applied and still in the outbox: the owner's mark covers it, counted once.
         assert_eq!(cluster_value(vec![answer("a", &a.store), answer("b", &b.store)]), [20, 20, 20]);
 
         // Delivered twice (a lost answer): applied once.
         let again = b.store.apply_handoff(&id("a"), record).expect("apply again");
-        assert_eq!((again.through, again.minutes.len()), (record.seq, 0));
+        assert_eq!((again.through, again.minutes.len(), again.cells), (record.seq, 0, 0));
         assert_eq!(values(&b.store, Granularity::Minute), [20, 20, 20]);
 
         a.store.delivered(record.clone()).expect("delivered");
