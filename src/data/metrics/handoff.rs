@@ -270,6 +270,8 @@ fn move_cells(store: &MetricStore, live: &LiveSet, changed: bool, max_records: u
     store.set_handoff_tracking(true);
     let (mut keys, overflowed) = store.take_dirty();
     if changed || overflowed {
+        // The recent window holds most of the dirty keys again: `move_to_outbox` moves a key
+        // given twice once.
         store.mark_recent(crate::base::clock::wall_clock_ms(), RECENT_MINUTES)?;
         keys.extend(store.take_dirty().0);
     }
@@ -413,6 +415,39 @@ mod tests {
         worker.round().await;
         assert!(store.outbox(10).expect("outbox").is_empty());
         assert_eq!(local_series(&store), services.len(), "alone, a holds everything again");
+    }
+
+    /// The case a real cluster met right after an owner's restart: a round with dirty keys (a
+    /// record just taken back) and a new live set (the owner is back) names each key twice, and
+    /// the record it moved held every cell twice, so every read of it counted it twice.
+    #[tokio::test]
+    async fn a_round_with_dirty_keys_and_a_new_live_set_moves_each_cell_once() {
+        let store = store();
+        let live = Arc::new(Fixed::new(LiveSet::new(id("a"), vec![id("c")])));
+        let sender = Arc::new(MemSender { fail: Mutex::new(Some(SendFailure { ambiguous: false, reason: "refused".into() })), ..MemSender::default() });
+        let mut worker = worker(&store, &live, &sender);
+        worker.round().await;
+        let services: Vec<String> = (0..40).map(|i| format!("s{i}")).collect();
+        write(&store, &services);
+        // b joins in the round that sees the writes: every cell b owns is dirty and recent.
+        live.set(LiveSet::new(id("a"), vec![id("b"), id("c")]));
+        worker.round().await;
+        let records = store.outbox(100).expect("outbox");
+        assert!(!records.is_empty(), "b owns some of 40 services");
+        for record in &records {
+            let mut keys: Vec<&Vec<u8>> = record.cells.iter().map(|(k, _)| k).collect();
+            let all = keys.len();
+            keys.sort();
+            keys.dedup();
+            assert_eq!(keys.len(), all, "each cell once in the record to {}", record.owner);
+        }
+        // Each moved service holds one value: its cells once, whichever node they are on.
+        let now = crate::base::clock::wall_clock_ms();
+        let filter = SeriesFilter { metric: "m".into(), ..SeriesFilter::default() };
+        let in_flight = store.in_flight(&filter, crate::data::metrics::Granularity::Minute, now - 120_000, now).expect("in flight");
+        let moved: Vec<usize> = in_flight.records.iter().flat_map(|r| &r.series).map(|s| s.cells.len()).collect();
+        assert!(moved.iter().all(|cells| *cells == 1), "one minute cell per moved service: {moved:?}");
+        assert_eq!(moved.len() + local_series(&store), services.len());
     }
 
     #[tokio::test]

@@ -199,6 +199,11 @@ impl MetricStore {
         owner_of: &dyn Fn(&[u8]) -> Option<NodeId>,
         max_records: usize,
     ) -> Result<Moved, MetricStoreError> {
+        // A key given twice (a round's dirty keys and the recent window both name it) moves
+        // once: a record holding a cell twice would count it twice in every read of it.
+        let mut keys = keys;
+        keys.sort_unstable();
+        keys.dedup();
         let _writer = lock(&self.writer);
         let waiting = self.outbox_len()?;
         if waiting >= max_records {
@@ -300,10 +305,11 @@ impl MetricStore {
     /// combined into this node's own again, and will move to their new owner.
     pub fn take_back(&self, record: &HandoffRecord) -> Result<(), MetricStoreError> {
         let _writer = lock(&self.writer);
-        let wanted: Vec<Vec<u8>> = record.cells.iter().map(|(k, _)| k.clone()).collect();
+        let cells = distinct_cells(&record.cells);
+        let wanted: Vec<Vec<u8>> = cells.iter().map(|(k, _)| k.to_vec()).collect();
         let stored = self.kv.get_many(&wanted)?;
         let mut ops = Vec::with_capacity(wanted.len() + 1);
-        for ((key, bytes), local) in record.cells.iter().zip(stored) {
+        for ((key, bytes), local) in cells.into_iter().zip(stored) {
             let mut cell = codec::decode_cell(bytes).map_err(|e| super::corrupt(key, e))?;
             if let Some(local) = local {
                 let local = codec::decode_cell(&local).map_err(|e| super::corrupt(key, e))?;
@@ -312,7 +318,7 @@ impl MetricStore {
                     cell = merged;
                 }
             }
-            ops.push(SeriesOp::Put { key: key.clone(), value: codec::encode_cell(&cell) });
+            ops.push(SeriesOp::Put { key: key.to_vec(), value: codec::encode_cell(&cell) });
         }
         ops.push(SeriesOp::Delete { key: outbox_key(&record.owner, record.seq) });
         self.kv.write(&ops, true)?;
@@ -343,7 +349,7 @@ impl MetricStore {
         let mut refused = 0;
         {
             let index = read_lock(&self.index);
-            for (key, bytes) in &record.cells {
+            for (key, bytes) in distinct_cells(&record.cells) {
                 let (Ok(name), Ok(cell)) = (keys::decode_full_cell_key(key), codec::decode_cell(bytes)) else {
                     refused += 1;
                     continue;
@@ -362,7 +368,7 @@ impl MetricStore {
                         new_metrics.insert(name.metric.clone(), info.clone());
                     }
                 }
-                accepted.push((key.clone(), cell, name));
+                accepted.push((key.to_vec(), cell, name));
             }
         }
         let wanted: Vec<Vec<u8>> = accepted.iter().map(|(k, _, _)| k.clone()).collect();
@@ -474,7 +480,7 @@ impl MetricStore {
                 continue;
             }
             let mut series: BTreeMap<(String, Entity, String), Vec<(i64, Cell)>> = BTreeMap::new();
-            for (key, bytes) in &record.cells {
+            for (key, bytes) in distinct_cells(&record.cells) {
                 let Ok(name) = keys::decode_full_cell_key(key) else { continue };
                 let wanted = name.granularity == granularity
                     && (filter.metric.is_empty() || filter.metric == name.metric)
@@ -509,7 +515,14 @@ impl MetricStore {
     }
 }
 
-fn outbox_key(owner: &NodeId, seq: u64) -> Vec<u8> {
+/// A record's cells with each key once (the first): records this build writes hold a key once,
+/// an older build's may hold one twice, and a cell counts once whichever way it is read.
+fn distinct_cells(cells: &[(Vec<u8>, Vec<u8>)]) -> Vec<(&[u8], &[u8])> {
+    let mut seen = HashSet::with_capacity(cells.len());
+    cells.iter().filter(|(key, _)| seen.insert(key.as_slice())).map(|(key, value)| (key.as_slice(), value.as_slice())).collect()
+}
+
+pub(super) fn outbox_key(owner: &NodeId, seq: u64) -> Vec<u8> {
     let mut out = vec![OUTBOX_PREFIX];
     put_str(&mut out, &owner.0);
     out.extend_from_slice(&seq.to_be_bytes());

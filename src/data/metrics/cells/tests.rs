@@ -623,6 +623,43 @@ mod handoff {
         assert_eq!(cluster_value(vec![answer("b", &b.store), answer("a", &a.store)]), [20, 20, 20]);
     }
 
+    /// Keys given twice move once, and a record that holds a cell twice (an older build's)
+    /// counts it once in reads, in an apply and in a take-back.
+    #[test]
+    fn a_cell_is_counted_once_however_often_its_key_is_named() {
+        let (a, b) = (fixture(), fixture());
+        a.store.set_handoff_tracking(true);
+        a.store.write(&[value("load", &service("s0"), minute(12, 0), Value::Single(10), Downsampling::Avg)]).expect("write");
+        let (keys, _) = a.store.take_dirty();
+        let twice: Vec<Vec<u8>> = keys.iter().chain(&keys).cloned().collect();
+        let moved = a.store.move_to_outbox(twice, &|_| Some(id("b")), 100).expect("move");
+        assert_eq!((moved.cells, moved.records), (3, 1), "minute, hour and day cells, once each");
+        let mut record = a.store.outbox(10).expect("outbox").remove(0);
+        assert_eq!(record.cells.len(), 3);
+
+        // The same record with its cells twice, as an older build may have written it.
+        record.cells.extend(record.cells.clone());
+        a.store.take_back(&a.store.outbox(10).expect("outbox")[0]).expect("take back");
+        a.store.write(&[value("load", &service("s0"), minute(12, 0), Value::Single(30), Downsampling::Avg)]).expect("write");
+        assert_eq!(singles(&a.store, "load", Granularity::Minute), [(minute(12, 0), 20)], "(10 + 30) / 2");
+        let c = fixture();
+        c.store.take_back(&record).expect("take back a doubled record");
+        assert_eq!(singles(&c.store, "load", Granularity::Minute), [(minute(12, 0), 10)], "its cells once");
+
+        // The doubled record in an outbox: a read counts its cells once.
+        let outboxed = fixture();
+        let key = crate::data::metrics::cells::handoff::outbox_key(&record.owner, record.seq);
+        let put = crate::store::series::SeriesOp::Put { key, value: crate::data::metrics::cells::handoff::encode_record(&record) };
+        outboxed.store.kv.write(&[put], true).expect("put");
+        assert_eq!(cluster_value(vec![answer("o", &outboxed.store), answer("b", &b.store)]), [10], "in flight, once");
+        let in_flight = c.store.in_flight(&filter("load"), Granularity::Minute, at(0, 0), at(23, 59)).expect("in flight");
+        assert!(in_flight.records.is_empty(), "taken back");
+        let outboxed = fixture();
+        outboxed.store.apply_handoff(&id("a"), &record).expect("apply a doubled record");
+        assert_eq!(singles(&outboxed.store, "load", Granularity::Minute), [(minute(12, 0), 10)], "applied once");
+        assert_eq!(cluster_value(vec![answer("b", &b.store), answer("o", &outboxed.store)]), [10]);
+    }
+
     #[test]
     fn a_record_whose_owner_left_comes_back_and_merges_with_new_writes() {
         let a = fixture();
@@ -662,11 +699,16 @@ mod handoff {
         let mut record = written_and_moved(&a, 2).remove(0);
         b.store.write(&[value("other", &service("z"), minute(12, 0), Value::Single(1), Downsampling::Sum)]).expect("write");
         record.cells.push((b"not a key".to_vec(), vec![1, 2, 3]));
-        let (key, _) = record.cells[0].clone();
+        // A third service's key with a cell that does not decode.
+        let third = written_and_moved(&fixture(), 3).remove(0);
+        let (key, _) = third.cells.iter().find(|(k, _)| !record.cells.iter().any(|(r, _)| r == k)).expect("a key of s2").clone();
         record.cells.push((key, vec![9, 9]));
+        // A key given twice (an older build's record) counts once: the first.
+        let (twice, _) = record.cells[0].clone();
+        record.cells.push((twice, vec![7, 7]));
         let applied = b.store.apply_handoff(&id("a"), &record).expect("apply");
         assert_eq!(applied.refused, 2);
-        assert_eq!(values(&b.store, Granularity::Minute), [20, 20], "the two services' good cells are applied");
+        assert_eq!(values(&b.store, Granularity::Minute), [20, 20], "the two services' good cells are applied, once");
 
         let c = fixture();
         c.store.write(&[value("load", &service("s0"), minute(12, 0), Value::Single(1), Downsampling::Sum)]).expect("write");
