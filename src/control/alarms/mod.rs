@@ -14,5 +14,6 @@
 //! The expression itself is checked through a seam ([`settings::ExpressionFacts`]) so this
 //! module does not depend on the MQE engine.
 
+pub mod settings;
 pub mod state;
 pub mod window;
