@@ -21,12 +21,13 @@
 //! when the rule is equal in every attribute (Lombok equality over the whole `AlarmRule`).
 
 mod hook_settings;
+mod patterns;
 mod yaml;
 
-use regex::Regex;
 use yaml_rust2::Yaml;
 
 pub use hook_settings::{AlertmanagerConfig, Hook, HookConfig, HookId, HookKind, MAX_HOOK_TIMEOUT, WebhookConfig};
+pub use patterns::{MessageTemplate, NameRegex};
 pub use yaml::{MAX_SETTINGS_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES};
 
 use super::state::Periods;
@@ -152,86 +153,6 @@ pub enum SettingsWarning {
     RuleWithoutHooks { rule: String },
     #[error("rule `{rule}` names hook `{hook}`, which hotrule does not deliver to")]
     RuleUsesUnsupportedHook { rule: String, hook: HookId },
-}
-
-/// A name filter regex: kept with its source (equality and display), matched against the whole
-/// entity name.
-#[derive(Clone, Debug)]
-pub struct NameRegex {
-    source: String,
-    anchored: Regex,
-}
-
-impl NameRegex {
-    pub fn new(source: &str) -> Result<Self, regex::Error> {
-        Ok(NameRegex { source: source.to_string(), anchored: Regex::new(&format!("^(?:{source})$"))? })
-    }
-    pub fn as_str(&self) -> &str {
-        &self.source
-    }
-    pub fn matches(&self, name: &str) -> bool {
-        self.anchored.is_match(name)
-    }
-}
-
-impl PartialEq for NameRegex {
-    fn eq(&self, other: &Self) -> bool {
-        self.source == other.source
-    }
-}
-
-/// The alarm message with its `{name}` / `{id}` placeholders (SkyWalking's
-/// `AlarmMessageFormatter`: a `{` without a later `}` is plain text).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MessageTemplate {
-    source: String,
-    parts: Vec<MessagePart>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum MessagePart {
-    Text(String),
-    Name,
-    Id,
-}
-
-impl MessageTemplate {
-    /// Parses a message; `Err(var)` names the first placeholder that is neither `name` nor `id`.
-    pub fn parse(source: &str) -> Result<Self, String> {
-        let mut parts = Vec::new();
-        let mut rest = source;
-        while let Some(open) = rest.find('{') {
-            let Some(close) = rest[open..].find('}').map(|c| open + c) else {
-                break;
-            };
-            parts.push(MessagePart::Text(rest[..open].to_string()));
-            parts.push(match &rest[open + 1..close] {
-                "name" => MessagePart::Name,
-                "id" => MessagePart::Id,
-                other => return Err(other.to_string()),
-            });
-            rest = &rest[close + 1..];
-        }
-        parts.push(MessagePart::Text(rest.to_string()));
-        parts.retain(|p| !matches!(p, MessagePart::Text(t) if t.is_empty()));
-        Ok(MessageTemplate { source: source.to_string(), parts })
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.source
-    }
-
-    /// The message for one entity: `{name}` is the entity name, `{id}` its `id0`.
-    pub fn render(&self, name: &str, id0: &str) -> String {
-        self.parts
-            .iter()
-            .map(|p| match p {
-                MessagePart::Text(t) => t.as_str(),
-                MessagePart::Name => name,
-                MessagePart::Id => id0,
-            })
-            .collect()
-    }
 }
 
 /// One validated alarm rule.
