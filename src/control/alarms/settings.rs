@@ -200,7 +200,9 @@ impl AlarmRule {
             tags.sort();
             tags
         };
-        AlarmRule { tags: Vec::new(), ..self.clone() } == AlarmRule { tags: Vec::new(), ..other.clone() }
+        // `hooks_from_defaults` is hotrule's note, not a SkyWalking attribute: the hook set counts.
+        AlarmRule { tags: Vec::new(), hooks_from_defaults: false, ..self.clone() }
+            == AlarmRule { tags: Vec::new(), hooks_from_defaults: false, ..other.clone() }
             && sorted(&self.tags) == sorted(&other.tags)
     }
 }

@@ -32,6 +32,7 @@ fn kind(output: Option<Output>) -> Out {
 #[test]
 fn the_transition_list() {
     #[rustfmt::skip]
+    #[allow(clippy::type_complexity)]
     let cases: &[(AlarmPhase, i64, i64, bool, u32, u32, AlarmPhase, i64, i64, Out)] = &[
         // onMatch: silence-- first.
         (Normal,            -1, 3, true,  2, 3, Firing,            2, 3, Out::Fire),

@@ -217,6 +217,7 @@ fn invalid_rules_are_refused_with_the_rule_and_the_reason() {
 
 #[test]
 fn invalid_files_and_hooks_are_refused() {
+    #[allow(clippy::type_complexity)]
     let cases: Vec<(&str, fn(&SettingsError) -> bool)> = vec![
         ("rules: [a_rule]", |e| matches!(e, SettingsError::WrongType { place: Place::TopLevel, .. })),
         ("- just a list", |e| matches!(e, SettingsError::NotAMapping { place: Place::TopLevel, .. })),
@@ -348,6 +349,9 @@ fn diff_by_rule_name() {
     let implicit = parsed("rules:\n  a_rule: {expression: 'sum(a > 1) >= 1'}\n");
     let explicit = parsed("rules:\n  a_rule: {expression: 'sum(a > 1) >= 1', period: 1, silence-period: 1, recovery-observation-period: 0}\n");
     assert_eq!(diff(&implicit, &explicit).unchanged, vec!["a_rule".to_string()]);
+    // Naming the default hooks explicitly is the same hook set: no change.
+    let named = parsed(&format!("{base}  same_rule: {{expression: 'sum(a > 1) >= 1', tags: {{k1: v1, k2: v2}}, hooks: [webhook.d]}}\n"));
+    assert_eq!(diff(&old, &named).unchanged, vec!["same_rule".to_string()]);
     // Everything removed (a deleted dynamic config installs empty settings).
     assert_eq!(diff(&implicit, &AlarmSettings::empty()).removed, vec!["a_rule".to_string()]);
 }
