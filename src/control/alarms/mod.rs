@@ -1,0 +1,19 @@
+//! SkyWalking's alarm engine, the pure core (no IO, no async, no clock).
+//!
+//! - [`settings`] reads `alarm-settings.yml` the way SkyWalking's `RulesReader` does and
+//!   validates it into [`settings::AlarmSettings`]; [`settings::diff`] says which rules a reload
+//!   keeps (an unchanged rule keeps its windows and states, any other change rebuilds them).
+//! - [`window`] is one sliding window per (rule, entity): `period + max_trend_range` minute
+//!   slots, fed by minute bucket, read by the MQE evaluation as one series per metric.
+//! - [`state`] is the 10.4+ firing/silence/recovery state machine as one pure function, over a
+//!   small serializable state that a new owner can resume.
+//!
+//! The caller (the alarm worker, not written yet) owns the clock: it moves windows to the
+//! current minute, evaluates each rule's expression over each window once a minute, feeds the
+//! boolean to [`state::check`], and hands the outputs to the hooks (delivery lives elsewhere).
+//! The expression itself is checked through a seam ([`settings::ExpressionFacts`]) so this
+//! module does not depend on the MQE engine.
+
+pub mod settings;
+pub mod state;
+pub mod window;
