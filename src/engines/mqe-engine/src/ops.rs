@@ -272,7 +272,7 @@ pub fn aggregation_op(mut result: ExpressionResult, op: AggregationOp) -> Result
             AggregationOp::Sum => MQEValue::new(None, Some(nums().sum::<f64>())),
             // Streams.findLast / Stream.max / Stream.min: max keeps the last of equal maxima,
             // min the first of equal minima.
-            AggregationOp::Latest => present.last().cloned().unwrap_or_default(),
+            AggregationOp::Latest => vs.values.iter().rev().find(|v| v.value.is_some()).cloned().unwrap_or_default(),
             AggregationOp::Max => present.fold(None::<&MQEValue>, |best, v| match best {
                 Some(b) if java_cmp(v.value, b.value) == std::cmp::Ordering::Less => Some(b),
                 _ => Some(v),

@@ -131,14 +131,12 @@ pub fn top_n_of_op(top_ns: Vec<ExpressionResult>, limit: usize, order: Order) ->
         if r.error.as_deref().is_some_and(|e| !e.is_empty()) {
             return Ok(r);
         }
-        if let Some(t) = ty {
-            if t != r.result_type {
-                return Err(OpError(format!(
-                    "TopN type is not consistent, one is {}, another is {}",
-                    t.as_str(),
-                    r.result_type.as_str()
-                )));
-            }
+        if let Some(t) = ty.filter(|t| *t != r.result_type) {
+            return Err(OpError(format!(
+                "TopN type is not consistent, one is {}, another is {}",
+                t.as_str(),
+                r.result_type.as_str()
+            )));
         }
         ty = Some(r.result_type);
         if let Some(first) = r.results.into_iter().next() {

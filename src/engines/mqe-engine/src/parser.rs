@@ -6,7 +6,9 @@
 use crate::ast::*;
 use crate::lexer::{Tok, Token, tokenize};
 
-/// Deepest nesting accepted (bounds recursion in the parser, evaluator and drop).
+/// The nesting budget (bounds recursion in the parser, evaluator and drop): each parenthesis or
+/// function call spends about five units (one per precedence level), each chained binary operator
+/// one; so about 40 nested parentheses, or chains of about 190 operators, are accepted.
 pub const MAX_DEPTH: u32 = 200;
 
 /// A syntax error with its position (byte offset, 1-based line, 0-based column as ANTLR counts).

@@ -35,7 +35,8 @@ pub const MAX_POINTS: i64 = 100_000;
 
 /// The query window: points `start_ms, start_ms + step, ..., <= end_ms` (epoch milliseconds,
 /// aligned to the step by the caller). Each point's epoch-ms value is the `id` of its MQE value.
-/// Entity, scope and anything else the source needs stay with the source.
+/// Entity, scope and anything else the source needs stay with the source. A `Day` step is
+/// 86 400 000 ms (UTC days; upstream aligns days in the OAP's time zone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Duration {
     pub start_ms: i64,

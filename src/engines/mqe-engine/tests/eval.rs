@@ -384,3 +384,26 @@ fn value_strings_follow_decimal_format() {
         assert_eq!(format_value(v), s, "{v}");
     }
 }
+
+// MathematicalFunctionOp's round: BigDecimal.valueOf(x).setScale(n, HALF_UP) — the shortest
+// decimal form of x is rounded, half away from zero (so 2.675 → 2.68, where f64 arithmetic gives 2.67)
+#[test]
+fn round_is_half_up_on_the_shortest_decimal_form() {
+    use hotrule_mqe_engine::ops::round_half_up;
+    for (x, n, want) in [
+        (2.675, 2, 2.68),
+        (1.005, 2, 1.01),
+        (-2.5, 0, -3.0),
+        (0.5, 0, 1.0),
+        (0.4999, 0, 0.0),
+        (99.995, 2, 100.0),
+        (0.005, 2, 0.01),
+        (0.0005, 2, 0.0),
+        (123.0, 5, 123.0),
+        (1e300, 2, 1e300),
+        (1.23e-7, 8, 1.2e-7),
+    ] {
+        assert_eq!(round_half_up(x, n), want, "round({x}, {n})");
+    }
+    assert!(round_half_up(f64::NAN, 2).is_nan());
+}
