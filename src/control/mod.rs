@@ -4,6 +4,7 @@
 //! `rolling` carries a change one node at a time (pure decisions, the roller beside them).
 
 pub mod agents;
+pub mod alarms;
 pub mod bundled;
 pub mod compile_pool;
 pub mod outcome;
