@@ -22,6 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use tokio::sync::Notify;
@@ -37,6 +38,9 @@ use crate::base::worker::{Worker, WorkerState};
 
 /// The worker's name in logs and `/readyz`.
 pub const WORKER_NAME: &str = "alarm-hooks";
+
+/// How much longer than its timeout the worker lets an attempt run before it ends it itself.
+const ATTEMPT_GRACE: Duration = Duration::from_millis(100);
 
 /// A lane: one URL of one hook.
 type LaneKey = (Arc<str>, String);
@@ -215,7 +219,15 @@ impl HookWorker {
             current.next_at = None;
             current.attempts += 1;
             let (sender, delivery, timeout) = (self.sender.clone(), current.delivery.clone(), self.settings.timeout);
-            let handle = self.attempts.spawn(async move { sender.post(&delivery.url, &delivery.headers, delivery.body, timeout).await });
+            let handle = self.attempts.spawn(async move {
+                // The sender bounds its attempt by `timeout`; this bound holds even if one does not.
+                let url = delivery.url.to_string();
+                let attempt = sender.post(&delivery.url, &delivery.headers, delivery.body, timeout);
+                match tokio::time::timeout(timeout + ATTEMPT_GRACE, attempt).await {
+                    Ok(answer) => answer,
+                    Err(_elapsed) => Err(HookError::Timeout { url, timeout }),
+                }
+            });
             self.in_flight.insert(handle.id(), key.clone());
         }
     }

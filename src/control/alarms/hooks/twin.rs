@@ -19,8 +19,10 @@ pub enum Behaviour {
     Answer(StatusCode),
     /// As a refused connection.
     Unreachable,
-    /// No answer: the attempt ends with the caller's timeout.
+    /// No answer: the attempt ends with the caller's timeout, as the real sender's does.
     Hang,
+    /// No answer and no end: a sender that ignores its timeout (the worker's own bound ends it).
+    HangForever,
 }
 
 /// One attempt the twin saw.
@@ -128,6 +130,7 @@ impl HookSender for MemHookSender {
                 tokio::time::sleep(timeout).await;
                 Err(HookError::Timeout { url, timeout })
             }
+            Behaviour::HangForever => std::future::pending().await,
         }
     }
 }
