@@ -57,14 +57,16 @@ impl HttpHookSender {
     }
 
     async fn exchange(&self, url: &Uri, headers: &[(HeaderName, HeaderValue)], body: Bytes) -> Result<StatusCode, HookError> {
-        let mut builder = Request::post(url.clone())
+        let mut request = Request::post(url.clone())
             .header(header::CONTENT_TYPE, "application/json")
-            .header(header::USER_AGENT, concat!("hotrule/", env!("CARGO_PKG_VERSION")));
+            .header(header::USER_AGENT, concat!("hotrule/", env!("CARGO_PKG_VERSION")))
+            .body(Full::new(body))
+            .map_err(|e| HookError::Request { url: url.to_string(), reason: e.to_string() })?;
+        // A configured header replaces a default one of the same name (a hook's own
+        // `Content-Type`, say) rather than being sent beside it.
         for (name, value) in headers {
-            builder = builder.header(name, value);
+            request.headers_mut().insert(name.clone(), value.clone());
         }
-        let request =
-            builder.body(Full::new(body)).map_err(|e| HookError::Request { url: url.to_string(), reason: e.to_string() })?;
         let answer = self.client.request(request).await.map_err(|e| {
             let reason = match std::error::Error::source(&e) {
                 Some(source) => format!("{e}: {source}"),
