@@ -169,7 +169,8 @@ async fn a_dead_hook_neither_blocks_the_caller_nor_the_other_hooks() {
 async fn a_full_queue_drops_its_oldest_and_counts_it() {
     let twin = Arc::new(MemHookSender::new());
     twin.answer_all(Behaviour::Hang);
-    let settings = DeliverySettings { queue_capacity: 2, max_attempts: 1, timeout: Duration::from_millis(500), ..DeliverySettings::for_test() };
+    // r0 hangs for 2 s: long enough for the rounds below to meet a full queue on a slow machine.
+    let settings = DeliverySettings { queue_capacity: 2, max_attempts: 1, timeout: Duration::from_secs(2), ..DeliverySettings::for_test() };
     let rig = Rig::start(vec![webhook("webhook.a", "http://a/")], settings, twin.clone());
 
     rig.notifier.notify(&[message("r0", &["webhook.a"])], &[]);
