@@ -1,6 +1,6 @@
 //! Real components for end-to-end tests: Debian's `prometheus-node-exporter` and `prometheus`,
-//! `promtool`, Python's OpenTelemetry OTLP exporter, and `hotrule serve` with a configuration
-//! file and a rules directory of the test's choosing.
+//! `promtool`, `prometheus-alertmanager`, Python's OpenTelemetry OTLP exporter, and
+//! `hotrule serve` with a configuration file and a rules directory of the test's choosing.
 //!
 //! - Each test first asks [`require`] for the binaries it needs; when one is missing it prints
 //!   `SKIP: …` with the way to install it and returns, so a machine without them still passes.
@@ -14,6 +14,7 @@
 
 #![allow(dead_code)]
 
+pub mod alertmanager;
 pub mod hotrule_node;
 pub mod prom;
 pub mod scenario;

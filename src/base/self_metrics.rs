@@ -96,6 +96,17 @@ pub struct SelfMetrics {
     pub export_logs_sent: CounterFamily,
     pub export_log_batches_dropped: CounterFamily,
     pub export_log_queue_depth: GaugeFamily,
+    /// Alarm notifications delivered (one POST answered 2xx), by `hook` and `kind` (firing,
+    /// recovery).
+    pub alarm_hook_sent: CounterFamily,
+    /// Failed alarm hook attempts, by `hook` and `reason` (timeout, status_4xx, status_5xx,
+    /// status_other, unreachable), and deliveries pushed out of a full queue (`queue_full`).
+    pub alarm_hook_failures: CounterFamily,
+    /// Alarm notifications that will never be delivered, by `hook` and `reason` (gave_up,
+    /// refused, queue_full, unknown_hook, encode, shutdown).
+    pub alarm_hook_dropped: CounterFamily,
+    /// Alarm deliveries waiting (the one being tried included), by `hook`.
+    pub alarm_hook_queue: GaugeFamily,
 }
 
 impl Default for SelfMetrics {
@@ -157,6 +168,10 @@ impl SelfMetrics {
             export_logs_sent: counter(r, "export_logs_sent", "Logs sent by the OTLP log exporter"),
             export_log_batches_dropped: counter(r, "export_log_batches_dropped", "OTLP log export batches dropped, by reason"),
             export_log_queue_depth: gauge(r, "export_log_queue_depth", "Batches waiting in the OTLP log export queue"),
+            alarm_hook_sent: counter(r, "alarm_hook_sent", "Alarm notifications delivered, by hook and kind"),
+            alarm_hook_failures: counter(r, "alarm_hook_failures", "Failed alarm hook attempts and queue_full drops, by hook and reason"),
+            alarm_hook_dropped: counter(r, "alarm_hook_dropped", "Alarm notifications never delivered, by hook and reason"),
+            alarm_hook_queue: gauge(r, "alarm_hook_queue", "Alarm deliveries waiting, by hook"),
             registry: Mutex::new(registry),
         }
     }

@@ -14,6 +14,7 @@
 //! The expression itself is checked through a seam ([`settings::ExpressionFacts`]) so this
 //! module does not depend on the MQE engine.
 
+pub mod hooks;
 pub mod settings;
 pub mod state;
 pub mod window;
