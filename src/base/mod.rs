@@ -1,6 +1,7 @@
 //! What every plane stands on: identifiers, the clock, background workers, listeners, TLS and
 //! the node's own metrics. Nothing here imports anything above it.
 
+pub mod base64;
 pub mod clock;
 pub mod duration;
 pub mod ids;

@@ -14,7 +14,12 @@
 //! The expression itself is checked through a seam ([`settings::ExpressionFacts`]) so this
 //! module does not depend on the MQE engine.
 
+pub mod engine;
+#[cfg(test)]
+mod engine_tests;
+pub mod entity;
 pub mod hooks;
 pub mod settings;
 pub mod state;
+pub mod verify;
 pub mod window;

@@ -1,0 +1,353 @@
+//! The running alarm rules: SkyWalking's `AlarmCore` + `RunningRule`, without the clock and the
+//! network (the alarm worker in `node` owns both).
+//!
+//! Once a minute the worker calls [`AlarmEngine::check`]. For every rule and every entity this
+//! node evaluates, the window (`period` + the expression's trend range minutes) is **rebuilt from
+//! the stored minute values** ([`AlarmValues`]): SkyWalking feeds windows from each L2 flush and
+//! keeps them in memory; reading them from the store gives the same values (the minute's merged
+//! value so far, the latest write winning) and a window that survives a restart or a change of
+//! owner instead of starting empty. The expression is evaluated over the window with the MQE
+//! engine; a match is a single value of 1 (for a labeled result, any label group's 1). The
+//! boolean goes through the 10.4+ state machine ([`super::state::check`]), whose state per
+//! (rule, entity) is what this engine keeps between checks.
+//!
+//! - A window with no value left expires silently (no recovery), as SkyWalking's.
+//! - [`AlarmEngine::reset`] is `AlarmKernelService.reset`: every rule that reads one of the
+//!   metrics loses all its entities' states, and no recovery is sent.
+//! - [`AlarmEngine::replace`] is the settings watcher: a rule equal in every attribute keeps its
+//!   states; any other rule starts fresh.
+//! - A rule whose metrics are not all produced yet (no loaded MAL file makes them) is held
+//!   waiting and runs once they are; a rule whose metrics have different scopes is held in error
+//!   (SkyWalking refuses both at load).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hotrule_mqe_engine::{Duration, Expr, MemSource, ResultType, Step, evaluate};
+
+use super::entity::AlarmEntity;
+use super::hooks::message::{AlarmMessage, AlarmRecoveryMessage, Tag};
+use super::settings::{AlarmRule, AlarmSettings, diff};
+use super::state::{AlarmPhase, AlarmState, AlarmUuid, FiredAlarm, Output, check};
+use super::window::{EpochMinute, MetricValue, Window};
+
+/// Where the engine reads minute values: the metric store, for the entities this node
+/// evaluates (in a cluster, the entities it owns).
+pub trait AlarmValues {
+    /// The scope of a produced metric (`SERVICE`, …), `None` when no loaded rule produces it.
+    fn metric_scope(&self, metric: &str) -> Option<String>;
+    /// `metric`'s values in minutes `from..=to`, per entity.
+    fn minute_values(&self, metric: &str, from: EpochMinute, to: EpochMinute) -> Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>;
+}
+
+/// Where a rule stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleStatus {
+    Running,
+    /// Some metrics are not produced by any loaded rule yet.
+    Waiting { missing: Vec<String> },
+    /// The rule cannot run as written (its metrics' scopes differ, a read failed).
+    Error { reason: String },
+}
+
+/// One (rule, entity) between checks.
+#[derive(Debug, Clone)]
+pub struct EntityState {
+    pub state: AlarmState,
+    /// The window as the last check saw it.
+    pub window: Window,
+}
+
+struct RunningRule {
+    rule: AlarmRule,
+    expr: Option<Expr>,
+    status: RuleStatus,
+    entities: BTreeMap<AlarmEntity, EntityState>,
+}
+
+impl RunningRule {
+    fn new(rule: AlarmRule) -> RunningRule {
+        let (expr, status) = match super::verify::compile(&rule.expression) {
+            Ok(expr) => (Some(expr), RuleStatus::Running),
+            Err(reason) => (None, RuleStatus::Error { reason }),
+        };
+        RunningRule { rule, expr, status, entities: BTreeMap::new() }
+    }
+}
+
+/// What one check asks to send, and what went wrong.
+#[derive(Debug, Default)]
+pub struct Checked {
+    pub firing: Vec<AlarmMessage>,
+    pub recoveries: Vec<AlarmRecoveryMessage>,
+    /// (rule, entity) windows checked.
+    pub windows: usize,
+    /// Rules that could not be checked, and why.
+    pub errors: Vec<(String, String)>,
+}
+
+/// One rule as `/runtime/alarm/rules` shows it.
+#[derive(Debug, Clone)]
+pub struct RuleView {
+    pub name: String,
+    pub expression: String,
+    pub metrics: Vec<String>,
+    pub status: RuleStatus,
+    pub window_size: usize,
+    pub entities: Vec<(AlarmEntity, EntityState)>,
+}
+
+/// The running rules.
+pub struct AlarmEngine {
+    settings: AlarmSettings,
+    rules: Vec<RunningRule>,
+    resets: u64,
+}
+
+impl AlarmEngine {
+    pub fn new(settings: AlarmSettings) -> AlarmEngine {
+        let rules = settings.rules.iter().cloned().map(RunningRule::new).collect();
+        AlarmEngine { settings, rules, resets: 0 }
+    }
+
+    pub fn settings(&self) -> &AlarmSettings {
+        &self.settings
+    }
+
+    /// New settings: rules equal in every attribute keep their states, the others start fresh
+    /// (dropped states send no recovery). Returns the names of the rules that started fresh.
+    pub fn replace(&mut self, settings: AlarmSettings) -> Vec<String> {
+        let changes = diff(&self.settings, &settings);
+        let mut old: BTreeMap<String, RunningRule> = self.rules.drain(..).map(|r| (r.rule.name.clone(), r)).collect();
+        self.rules = settings
+            .rules
+            .iter()
+            .map(|rule| match old.remove(&rule.name) {
+                Some(running) if changes.unchanged.contains(&rule.name) => running,
+                _ => RunningRule::new(rule.clone()),
+            })
+            .collect();
+        self.settings = settings;
+        changes.changed.into_iter().chain(changes.added).collect()
+    }
+
+    /// `AlarmKernelService.reset`: every rule reading one of `metrics` forgets all its entities'
+    /// windows and states (no recovery is sent). Returns the rules reset, in settings order.
+    pub fn reset(&mut self, metrics: &BTreeSet<String>) -> Vec<String> {
+        let mut reset = Vec::new();
+        for running in &mut self.rules {
+            if running.rule.metrics.iter().any(|m| metrics.contains(m)) {
+                running.entities.clear();
+                reset.push(running.rule.name.clone());
+            }
+        }
+        self.resets += reset.len() as u64;
+        reset
+    }
+
+    /// Rules reset so far (one per rule per reset).
+    pub fn reset_count(&self) -> u64 {
+        self.resets
+    }
+
+    /// One check of every rule at `now_ms` (the worker calls it once a minute, after second 15).
+    /// `mint` gives a new alarm id for each fire.
+    pub fn check(&mut self, now_ms: i64, values: &dyn AlarmValues, mint: &mut dyn FnMut() -> AlarmUuid) -> Checked {
+        let now = EpochMinute::from_epoch_ms(now_ms);
+        let mut out = Checked::default();
+        // Each metric read once, over the longest window that reads it.
+        let mut longest: BTreeMap<&str, usize> = BTreeMap::new();
+        for running in &self.rules {
+            for metric in &running.rule.metrics {
+                let size = longest.entry(metric.as_str()).or_default();
+                *size = (*size).max(running.rule.window_size());
+            }
+        }
+        let mut read: BTreeMap<String, Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>> = BTreeMap::new();
+        for (metric, size) in longest {
+            if values.metric_scope(metric).is_some() {
+                let from = EpochMinute(now.0 - size as i64 + 1);
+                read.insert(metric.to_string(), values.minute_values(metric, from, now));
+            }
+        }
+        for running in &mut self.rules {
+            let Some(expr) = running.expr.as_ref() else {
+                if let RuleStatus::Error { reason } = &running.status {
+                    out.errors.push((running.rule.name.clone(), reason.clone()));
+                }
+                continue;
+            };
+            running.status = status_of(&running.rule, values);
+            if running.status != RuleStatus::Running {
+                if let RuleStatus::Error { reason } = &running.status {
+                    out.errors.push((running.rule.name.clone(), reason.clone()));
+                }
+                continue;
+            }
+            let mut windows: BTreeMap<AlarmEntity, Window> = BTreeMap::new();
+            let mut failed = None;
+            for metric in &running.rule.metrics {
+                match read.get(metric) {
+                    Some(Ok(points)) => {
+                        for (entity, minute, value) in points {
+                            if running.rule.accepts_entity(&entity.name) {
+                                let window = windows.entry(entity.clone()).or_insert_with(|| fresh_window(running.rule.window_size(), now));
+                                window.add(metric, *minute, value.clone());
+                            }
+                        }
+                    }
+                    Some(Err(reason)) => failed = Some(reason.clone()),
+                    None => {}
+                }
+            }
+            if let Some(reason) = failed {
+                running.status = RuleStatus::Error { reason: format!("reading the metric values: {reason}") };
+                out.errors.push((running.rule.name.clone(), reason));
+                continue;
+            }
+            // Entities whose window emptied expire silently.
+            running.entities.retain(|entity, _| windows.contains_key(entity));
+            for (entity, window) in windows {
+                if window.is_expired() {
+                    running.entities.remove(&entity);
+                    continue;
+                }
+                out.windows += 1;
+                let (matched, snapshot) = evaluate_window(expr, &running.rule, &window, now);
+                let periods = running.rule.periods;
+                let kept = running.entities.get(&entity).map_or_else(|| AlarmState::new(periods), |e| e.state);
+                let fresh = FiredAlarm { uuid: mint(), start_time_ms: now_ms };
+                let (state, output) = check(kept, matched, periods, fresh);
+                match output {
+                    Some(Output::Fire(fired)) => out.firing.push(message(&running.rule, &entity, fired, snapshot)),
+                    Some(Output::Recover(fired)) => {
+                        out.recoveries.push(AlarmRecoveryMessage::of(message(&running.rule, &entity, fired, snapshot), now_ms));
+                    }
+                    None => {}
+                }
+                running.entities.insert(entity, EntityState { state, window });
+            }
+        }
+        out
+    }
+
+    /// Every rule, its status and its entities' windows and states.
+    pub fn view(&self) -> Vec<RuleView> {
+        self.rules
+            .iter()
+            .map(|running| RuleView {
+                name: running.rule.name.clone(),
+                expression: running.rule.expression.clone(),
+                metrics: running.rule.metrics.clone(),
+                status: running.status.clone(),
+                window_size: running.rule.window_size(),
+                entities: running.entities.iter().map(|(e, s)| (e.clone(), s.clone())).collect(),
+            })
+            .collect()
+    }
+
+    /// Whether some entity of some rule is firing (FIRING or SILENCED_FIRING).
+    pub fn firing(&self) -> usize {
+        self.rules
+            .iter()
+            .flat_map(|r| r.entities.values())
+            .filter(|e| matches!(e.state.phase, AlarmPhase::Firing | AlarmPhase::SilencedFiring))
+            .count()
+    }
+}
+
+fn fresh_window(size: usize, now: EpochMinute) -> Window {
+    let mut window = Window::new(size);
+    window.move_to(now);
+    window
+}
+
+/// Running, waiting for metrics, or in error because its metrics' scopes differ.
+fn status_of(rule: &AlarmRule, values: &dyn AlarmValues) -> RuleStatus {
+    let mut missing = Vec::new();
+    let mut scopes = BTreeSet::new();
+    for metric in &rule.metrics {
+        match values.metric_scope(metric) {
+            Some(scope) => {
+                scopes.insert(scope);
+            }
+            None => missing.push(metric.clone()),
+        }
+    }
+    if !missing.is_empty() {
+        RuleStatus::Waiting { missing }
+    } else if scopes.len() > 1 {
+        RuleStatus::Error { reason: format!("Metrics in expression: {} must have the same scope level, but got: {scopes:?}.", rule.expression) }
+    } else {
+        RuleStatus::Running
+    }
+}
+
+/// The expression over one window: whether it matched, and the metrics' values as the message's
+/// `mqeMetricsSnapshot` (metric → JSON of its minute values).
+fn evaluate_window(expr: &Expr, rule: &AlarmRule, window: &Window, now: EpochMinute) -> (bool, BTreeMap<String, String>) {
+    let mut source = MemSource::new();
+    let mut snapshot = BTreeMap::new();
+    for metric in &rule.metrics {
+        let mut points = Vec::new();
+        for (minute, value) in window.series(metric) {
+            let ts = minute.0.saturating_mul(60_000);
+            match value {
+                Some(MetricValue::Single(v)) => {
+                    source.set(metric, ts, *v);
+                    points.push(serde_json::json!({"id": ts.to_string(), "value": v}));
+                }
+                Some(MetricValue::Labeled(pairs)) => {
+                    for (key, v) in pairs {
+                        let labels = label_pairs(key);
+                        let refs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                        source.set_labeled(metric, &refs, ts, *v);
+                        points.push(serde_json::json!({"id": ts.to_string(), "labels": key, "value": v}));
+                    }
+                }
+                None => {}
+            }
+        }
+        snapshot.insert(metric.clone(), serde_json::Value::Array(points).to_string());
+    }
+    let first = EpochMinute(now.0 - i64::from(rule.periods.period) + 1);
+    let duration = Duration::new(first.0.saturating_mul(60_000), now.0.saturating_mul(60_000), Step::Minute);
+    let result = evaluate(expr, &source, &duration);
+    let matched = result.error.is_none()
+        && result.result_type == ResultType::SingleValue
+        && result.results.iter().any(|series| series.values.first().and_then(|v| v.value).is_some_and(|v| v == 1.0));
+    (matched, snapshot)
+}
+
+/// A stored label key `k1=v1,k2=v2` as pairs; a part without `=` is the value of label `label`.
+fn label_pairs(key: &str) -> Vec<(String, String)> {
+    if key.is_empty() {
+        return Vec::new();
+    }
+    key.split(',')
+        .map(|part| match part.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => ("label".to_string(), part.to_string()),
+        })
+        .collect()
+}
+
+/// SkyWalking's `AlarmMessage` for a fire of `rule` on `entity`.
+fn message(rule: &AlarmRule, entity: &AlarmEntity, fired: FiredAlarm, snapshot: BTreeMap<String, String>) -> AlarmMessage {
+    AlarmMessage {
+        scope_id: entity.scope.id(),
+        scope: entity.scope.name().to_string(),
+        name: entity.name.clone(),
+        id0: entity.id0.clone(),
+        id1: entity.id1.clone(),
+        rule_name: rule.name.clone(),
+        alarm_message: rule.message.render(&entity.name, &entity.id0),
+        tags: rule.tags.iter().map(|(k, v)| Tag::new(k, v)).collect(),
+        start_time: fired.start_time_ms,
+        period: i32::try_from(rule.periods.period).unwrap_or(i32::MAX),
+        hooks: rule.hooks.iter().map(|h| h.to_string()).collect(),
+        expression: rule.expression.clone(),
+        mqe_metrics_snapshot: snapshot,
+        uuid: fired.uuid.to_string(),
+        layers: Vec::new(),
+    }
+}
