@@ -28,15 +28,17 @@ const TOP_LEVEL: &[&str] = &[
     "api", "base", "bench", "cli", "cluster", "config", "control", "data", "engines", "lib.rs", "main.rs", "node", "store",
 ];
 
-/// The only rooms of the control plane that the data plane may import: the dispatch gates
-/// and the rules' claims.
-const CONTROL_SEEN_BY_DATA: &[&str] = &["control::runtime", "control::rules"];
+/// The only rooms of the control plane that the data plane may import: the dispatch gates,
+/// the rules' claims, and the alarm rules its stored values feed (`data::alarms`).
+const CONTROL_SEEN_BY_DATA: &[&str] = &["control::runtime", "control::rules", "control::alarms"];
 
 /// (module prefix, module prefix exempt from the rule, module prefixes it must never import).
 const ROOM_RULES: &[(&str, Option<&str>, &[&str])] = &[
     ("store", None, &["control", "data", "cluster", "api", "config", "node"]),
     ("control::rules", None, &["control::runtime", "control::scan", "control::workflow", "control::rolling", "store"]),
     ("control::runtime", None, &["control::scan", "control::workflow", "control::rolling", "store"]),
+    // The alarm rules: settings, windows, states and hooks; nothing of the rule lifecycle.
+    ("control::alarms", None, &["control::rules", "control::runtime", "control::scan", "control::workflow", "control::rolling", "store"]),
     ("control::scan", None, &["control::workflow"]),
     ("control::compile_pool", None, &["control::runtime", "control::scan", "control::workflow", "store"]),
     // The pure roll decisions; the roller beside them does the IO.

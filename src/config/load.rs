@@ -186,6 +186,7 @@ fn decode_sections(value: &Value, issues: &mut Vec<ConfigIssue>) -> RawConfig {
         dispatch: section::<crate::data::evaluation::RawDispatch>(value, "dispatch", issues),
         storage: section::<crate::data::metrics::cells::config::RawStorage>(value, "storage", issues),
         rolling: section::<crate::control::rolling::roller::RawRolling>(value, "rolling", issues),
+        alarms: section::<crate::control::alarms::config::RawAlarms>(value, "alarms", issues),
     }
 }
 

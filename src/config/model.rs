@@ -356,6 +356,9 @@ pub struct RawConfig {
     /// Rolling rule changes (the main's roll tick).
     #[serde(default)]
     pub rolling: crate::control::rolling::roller::RawRolling,
+    /// Alarm rules (`alarm-settings.yml`) and their check schedule.
+    #[serde(default)]
+    pub alarms: crate::control::alarms::config::RawAlarms,
 }
 
 /// The validated configuration of a node.
@@ -390,6 +393,8 @@ pub struct NodeConfig {
     pub retention: crate::data::metrics::cells::Retention,
     /// Rolling rule changes (the main's roll tick).
     pub rolling: crate::control::rolling::roller::RollerSettings,
+    /// Where the alarm rules come from and how often they are checked.
+    pub alarms: crate::control::alarms::config::AlarmsConfig,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
 }

@@ -47,6 +47,7 @@ pub fn diff(old: &NodeConfig, new: &NodeConfig) -> Delta {
     check(old.dispatch != new.dispatch, "dispatch", false);
     check(old.retention != new.retention, "storage.retention", false);
     check(old.rolling != new.rolling, "rolling", false);
+    check(old.alarms != new.alarms, "alarms", false);
     let without_token = |a: &AgentsConfig| AgentServiceSettings { agent_token: None, ..a.service.clone() };
     check(without_token(&old.agents) != without_token(&new.agents), "agents", false);
     delta

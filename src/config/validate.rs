@@ -66,6 +66,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
     let dispatch = raw.dispatch.validate(&mut issue);
     let retention = raw.storage.validate(&mut issue);
     let rolling = raw.rolling.validate(&mut issue);
+    let alarms = raw.alarms.validate(&mut issue);
     let cluster = admin_listen.and_then(|admin| cluster_config(&raw, admin, &mut issue));
     let agents = admin_listen.and_then(|admin| agents_config(&raw, admin, &mut issue));
     let export = crate::data::export::config::validate(&raw.export, &mut issue);
@@ -96,6 +97,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             dispatch,
             retention,
             rolling,
+            alarms,
             raw,
         }),
         _ => Err(issues),

@@ -24,6 +24,9 @@ pub enum NodeError {
     MetricStore(#[from] crate::data::metrics::MetricStoreError),
     #[error("opening log storage: {0}")]
     LogStore(#[from] crate::data::logs::LogStoreError),
+    /// `alarm-settings.yml` could not be read, or is not valid (the message names the rule).
+    #[error("alarm settings {path}: {reason}")]
+    AlarmSettings { path: std::path::PathBuf, reason: String },
     /// The management database under the data dir (its message says which step and where).
     #[error(transparent)]
     Storage(#[from] super::StorageError),

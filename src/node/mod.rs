@@ -20,6 +20,7 @@
 //! configures ([`NodeSettings`]); tests that replace some of its parts go through the test
 //! seam, [`testing::NodeBuilder`].
 
+mod alarms;
 mod api;
 mod control_plane;
 mod data_plane;
@@ -122,8 +123,10 @@ impl RunningNode {
         // 3. The data stores (their own key spaces of the same database) and the exporters.
         let stores = data_plane::open_stores(&kv, &settings, seams.metric_reader, &live, &telemetry, &mut workers)?;
 
-        // 4. The control plane on management storage.
+        // 4. The control plane on management storage, and the alarm rules its resets reach.
         let control = control_plane::build(kv, &settings, &node_id, peers, &telemetry)?;
+        let alarm_parts = alarms::build(&settings.alarms)?;
+        control.runtime.set_alarms(alarm_parts.alarms.clone());
 
         // 5. The agent service, dispatch and the receivers, and the admin API's state.
         let config = api::config_state(&settings)?;
@@ -157,6 +160,7 @@ impl RunningNode {
         let scrape = workers::ScrapeParts { live: live.clone(), board: scrape_board };
         workers::spawn_data_workers(&mut workers, &settings, &data.ingest, &stores, scrape);
         workers::spawn_handoff(&mut workers, &stores, &live, cluster.as_ref(), &telemetry);
+        alarms::spawn(&mut workers, alarm_parts, &settings.alarms, stores.metric_reader.clone(), &live, &telemetry)?;
         workers::spawn_reload(&mut workers, &settings, &control, &state);
         workers::spawn_roller(&mut workers, &settings, &node_id, &control, &state, cluster.as_ref(), seams.roll_worker);
         let mut servers = Servers::new();

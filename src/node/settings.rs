@@ -51,6 +51,8 @@ pub struct NodeSettings {
     pub retention: crate::data::metrics::cells::Retention,
     /// Rolling rule changes: the roll tick.
     pub rolling: crate::control::rolling::roller::RollerSettings,
+    /// Alarm rules and their check schedule.
+    pub alarms: crate::control::alarms::config::AlarmsConfig,
 }
 
 impl NodeSettings {
@@ -76,6 +78,7 @@ impl NodeSettings {
             dispatch: crate::data::evaluation::DispatchSettings::for_test(),
             retention: crate::data::metrics::cells::Retention::default(),
             rolling: crate::control::rolling::roller::RollerSettings::for_test(),
+            alarms: crate::control::alarms::config::AlarmsConfig::default(),
         }
     }
 
@@ -107,6 +110,7 @@ impl NodeSettings {
             dispatch: config.dispatch.clone(),
             retention: config.retention,
             rolling: config.rolling.clone(),
+            alarms: config.alarms.clone(),
         }
     }
 }

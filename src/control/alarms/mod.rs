@@ -14,6 +14,7 @@
 //! The expression itself is checked through a seam ([`settings::ExpressionFacts`]) so this
 //! module does not depend on the MQE engine.
 
+pub mod config;
 pub mod engine;
 #[cfg(test)]
 mod engine_tests;
@@ -23,3 +24,7 @@ pub mod settings;
 pub mod state;
 pub mod verify;
 pub mod window;
+
+/// The running rules, shared by the alarm worker (checks), the runtime (resets) and the admin API
+/// (status): each holds the lock only for one check, one reset or one copy.
+pub type SharedAlarms = std::sync::Arc<std::sync::Mutex<engine::AlarmEngine>>;

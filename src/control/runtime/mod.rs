@@ -146,11 +146,13 @@ impl RuleRuntime {
     }
 }
 
-/// A recorded alarm-window reset (until an alarm engine exists, an observable event).
+/// A recorded alarm-window reset: the metrics a rule change named, and the alarm rules that
+/// read one of them (their windows and states were dropped, without a recovery).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AlarmReset {
     pub key: RuleKey,
     pub metrics: BTreeSet<String>,
+    pub alarm_rules: Vec<String>,
 }
 
 /// The rule states and their evaluation gates, under one lock: a suspend (write lock) and an
@@ -172,6 +174,8 @@ pub struct Runtime {
     changes_tx: watch::Sender<u64>,
     alarm_resets: AtomicU64,
     last_alarm_reset: RwLock<Option<AlarmReset>>,
+    /// The running alarm rules, once the node has built them.
+    alarms: RwLock<Option<crate::control::alarms::SharedAlarms>>,
     drain_timeout_ms: AtomicU64,
 }
 
@@ -191,6 +195,7 @@ impl Runtime {
             changes_tx,
             alarm_resets: AtomicU64::new(0),
             last_alarm_reset: RwLock::new(None),
+            alarms: RwLock::new(None),
             drain_timeout_ms: AtomicU64::new(DEFAULT_DRAIN_TIMEOUT.as_millis() as u64),
         }
     }
@@ -353,15 +358,32 @@ impl Runtime {
         })
     }
 
-    /// Records an alarm-window reset for `metrics` (observable through `/runtime/rule/list`'s
-    /// `alarmResets` counter and the log).
-    pub fn reset_alarm_windows(&self, key: &RuleKey, metrics: BTreeSet<String>) {
+    /// The alarm rules that [`Runtime::reset_alarm_windows`] resets.
+    pub fn set_alarms(&self, alarms: crate::control::alarms::SharedAlarms) {
+        *write(&self.alarms) = Some(alarms);
+    }
+
+    /// The running alarm rules (none before the node built them).
+    pub fn alarms(&self) -> Option<crate::control::alarms::SharedAlarms> {
+        read(&self.alarms).clone()
+    }
+
+    /// The contract's alarm reset (SkyWalking's `AlarmKernelService.reset`): every alarm rule
+    /// reading one of `metrics` drops its windows and states, without a recovery. Counted in
+    /// `/runtime/rule/list`'s `alarmResets` (one per rule change that named metrics) and logged
+    /// with the alarm rules reset; returns those rules.
+    pub fn reset_alarm_windows(&self, key: &RuleKey, metrics: BTreeSet<String>) -> Vec<String> {
         if metrics.is_empty() {
-            return;
+            return Vec::new();
         }
-        tracing::info!(rule = %key, metrics = ?metrics, "alarm windows reset");
+        let alarm_rules = match read(&self.alarms).as_ref() {
+            Some(alarms) => alarms.lock().unwrap_or_else(|p| p.into_inner()).reset(&metrics),
+            None => Vec::new(),
+        };
+        tracing::info!(rule = %key, metrics = ?metrics, alarm_rules = ?alarm_rules, "alarm windows reset");
         self.alarm_resets.fetch_add(1, Ordering::SeqCst);
-        *write(&self.last_alarm_reset) = Some(AlarmReset { key: key.clone(), metrics });
+        *write(&self.last_alarm_reset) = Some(AlarmReset { key: key.clone(), metrics, alarm_rules: alarm_rules.clone() });
+        alarm_rules
     }
 
     pub fn alarm_reset_count(&self) -> u64 {

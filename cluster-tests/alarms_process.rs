@@ -1,0 +1,216 @@
+//! Issue 23 on a real `hotrule serve` process: `alarm-settings.yml` from the node's config, a
+//! MAL rule pushed at runtime, samples pushed to the data port, and an alarm rule on the
+//! computed metric that fires to a webhook receiver and to a real Alertmanager (Debian's
+//! `prometheus-alertmanager`; without it that part prints why and is skipped), then recovers
+//! once the next minute's value falls back. A structural change of the metric another alarm
+//! rule reads resets that rule: `alarmResets` rises and its alarm never gets a recovery.
+//!
+//! The node checks every second (`alarms.check_interval: 1s`, a test knob) instead of once a
+//! minute after second 15, and `al_load` keeps the latest sample of the minute, so the fire and
+//! the recovery both happen within one minute of samples.
+#![cfg(feature = "rocksdb")]
+
+mod components;
+mod harness;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, State};
+use components::alertmanager::{Alertmanager, require_alertmanager};
+use components::hotrule_node::HotruleNode;
+use harness::wait_until;
+use hotrule::api::client::with_query;
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+const RULE: &str = "\
+expSuffix: service(['svc'], Layer.GENERAL)
+metricPrefix: al
+metricsRules:
+  - name: load
+    exp: load.sum(['svc']).downsampling(LATEST)
+  - name: peak
+    exp: load.sum(['svc']).downsampling(MAX)
+";
+
+/// The same file with `al_peak` reshaped (MAX to MIN): a structural change.
+fn reshaped() -> String {
+    RULE.replace("downsampling(MAX)", "downsampling(MIN)")
+}
+
+/// What the webhook receiver got: path → bodies.
+type Received = Arc<Mutex<BTreeMap<String, Vec<Value>>>>;
+
+async fn receive(State(received): State<Received>, UrlPath(path): UrlPath<String>, body: Bytes) -> &'static str {
+    let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    received.lock().expect("received").entry(path).or_default().push(json);
+    "ok"
+}
+
+/// A webhook receiver on 127.0.0.1 port 0: `POST /{path}` bodies are kept by path.
+async fn webhook_receiver() -> (String, Received) {
+    let received: Received = Arc::default();
+    let app = Router::new().route("/{path}", axum::routing::post(receive)).with_state(received.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}"), received)
+}
+
+/// Every message the receiver got at `path`, flattened (each body is a JSON array).
+fn messages(received: &Received, path: &str) -> Vec<Value> {
+    let received = received.lock().expect("received");
+    received.get(path).map(|bodies| bodies.iter().flat_map(|b| b.as_array().cloned().unwrap_or_default()).collect()).unwrap_or_default()
+}
+
+fn settings(webhook: &str, alertmanager: Option<&str>) -> String {
+    let (am_hook, am_section) = match alertmanager {
+        Some(url) => (", alertmanager.am", format!("  alertmanager:\n    am:\n      urls: [{url}]\n")),
+        None => ("", String::new()),
+    };
+    format!(
+        "rules:
+  load_rule:
+    expression: sum(al_load > 100) >= 1
+    period: 1
+    silence-period: 0
+    message: Load of {{name}} is above 100
+    tags:
+      level: WARNING
+    hooks: [webhook.test{am_hook}]
+  peak_rule:
+    expression: sum(al_peak > 40) >= 1
+    hooks: [webhook.test]
+hooks:
+  webhook:
+    test:
+      urls: [{webhook}/fire]
+      recovery-urls: [{webhook}/recover]
+{am_section}"
+    )
+}
+
+/// `load{svc="s"}` at `value`, `seconds` into the minute starting at `minute_ms`.
+fn sample(value: i64, minute_ms: i64, seconds: i64) -> String {
+    format!("load{{svc=\"s\"}} {value} {}\n", minute_ms + seconds * 1000)
+}
+
+async fn push(node: &HotruleNode, text: &str) {
+    let client = hotrule::api::client::AdminClient::new(&node.data_addr().expect("data").to_string(), None).expect("client");
+    let path = with_query("/ingest/prometheus", &[("job", "alarms"), ("instance", "i")]);
+    let reply = client.post(&path, text.as_bytes().to_vec()).await.expect("push");
+    assert_eq!(reply.status.as_u16(), 204, "{}", reply.text());
+}
+
+async fn post_rule(node: &HotruleNode, content: &str, allow_storage_change: bool) -> Value {
+    let allow = if allow_storage_change { "true" } else { "false" };
+    let (status, json, text) = node.post("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "alarms"), ("allowStorageChange", allow)], content).await;
+    assert_eq!(status, 200, "{text}");
+    json
+}
+
+/// The minute to push into: the current one between its seconds 5 and 20 (sample times, at
+/// seconds 1 to 3, stay in the past; the rest of the test fits in the minute).
+async fn current_minute() -> i64 {
+    wait_until(Duration::from_secs(70), "seconds 5 to 20 of a minute", || async { (5_000..20_000).contains(&(hotrule::base::clock::wall_clock_ms() % 60_000)) }).await;
+    hotrule::base::clock::wall_clock_ms() / 60_000 * 60_000
+}
+
+async fn alarm_rules(node: &HotruleNode) -> Value {
+    node.client.get("/runtime/alarm/rules").await.ok().and_then(|r| r.json()).unwrap_or_default()
+}
+
+async fn alarm_resets(node: &HotruleNode) -> i64 {
+    let list = node.client.get("/runtime/rule/list").await.ok().and_then(|r| r.json()).unwrap_or_default();
+    list["alarmResets"].as_i64().unwrap_or(-1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alarm_fires_to_a_webhook_and_alertmanager_recovers_and_a_structural_change_resets_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (webhook, received) = webhook_receiver().await;
+    let alertmanager = match require_alertmanager("alarms_process") {
+        true => Some(Alertmanager::start(&dir.path().join("alertmanager")).await),
+        false => None,
+    };
+    let settings_file = dir.path().join("alarm-settings.yml");
+    std::fs::write(&settings_file, settings(&webhook, alertmanager.as_ref().map(|a| a.url()).as_deref())).expect("settings");
+    let config = format!("alarms:\n  settings_file: {}\n  check_interval: 1s\n", settings_file.display());
+    let node = HotruleNode::start(&dir.path().join("node"), &dir.path().join("rules"), &config, &[]).await;
+
+    // Before the MAL rule exists, the alarm rules wait for their metrics.
+    let rules = alarm_rules(&node).await;
+    assert_eq!(rules["rules"][0]["ruleName"], "load_rule", "{rules}");
+    wait_until(WAIT, "the alarm rules wait for al_load and al_peak", || async {
+        alarm_rules(&node).await["rules"].as_array().is_some_and(|r| r.iter().all(|r| r["status"] == "waiting"))
+    })
+    .await;
+
+    post_rule(&node, RULE, false).await;
+    let minute = current_minute().await;
+    push(&node, &sample(110, minute, 1)).await;
+
+    // al_load 110 > 100 and al_peak 110 > 40: both fire. With `silence-period: 0` load_rule
+    // stays FIRING and notifies at every check (each with a new uuid), as SkyWalking does.
+    wait_until(WAIT, "both rules fired to the webhook", || async {
+        let fired = messages(&received, "fire");
+        fired.iter().any(|m| m["ruleName"] == "load_rule") && fired.iter().any(|m| m["ruleName"] == "peak_rule")
+    })
+    .await;
+    let fired = messages(&received, "fire");
+    let load = fired.iter().find(|m| m["ruleName"] == "load_rule").expect("load_rule fired");
+    assert_eq!((&load["scope"], &load["scopeId"], &load["name"], &load["id0"]), (&Value::from("SERVICE"), &Value::from(1), &Value::from("s"), &Value::from("cw==.1")));
+    assert_eq!(load["alarmMessage"], "Load of s is above 100");
+    assert_eq!(load["tags"], serde_json::json!([{"key": "level", "value": "WARNING"}]));
+    assert!(load["startTime"].as_i64().is_some_and(|t| t >= minute), "{load}");
+    assert!(load["uuid"].as_str().is_some_and(|u| u.len() == 36), "{load}");
+    assert!(load.get("period").is_none(), "period is transient: {load}");
+    if let Some(am) = &alertmanager {
+        wait_until(WAIT, "Alertmanager holds load_rule's alert", || async {
+            am.alerts().await.is_some_and(|alerts| alerts.iter().any(|a| a["labels"]["alertname"] == "load_rule" && a["labels"]["name"] == "s"))
+        })
+        .await;
+    }
+    let status = alarm_rules(&node).await;
+    let load_status = status["rules"].as_array().and_then(|r| r.iter().find(|r| r["ruleName"] == "load_rule")).cloned().unwrap_or_default();
+    assert_eq!(load_status["entities"][0]["currentState"], "FIRING", "{status}");
+    assert_eq!(load_status["entities"][0]["name"], "s", "{status}");
+
+    // A structural change of al_peak (MAX to MIN) resets peak_rule: its alarms so far never
+    // get a recovery.
+    let resets = alarm_resets(&node).await;
+    post_rule(&node, &reshaped(), true).await;
+    wait_until(WAIT, "alarmResets rises", || async { alarm_resets(&node).await > resets }).await;
+    let peak_before_reset: Vec<String> =
+        messages(&received, "fire").iter().filter(|m| m["ruleName"] == "peak_rule").filter_map(|m| m["uuid"].as_str().map(String::from)).collect();
+    assert!(!peak_before_reset.is_empty());
+
+    // A later sample of the minute falls back to 10: load_rule recovers once, with its last
+    // fire's uuid.
+    push(&node, &sample(10, minute, 3)).await;
+    wait_until(WAIT, "load_rule recovered to the webhook's recovery url", || async {
+        messages(&received, "recover").iter().any(|m| m["ruleName"] == "load_rule")
+    })
+    .await;
+    let recovered: Vec<Value> = messages(&received, "recover").into_iter().filter(|m| m["ruleName"] == "load_rule").collect();
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    let last_load_fire = messages(&received, "fire").into_iter().filter(|m| m["ruleName"] == "load_rule").last().expect("fires");
+    assert_eq!(recovered[0]["uuid"], last_load_fire["uuid"], "the recovery names the last fire");
+    assert_eq!(recovered[0]["startTime"], last_load_fire["startTime"]);
+    assert!(recovered[0]["recoveryTime"].as_i64().is_some_and(|t| t >= minute), "{recovered:?}");
+    let all_recovered = messages(&received, "recover");
+    assert!(!all_recovered.iter().any(|m| m["uuid"].as_str().is_some_and(|u| peak_before_reset.iter().any(|p| p == u))), "a reset alarm gets no recovery");
+    if let Some(am) = &alertmanager {
+        wait_until(WAIT, "Alertmanager resolved load_rule's alert", || async {
+            am.alerts().await.is_some_and(|alerts| !alerts.iter().any(|a| a["labels"]["alertname"] == "load_rule" && a["status"]["state"] == "active"))
+        })
+        .await;
+    }
+}

@@ -1,0 +1,223 @@
+//! The alarm rules on the data they watch: the minute values the engine reads
+//! ([`StoreValues`], the metric store filtered to the entities this node owns), and the worker
+//! that checks the rules and hands what fires and recovers to the hooks ([`AlarmWorker`]).
+//!
+//! Each (rule, entity) is checked on one node, the entity's owner (`base::owner`): the node that
+//! holds the entity's merged minute values once the others handed theirs off, so the value a
+//! rule sees is the cluster's exact value, and a notification is sent once, not once per node.
+//! A lone node owns everything.
+//!
+//! Schedule: as SkyWalking's `AlarmCore`, a look every 10 s and a check once per minute, the
+//! first look after second 15 (`alarms.check_interval` replaces that with a fixed interval, for
+//! tests and demos).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hotrule_mal_engine::ScopeType;
+
+use crate::base::clock::wall_clock_ms;
+use crate::base::owner::LiveNodes;
+use crate::base::worker::{Worker, WorkerState};
+use crate::control::alarms::SharedAlarms;
+use crate::control::alarms::engine::{AlarmValues, Checked};
+use crate::control::alarms::entity::AlarmEntity;
+use crate::control::alarms::hooks::delivery::AlarmNotifier;
+use crate::control::alarms::state::AlarmUuid;
+use crate::control::alarms::window::{EpochMinute, MetricValue};
+use crate::data::metrics::cells::keys::owner_key;
+use crate::data::metrics::{Entity, Granularity, MetricReader, SeriesFilter, Value};
+
+/// SkyWalking's `AlarmCore` tick.
+const LOOK_EVERY: Duration = Duration::from_secs(10);
+
+/// SkyWalking checks only past this second of the minute ("avoid to trigger false alarm").
+const FIRST_SECOND: i64 = 15;
+
+/// The metric store, as the alarm engine reads it: the entities this node owns.
+pub struct StoreValues {
+    pub reader: Arc<dyn MetricReader>,
+    pub live: Arc<dyn LiveNodes>,
+}
+
+impl AlarmValues for StoreValues {
+    fn metric_scope(&self, metric: &str) -> Option<String> {
+        let metrics = self.reader.metrics().ok()?;
+        metrics.into_iter().find(|info| info.name == metric).map(|info| info.scope.as_str().to_string())
+    }
+
+    fn minute_values(&self, metric: &str, from: EpochMinute, to: EpochMinute) -> Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String> {
+        let filter = SeriesFilter { metric: metric.to_string(), ..SeriesFilter::default() };
+        let (start_ms, end_ms) = (from.0.saturating_mul(60_000), to.0.saturating_mul(60_000).saturating_add(59_999));
+        let series = self.reader.read(&filter, Granularity::Minute, start_ms, end_ms).map_err(|e| e.to_string())?;
+        let live = self.live.live();
+        let mut out = Vec::new();
+        for series in series {
+            if !live.owns(&owner_key(&series.entity)) {
+                continue;
+            }
+            let Some(entity) = alarm_entity(&series.entity) else { continue };
+            for point in series.points {
+                if let Some(value) = alarm_value(&point.value) {
+                    out.push((entity.clone(), EpochMinute::from_epoch_ms(point.start_ms), value));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The alarm entity of a meter entity; none for the scopes SkyWalking's alarms do not see
+/// (processes).
+pub fn alarm_entity(entity: &Entity) -> Option<AlarmEntity> {
+    match entity.scope {
+        ScopeType::Service => Some(AlarmEntity::service(&entity.service_name)),
+        ScopeType::ServiceInstance => Some(AlarmEntity::instance(&entity.service_name, &entity.instance_name)),
+        ScopeType::Endpoint => Some(AlarmEntity::endpoint(&entity.service_name, &entity.endpoint_name)),
+        ScopeType::ServiceRelation => Some(AlarmEntity::service_relation(&entity.source_service_name, &entity.dest_service_name)),
+        ScopeType::ServiceInstanceRelation => Some(AlarmEntity::instance_relation(
+            &entity.source_service_name,
+            &entity.source_instance_name,
+            &entity.dest_service_name,
+            &entity.dest_instance_name,
+        )),
+        ScopeType::Process | ScopeType::ProcessRelation => None,
+    }
+}
+
+/// A stored value as a window holds it: common and labeled values; histograms are not
+/// alarmable (SkyWalking refuses them too).
+fn alarm_value(value: &Value) -> Option<MetricValue> {
+    match value {
+        Value::Single(v) => Some(MetricValue::Single(*v as f64)),
+        Value::Labeled(pairs) => Some(MetricValue::Labeled(pairs.iter().map(|(k, v)| (k.clone(), *v as f64)).collect())),
+        Value::Histogram { .. } => None,
+    }
+}
+
+/// When the worker checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// Once a minute, at the first look past second 15 (SkyWalking's).
+    EveryMinute,
+    /// Every this long (tests and demos).
+    Every(Duration),
+}
+
+/// Checks the rules on schedule and hands the notifications to the hooks.
+pub struct AlarmWorker {
+    alarms: SharedAlarms,
+    values: Arc<dyn AlarmValues + Send + Sync>,
+    notifier: AlarmNotifier,
+    schedule: Schedule,
+    /// The minute of the last check (for [`Schedule::EveryMinute`]).
+    last_minute: Option<i64>,
+}
+
+impl AlarmWorker {
+    pub fn new(alarms: SharedAlarms, values: Arc<dyn AlarmValues + Send + Sync>, notifier: AlarmNotifier, schedule: Schedule) -> AlarmWorker {
+        AlarmWorker { alarms, values, notifier, schedule, last_minute: None }
+    }
+
+    /// Whether a check is due at `now_ms`.
+    fn due(&self, now_ms: i64) -> bool {
+        match self.schedule {
+            Schedule::Every(_) => true,
+            Schedule::EveryMinute => {
+                let minute = now_ms.div_euclid(60_000);
+                self.last_minute.is_none_or(|last| minute > last) && now_ms.rem_euclid(60_000) / 1000 > FIRST_SECOND
+            }
+        }
+    }
+
+    /// One check now; what it sent.
+    pub async fn check_now(&mut self, now_ms: i64) -> Checked {
+        self.last_minute = Some(now_ms.div_euclid(60_000));
+        let (alarms, values) = (self.alarms.clone(), self.values.clone());
+        let checked = tokio::task::spawn_blocking(move || {
+            let mut engine = alarms.lock().unwrap_or_else(|p| p.into_inner());
+            engine.check(now_ms, values.as_ref(), &mut || AlarmUuid(rand::random()))
+        })
+        .await;
+        let checked = match checked {
+            Ok(checked) => checked,
+            Err(e) => {
+                tracing::error!(error = %e, "alarm check task failed");
+                return Checked::default();
+            }
+        };
+        for (rule, reason) in &checked.errors {
+            tracing::warn!(rule, reason, "alarm rule not checked");
+        }
+        for message in &checked.firing {
+            tracing::info!(rule = %message.rule_name, entity = %message.name, uuid = %message.uuid, "alarm firing");
+        }
+        for recovery in &checked.recoveries {
+            tracing::info!(rule = %recovery.alarm.rule_name, entity = %recovery.alarm.name, uuid = %recovery.alarm.uuid, "alarm recovered");
+        }
+        let report = self.notifier.notify(&checked.firing, &checked.recoveries);
+        if !report.unknown_hooks.is_empty() {
+            tracing::warn!(hooks = ?report.unknown_hooks, "alarm messages name hooks that are not configured");
+        }
+        checked
+    }
+}
+
+#[async_trait::async_trait]
+impl Worker for AlarmWorker {
+    fn name(&self) -> &'static str {
+        "alarm-check"
+    }
+
+    fn initial_state(&self) -> WorkerState {
+        WorkerState::Idle
+    }
+
+    async fn work(&mut self) -> WorkerState {
+        let now = wall_clock_ms();
+        if self.due(now) {
+            self.check_now(now).await;
+        }
+        WorkerState::Idle
+    }
+
+    async fn wait_for_work(&mut self) -> WorkerState {
+        let pause = match self.schedule {
+            Schedule::EveryMinute => LOOK_EVERY,
+            Schedule::Every(interval) => interval,
+        };
+        tokio::time::sleep(pause).await;
+        WorkerState::Busy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> Arc<crate::data::metrics::cells::MetricStore> {
+        let kv = Arc::new(crate::store::series::MemSeriesKv::new());
+        let telemetry = Arc::new(crate::base::self_metrics::SelfMetrics::new());
+        Arc::new(crate::data::metrics::cells::MetricStore::open(kv, crate::data::metrics::cells::Retention::default(), telemetry).expect("open"))
+    }
+
+    #[test]
+    fn every_minute_checks_once_past_second_15() {
+        let notifier_parts = crate::control::alarms::hooks::delivery::hook_delivery(
+            Vec::new(),
+            crate::control::alarms::hooks::target::DeliverySettings::for_test(),
+            Arc::new(crate::control::alarms::hooks::twin::MemHookSender::default()),
+            Arc::new(crate::base::self_metrics::SelfMetrics::new()),
+        );
+        let (notifier, _worker) = notifier_parts.expect("no targets");
+        let engine = crate::control::alarms::engine::AlarmEngine::new(crate::control::alarms::settings::AlarmSettings::empty());
+        let values = Arc::new(StoreValues { reader: store(), live: Arc::new(crate::base::owner::Alone(crate::base::ids::NodeId("a".into()))) });
+        let mut worker = AlarmWorker::new(Arc::new(std::sync::Mutex::new(engine)), values, notifier, Schedule::EveryMinute);
+        let minute = 29_000_000 * 60_000;
+        assert!(!worker.due(minute + 15_000), "second 15 is not past 15");
+        assert!(worker.due(minute + 16_000));
+        worker.last_minute = Some(29_000_000);
+        assert!(!worker.due(minute + 40_000), "once per minute");
+        assert!(worker.due(minute + 60_000 + 20_000));
+    }
+}
