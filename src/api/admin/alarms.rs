@@ -24,6 +24,7 @@ pub async fn rules(State(state): State<Arc<AdminState>>) -> Response {
         .into_iter()
         .map(|rule| {
             let (status, detail) = match &rule.status {
+                RuleStatus::NotChecked => ("not_checked", Value::Null),
                 RuleStatus::Running => ("running", Value::Null),
                 RuleStatus::Waiting { missing } => ("waiting", json!({"missingMetrics": missing})),
                 RuleStatus::Error { reason } => ("error", json!({"reason": reason})),

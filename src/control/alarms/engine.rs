@@ -33,7 +33,8 @@ use super::window::{EpochMinute, MetricValue, Window};
 /// Where the engine reads minute values: the metric store, for the entities this node
 /// evaluates (in a cluster, the entities it owns).
 pub trait AlarmValues {
-    /// The scope of a produced metric (`SERVICE`, …), `None` when no loaded rule produces it.
+    /// The scope of a metric (`SERVICE`, …), `None` while it has no stored value (no loaded rule
+    /// has produced it yet).
     fn metric_scope(&self, metric: &str) -> Option<String>;
     /// `metric`'s values in minutes `from..=to`, per entity.
     fn minute_values(&self, metric: &str, from: EpochMinute, to: EpochMinute) -> Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>;
@@ -42,6 +43,8 @@ pub trait AlarmValues {
 /// Where a rule stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RuleStatus {
+    /// Loaded, not checked yet.
+    NotChecked,
     Running,
     /// Some metrics are not produced by any loaded rule yet.
     Waiting { missing: Vec<String> },
@@ -67,7 +70,7 @@ struct RunningRule {
 impl RunningRule {
     fn new(rule: AlarmRule) -> RunningRule {
         let (expr, status) = match super::verify::compile(&rule.expression) {
-            Ok(expr) => (Some(expr), RuleStatus::Running),
+            Ok(expr) => (Some(expr), RuleStatus::NotChecked),
             Err(reason) => (None, RuleStatus::Error { reason }),
         };
         RunningRule { rule, expr, status, entities: BTreeMap::new() }
