@@ -106,6 +106,25 @@ pub fn server_config(files: &TlsFiles, recheck: Duration) -> Result<Arc<rustls::
     Ok(Arc::new(config))
 }
 
+/// The node's outbound HTTP(S) client for bodies it builds whole (remote-write export, alarm
+/// hooks): `http://` or `https://` trusting the public web roots, HTTP/1.1, no Nagle, idle
+/// connections dropped after [`crate::base::listen::CLIENT_POOL_IDLE_TIMEOUT`].
+pub type OutboundClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    http_body_util::Full<bytes::Bytes>,
+>;
+
+pub fn outbound_client() -> Result<OutboundClient, TlsError> {
+    let tls = client_config(None)?;
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.set_nodelay(true);
+    http.enforce_http(false);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http().enable_http1().wrap_connector(http);
+    Ok(hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_idle_timeout(crate::base::listen::CLIENT_POOL_IDLE_TIMEOUT)
+        .build(connector))
+}
+
 /// A client configuration that trusts the CA certificates in `ca_file` (PEM), or, without one,
 /// the public web roots. Used by the protocol client for `https://` servers.
 pub fn client_config(ca_file: Option<&Path>) -> Result<rustls::ClientConfig, TlsError> {

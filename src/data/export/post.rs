@@ -8,10 +8,6 @@ use std::time::{Duration, SystemTime};
 use axum::http::{HeaderName, HeaderValue, Request, StatusCode, Uri, header};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 
 use super::ExportError;
 use super::config::ExtraHeaders;
@@ -50,7 +46,7 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 
 /// The HTTP client of one exporter, with the headers every request carries.
 pub struct Poster {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: crate::base::tls::OutboundClient,
     url: Uri,
     /// The protocol's headers, then `User-Agent`, then the configured ones.
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -64,13 +60,7 @@ impl Poster {
         extra: &ExtraHeaders,
         max_answer_bytes: usize,
     ) -> Result<Poster, ExportError> {
-        let tls = crate::base::tls::client_config(None).map_err(ExportError::Tls)?;
-        let mut http = HttpConnector::new();
-        http.set_nodelay(true);
-        http.enforce_http(false);
-        let connector =
-            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http().enable_http1().wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(crate::base::listen::CLIENT_POOL_IDLE_TIMEOUT).build(connector);
+        let client = crate::base::tls::outbound_client().map_err(ExportError::Tls)?;
         let user_agent = (header::USER_AGENT, HeaderValue::from_static(concat!("hotrule/", env!("CARGO_PKG_VERSION"))));
         let headers = protocol_headers
             .iter()

@@ -154,28 +154,13 @@ pub fn rfc3339_millis(epoch_ms: i64) -> String {
     let ms = epoch_ms.clamp(MIN_MS, MAX_MS);
     let (seconds, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
     let (days, second_of_day) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
-    let (year, month, day) = civil_from_days(days);
+    let (year, month, day) = hotrule_mal_engine::civil_from_days(days);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
         second_of_day / 3600,
         second_of_day % 3600 / 60,
         second_of_day % 60
     )
-}
-
-/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar (Howard
-/// Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

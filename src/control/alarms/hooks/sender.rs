@@ -10,10 +10,6 @@ use std::time::Duration;
 use axum::http::{HeaderName, HeaderValue, Request, StatusCode, Uri, header};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 
 /// Why an attempt got no HTTP status.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -41,18 +37,12 @@ const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
 /// The real sender: one pooled hyper client for every hook.
 pub struct HttpHookSender {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: crate::base::tls::OutboundClient,
 }
 
 impl HttpHookSender {
     pub fn new() -> Result<HttpHookSender, HookError> {
-        let tls = crate::base::tls::client_config(None).map_err(|e| HookError::Tls { reason: e.to_string() })?;
-        let mut http = HttpConnector::new();
-        http.set_nodelay(true);
-        http.enforce_http(false);
-        let connector =
-            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http().enable_http1().wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new()).pool_idle_timeout(crate::base::listen::CLIENT_POOL_IDLE_TIMEOUT).build(connector);
+        let client = crate::base::tls::outbound_client().map_err(|e| HookError::Tls { reason: e.to_string() })?;
         Ok(HttpHookSender { client })
     }
 
