@@ -20,7 +20,7 @@ use crate::base::clock::wall_clock_ms;
 use crate::base::owner::LiveNodes;
 use crate::base::worker::{Worker, WorkerState};
 use crate::control::alarms::SharedAlarms;
-use crate::control::alarms::engine::{AlarmValues, Checked};
+use crate::control::alarms::engine::{AlarmValues, Checked, StateRecord};
 use crate::control::alarms::entity::AlarmEntity;
 use crate::control::alarms::hooks::delivery::AlarmNotifier;
 use crate::control::alarms::state::AlarmUuid;
@@ -95,6 +95,14 @@ fn alarm_value(value: &Value) -> Option<MetricValue> {
     }
 }
 
+/// The other nodes, as alarm states reach them (the bus in a node; nothing alone).
+#[async_trait::async_trait]
+pub trait AlarmPeers: Send + Sync + 'static {
+    /// Hands `states` (and a rule change's `reset` metrics) to every live peer; how many took
+    /// them. Bounded in time.
+    async fn share(&self, reset: Vec<String>, states: Vec<StateRecord>) -> usize;
+}
+
 /// When the worker checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Schedule {
@@ -112,11 +120,20 @@ pub struct AlarmWorker {
     schedule: Schedule,
     /// The minute of the last check (for [`Schedule::EveryMinute`]).
     last_minute: Option<i64>,
+    /// Where changed states go before any notification (none alone).
+    peers: Option<Arc<dyn AlarmPeers>>,
 }
 
 impl AlarmWorker {
     pub fn new(alarms: SharedAlarms, values: Arc<dyn AlarmValues + Send + Sync>, notifier: AlarmNotifier, schedule: Schedule) -> AlarmWorker {
-        AlarmWorker { alarms, values, notifier, schedule, last_minute: None }
+        AlarmWorker { alarms, values, notifier, schedule, last_minute: None, peers: None }
+    }
+
+    /// The same worker, handing the states each check changes to `peers` before it notifies:
+    /// a new owner then resumes a firing alarm instead of firing it again.
+    pub fn with_peers(mut self, peers: Arc<dyn AlarmPeers>) -> AlarmWorker {
+        self.peers = Some(peers);
+        self
     }
 
     /// Whether a check is due at `now_ms`.
@@ -154,6 +171,12 @@ impl AlarmWorker {
         }
         for recovery in &checked.recoveries {
             tracing::info!(rule = %recovery.alarm.rule_name, entity = %recovery.alarm.name, uuid = %recovery.alarm.uuid, "alarm recovered");
+        }
+        // The peers first: a notification whose state no peer holds could be sent twice.
+        if let Some(peers) = &self.peers
+            && !checked.states.is_empty()
+        {
+            peers.share(Vec::new(), checked.states.clone()).await;
         }
         let report = self.notifier.notify(&checked.firing, &checked.recoveries);
         if !report.unknown_hooks.is_empty() {

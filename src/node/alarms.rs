@@ -15,7 +15,7 @@ use crate::control::alarms::hooks::delivery::hook_delivery;
 use crate::control::alarms::hooks::sender::HttpHookSender;
 use crate::control::alarms::hooks::target::{DeliverySettings, HookTarget};
 use crate::control::alarms::settings::{AlarmSettings, HookConfig};
-use crate::data::alarms::{AlarmWorker, Schedule, StoreValues};
+use crate::data::alarms::{AlarmPeers, AlarmWorker, Schedule, StoreValues};
 use crate::data::metrics::MetricReader;
 
 /// Reads and validates the settings file: the named file must exist; the default one may be
@@ -80,13 +80,17 @@ pub(super) fn build(config: &AlarmsConfig) -> Result<AlarmParts, NodeError> {
     Ok(AlarmParts { alarms: Arc::new(Mutex::new(AlarmEngine::new(settings))), targets })
 }
 
-/// Starts the hooks' delivery and the check worker.
+/// Starts the hooks' delivery and the check worker; in a cluster, alarm states and resets go to
+/// the peers over the bus.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn spawn(
     workers: &mut WorkerRunner,
     parts: AlarmParts,
     config: &AlarmsConfig,
     reader: Arc<dyn MetricReader>,
     live: &Arc<dyn LiveNodes>,
+    cluster: Option<&super::wiring::ClusterParts>,
+    runtime: &crate::control::runtime::Runtime,
     telemetry: &Arc<SelfMetrics>,
 ) -> Result<(), NodeError> {
     let sender = Arc::new(HttpHookSender::new().map_err(|e| NodeError::AlarmSettings { path: "hooks".into(), reason: e.to_string() })?);
@@ -95,6 +99,17 @@ pub(super) fn spawn(
     workers.spawn(hook_worker);
     let values = Arc::new(StoreValues { reader, live: live.clone() });
     let schedule = config.check_interval.map_or(Schedule::EveryMinute, Schedule::Every);
-    workers.spawn(AlarmWorker::new(parts.alarms, values, notifier, schedule));
+    let mut worker = AlarmWorker::new(parts.alarms, values, notifier, schedule);
+    if let Some(cluster) = cluster {
+        let peers: Arc<dyn AlarmPeers> = Arc::new(crate::cluster::replication::alarms::BusAlarmPeers { cluster: cluster.cluster.clone() });
+        worker = worker.with_peers(peers.clone());
+        runtime.set_alarm_reset_peers(Arc::new(move |metrics| {
+            let peers = peers.clone();
+            if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                handle.spawn(async move { peers.share(metrics.into_iter().collect(), Vec::new()).await });
+            }
+        }));
+    }
+    workers.spawn(worker);
     Ok(())
 }

@@ -234,6 +234,9 @@ pub enum BusRequest {
     /// The peer's handoff generation, asked after a cluster metric read gathered every answer
     /// (`data::metrics::partial::unchanged`). → `Generation`
     HandoffGeneration,
+    /// Alarm states an owner's check changed, sent to every peer before its notifications, and
+    /// the metrics of a rule change whose alarm windows reset (`control::alarms::engine`). → `Ack`
+    AlarmStates { sender: NodeId, reset: Vec<String>, states: Vec<crate::control::alarms::engine::StateRecord> },
 }
 
 /// One item of a [`BusRequest::Replicate`]: what a `Prepare` or a `NotifyCommitted` carries
@@ -287,6 +290,7 @@ impl BusRequest {
             BusRequest::HandOff { .. } => "hand_off",
             BusRequest::QueryLogs { .. } => "query_logs",
             BusRequest::HandoffGeneration => "handoff_generation",
+            BusRequest::AlarmStates { .. } => "alarm_states",
         }
     }
 }

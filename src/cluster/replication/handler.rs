@@ -219,6 +219,10 @@ impl BusHandler for NodeBusHandler {
                 }
                 BusRequest::HandOff { sender, records } => super::handoff::receive(self.handoff.clone(), sender, records).await,
                 BusRequest::QueryLogs { query } => read_logs(self.logs.clone(), query).await,
+                BusRequest::AlarmStates { sender, .. } if sender == me => {
+                    BusResponse::Error { message: format!("self-loop from {sender} dropped") }
+                }
+                BusRequest::AlarmStates { reset, states, .. } => super::alarms::receive(&self.runtime, reset, states),
                 BusRequest::HandoffGeneration => match &self.metrics {
                     Some(reader) => BusResponse::Generation { generation: reader.handoff_generation() },
                     None => BusResponse::Error { message: "this node has no metric storage".into() },

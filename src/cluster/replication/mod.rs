@@ -11,6 +11,7 @@
 //! never calls the sync worker's pulls itself, it queues a request (`pulls`). Roll records
 //! (issue 15) replicate the same way through their own notice, digest part and pull (`rolls`).
 
+pub mod alarms;
 pub mod error;
 pub mod forward;
 pub mod handler;

@@ -19,8 +19,16 @@
 //! - A rule whose metrics are not all produced yet (no loaded MAL file makes them) is held
 //!   waiting and runs once they are; a rule whose metrics have different scopes is held in error
 //!   (SkyWalking refuses both at load).
+//! - **Firing state survives its owner.** Each check returns the states it changed
+//!   ([`Checked::states`]); the worker hands them to every peer before it sends a notification,
+//!   and a peer keeps them ([`AlarmEngine::adopt`]). When an entity's owner dies, the new owner
+//!   finds the state there at its first check of the entity (`uuid`, start time, countdowns),
+//!   so a firing alarm is neither fired again nor left without its recovery. A kept state is
+//!   taken only by the same rule (same name, expression and periods: [`rule_fingerprint`]).
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
 
 use hotrule_mqe_engine::{Duration, Expr, MemSource, ResultType, Step, evaluate};
 
@@ -77,9 +85,28 @@ impl RunningRule {
     }
 }
 
+/// One (rule, entity)'s state as it travels to the peers: `state` none when the entity's
+/// window expired or the rule was reset (the peers forget it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateRecord {
+    pub rule: String,
+    pub fingerprint: u64,
+    pub entity: AlarmEntity,
+    pub state: Option<AlarmState>,
+}
+
+/// The identity of a rule as states are kept for it: name, expression and periods (FNV-1a).
+pub fn rule_fingerprint(rule: &AlarmRule) -> u64 {
+    let periods = rule.periods;
+    let text = format!("{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}", rule.name, rule.expression, periods.period, periods.silence_period, periods.recovery_observation_period);
+    text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+}
+
 /// What one check asks to send, and what went wrong.
 #[derive(Debug, Default)]
 pub struct Checked {
+    /// The states this check changed or dropped: for the peers, before any notification.
+    pub states: Vec<StateRecord>,
     pub firing: Vec<AlarmMessage>,
     pub recoveries: Vec<AlarmRecoveryMessage>,
     /// (rule, entity) windows checked.
@@ -104,12 +131,14 @@ pub struct AlarmEngine {
     settings: AlarmSettings,
     rules: Vec<RunningRule>,
     resets: u64,
+    /// States peers sent for entities they evaluate: (rule, entity) → (fingerprint, state).
+    kept: BTreeMap<(String, AlarmEntity), (u64, AlarmState)>,
 }
 
 impl AlarmEngine {
     pub fn new(settings: AlarmSettings) -> AlarmEngine {
         let rules = settings.rules.iter().cloned().map(RunningRule::new).collect();
-        AlarmEngine { settings, rules, resets: 0 }
+        AlarmEngine { settings, rules, resets: 0, kept: BTreeMap::new() }
     }
 
     pub fn settings(&self) -> &AlarmSettings {
@@ -140,11 +169,33 @@ impl AlarmEngine {
         for running in &mut self.rules {
             if running.rule.metrics.iter().any(|m| metrics.contains(m)) {
                 running.entities.clear();
+                self.kept.retain(|(rule, _), _| *rule != running.rule.name);
                 reset.push(running.rule.name.clone());
             }
         }
         self.resets += reset.len() as u64;
         reset
+    }
+
+    /// States a peer sent: kept until this node evaluates the entity (then taken, if the rule is
+    /// the same) or the peer says it is gone.
+    pub fn adopt(&mut self, records: Vec<StateRecord>) {
+        for record in records {
+            let key = (record.rule, record.entity);
+            match record.state {
+                Some(state) => {
+                    self.kept.insert(key, (record.fingerprint, state));
+                }
+                None => {
+                    self.kept.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// States kept for peers' entities.
+    pub fn kept(&self) -> usize {
+        self.kept.len()
     }
 
     /// Rules reset so far (one per rule per reset).
@@ -207,17 +258,29 @@ impl AlarmEngine {
                 out.errors.push((running.rule.name.clone(), reason));
                 continue;
             }
+            let fingerprint = rule_fingerprint(&running.rule);
+            let dropped = |entity: &AlarmEntity| StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state: None };
             // Entities whose window emptied expire silently.
-            running.entities.retain(|entity, _| windows.contains_key(entity));
+            for entity in running.entities.keys() {
+                if !windows.get(entity).is_some_and(|w| !w.is_expired()) {
+                    out.states.push(dropped(entity));
+                }
+            }
+            running.entities.retain(|entity, _| windows.get(entity).is_some_and(|w| !w.is_expired()));
             for (entity, window) in windows {
                 if window.is_expired() {
-                    running.entities.remove(&entity);
                     continue;
                 }
                 out.windows += 1;
                 let (matched, snapshot) = evaluate_window(expr, &running.rule, &window, now);
                 let periods = running.rule.periods;
-                let kept = running.entities.get(&entity).map_or_else(|| AlarmState::new(periods), |e| e.state);
+                let held = running.entities.get(&entity).map(|e| e.state);
+                // A state a peer kept for this entity (its owner before this node) comes first.
+                let handed = match held {
+                    Some(_) => None,
+                    None => self.kept.remove(&(running.rule.name.clone(), entity.clone())).filter(|(f, _)| *f == fingerprint).map(|(_, s)| s),
+                };
+                let kept = held.or(handed).unwrap_or_else(|| AlarmState::new(periods));
                 let fresh = FiredAlarm { uuid: mint(), start_time_ms: now_ms };
                 let (state, output) = check(kept, matched, periods, fresh);
                 match output {
@@ -226,6 +289,9 @@ impl AlarmEngine {
                         out.recoveries.push(AlarmRecoveryMessage::of(message(&running.rule, &entity, fired, snapshot), now_ms));
                     }
                     None => {}
+                }
+                if state != kept || handed.is_some() {
+                    out.states.push(StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state: Some(state) });
                 }
                 running.entities.insert(entity, EntityState { state, window });
             }

@@ -224,3 +224,63 @@ rules:
     assert!(engine.check(at(101), &values, &mut || AlarmUuid(2)).recoveries.is_empty());
     assert_eq!(engine.check(at(102), &values, &mut || AlarmUuid(3)).recoveries.len(), 1);
 }
+
+/// The owner's states reach a peer before its notifications; when the owner dies and the peer
+/// becomes the entity's owner, it resumes the alarm: no second fire, and the recovery carries
+/// the first fire's uuid. A peer whose rule differs (another fingerprint) starts fresh.
+#[test]
+fn a_new_owner_resumes_a_firing_alarm_from_the_states_it_was_sent() {
+    let text = r#"
+rules:
+  cpu_rule:
+    expression: sum(cpu > 80) >= 1
+    silence-period: 3
+"#;
+    let svc = AlarmEntity::service("s");
+    let (mut owner, mut peer, mut other) = (Run::new(text), Run::new(text), Run::new(&text.replace("silence-period: 3", "silence-period: 4")));
+    owner.values.put("cpu", &svc, 100, 99.0);
+    let checked = owner.engine.check(at(100), &owner.values, &mut || AlarmUuid(1));
+    assert_eq!(checked.firing.len(), 1);
+    assert_eq!(checked.states.len(), 1, "the new FIRING state goes to the peers");
+    peer.engine.adopt(checked.states.clone());
+    other.engine.adopt(checked.states);
+    assert_eq!(peer.engine.kept(), 1);
+    // One more check on the owner (silenced), shared too.
+    owner.values.put("cpu", &svc, 101, 99.0);
+    let checked = owner.engine.check(at(101), &owner.values, &mut || AlarmUuid(2));
+    assert!(checked.firing.is_empty());
+    peer.engine.adopt(checked.states);
+
+    // The owner dies; the peer now gets the entity's values: still above (silenced), then below.
+    peer.next_id = 10;
+    assert!(peer.minute(&svc, 102, Some(99.0)).is_empty(), "no second fire");
+    assert_eq!(peer.engine.kept(), 0, "taken");
+    assert!(peer.minute(&svc, 103, Some(10.0)).is_empty(), "silence still counts");
+    assert_eq!(peer.minute(&svc, 104, Some(10.0)), [format!("recover:{}", id(1))], "the first fire's uuid");
+
+    // A peer running another version of the rule does not take the state.
+    other.next_id = 20;
+    assert_eq!(other.minute(&svc, 102, Some(99.0)), [format!("fire:{}", id(21))]);
+}
+
+#[test]
+fn an_expired_or_reset_entity_is_forgotten_by_the_peers() {
+    let svc = AlarmEntity::service("s");
+    let mut owner = Run::new(SETTINGS);
+    let mut peer = Run::new(SETTINGS);
+    owner.values.put("cpu", &svc, 100, 99.0);
+    owner.values.put("cpu", &svc, 101, 99.0);
+    peer.engine.adopt(owner.engine.check(at(101), &owner.values, &mut || AlarmUuid(1)).states);
+    assert_eq!(peer.engine.kept(), 1);
+    // Period 3: four minutes later the window is empty: the owner drops it and says so.
+    let checked = owner.engine.check(at(105), &owner.values, &mut || AlarmUuid(2));
+    assert_eq!(checked.states.len(), 1);
+    assert_eq!(checked.states[0].state, None);
+    peer.engine.adopt(checked.states);
+    assert_eq!(peer.engine.kept(), 0);
+    // A reset forgets kept states of the rule.
+    peer.engine.adopt(owner.engine.check(at(101), &owner.values, &mut || AlarmUuid(3)).states);
+    assert_eq!(peer.engine.kept(), 1);
+    peer.engine.reset(&BTreeSet::from(["cpu".to_string()]));
+    assert_eq!(peer.engine.kept(), 0);
+}

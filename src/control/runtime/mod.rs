@@ -146,6 +146,9 @@ impl RuleRuntime {
     }
 }
 
+/// Hands a reset's metrics to the peers' alarm rules (without waiting for them).
+pub type AlarmResetPeers = Arc<dyn Fn(BTreeSet<String>) + Send + Sync>;
+
 /// A recorded alarm-window reset: the metrics a rule change named, and the alarm rules that
 /// read one of them (their windows and states were dropped, without a recovery).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,6 +179,8 @@ pub struct Runtime {
     last_alarm_reset: RwLock<Option<AlarmReset>>,
     /// The running alarm rules, once the node has built them.
     alarms: RwLock<Option<crate::control::alarms::SharedAlarms>>,
+    /// Tells the peers' alarm rules about a reset (in a cluster).
+    alarm_reset_peers: RwLock<Option<AlarmResetPeers>>,
     drain_timeout_ms: AtomicU64,
 }
 
@@ -196,6 +201,7 @@ impl Runtime {
             alarm_resets: AtomicU64::new(0),
             last_alarm_reset: RwLock::new(None),
             alarms: RwLock::new(None),
+            alarm_reset_peers: RwLock::new(None),
             drain_timeout_ms: AtomicU64::new(DEFAULT_DRAIN_TIMEOUT.as_millis() as u64),
         }
     }
@@ -363,6 +369,12 @@ impl Runtime {
         *write(&self.alarms) = Some(alarms);
     }
 
+    /// Where a reset goes besides this node's rules: the peers (each entity's alarm state lives
+    /// on its owner).
+    pub fn set_alarm_reset_peers(&self, peers: AlarmResetPeers) {
+        *write(&self.alarm_reset_peers) = Some(peers);
+    }
+
     /// The running alarm rules (none before the node built them).
     pub fn alarms(&self) -> Option<crate::control::alarms::SharedAlarms> {
         read(&self.alarms).clone()
@@ -380,6 +392,9 @@ impl Runtime {
             Some(alarms) => alarms.lock().unwrap_or_else(|p| p.into_inner()).reset(&metrics),
             None => Vec::new(),
         };
+        if let Some(peers) = read(&self.alarm_reset_peers).as_ref() {
+            peers(metrics.clone());
+        }
         tracing::info!(rule = %key, metrics = ?metrics, alarm_rules = ?alarm_rules, "alarm windows reset");
         self.alarm_resets.fetch_add(1, Ordering::SeqCst);
         *write(&self.last_alarm_reset) = Some(AlarmReset { key: key.clone(), metrics, alarm_rules: alarm_rules.clone() });

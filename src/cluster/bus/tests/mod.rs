@@ -115,6 +115,7 @@ impl ScriptedHandler {
             BusRequest::QueryMetrics { .. } => BusResponse::MetricSeries { metrics: vec![], series: vec![] },
             BusRequest::HandOff { records, .. } => BusResponse::HandedOff { through: records.iter().map(|r| r.seq).max().unwrap_or(0) },
             BusRequest::HandoffGeneration => BusResponse::Generation { generation: 1 },
+            BusRequest::AlarmStates { .. } => BusResponse::Ack,
             BusRequest::QueryPartials { .. } => BusResponse::MetricPartials { metrics: vec![], series: vec![], in_flight: Default::default() },
             BusRequest::ListMetrics => BusResponse::MetricList { metrics: vec![] },
             BusRequest::RollNotice { .. } => BusResponse::Ack,
