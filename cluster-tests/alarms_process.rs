@@ -13,13 +13,8 @@
 mod components;
 mod harness;
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Path as UrlPath, State};
 use components::alertmanager::{Alertmanager, require_alertmanager};
 use components::hotrule_node::HotruleNode;
 use harness::wait_until;
@@ -41,33 +36,6 @@ metricsRules:
 /// The same file with `al_peak` reshaped (MAX to MIN): a structural change.
 fn reshaped() -> String {
     RULE.replace("downsampling(MAX)", "downsampling(MIN)")
-}
-
-/// What the webhook receiver got: path → bodies.
-type Received = Arc<Mutex<BTreeMap<String, Vec<Value>>>>;
-
-async fn receive(State(received): State<Received>, UrlPath(path): UrlPath<String>, body: Bytes) -> &'static str {
-    let json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    received.lock().expect("received").entry(path).or_default().push(json);
-    "ok"
-}
-
-/// A webhook receiver on 127.0.0.1 port 0: `POST /{path}` bodies are kept by path.
-async fn webhook_receiver() -> (String, Received) {
-    let received: Received = Arc::default();
-    let app = Router::new().route("/{path}", axum::routing::post(receive)).with_state(received.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (format!("http://{addr}"), received)
-}
-
-/// Every message the receiver got at `path`, flattened (each body is a JSON array).
-fn messages(received: &Received, path: &str) -> Vec<Value> {
-    let received = received.lock().expect("received");
-    received.get(path).map(|bodies| bodies.iter().flat_map(|b| b.as_array().cloned().unwrap_or_default()).collect()).unwrap_or_default()
 }
 
 fn settings(webhook: &str, alertmanager: Option<&str>) -> String {
@@ -135,7 +103,7 @@ async fn alarm_resets(node: &HotruleNode) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alarm_fires_to_a_webhook_and_alertmanager_recovers_and_a_structural_change_resets_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (webhook, received) = webhook_receiver().await;
+    let (webhook, received) = components::webhook::start().await;
     let alertmanager = match require_alertmanager("alarms_process") {
         true => Some(Alertmanager::start(&dir.path().join("alertmanager")).await),
         false => None,
@@ -160,11 +128,11 @@ async fn an_alarm_fires_to_a_webhook_and_alertmanager_recovers_and_a_structural_
     // al_load 110 > 100 and al_peak 110 > 40: both fire. With `silence-period: 0` load_rule
     // stays FIRING and notifies at every check (each with a new uuid), as SkyWalking does.
     wait_until(WAIT, "both rules fired to the webhook", || async {
-        let fired = messages(&received, "fire");
+        let fired = received.messages("fire");
         fired.iter().any(|m| m["ruleName"] == "load_rule") && fired.iter().any(|m| m["ruleName"] == "peak_rule")
     })
     .await;
-    let fired = messages(&received, "fire");
+    let fired = received.messages("fire");
     let load = fired.iter().find(|m| m["ruleName"] == "load_rule").expect("load_rule fired");
     assert_eq!((&load["scope"], &load["scopeId"], &load["name"], &load["id0"]), (&Value::from("SERVICE"), &Value::from(1), &Value::from("s"), &Value::from("cw==.1")));
     assert_eq!(load["alarmMessage"], "Load of s is above 100");
@@ -189,23 +157,23 @@ async fn an_alarm_fires_to_a_webhook_and_alertmanager_recovers_and_a_structural_
     post_rule(&node, &reshaped(), true).await;
     wait_until(WAIT, "alarmResets rises", || async { alarm_resets(&node).await > resets }).await;
     let peak_before_reset: Vec<String> =
-        messages(&received, "fire").iter().filter(|m| m["ruleName"] == "peak_rule").filter_map(|m| m["uuid"].as_str().map(String::from)).collect();
+        received.messages("fire").iter().filter(|m| m["ruleName"] == "peak_rule").filter_map(|m| m["uuid"].as_str().map(String::from)).collect();
     assert!(!peak_before_reset.is_empty());
 
     // A later sample of the minute falls back to 10: load_rule recovers once, with its last
     // fire's uuid.
     push(&node, &sample(10, minute, 3)).await;
     wait_until(WAIT, "load_rule recovered to the webhook's recovery url", || async {
-        messages(&received, "recover").iter().any(|m| m["ruleName"] == "load_rule")
+        received.messages("recover").iter().any(|m| m["ruleName"] == "load_rule")
     })
     .await;
-    let recovered: Vec<Value> = messages(&received, "recover").into_iter().filter(|m| m["ruleName"] == "load_rule").collect();
+    let recovered: Vec<Value> = received.messages("recover").into_iter().filter(|m| m["ruleName"] == "load_rule").collect();
     assert_eq!(recovered.len(), 1, "{recovered:?}");
-    let last_load_fire = messages(&received, "fire").into_iter().filter(|m| m["ruleName"] == "load_rule").last().expect("fires");
+    let last_load_fire = received.messages("fire").into_iter().filter(|m| m["ruleName"] == "load_rule").last().expect("fires");
     assert_eq!(recovered[0]["uuid"], last_load_fire["uuid"], "the recovery names the last fire");
     assert_eq!(recovered[0]["startTime"], last_load_fire["startTime"]);
     assert!(recovered[0]["recoveryTime"].as_i64().is_some_and(|t| t >= minute), "{recovered:?}");
-    let all_recovered = messages(&received, "recover");
+    let all_recovered = received.messages("recover");
     assert!(!all_recovered.iter().any(|m| m["uuid"].as_str().is_some_and(|u| peak_before_reset.iter().any(|p| p == u))), "a reset alarm gets no recovery");
     if let Some(am) = &alertmanager {
         wait_until(WAIT, "Alertmanager resolved load_rule's alert", || async {

@@ -18,6 +18,7 @@ pub mod alertmanager;
 pub mod hotrule_node;
 pub mod prom;
 pub mod scenario;
+pub mod webhook;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,157 @@
+//! Issue 23, exactly once in a cluster, on three real `hotrule serve` processes (loopback
+//! addresses, real gossip, the signed bus, RocksDB): an alarm rule fires once, from the entity's
+//! owner; the owner is killed -9 while the alarm is firing; a survivor becomes the owner and
+//! resumes the alarm from the state the old owner handed it: no second FIRING, and one
+//! recovery, with the first fire's uuid, once the value falls back.
+#![cfg(feature = "rocksdb")]
+
+mod components;
+mod harness;
+
+use std::path::Path;
+use std::process::Child;
+use std::time::Duration;
+
+use harness::wait_until;
+use hotrule::api::client::{AdminClient, with_query};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+const RULE: &str = "\
+expSuffix: service(['svc'], Layer.GENERAL)
+metricPrefix: ac
+metricsRules:
+  - name: load
+    exp: load.sum(['svc']).downsampling(LATEST)
+";
+
+/// Silence 10 checks (10 s at one check a second): the kill, the failover and the fall back
+/// happen inside it, so a repeat fire cannot hide a duplicate.
+fn settings(webhook: &str) -> String {
+    format!(
+        "rules:
+  load_rule:
+    expression: sum(ac_load > 100) >= 1
+    silence-period: 10
+hooks:
+  webhook:
+    test:
+      is-default: true
+      urls: [{webhook}/fire]
+      recovery-urls: [{webhook}/recover]
+"
+    )
+}
+
+struct Member {
+    child: Child,
+    client: AdminClient,
+    data: String,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn spawn(dir: &Path, i: usize, secret: &Path, config: &Path) -> Member {
+    let bin = Path::new(env!("CARGO_BIN_EXE_hotrule"));
+    let (mut command, host) = hotrule::bench::cluster::node_command(bin, dir, 89, i, secret).expect("log file");
+    command.args(["--data-listen", &format!("{host}:12800"), "--config", &format!("file:{}", config.display())]);
+    let child = command.spawn().expect("spawn hotrule");
+    let client = AdminClient::new(&format!("{host}:17128"), None).expect("client").with_timeout(Duration::from_secs(10));
+    wait_until(WAIT, &format!("{host} ready"), || async { client.get("/readyz").await.is_ok_and(|r| r.status.is_success()) }).await;
+    Member { child, client, data: format!("{host}:12800") }
+}
+
+async fn live_count(client: &AdminClient) -> usize {
+    let status = client.get("/cluster/status").await.ok().and_then(|r| r.json()).unwrap_or_default();
+    status["members"].as_array().map_or(0, |m| m.iter().filter(|m| m["live"] == true).count())
+}
+
+async fn push(member: &Member, value: i64, at_ms: i64) {
+    let client = AdminClient::new(&member.data, None).expect("client");
+    let path = with_query("/ingest/prometheus", &[("job", "alarms"), ("instance", "i")]);
+    let reply = client.post(&path, format!("load{{svc=\"s\"}} {value} {at_ms}\n").into_bytes()).await.expect("push");
+    assert_eq!(reply.status.as_u16(), 204, "{}", reply.text());
+}
+
+/// The member whose alarm rules hold the entity `s` (its owner), if exactly one does.
+async fn owner(members: &[Option<Member>]) -> Option<usize> {
+    let mut holders = Vec::new();
+    for (k, member) in members.iter().enumerate() {
+        let Some(member) = member else { continue };
+        let rules: Value = member.client.get("/runtime/alarm/rules").await.ok().and_then(|r| r.json()).unwrap_or_default();
+        if rules["rules"][0]["entities"].as_array().is_some_and(|e| !e.is_empty()) {
+            holders.push(k);
+        }
+    }
+    (holders.len() == 1).then(|| holders[0])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_firing_owner_sends_no_second_fire_and_one_recovery() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (webhook, received) = components::webhook::start().await;
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "alarms-cluster-secret").expect("secret");
+    let alarm_settings = dir.path().join("alarm-settings.yml");
+    std::fs::write(&alarm_settings, settings(&webhook)).expect("settings");
+    let config = dir.path().join("node.yaml");
+    std::fs::write(&config, format!("alarms:\n  settings_file: {}\n  check_interval: 1s\n", alarm_settings.display())).expect("config");
+    let mut members = Vec::new();
+    for i in 1..=3 {
+        members.push(Some(spawn(dir.path(), i, &secret, &config).await));
+    }
+    for member in members.iter().flatten() {
+        wait_until(WAIT, "three live members", || async { live_count(&member.client).await == 3 }).await;
+    }
+    let first = members[0].as_ref().expect("member");
+    let path = with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "alarms")]);
+    let reply = first.client.post(&path, RULE.as_bytes().to_vec()).await.expect("rule");
+    assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
+
+    // A minute with room for the whole scenario (samples at seconds 1 to 4 stay in the past).
+    wait_until(Duration::from_secs(70), "seconds 5 to 25 of a minute", || async {
+        (5_000..25_000).contains(&(hotrule::base::clock::wall_clock_ms() % 60_000))
+    })
+    .await;
+    let minute = hotrule::base::clock::wall_clock_ms() / 60_000 * 60_000;
+    wait_until(WAIT, "the rule runs on every member", || async {
+        let mut running = 0;
+        for member in members.iter().flatten() {
+            let list = member.client.get("/runtime/rule/list").await.ok().and_then(|r| r.json()).unwrap_or_default();
+            running += usize::from(list["rules"].as_array().is_some_and(|r| r.iter().any(|r| r["name"] == "alarms" && r["localState"] == "RUNNING")));
+        }
+        running == 3
+    })
+    .await;
+    push(first, 150, minute + 1_000).await;
+    wait_until(WAIT, "load_rule fired", || async { !received.of_rule("fire", "load_rule").is_empty() }).await;
+    let fired = received.of_rule("fire", "load_rule");
+    assert_eq!(fired.len(), 1, "one fire, from one node: {fired:?}");
+    let uuid = fired[0]["uuid"].clone();
+    wait_until(WAIT, "one member holds the entity", || async { owner(&members).await.is_some() }).await;
+    let owner_k = owner(&members).await.expect("owner");
+    eprintln!("[alarms-cluster] member {owner_k} fired {uuid}; kill -9");
+    members[owner_k] = None;
+
+    let survivors: Vec<usize> = (0..3).filter(|k| *k != owner_k).collect();
+    for &k in &survivors {
+        let member = members[k].as_ref().expect("survivor");
+        wait_until(WAIT, "the survivors hold the owner dead", || async { live_count(&member.client).await == 2 }).await;
+    }
+    // Still above on a survivor (the new owner takes the state: silenced, no fire), then below.
+    let survivor = members[survivors[0]].as_ref().expect("survivor");
+    push(survivor, 140, minute + 2_000).await;
+    wait_until(WAIT, "a survivor resumed the entity", || async { owner(&members).await.is_some() }).await;
+    push(survivor, 10, minute + 4_000).await;
+    wait_until(WAIT, "load_rule recovered", || async { !received.of_rule("recover", "load_rule").is_empty() }).await;
+    let recovered = received.of_rule("recover", "load_rule");
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    assert_eq!(recovered[0]["uuid"], uuid, "the recovery names the first fire");
+    assert_eq!(received.of_rule("fire", "load_rule").len(), 1, "no second FIRING: {:?}", received.of_rule("fire", "load_rule"));
+}
