@@ -154,7 +154,8 @@ async fn an_alarm_fires_to_a_webhook_and_alertmanager_recovers_and_a_structural_
     // A structural change of al_peak (MAX to MIN) resets peak_rule: its alarms so far never
     // get a recovery.
     let resets = alarm_resets(&node).await;
-    post_rule(&node, &reshaped(), true).await;
+    let answer = post_rule(&node, &reshaped(), true).await;
+    assert!(answer["message"].as_str().is_some_and(|m| m.contains("alarm rules reset: peak_rule")), "the apply names the alarm rule it reset: {answer}");
     wait_until(WAIT, "alarmResets rises", || async { alarm_resets(&node).await > resets }).await;
     let peak_before_reset: Vec<String> =
         received.messages("fire").iter().filter(|m| m["ruleName"] == "peak_rule").filter_map(|m| m["uuid"].as_str().map(String::from)).collect();

@@ -235,10 +235,10 @@ impl Workflow {
         self.runtime.resume(&key, crate::control::runtime::Origin::SelfOrigin);
         self.peers.resume_all(&key).await;
         let note = super::replicas_note(self.peers.replicas_required(), confirmed);
-        self.runtime.reset_alarm_windows(&key, classification.alarm_reset());
+        let alarms = super::alarm_reset_note(&self.runtime.reset_alarm_windows(&key, classification.alarm_reset()));
         self.apply_phase(&apply_id, Phase::Applied);
         let layers = layer_step.changes.note();
-        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{layers}{note}", classification.summary()))
+        Outcome::new(ApplyStatus::StructuralApplied, format!("{}{layers}{alarms}{note}", classification.summary()))
             .at(&entry.revision)
             .with_apply_id(&apply_id)
     }

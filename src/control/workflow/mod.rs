@@ -417,6 +417,14 @@ pub fn replicas_note(required: usize, confirmed: usize) -> String {
     format!("; held by {confirmed} peer(s), {required} required")
 }
 
+/// What an apply's message says of the alarm rules its reset reached (nothing when none).
+fn alarm_reset_note(rules: &[String]) -> String {
+    match rules {
+        [] => String::new(),
+        rules => format!("; alarm rules reset: {}", rules.join(", ")),
+    }
+}
+
 /// Keys every metric of a file, for alarm resets on teardown.
 fn all_names(compiled: &Compiled) -> std::collections::BTreeSet<String> {
     crate::control::rules::classify::Claims::of(compiled).names()

@@ -63,12 +63,12 @@ impl Workflow {
         self.runtime.unload(key);
         self.runtime.resume(key, Origin::SelfOrigin);
         let note = self.announce(&entry, &prior).await;
-        self.runtime.reset_alarm_windows(key, compiled.as_ref().map(all_names).unwrap_or_default());
+        let alarms = super::alarm_reset_note(&self.runtime.reset_alarm_windows(key, compiled.as_ref().map(all_names).unwrap_or_default()));
         if static_tombstone {
-            Outcome::new(ApplyStatus::StaticTombstoned, format!("bundled rule {key} tombstoned; its measures are kept{note}"))
+            Outcome::new(ApplyStatus::StaticTombstoned, format!("bundled rule {key} tombstoned; its measures are kept{alarms}{note}"))
                 .at(&entry.revision)
         } else {
-            Outcome::new(ApplyStatus::Inactivated, format!("{key} inactivated; its measures are kept{note}")).at(&entry.revision)
+            Outcome::new(ApplyStatus::Inactivated, format!("{key} inactivated; its measures are kept{alarms}{note}")).at(&entry.revision)
         }
     }
 
@@ -146,9 +146,9 @@ impl Workflow {
         self.runtime.install(key, loaded_rule(compiled, bundled.hash.clone(), None, LoaderKind::Bundled), BTreeSet::new());
         self.runtime.resume(key, Origin::SelfOrigin);
         let note = self.announce(&tombstone, prior).await;
-        self.runtime.reset_alarm_windows(key, reset);
+        let alarms = super::alarm_reset_note(&self.runtime.reset_alarm_windows(key, reset));
         self.apply_phase(&apply_id, Phase::Applied);
-        Outcome::new(ApplyStatus::RevertedToBundled, format!("{key} now runs its bundled file{note}"))
+        Outcome::new(ApplyStatus::RevertedToBundled, format!("{key} now runs its bundled file{alarms}{note}"))
             .at(&tombstone.revision)
             .with_apply_id(&apply_id)
     }
