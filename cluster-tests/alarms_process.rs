@@ -1,4 +1,5 @@
-//! Issue 23 on a real `hotrule serve` process: `alarm-settings.yml` from the node's config, a
+//! Issue 23 on a real `hotrule serve` process (two scenarios; the second scrapes Debian's
+//! node_exporter into the bundled `vm.yaml`): `alarm-settings.yml` from the node's config, a
 //! MAL rule pushed at runtime, samples pushed to the data port, and an alarm rule on the
 //! computed metric that fires to a webhook receiver and to a real Alertmanager (Debian's
 //! `prometheus-alertmanager`; without it that part prints why and is skipped), then recovers
@@ -182,4 +183,86 @@ async fn an_alarm_fires_to_a_webhook_and_alertmanager_recovers_and_a_structural_
         })
         .await;
     }
+}
+
+/// The issue's "Show": Debian's node_exporter scraped into the bundled `vm.yaml`, an alarm rule on
+/// `meter_vm_cpu_total_percentage` with its threshold set to trip; it fires to the webhook and to
+/// a real Alertmanager. A structural change of `vm.yaml` (the metric's function) resets it: the
+/// apply names the rule, `alarmResets` rises, the first alarm never recovers, and the rule
+/// starts fresh (its next fire has a new uuid). The recovery path is the test above.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_exporter_cpu_trips_an_alarm_and_a_vm_yaml_change_resets_it() {
+    let test = "node_exporter_cpu_trips_an_alarm";
+    if !components::require(test, &["prometheus-node-exporter"]) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (webhook, received) = components::webhook::start().await;
+    let alertmanager = match require_alertmanager(test) {
+        true => Some(Alertmanager::start(&dir.path().join("alertmanager")).await),
+        false => None,
+    };
+    let (am_hook, am_section) = match &alertmanager {
+        Some(am) => (", alertmanager.am", format!("  alertmanager:\n    am:\n      urls: [{}]\n", am.url())),
+        None => ("", String::new()),
+    };
+    let settings = format!(
+        "rules:
+  vm_cpu_rule:
+    expression: sum(meter_vm_cpu_total_percentage >= 0) >= 1
+    silence-period: 1000
+    message: CPU of {{name}} trips the test threshold
+    hooks: [webhook.test{am_hook}]
+hooks:
+  webhook:
+    test:
+      urls: [{webhook}/fire]
+      recovery-urls: [{webhook}/recover]
+{am_section}"
+    );
+    let settings_file = dir.path().join("alarm-settings.yml");
+    std::fs::write(&settings_file, settings).expect("settings");
+    let exporter = components::NodeExporter::start(&dir.path().join("exporter")).await;
+    let job = components::ScrapeJob {
+        job_name: components::scenario::VM_JOB.into(),
+        targets: vec![exporter.target()],
+        labels: components::scenario::vm_labels("vm-e2e"),
+    };
+    let config = format!(
+        "{}alarms:\n  settings_file: {}\n  check_interval: 1s\n",
+        components::hotrule_node::node_config(&[job], None),
+        settings_file.display()
+    );
+    let rules = dir.path().join("rules");
+    std::fs::create_dir_all(rules.join("otel-rules")).expect("rules dir");
+    let vm = components::bundled_vm_yaml();
+    std::fs::write(rules.join("otel-rules/vm.yaml"), &vm).expect("vm.yaml");
+    let node = HotruleNode::start(&dir.path().join("node"), &rules, &config, &[]).await;
+
+    wait_until(Duration::from_secs(120), "vm_cpu_rule fired to the webhook", || async { !received.of_rule("fire", "vm_cpu_rule").is_empty() }).await;
+    let first = received.of_rule("fire", "vm_cpu_rule")[0].clone();
+    assert_eq!((&first["name"], &first["scope"]), (&Value::from("vm-e2e"), &Value::from("SERVICE")), "{first}");
+    assert_eq!(first["alarmMessage"], "CPU of vm-e2e trips the test threshold");
+    assert!(first["mqeMetricsSnapshot"]["meter_vm_cpu_total_percentage"].is_string(), "{first}");
+    if let Some(am) = &alertmanager {
+        wait_until(WAIT, "Alertmanager holds vm_cpu_rule's alert", || async {
+            am.alerts().await.is_some_and(|alerts| alerts.iter().any(|a| a["labels"]["alertname"] == "vm_cpu_rule" && a["labels"]["name"] == "vm-e2e"))
+        })
+        .await;
+    }
+
+    let resets = alarm_resets(&node).await;
+    let cpu_line = "sum(['node_identifier_host_name']).rate('PT1M')\n  - name: cpu_average_used";
+    assert!(vm.contains(cpu_line), "vm.yaml's cpu_total_percentage line");
+    let changed = vm.replace(cpu_line, "sum(['node_identifier_host_name']).rate('PT1M').downsampling(MAX)\n  - name: cpu_average_used");
+    let (status, answer, text) =
+        node.post("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "vm"), ("allowStorageChange", "true")], &changed).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(answer["message"].as_str().is_some_and(|m| m.contains("alarm rules reset: vm_cpu_rule")), "{answer}");
+    assert!(alarm_resets(&node).await > resets);
+    // Fresh: the next fire has a new uuid; the first alarm is never recovered.
+    wait_until(Duration::from_secs(120), "vm_cpu_rule fired again after the reset", || async { received.of_rule("fire", "vm_cpu_rule").len() >= 2 }).await;
+    let fires = received.of_rule("fire", "vm_cpu_rule");
+    assert_ne!(fires[1]["uuid"], first["uuid"]);
+    assert!(!received.messages("recover").iter().any(|m| m["uuid"] == first["uuid"]), "no recovery for a reset alarm");
 }
