@@ -290,8 +290,16 @@ impl AlarmEngine {
                     }
                     None => {}
                 }
-                if state != kept || handed.is_some() {
-                    out.states.push(StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state: Some(state) });
+                // NORMAL is what a new owner starts from anyway (its countdowns only drift, and a
+                // match fires whatever they are): peers keep only the other states.
+                let shared = match (kept.phase, state.phase) {
+                    (AlarmPhase::Normal, AlarmPhase::Normal) => None,
+                    (_, AlarmPhase::Normal) => Some(None),
+                    _ if state != kept || handed.is_some() => Some(Some(state)),
+                    _ => None,
+                };
+                if let Some(state) = shared {
+                    out.states.push(StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state });
                 }
                 running.entities.insert(entity, EntityState { state, window });
             }

@@ -278,6 +278,12 @@ fn an_expired_or_reset_entity_is_forgotten_by_the_peers() {
     assert_eq!(checked.states[0].state, None);
     peer.engine.adopt(checked.states);
     assert_eq!(peer.engine.kept(), 0);
+    // A NORMAL entity is not shared at every check (its countdowns drift).
+    let quiet = AlarmEntity::service("quiet");
+    owner.values.put("cpu", &quiet, 110, 10.0);
+    owner.values.put("cpu", &quiet, 111, 10.0);
+    assert!(owner.engine.check(at(110), &owner.values, &mut || AlarmUuid(4)).states.iter().all(|r| r.entity != quiet));
+    assert!(owner.engine.check(at(111), &owner.values, &mut || AlarmUuid(5)).states.iter().all(|r| r.entity != quiet));
     // A reset forgets kept states of the rule.
     peer.engine.adopt(owner.engine.check(at(101), &owner.values, &mut || AlarmUuid(3)).states);
     assert_eq!(peer.engine.kept(), 1);
