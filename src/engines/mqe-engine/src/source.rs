@@ -178,6 +178,10 @@ impl MemSource {
     }
     /// Declares a common metric (so it exists even with no points).
     pub fn declare_common(&mut self, name: &str) {
+        // Looked up first: `entry` would allocate the name on every point set.
+        if self.metrics.contains_key(name) {
+            return;
+        }
         self.metrics.entry(name.to_string()).or_insert_with(|| MemMetric::Common(BTreeMap::new()));
     }
     /// Sets a common metric's value at a point.
@@ -189,6 +193,9 @@ impl MemSource {
     }
     /// Declares a labeled metric.
     pub fn declare_labeled(&mut self, name: &str) {
+        if self.metrics.contains_key(name) {
+            return;
+        }
         self.metrics.entry(name.to_string()).or_insert_with(|| MemMetric::Labeled(Vec::new()));
     }
     /// Sets a labeled metric's value for a label set at a point (labels are stored sorted by key).
