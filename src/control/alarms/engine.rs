@@ -228,7 +228,8 @@ impl AlarmEngine {
                 out.windows += 1;
                 let matched = evaluate_window(expr, &running.rule, &window, now);
                 let periods = running.rule.periods;
-                let kept = running.entities.get(entity).map_or_else(|| AlarmState::new(periods), |e| e.state);
+                let kept_state = running.entities.get_mut(entity);
+                let kept = kept_state.as_ref().map_or_else(|| AlarmState::new(periods), |e| e.state);
                 let fresh = FiredAlarm { uuid: mint(), start_time_ms: now_ms };
                 let (state, output) = check(kept, matched, periods, fresh);
                 // The metrics' values, only for a window that sends something.
@@ -240,7 +241,7 @@ impl AlarmEngine {
                     }
                     None => {}
                 }
-                match running.entities.get_mut(entity) {
+                match kept_state {
                     Some(kept) => *kept = EntityState { state, window },
                     None => {
                         running.entities.insert(entity.clone(), EntityState { state, window });
@@ -341,8 +342,20 @@ impl<'r> EntityIndex<'r> {
 /// Whether the expression matched over one window.
 fn evaluate_window(expr: &Expr, rule: &AlarmRule, window: &Window, now: EpochMinute) -> bool {
     let mut source = MemSource::new();
+    let mut common = Vec::new();
     for metric in &rule.metrics {
-        for (minute, value) in window.series(metric) {
+        let series = window.series(metric);
+        // Only common values (the usual case): set in one call, as one `set` per point would.
+        if series.iter().all(|(_, value)| !matches!(value, Some(MetricValue::Labeled(_)))) {
+            common.clear();
+            common.extend(series.iter().filter_map(|(minute, value)| match value {
+                Some(MetricValue::Single(v)) => Some((minute.0.saturating_mul(60_000), *v)),
+                _ => None,
+            }));
+            source.set_points(metric, &common);
+            continue;
+        }
+        for (minute, value) in series {
             let ts = minute.0.saturating_mul(60_000);
             match value {
                 Some(MetricValue::Single(v)) => source.set(metric, ts, *v),
