@@ -1,5 +1,6 @@
 //! `hotrule bench ...`: the benchmarks recorded in docs/benchmarks.md.
 
+pub mod alarms;
 pub mod alloc;
 mod chaos;
 pub mod cluster;
@@ -172,6 +173,9 @@ pub enum BenchCommand {
     /// round-robin balancer, in one run; the nodes' CPU per accepted sample, and the delay until
     /// a sample's value is in its entity's owner's store.
     Handoff(handoff::HandoffArgs),
+    /// Alarm checks (issue 23): N alarm rules (SkyWalking's shipped shapes) × E services over an
+    /// in-memory source of minute values; wall and CPU time per check. Needs no RocksDB.
+    Alarms(alarms::AlarmsArgs),
     /// The embedded metric store on RocksDB: synced writes of one day of minutes (values/s, one
     /// and several writers), then "one day of one metric at minute steps" reads (p50/p99).
     Store {
@@ -303,6 +307,8 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         BenchCommand::Query { entities, requests } => report(query::run(entities, requests).await),
         BenchCommand::Ingest(args) => report(ingest::run(args).await),
         BenchCommand::Handoff(args) => report(handoff::run(args).await),
+        // CPU-bound on one thread, as `mal`: off the async scheduler's hands.
+        BenchCommand::Alarms(args) => report(tokio::task::block_in_place(|| alarms::run(&args))),
         BenchCommand::Store { dir, metrics, entities, minutes, writers, queries } => {
             let bench = store::StoreBench { metrics, entities, minutes, writers, queries };
             // Blocking storage work with its own threads: off the async scheduler's hands.

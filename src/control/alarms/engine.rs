@@ -26,7 +26,7 @@
 //!   so a firing alarm is neither fired again nor left without its recovery. A kept state is
 //!   taken only by the same rule (same name, expression and periods: [`rule_fingerprint`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -223,6 +223,10 @@ impl AlarmEngine {
                 read.insert(metric.to_string(), values.minute_values(metric, from, now));
             }
         }
+        // The entities of every read, indexed once per check: a rule's windows are then a vector
+        // by index, not a map keyed by cloned entities.
+        let index = EntityIndex::of(&read);
+        let mut windows: Vec<Option<Window>> = Vec::new();
         for running in &mut self.rules {
             let Some(expr) = running.expr.as_ref() else {
                 if let RuleStatus::Error { reason } = &running.status {
@@ -237,20 +241,24 @@ impl AlarmEngine {
                 }
                 continue;
             }
-            let mut windows: BTreeMap<AlarmEntity, Window> = BTreeMap::new();
+            windows.clear();
+            windows.resize(index.entities.len(), None);
+            // Whether the rule's name filters accept an entity, asked once per entity.
+            let mut accepted: Vec<Option<bool>> = vec![None; index.entities.len()];
             let mut failed = None;
             for metric in &running.rule.metrics {
-                match read.get(metric) {
-                    Some(Ok(points)) => {
-                        for (entity, minute, value) in points {
-                            if running.rule.accepts_entity(&entity.name) {
-                                let window = windows.entry(entity.clone()).or_insert_with(|| fresh_window(running.rule.window_size(), now));
-                                window.add(metric, *minute, value.clone());
+                match (read.get(metric), index.points.get(metric.as_str())) {
+                    (Some(Ok(_)), Some(points)) => {
+                        for &(at, minute, value) in points {
+                            let accepts = *accepted[at].get_or_insert_with(|| running.rule.accepts_entity(&index.entities[at].name));
+                            if accepts {
+                                let window = windows[at].get_or_insert_with(|| fresh_window(running.rule.window_size(), now));
+                                window.add(metric, minute, value.clone());
                             }
                         }
                     }
-                    Some(Err(reason)) => failed = Some(reason.clone()),
-                    None => {}
+                    (Some(Err(reason)), _) => failed = Some(reason.clone()),
+                    _ => {}
                 }
             }
             if let Some(reason) = failed {
@@ -261,20 +269,26 @@ impl AlarmEngine {
             let fingerprint = rule_fingerprint(&running.rule);
             let dropped = |entity: &AlarmEntity| StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state: None };
             // Entities whose window emptied expire silently.
-            for entity in running.entities.keys() {
-                if !windows.get(entity).is_some_and(|w| !w.is_expired()) {
-                    out.states.push(dropped(entity));
+            {
+                let live = |entity: &AlarmEntity| index.position(entity).is_some_and(|at| windows[at].as_ref().is_some_and(|w| !w.is_expired()));
+                for entity in running.entities.keys() {
+                    if !live(entity) {
+                        out.states.push(dropped(entity));
+                    }
                 }
+                running.entities.retain(|entity, _| live(entity));
             }
-            running.entities.retain(|entity, _| windows.get(entity).is_some_and(|w| !w.is_expired()));
-            for (entity, window) in windows {
+            // In entity order, as the map of windows was walked.
+            for &at in &index.sorted {
+                let Some(window) = windows[at].take() else { continue };
+                let entity = index.entities[at];
                 if window.is_expired() {
                     continue;
                 }
                 out.windows += 1;
-                let (matched, snapshot) = evaluate_window(expr, &running.rule, &window, now);
+                let matched = evaluate_window(expr, &running.rule, &window, now);
                 let periods = running.rule.periods;
-                let held = running.entities.get(&entity).map(|e| e.state);
+                let held = running.entities.get(entity).map(|e| e.state);
                 // A state a peer kept for this entity (its owner before this node) comes first.
                 let handed = match held {
                     Some(_) => None,
@@ -283,10 +297,12 @@ impl AlarmEngine {
                 let kept = held.or(handed).unwrap_or_else(|| AlarmState::new(periods));
                 let fresh = FiredAlarm { uuid: mint(), start_time_ms: now_ms };
                 let (state, output) = check(kept, matched, periods, fresh);
+                // The metrics' values, only for a window that sends something.
                 match output {
-                    Some(Output::Fire(fired)) => out.firing.push(message(&running.rule, &entity, fired, snapshot)),
+                    Some(Output::Fire(fired)) => out.firing.push(message(&running.rule, entity, fired, snapshot(&running.rule, &window))),
                     Some(Output::Recover(fired)) => {
-                        out.recoveries.push(AlarmRecoveryMessage::of(message(&running.rule, &entity, fired, snapshot), now_ms));
+                        let sent = message(&running.rule, entity, fired, snapshot(&running.rule, &window));
+                        out.recoveries.push(AlarmRecoveryMessage::of(sent, now_ms));
                     }
                     None => {}
                 }
@@ -301,7 +317,12 @@ impl AlarmEngine {
                 if let Some(state) = shared {
                     out.states.push(StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state });
                 }
-                running.entities.insert(entity, EntityState { state, window });
+                match running.entities.get_mut(entity) {
+                    Some(held) => *held = EntityState { state, window },
+                    None => {
+                        running.entities.insert(entity.clone(), EntityState { state, window });
+                    }
+                }
             }
         }
         out
@@ -359,25 +380,92 @@ fn status_of(rule: &AlarmRule, values: &dyn AlarmValues) -> RuleStatus {
     }
 }
 
-/// The expression over one window: whether it matched, and the metrics' values as the message's
-/// `mqeMetricsSnapshot` (metric → JSON of its minute values).
-fn evaluate_window(expr: &Expr, rule: &AlarmRule, window: &Window, now: EpochMinute) -> (bool, BTreeMap<String, String>) {
+/// The entities of one check's reads, each once, by position; each metric's points by position.
+struct EntityIndex<'r> {
+    entities: Vec<&'r AlarmEntity>,
+    /// Positions in entity order.
+    sorted: Vec<usize>,
+    positions: HashMap<&'r AlarmEntity, usize>,
+    /// metric → (entity position, minute, value), in read order.
+    points: HashMap<&'r str, Vec<(usize, EpochMinute, &'r MetricValue)>>,
+}
+
+impl<'r> EntityIndex<'r> {
+    fn of(read: &'r BTreeMap<String, Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>>) -> EntityIndex<'r> {
+        let mut index = EntityIndex { entities: Vec::new(), sorted: Vec::new(), positions: HashMap::new(), points: HashMap::new() };
+        for (metric, result) in read {
+            let Ok(values) = result else { continue };
+            let mut points = Vec::with_capacity(values.len());
+            for (entity, minute, value) in values {
+                let at = *index.positions.entry(entity).or_insert_with(|| {
+                    index.entities.push(entity);
+                    index.entities.len() - 1
+                });
+                points.push((at, *minute, value));
+            }
+            index.points.insert(metric.as_str(), points);
+        }
+        index.sorted = (0..index.entities.len()).collect();
+        index.sorted.sort_unstable_by(|a, b| index.entities[*a].cmp(index.entities[*b]));
+        index
+    }
+
+    fn position(&self, entity: &AlarmEntity) -> Option<usize> {
+        self.positions.get(entity).copied()
+    }
+}
+
+/// Whether the expression matched over one window.
+fn evaluate_window(expr: &Expr, rule: &AlarmRule, window: &Window, now: EpochMinute) -> bool {
     let mut source = MemSource::new();
+    let mut common = Vec::new();
+    for metric in &rule.metrics {
+        let series = window.series(metric);
+        // Only common values (the usual case): set in one call, as one `set` per point would.
+        if series.iter().all(|(_, value)| !matches!(value, Some(MetricValue::Labeled(_)))) {
+            common.clear();
+            common.extend(series.iter().filter_map(|(minute, value)| match value {
+                Some(MetricValue::Single(v)) => Some((minute.0.saturating_mul(60_000), *v)),
+                _ => None,
+            }));
+            source.set_points(metric, &common);
+            continue;
+        }
+        for (minute, value) in series {
+            let ts = minute.0.saturating_mul(60_000);
+            match value {
+                Some(MetricValue::Single(v)) => source.set(metric, ts, *v),
+                Some(MetricValue::Labeled(pairs)) => {
+                    for (key, v) in pairs {
+                        let labels = label_pairs(key);
+                        let refs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                        source.set_labeled(metric, &refs, ts, *v);
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+    let first = EpochMinute(now.0 - i64::from(rule.periods.period) + 1);
+    let duration = Duration::new(first.0.saturating_mul(60_000), now.0.saturating_mul(60_000), Step::Minute);
+    let result = evaluate(expr, &source, &duration);
+    result.error.is_none()
+        && result.result_type == ResultType::SingleValue
+        && result.results.iter().any(|series| series.values.first().and_then(|v| v.value).is_some_and(|v| v == 1.0))
+}
+
+/// The metrics' values over a window as the message's `mqeMetricsSnapshot` (metric → JSON of its
+/// minute values).
+fn snapshot(rule: &AlarmRule, window: &Window) -> BTreeMap<String, String> {
     let mut snapshot = BTreeMap::new();
     for metric in &rule.metrics {
         let mut points = Vec::new();
         for (minute, value) in window.series(metric) {
             let ts = minute.0.saturating_mul(60_000);
             match value {
-                Some(MetricValue::Single(v)) => {
-                    source.set(metric, ts, *v);
-                    points.push(serde_json::json!({"id": ts.to_string(), "value": v}));
-                }
+                Some(MetricValue::Single(v)) => points.push(serde_json::json!({"id": ts.to_string(), "value": v})),
                 Some(MetricValue::Labeled(pairs)) => {
                     for (key, v) in pairs {
-                        let labels = label_pairs(key);
-                        let refs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                        source.set_labeled(metric, &refs, ts, *v);
                         points.push(serde_json::json!({"id": ts.to_string(), "labels": key, "value": v}));
                     }
                 }
@@ -386,13 +474,7 @@ fn evaluate_window(expr: &Expr, rule: &AlarmRule, window: &Window, now: EpochMin
         }
         snapshot.insert(metric.clone(), serde_json::Value::Array(points).to_string());
     }
-    let first = EpochMinute(now.0 - i64::from(rule.periods.period) + 1);
-    let duration = Duration::new(first.0.saturating_mul(60_000), now.0.saturating_mul(60_000), Step::Minute);
-    let result = evaluate(expr, &source, &duration);
-    let matched = result.error.is_none()
-        && result.result_type == ResultType::SingleValue
-        && result.results.iter().any(|series| series.values.first().and_then(|v| v.value).is_some_and(|v| v == 1.0));
-    (matched, snapshot)
+    snapshot
 }
 
 /// A stored label key `k1=v1,k2=v2` as pairs; a part without `=` is the value of label `label`.

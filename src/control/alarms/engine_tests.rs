@@ -290,3 +290,25 @@ fn an_expired_or_reset_entity_is_forgotten_by_the_peers() {
     peer.engine.reset(&BTreeSet::from(["cpu".to_string()]));
     assert_eq!(peer.engine.kept(), 0);
 }
+
+#[test]
+fn fires_come_in_entity_order_whatever_the_read_order_and_carry_the_window() {
+    let text = r#"
+rules:
+  one_rule:
+    expression: sum(cpu > 80) >= 1
+"#;
+    let mut run = Run::new(text);
+    for name in ["c", "a", "b"] {
+        run.values.put("cpu", &AlarmEntity::service(name), 100, 90.0);
+    }
+    run.values.put("cpu", &AlarmEntity::service("d"), 100, 10.0);
+    let checked = run.engine.check(at(100), &run.values, &mut || AlarmUuid(1));
+    assert_eq!(checked.windows, 4);
+    let names: Vec<&str> = checked.firing.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    assert_eq!(checked.firing[0].mqe_metrics_snapshot["cpu"], r#"[{"id":"6000000","value":90.0}]"#);
+    let view = &run.engine.view()[0];
+    assert_eq!(view.entities.len(), 4, "d is kept, NORMAL");
+    assert!(view.entities.iter().all(|(_, s)| s.window.end() == Some(EpochMinute(100))));
+}

@@ -178,6 +178,10 @@ impl MemSource {
     }
     /// Declares a common metric (so it exists even with no points).
     pub fn declare_common(&mut self, name: &str) {
+        // Looked up first: `entry` would allocate the name on every point set.
+        if self.metrics.contains_key(name) {
+            return;
+        }
         self.metrics.entry(name.to_string()).or_insert_with(|| MemMetric::Common(BTreeMap::new()));
     }
     /// Sets a common metric's value at a point.
@@ -187,8 +191,22 @@ impl MemSource {
             m.insert(ts_ms, value);
         }
     }
+    /// Sets a common metric's values at several points: the same as [`MemSource::set`] for each
+    /// in turn (nothing for none), with one lookup of the metric.
+    pub fn set_points(&mut self, name: &str, points: &[(i64, f64)]) {
+        if points.is_empty() {
+            return;
+        }
+        self.declare_common(name);
+        if let Some(MemMetric::Common(m)) = self.metrics.get_mut(name) {
+            m.extend(points.iter().copied());
+        }
+    }
     /// Declares a labeled metric.
     pub fn declare_labeled(&mut self, name: &str) {
+        if self.metrics.contains_key(name) {
+            return;
+        }
         self.metrics.entry(name.to_string()).or_insert_with(|| MemMetric::Labeled(Vec::new()));
     }
     /// Sets a labeled metric's value for a label set at a point (labels are stored sorted by key).
@@ -274,5 +292,29 @@ impl MetricSource for MemSource {
     }
     fn read_baseline(&self, name: &str, kind: BaselineKind, duration: &Duration) -> Result<Option<Vec<Option<f64>>>, SourceError> {
         Ok(self.baselines.get(&(name.to_string(), kind_key(kind))).map(|m| duration.points().iter().map(|p| m.get(p).copied()).collect()))
+    }
+}
+
+#[cfg(test)]
+mod set_points_tests {
+    use super::*;
+
+    #[test]
+    fn set_points_is_set_in_turn() {
+        let mut one = MemSource::new();
+        one.set("m", 60_000, 1.0);
+        one.set("m", 0, 2.0);
+        one.set("m", 60_000, 3.0);
+        let mut many = MemSource::new();
+        many.set_points("m", &[(60_000, 1.0), (0, 2.0), (60_000, 3.0)]);
+        many.set_points("empty", &[]);
+        let d = Duration::new(0, 60_000, Step::Minute);
+        assert_eq!(many.read_values("m", &d), one.read_values("m", &d));
+        assert_eq!(many.read_values("m", &d), Ok(vec![Some(2.0), Some(3.0)]));
+        assert_eq!(many.metric_kind("empty"), None, "no point declares nothing");
+        let mut labeled = MemSource::new();
+        labeled.set_labeled("l", &[("p", "50")], 0, 1.0);
+        labeled.set_points("l", &[(0, 2.0)]);
+        assert_eq!(labeled.metric_kind("l"), Some(MetricKind::Labeled), "the first kind stays, as with set");
     }
 }
