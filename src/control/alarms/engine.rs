@@ -268,11 +268,12 @@ impl AlarmEngine {
             }
             let fingerprint = rule_fingerprint(&running.rule);
             let dropped = |entity: &AlarmEntity| StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state: None };
-            // Entities whose window emptied expire silently.
+            // Entities whose window emptied expire silently (no recovery).
             {
                 let live = |entity: &AlarmEntity| index.position(entity).is_some_and(|at| windows[at].as_ref().is_some_and(|w| !w.is_expired()));
-                for entity in running.entities.keys() {
-                    if !live(entity) {
+                // Peers hold only non-NORMAL states (below): those are the ones to forget.
+                for (entity, held) in &running.entities {
+                    if !live(entity) && held.state.phase != AlarmPhase::Normal {
                         out.states.push(dropped(entity));
                     }
                 }
