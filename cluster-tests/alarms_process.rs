@@ -39,11 +39,20 @@ fn reshaped() -> String {
     RULE.replace("downsampling(MAX)", "downsampling(MIN)")
 }
 
+/// The `hooks:` section (the test webhook, and Alertmanager when there is one) and the hook list
+/// a rule names.
+fn hooks(webhook: &str, alertmanager: Option<&str>) -> (String, String) {
+    let mut section = format!("hooks:\n  webhook:\n    test:\n      urls: [{webhook}/fire]\n      recovery-urls: [{webhook}/recover]\n");
+    let mut names = "webhook.test".to_string();
+    if let Some(url) = alertmanager {
+        section.push_str(&format!("  alertmanager:\n    am:\n      urls: [{url}]\n"));
+        names.push_str(", alertmanager.am");
+    }
+    (section, names)
+}
+
 fn settings(webhook: &str, alertmanager: Option<&str>) -> String {
-    let (am_hook, am_section) = match alertmanager {
-        Some(url) => (", alertmanager.am", format!("  alertmanager:\n    am:\n      urls: [{url}]\n")),
-        None => ("", String::new()),
-    };
+    let (hooks, names) = hooks(webhook, alertmanager);
     format!(
         "rules:
   load_rule:
@@ -53,16 +62,11 @@ fn settings(webhook: &str, alertmanager: Option<&str>) -> String {
     message: Load of {{name}} is above 100
     tags:
       level: WARNING
-    hooks: [webhook.test{am_hook}]
+    hooks: [{names}]
   peak_rule:
     expression: sum(al_peak > 40) >= 1
     hooks: [webhook.test]
-hooks:
-  webhook:
-    test:
-      urls: [{webhook}/fire]
-      recovery-urls: [{webhook}/recover]
-{am_section}"
+{hooks}"
     )
 }
 
@@ -202,23 +206,15 @@ async fn node_exporter_cpu_trips_an_alarm_and_a_vm_yaml_change_resets_it() {
         true => Some(Alertmanager::start(&dir.path().join("alertmanager")).await),
         false => None,
     };
-    let (am_hook, am_section) = match &alertmanager {
-        Some(am) => (", alertmanager.am", format!("  alertmanager:\n    am:\n      urls: [{}]\n", am.url())),
-        None => ("", String::new()),
-    };
+    let (hooks, names) = hooks(&webhook, alertmanager.as_ref().map(|a| a.url()).as_deref());
     let settings = format!(
         "rules:
   vm_cpu_rule:
     expression: sum(meter_vm_cpu_total_percentage >= 0) >= 1
     silence-period: 1000
     message: CPU of {{name}} trips the test threshold
-    hooks: [webhook.test{am_hook}]
-hooks:
-  webhook:
-    test:
-      urls: [{webhook}/fire]
-      recovery-urls: [{webhook}/recover]
-{am_section}"
+    hooks: [{names}]
+{hooks}"
     );
     let settings_file = dir.path().join("alarm-settings.yml");
     std::fs::write(&settings_file, settings).expect("settings");
