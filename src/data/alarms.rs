@@ -25,6 +25,7 @@ use crate::control::alarms::entity::AlarmEntity;
 use crate::control::alarms::hooks::delivery::AlarmNotifier;
 use crate::control::alarms::state::AlarmUuid;
 use crate::control::alarms::window::{EpochMinute, MetricValue};
+use crate::data::alarm_records::AlarmRecordWriter;
 use crate::data::metrics::cells::keys::owner_key;
 use crate::data::metrics::{Entity, Granularity, MetricReader, SeriesFilter, Value};
 
@@ -112,11 +113,19 @@ pub struct AlarmWorker {
     schedule: Schedule,
     /// The minute of the last check (for [`Schedule::EveryMinute`]).
     last_minute: Option<i64>,
+    /// Where each check's firing messages and recoveries are stored (`data::alarm_records`).
+    records: Option<Arc<dyn AlarmRecordWriter>>,
 }
 
 impl AlarmWorker {
     pub fn new(alarms: SharedAlarms, values: Arc<dyn AlarmValues + Send + Sync>, notifier: AlarmNotifier, schedule: Schedule) -> AlarmWorker {
-        AlarmWorker { alarms, values, notifier, schedule, last_minute: None }
+        AlarmWorker { alarms, values, notifier, schedule, last_minute: None, records: None }
+    }
+
+    /// The same worker, storing what each check sends in `records`.
+    pub fn with_records(mut self, records: Arc<dyn AlarmRecordWriter>) -> AlarmWorker {
+        self.records = Some(records);
+        self
     }
 
     /// Whether a check is due at `now_ms`.
@@ -155,6 +164,7 @@ impl AlarmWorker {
         for recovery in &checked.recoveries {
             tracing::info!(rule = %recovery.alarm.rule_name, entity = %recovery.alarm.name, uuid = %recovery.alarm.uuid, "alarm recovered");
         }
+        crate::data::alarm_records::store::record_check(self.records.as_ref(), &checked.firing, &checked.recoveries).await;
         let report = self.notifier.notify(&checked.firing, &checked.recoveries);
         if !report.unknown_hooks.is_empty() {
             tracing::warn!(hooks = ?report.unknown_hooks, "alarm messages name hooks that are not configured");

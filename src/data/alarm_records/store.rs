@@ -149,6 +149,21 @@ impl AlarmRecordReader for AlarmRecordStore {
     }
 }
 
+/// Stores a check's firing messages and recoveries (off the async threads: the write is
+/// synced); a failure is logged, and the notifications go out anyway.
+pub async fn record_check(records: Option<&Arc<dyn AlarmRecordWriter>>, firing: &[AlarmMessage], recoveries: &[AlarmRecoveryMessage]) {
+    let Some(records) = records.cloned() else { return };
+    if firing.is_empty() && recoveries.is_empty() {
+        return;
+    }
+    let (firing, recoveries) = (firing.to_vec(), recoveries.to_vec());
+    match tokio::task::spawn_blocking(move || records.write(&firing, &recoveries)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "alarm records not stored"),
+        Err(e) => tracing::error!(error = %e, "alarm record task failed"),
+    }
+}
+
 /// Runs a retention round every `interval` (a round is one unit).
 pub type AlarmRetentionWorker = series_store::RetentionWorker<AlarmRecordStore>;
 
