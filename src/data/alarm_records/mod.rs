@@ -18,6 +18,8 @@ pub mod store;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod worker_tests;
 
 use std::collections::BTreeMap;
 
