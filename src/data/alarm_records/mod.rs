@@ -85,7 +85,7 @@ impl AlarmRecord {
         filter.scope.as_deref().is_none_or(|scope| scope.eq_ignore_ascii_case(&self.scope))
             && same(&filter.entity_name, &self.name)
             && filter.entity_id.as_deref().is_none_or(|id| id == self.id0 || id == self.id1)
-            && (filter.rules.is_empty() || filter.rules.iter().any(|rule| *rule == self.rule_name))
+            && (filter.rules.is_empty() || filter.rules.contains(&self.rule_name))
             && filter.tags.iter().all(|(key, value)| self.tags.iter().any(|tag| tag.key == *key && tag.value == *value))
             && filter.keyword.as_deref().is_none_or(|keyword| self.alarm_message.contains(keyword))
     }
