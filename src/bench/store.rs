@@ -174,7 +174,7 @@ pub fn run(dir: &Path, bench: &StoreBench) -> Result<(), String> {
     let engine = engine(&path)?;
     // The data is from 2026-01-01: retention long enough that nothing is refused.
     let long = Duration::from_secs(3650 * 86_400);
-    let retention = Retention { minute: long, hour: long, day: long, logs: long };
+    let retention = Retention { minute: long, hour: long, day: long, logs: long, alarms: long };
     let store = Arc::new(MetricStore::open(engine.series(), retention, Arc::new(SelfMetrics::new())).map_err(|e| e.to_string())?);
     let entities: Vec<Entity> = (0..bench.entities).map(entity).collect();
     let per_call = bench.metrics * bench.entities;

@@ -84,6 +84,13 @@ enum Command {
         #[command(subcommand)]
         command: admin::logs::LogsCommand,
     },
+    /// Stored alarm records (`/query/alarms`): list them, or follow new fires and recoveries.
+    Alarms {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        command: admin::alarms::AlarmsCommand,
+    },
     /// Inspect a configuration without running a node.
     Config {
         #[command(subcommand)]
@@ -136,6 +143,10 @@ pub fn run(cli: Cli) -> ExitCode {
             },
             Command::Logs { server, command } => match admin_client(&server) {
                 Ok(client) => exit_code(admin::logs::run(&client, command).await),
+                Err(code) => code,
+            },
+            Command::Alarms { server, command } => match admin_client(&server) {
+                Ok(client) => exit_code(admin::alarms::run(&client, command).await),
                 Err(code) => code,
             },
             Command::Agent { server, command } => agent::run(server, agent::AgentCli::Agent(command)).await,

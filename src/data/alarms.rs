@@ -25,6 +25,7 @@ use crate::control::alarms::entity::AlarmEntity;
 use crate::control::alarms::hooks::delivery::AlarmNotifier;
 use crate::control::alarms::state::AlarmUuid;
 use crate::control::alarms::window::{EpochMinute, MetricValue};
+use crate::data::alarm_records::AlarmRecordWriter;
 use crate::data::metrics::cells::keys::owner_key;
 use crate::data::metrics::{Entity, Granularity, MetricReader, SeriesFilter, Value};
 
@@ -122,17 +123,25 @@ pub struct AlarmWorker {
     last_minute: Option<i64>,
     /// Where changed states go before any notification (none alone).
     peers: Option<Arc<dyn AlarmPeers>>,
+    /// Where each check's firing messages and recoveries are stored (`data::alarm_records`).
+    records: Option<Arc<dyn AlarmRecordWriter>>,
 }
 
 impl AlarmWorker {
     pub fn new(alarms: SharedAlarms, values: Arc<dyn AlarmValues + Send + Sync>, notifier: AlarmNotifier, schedule: Schedule) -> AlarmWorker {
-        AlarmWorker { alarms, values, notifier, schedule, last_minute: None, peers: None }
+        AlarmWorker { alarms, values, notifier, schedule, last_minute: None, peers: None, records: None }
     }
 
     /// The same worker, handing the states each check changes to `peers` before it notifies:
     /// a new owner then resumes a firing alarm instead of firing it again.
     pub fn with_peers(mut self, peers: Arc<dyn AlarmPeers>) -> AlarmWorker {
         self.peers = Some(peers);
+        self
+    }
+
+    /// The same worker, storing what each check sends in `records`.
+    pub fn with_records(mut self, records: Arc<dyn AlarmRecordWriter>) -> AlarmWorker {
+        self.records = Some(records);
         self
     }
 
@@ -178,6 +187,7 @@ impl AlarmWorker {
         {
             peers.share(Vec::new(), checked.states.clone()).await;
         }
+        crate::data::alarm_records::store::record_check(self.records.as_ref(), &checked.firing, &checked.recoveries).await;
         let report = self.notifier.notify(&checked.firing, &checked.recoveries);
         if !report.unknown_hooks.is_empty() {
             tracing::warn!(hooks = ?report.unknown_hooks, "alarm messages name hooks that are not configured");

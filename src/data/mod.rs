@@ -3,6 +3,7 @@
 //! runtime gates; `metrics` and `logs` hold what evaluation writes (both stores over the
 //! `series_store` helpers); `export` sends it on.
 
+pub mod alarm_records;
 pub mod alarms;
 pub mod evaluation;
 pub mod export;

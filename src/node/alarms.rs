@@ -1,5 +1,6 @@
 //! The alarm rules of a node: `alarm-settings.yml` read and validated at the start, the hooks'
-//! delivery, and the worker that checks the rules (`data::alarms`). The runtime gets the running
+//! delivery, and the worker that checks the rules (`data::alarms`) and stores what it sends
+//! (`data::alarm_records`). The runtime gets the running
 //! rules for the contract's resets, and the admin API reads them from there.
 
 use std::sync::{Arc, Mutex};
@@ -15,6 +16,7 @@ use crate::control::alarms::hooks::delivery::hook_delivery;
 use crate::control::alarms::hooks::sender::HttpHookSender;
 use crate::control::alarms::hooks::target::{DeliverySettings, HookTarget};
 use crate::control::alarms::settings::{AlarmSettings, HookConfig};
+use crate::data::alarm_records::AlarmRecordWriter;
 use crate::data::alarms::{AlarmPeers, AlarmWorker, Schedule, StoreValues};
 use crate::data::metrics::MetricReader;
 
@@ -80,14 +82,15 @@ pub(super) fn build(config: &AlarmsConfig) -> Result<AlarmParts, NodeError> {
     Ok(AlarmParts { alarms: Arc::new(Mutex::new(AlarmEngine::new(settings))), targets })
 }
 
-/// Starts the hooks' delivery and the check worker; in a cluster, alarm states and resets go to
-/// the peers over the bus.
+/// Starts the hooks' delivery and the check worker, which stores its messages in `records`; in a
+/// cluster, alarm states and resets go to the peers over the bus.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn spawn(
     workers: &mut WorkerRunner,
     parts: AlarmParts,
     config: &AlarmsConfig,
     reader: Arc<dyn MetricReader>,
+    records: Arc<dyn AlarmRecordWriter>,
     live: &Arc<dyn LiveNodes>,
     cluster: Option<&super::wiring::ClusterParts>,
     runtime: &crate::control::runtime::Runtime,
@@ -99,7 +102,7 @@ pub(super) fn spawn(
     workers.spawn(hook_worker);
     let values = Arc::new(StoreValues { reader, live: live.clone() });
     let schedule = config.check_interval.map_or(Schedule::EveryMinute, Schedule::Every);
-    let mut worker = AlarmWorker::new(parts.alarms, values, notifier, schedule);
+    let mut worker = AlarmWorker::new(parts.alarms, values, notifier, schedule).with_records(records);
     if let Some(cluster) = cluster {
         let peers: Arc<dyn AlarmPeers> = Arc::new(crate::cluster::replication::alarms::BusAlarmPeers { cluster: cluster.cluster.clone() });
         worker = worker.with_peers(peers.clone());

@@ -97,7 +97,8 @@ pub(super) fn admin_state(settings: &NodeSettings, parts: AdminParts<'_>) -> Arc
                 cluster,
                 crate::api::query::QuerySettings::default(),
             )
-            .with_logs(stores.log_store.clone()),
+            .with_logs(stores.log_store.clone())
+            .with_alarms(stores.alarm_store.clone()),
         ),
     })
 }

@@ -1,4 +1,4 @@
-//! The data plane of a node: the metric and log stores (their own key spaces of the node's
+//! The data plane of a node: the metric, log and alarm-record stores (their own key spaces of the node's
 //! database), the exporters, dispatch (evaluation under the runtime's gates) and the receivers.
 
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use crate::base::worker::WorkerRunner;
 use crate::data::evaluation::{Dispatcher, NodeRegistry};
 use crate::data::export::otlp_logs::OtlpLogExporter;
 use crate::data::ingest::Ingest;
+use crate::data::alarm_records::store::AlarmRecordStore;
 use crate::data::logs::records::LogStore;
 use crate::data::metrics::cells::MetricStore;
 use crate::data::metrics::{MetricReader, MetricWriter};
@@ -23,6 +24,8 @@ use super::{NodeError, NodeSettings};
 pub(super) struct DataStores {
     pub(super) metric_store: Arc<MetricStore>,
     pub(super) log_store: Arc<LogStore>,
+    /// Alarm records (the `alarms` key space): the alarm worker writes them, `/query/alarms` reads.
+    pub(super) alarm_store: Arc<AlarmRecordStore>,
     /// What queries and export read.
     pub(super) metric_reader: Arc<dyn MetricReader>,
     /// Where dispatch writes metric values: the store, then the remote-write exporter.
@@ -33,7 +36,7 @@ pub(super) struct DataStores {
     pub(super) exporter: Option<Arc<crate::data::export::Exporter>>,
 }
 
-/// Opens the metric and log stores on `kv` and wires the exporters (their workers on
+/// Opens the metric, log and alarm-record stores on `kv` and wires the exporters (their workers on
 /// `workers`). Queries read the node's store unless `metric_reader` is given (a test's).
 pub(super) fn open_stores(
     kv: &Arc<dyn KvEngine>,
@@ -45,6 +48,7 @@ pub(super) fn open_stores(
 ) -> Result<DataStores, NodeError> {
     let metric_store = Arc::new(MetricStore::open(kv.series(), settings.retention, telemetry.clone())?);
     let log_store = Arc::new(LogStore::open(kv.logs(), settings.retention.logs, telemetry.clone())?);
+    let alarm_store = Arc::new(AlarmRecordStore::open(kv.alarms(), settings.retention.alarms));
     let metric_reader: Arc<dyn MetricReader> = metric_reader.unwrap_or_else(|| metric_store.clone());
     // Dispatch writes the store, then (when configured) the remote-write exporter, which
     // exports the entities this node owns.
@@ -59,7 +63,7 @@ pub(super) fn open_stores(
     // Kept logs also go to the OTLP log exporter when `export.otlp_logs` is set: one more
     // log writer for dispatch, its worker on the node's runner.
     let log_exporter = crate::data::export::otlp_logs::wire(settings.otlp_logs_export.clone(), telemetry.clone(), workers)?;
-    Ok(DataStores { metric_store, log_store, metric_reader, metric_writer, log_exporter, exporter })
+    Ok(DataStores { metric_store, log_store, alarm_store, metric_reader, metric_writer, log_exporter, exporter })
 }
 
 /// Where peers' handoff records are applied: the metric store, then the exporter's marks (the

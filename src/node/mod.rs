@@ -6,7 +6,7 @@
 //! 1. `listeners::prepare`: the caller's listeners (port 0 in tests), the data listener made
 //!    TLS, and the node's id;
 //! 2. `wiring::join_cluster`: gossip membership and the bus, then the workflow's peers;
-//! 3. `data_plane::open_stores`: the metric and log stores and the exporters;
+//! 3. `data_plane::open_stores`: the metric, log and alarm-record stores and the exporters;
 //! 4. `control_plane::build`: management storage, bundled rules, runtime, workflow, scan;
 //! 5. `api::agent_service`, `data_plane::build` (dispatch and the receivers), and
 //!    `api::admin_state`;
@@ -73,6 +73,9 @@ pub struct RunningNode {
     /// The embedded log store (the `logs` key space): dispatch writes kept logs to it (a
     /// `LogWriter`), `/query/logs` reads it.
     pub log_store: Arc<crate::data::logs::records::LogStore>,
+    /// The alarm-record store (the `alarms` key space): the alarm worker writes each check's
+    /// firing messages and recoveries, `/query/alarms` reads them.
+    pub alarm_store: Arc<crate::data::alarm_records::store::AlarmRecordStore>,
     /// The node's own metrics (`/metrics`).
     pub telemetry: Arc<SelfMetrics>,
     /// The OTLP log exporter (`export.otlp_logs`), a [`crate::data::logs::LogWriter`] for kept logs;
@@ -160,7 +163,7 @@ impl RunningNode {
         let scrape = workers::ScrapeParts { live: live.clone(), board: scrape_board };
         workers::spawn_data_workers(&mut workers, &settings, &data.ingest, &stores, scrape);
         workers::spawn_handoff(&mut workers, &stores, &live, cluster.as_ref(), &telemetry);
-        alarms::spawn(&mut workers, alarm_parts, &settings.alarms, stores.metric_reader.clone(), &live, cluster.as_ref(), &control.runtime, &telemetry)?;
+        alarms::spawn(&mut workers, alarm_parts, &settings.alarms, stores.metric_reader.clone(), stores.alarm_store.clone(), &live, cluster.as_ref(), &control.runtime, &telemetry)?;
         workers::spawn_reload(&mut workers, &settings, &control, &state);
         workers::spawn_roller(&mut workers, &settings, &node_id, &control, &state, cluster.as_ref(), seams.roll_worker);
         let mut servers = Servers::new();
@@ -171,6 +174,7 @@ impl RunningNode {
                 metric_reader: stores.metric_reader.clone(),
                 handoff: data_plane::handoff_receiver(&stores, &telemetry),
                 log_reader: stores.log_store.clone(),
+                alarm_reader: stores.alarm_store.clone(),
                 catch_up,
                 notice_worker,
             };
@@ -186,6 +190,7 @@ impl RunningNode {
             boot_report,
             metric_store: stores.metric_store,
             log_store: stores.log_store,
+            alarm_store: stores.alarm_store,
             telemetry,
             log_exporter: stores.log_exporter,
             shutdown,

@@ -21,6 +21,7 @@ use crate::cluster::replication::pulls::PullQueue;
 use crate::cluster::replication::sync::{CatchUp, SyncWorker, Syncer};
 use crate::control::scan::MainView;
 use crate::control::workflow::{NoPeers, Peers};
+use crate::data::alarm_records::AlarmRecordReader;
 use crate::data::logs::LogReader;
 use crate::data::metrics::MetricReader;
 
@@ -132,6 +133,7 @@ pub(super) struct ReplicationParts<'a> {
     pub(super) metric_reader: Arc<dyn MetricReader>,
     pub(super) handoff: Arc<dyn crate::data::metrics::handoff::HandoffReceiver>,
     pub(super) log_reader: Arc<dyn LogReader>,
+    pub(super) alarm_reader: Arc<dyn AlarmRecordReader>,
     pub(super) catch_up: CatchUp,
     pub(super) notice_worker: JobWorker,
 }
@@ -147,7 +149,7 @@ pub(super) async fn start_replication(
     stop: &CancellationToken,
 ) {
     let ClusterParts { cluster, bus_server, memory_network } = parts;
-    let ReplicationParts { control, state, metric_reader, handoff, log_reader, catch_up, notice_worker } = node;
+    let ReplicationParts { control, state, metric_reader, handoff, log_reader, alarm_reader, catch_up, notice_worker } = node;
     workers.spawn(notice_worker);
     let (pulls, pull_requests_rx) = PullQueue::new();
     let syncer = Arc::new(Syncer {
@@ -160,7 +162,8 @@ pub(super) async fn start_replication(
     workers.spawn(SyncWorker::new(syncer, pull_requests_rx));
 
     // The bus, then readiness in gossip.
-    let handler = bus_handler(&cluster, state, &control.locks, pulls, Some(metric_reader), Some(handoff), Some(log_reader));
+    let stores = BusStores { metrics: Some(metric_reader), handoff: Some(handoff), logs: Some(log_reader), alarms: Some(alarm_reader) };
+    let handler = bus_handler(&cluster, state, &control.locks, pulls, stores);
     match (bus_server, &memory_network) {
         (Some((listener, gate)), _) => {
             let router = crate::cluster::bus::router_with_gate(handler, gate);
@@ -184,10 +187,9 @@ fn bus_handler(
     state: &Arc<AdminState>,
     locks: &Arc<crate::control::runtime::locks::FileLocks>,
     pulls: PullQueue,
-    metrics: Option<Arc<dyn MetricReader>>,
-    handoff: Option<Arc<dyn crate::data::metrics::handoff::HandoffReceiver>>,
-    logs: Option<Arc<dyn LogReader>>,
+    stores: BusStores,
 ) -> Arc<dyn crate::cluster::bus::BusHandler> {
+    let BusStores { metrics, handoff, logs, alarms } = stores;
     Arc::new(NodeBusHandler {
         cluster: cluster.clone(),
         store: state.store.clone(),
@@ -212,7 +214,16 @@ fn bus_handler(
         metrics,
         handoff,
         logs,
+        alarms,
     })
+}
+
+/// The data stores peers read (cluster-wide queries) or write (handoff) over the bus.
+struct BusStores {
+    metrics: Option<Arc<dyn MetricReader>>,
+    handoff: Option<Arc<dyn crate::data::metrics::handoff::HandoffReceiver>>,
+    logs: Option<Arc<dyn LogReader>>,
+    alarms: Option<Arc<dyn AlarmRecordReader>>,
 }
 
 /// The live set the data plane divides work by: gossip's in a cluster, this node alone

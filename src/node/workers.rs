@@ -42,7 +42,7 @@ pub(super) struct ScrapeParts {
 }
 
 /// The data plane's workers: the scrape jobs (when any; each target scraped by its owner among
-/// the live nodes), metric and log retention.
+/// the live nodes), metric, log and alarm-record retention.
 pub(super) fn spawn_data_workers(
     workers: &mut WorkerRunner,
     settings: &NodeSettings,
@@ -60,6 +60,10 @@ pub(super) fn spawn_data_workers(
     workers.spawn(crate::data::logs::records::retention::LogRetentionWorker::new(
         stores.log_store.clone(),
         crate::data::logs::records::retention::RETENTION_INTERVAL,
+    ));
+    workers.spawn(crate::data::alarm_records::store::AlarmRetentionWorker::new(
+        stores.alarm_store.clone(),
+        crate::data::alarm_records::store::RETENTION_INTERVAL,
     ));
 }
 

@@ -38,6 +38,8 @@ pub trait KvEngine: Send + Sync + 'static {
     /// The kept-log key space of the same database (same operations as the series space, its
     /// own column family `logs`).
     fn logs(&self) -> Arc<dyn SeriesKv>;
+    /// The alarm-record key space of the same database (its own column family `alarms`).
+    fn alarms(&self) -> Arc<dyn SeriesKv>;
 }
 
 /// The in-memory twin of the embedded database, with switchable read and write failures.
@@ -48,6 +50,7 @@ pub struct MemKv {
     fail_writes: AtomicBool,
     series: Arc<MemSeriesKv>,
     logs: Arc<MemSeriesKv>,
+    alarms: Arc<MemSeriesKv>,
 }
 
 impl MemKv {
@@ -125,6 +128,10 @@ impl KvEngine for MemKv {
     fn logs(&self) -> Arc<dyn SeriesKv> {
         self.logs.clone()
     }
+
+    fn alarms(&self) -> Arc<dyn SeriesKv> {
+        self.alarms.clone()
+    }
 }
 
 /// RocksDB, through the one crate that links it.
@@ -170,5 +177,9 @@ impl KvEngine for RocksEngine {
 
     fn logs(&self) -> Arc<dyn SeriesKv> {
         Arc::new(super::series::RocksSeries { db: self.db.clone(), cf: hotrule_kv_rocksdb::LOGS_CF })
+    }
+
+    fn alarms(&self) -> Arc<dyn SeriesKv> {
+        Arc::new(super::series::RocksSeries { db: self.db.clone(), cf: hotrule_kv_rocksdb::ALARMS_CF })
     }
 }

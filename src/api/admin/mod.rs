@@ -220,10 +220,11 @@ pub fn router(state: Arc<AdminState>) -> Router {
     // repeated-parameter refusal, behind the same token.
     let prometheus = crate::api::query::prom_api::router(state.query.clone())
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
-    // `/query/logs` takes `tag` repeatedly, so it is outside the repeated-parameter refusal (it
-    // refuses other repeats itself), behind the same token.
+    // `/query/logs` and `/query/alarms` take `tag` (and `rule`) repeatedly, so they are outside
+    // the repeated-parameter refusal (they refuse other repeats themselves), behind the same token.
     let logs = Router::new()
         .route("/query/logs", get(query::logs))
+        .route("/query/alarms", get(query::alarms))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     Router::new()
         .route("/healthz", get(healthz))

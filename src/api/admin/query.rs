@@ -1,6 +1,6 @@
 //! The metric query JSON routes (`/query/metrics`, `/query/metrics/list`,
-//! `/query/metrics/entities`) and `/query/logs`: thin handlers over `query::json_api` and
-//! `query::logs_api`, answering errors with the admin API's `applyStatus` body. The Prometheus
+//! `/query/metrics/entities`), `/query/logs` and `/query/alarms`: thin handlers over
+//! `query::json_api`, `query::logs_api` and `query::alarms_api`, answering errors with the admin API's `applyStatus` body. The Prometheus
 //! API routes are `query::prom_api`'s own router, mounted by [`super::router`] behind the same
 //! token.
 
@@ -37,6 +37,15 @@ pub async fn entities(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Re
 pub async fn logs(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Response {
     match raw {
         Ok(axum::extract::Query(pairs)) => answer(crate::api::query::logs_api::logs(&state.query, &pairs).await),
+        Err(e) => outcome_response(&crate::control::outcome::Outcome::new(crate::control::outcome::ApplyStatus::InvalidParameter, format!("query string: {e}")), "", ""),
+    }
+}
+
+/// `GET /query/alarms`: its parameters (`rule` and `tag` repeat) are checked by
+/// `query::alarms_api`.
+pub async fn alarms(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Response {
+    match raw {
+        Ok(axum::extract::Query(pairs)) => answer(crate::api::query::alarms_api::alarms(&state.query, &pairs).await),
         Err(e) => outcome_response(&crate::control::outcome::Outcome::new(crate::control::outcome::ApplyStatus::InvalidParameter, format!("query string: {e}")), "", ""),
     }
 }

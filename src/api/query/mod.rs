@@ -9,15 +9,18 @@
 //!
 //! - `/query/logs` ([`logs_api`]): the kept logs of the node's log store (with `cluster=true`,
 //!   of every live node's, merged by time), filtered and paged.
+//! - `/query/alarms` ([`alarms_api`]): the stored alarm records (by default on a clustered node,
+//!   every live node's, merged newest first), filtered and paged as SkyWalking's `queryAlarms`.
 //!
 //! Reads go to the node's [`MetricReader`] (off the async threads) and, for a cluster-wide read,
-//! to every live peer over the bus (`QueryPartials` / `ListMetrics` / `QueryLogs`) with a
+//! to every live peer over the bus (`QueryPartials` / `ListMetrics` / `QueryLogs` / `QueryAlarms`) with a
 //! per-node deadline. A peer that does not answer in time is named in the answer (`partial` /
 //! `warnings`), never waited for. Several nodes' cells merge exactly, by each metric's
 //! downsampling function, before they are finalized (`data::metrics::partial`); their logs
 //! merge by time ([`logs_api::cluster`]).
 //! The pure parts (parsing, matching, evaluation, merging) have no IO.
 
+pub mod alarms_api;
 pub mod json_api;
 mod lexer;
 pub mod logs_api;
@@ -79,6 +82,10 @@ pub enum QueryError {
     NoLogStorage,
     #[error("reading the log store: {0}")]
     LogStore(#[from] crate::data::logs::LogStoreError),
+    #[error("this node has no alarm-record storage configured")]
+    NoAlarmStorage,
+    #[error("reading the alarm-record store: {0}")]
+    AlarmStore(#[from] crate::data::alarm_records::AlarmRecordError),
 }
 
 /// Where a read goes: this node only, or every live node with a per-peer deadline.
@@ -119,16 +126,24 @@ pub struct QueryService {
     pub settings: QuerySettings,
     /// The node's log store (`/query/logs`); none: that route answers `storage_unavailable`.
     logs: Option<Arc<dyn crate::data::logs::LogReader>>,
+    /// The node's alarm records (`/query/alarms`); none: that route answers `storage_unavailable`.
+    alarms: Option<Arc<dyn crate::data::alarm_records::AlarmRecordReader>>,
 }
 
 impl QueryService {
     pub fn new(node_id: NodeId, reader: Option<Arc<dyn MetricReader>>, cluster: Option<Arc<Cluster>>, settings: QuerySettings) -> QueryService {
-        QueryService { node_id, reader, cluster, settings, logs: None }
+        QueryService { node_id, reader, cluster, settings, logs: None, alarms: None }
     }
 
     /// The same service, reading logs from `logs`.
     pub fn with_logs(mut self, logs: Arc<dyn crate::data::logs::LogReader>) -> QueryService {
         self.logs = Some(logs);
+        self
+    }
+
+    /// The same service, reading alarm records from `alarms`.
+    pub fn with_alarms(mut self, alarms: Arc<dyn crate::data::alarm_records::AlarmRecordReader>) -> QueryService {
+        self.alarms = Some(alarms);
         self
     }
 

@@ -81,8 +81,8 @@ impl ApiError {
 impl From<QueryError> for ApiError {
     fn from(e: QueryError) -> ApiError {
         let kind = match e {
-            QueryError::NoStorage | QueryError::NoLogStorage => ErrorType::Unavailable,
-            QueryError::Store(_) | QueryError::LogStore(_) => ErrorType::Execution,
+            QueryError::NoStorage | QueryError::NoLogStorage | QueryError::NoAlarmStorage => ErrorType::Unavailable,
+            QueryError::Store(_) | QueryError::LogStore(_) | QueryError::AlarmStore(_) => ErrorType::Execution,
             QueryError::Task(_) => ErrorType::Internal,
         };
         ApiError(kind, e.to_string())

@@ -72,7 +72,7 @@ pub struct Tail {
     partial: Vec<String>,
 }
 
-fn bad_flag(flag: &str, value: &str, why: impl std::fmt::Display) -> CliError {
+pub(super) fn bad_flag(flag: &str, value: &str, why: impl std::fmt::Display) -> CliError {
     CliError::Server { status: 400, apply_status: "invalid_parameter".into(), message: format!("{flag} {value:?}: {why}") }
 }
 
@@ -204,7 +204,7 @@ fn report_partial(body: &Value, reported: &mut Vec<String>) {
     }
 }
 
-fn write_out(out: &mut dyn Write, text: &str) {
+pub(super) fn write_out(out: &mut dyn Write, text: &str) {
     // A closed stdout (`| head`) ends nothing here; the next write fails the same way.
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::BusError;
+use super::alarm_query::AlarmRecordWire;
 use super::log_query::{LogQuery, StoredLogWire};
 use super::query::{InFlightWire, MetricInfoWire, MetricQuery, PartialSeriesWire, SeriesWire};
 use crate::base::ids::{ContentHash, NodeId, Revision, RuleKey};
@@ -25,7 +26,8 @@ use crate::store::{EntryStatus, RuleEntry};
 /// node without them refuses only them (an undecodable call), which the asker counts as no answer.
 /// Version 3: `NotifyCommitted` says whether the peer's answer is a counted confirmation
 /// (`durable`), and `Replicate`/`Replicated` batch prepares and commit notices.
-/// The log-query messages (`QueryLogs`, `Logs`) are appended variants too.
+/// The log-query messages (`QueryLogs`, `Logs`) are appended variants too, and so are the
+/// alarm-record ones (`QueryAlarms`, `Alarms`).
 pub const BUS_FORMAT_VERSION: u8 = 3;
 
 /// The largest encoded message accepted in either direction (64 MiB): a full `Entries` answer
@@ -237,6 +239,9 @@ pub enum BusRequest {
     /// Alarm states an owner's check changed, sent to every peer before its notifications, and
     /// the metrics of a rule change whose alarm windows reset (`control::alarms::engine`). → `Ack`
     AlarmStates { sender: NodeId, reset: Vec<String>, states: Vec<crate::control::alarms::engine::StateRecord> },
+    /// The page of the peer's alarm records for a cluster-wide `/query/alarms`: the peer's
+    /// first `skip + limit` matches (the asker merges and pages). → `Alarms`
+    QueryAlarms { filter: crate::data::alarm_records::AlarmFilter },
 }
 
 /// One item of a [`BusRequest::Replicate`]: what a `Prepare` or a `NotifyCommitted` carries
@@ -291,6 +296,7 @@ impl BusRequest {
             BusRequest::QueryLogs { .. } => "query_logs",
             BusRequest::HandoffGeneration => "handoff_generation",
             BusRequest::AlarmStates { .. } => "alarm_states",
+            BusRequest::QueryAlarms { .. } => "query_alarms",
         }
     }
 }
@@ -366,6 +372,8 @@ pub enum BusResponse {
     Logs { logs: Vec<StoredLogWire> },
     /// The answer to `HandoffGeneration`.
     Generation { generation: u64 },
+    /// The answer to `QueryAlarms`: the peer's page, newest first, and its count of matches.
+    Alarms { records: Vec<AlarmRecordWire>, total: u64 },
 }
 
 impl BusResponse {
@@ -391,6 +399,7 @@ impl BusResponse {
             BusResponse::HandedOff { .. } => "handed_off",
             BusResponse::Logs { .. } => "logs",
             BusResponse::Generation { .. } => "generation",
+            BusResponse::Alarms { .. } => "alarms",
         }
     }
 }
@@ -621,6 +630,20 @@ pub(crate) mod tests {
                     oldest_first: true,
                 },
             },
+            BusRequest::QueryAlarms {
+                filter: crate::data::alarm_records::AlarmFilter {
+                    start_ms: -1,
+                    end_ms: 2,
+                    scope: Some("SERVICE".into()),
+                    entity_name: Some("checkout".into()),
+                    entity_id: None,
+                    rules: vec!["a_rule".into(), "b_rule".into()],
+                    tags: vec![("level".into(), "WARNING".into())],
+                    keyword: Some("é".into()),
+                    skip: 20,
+                    limit: 20,
+                },
+            },
         ]
     }
 
@@ -698,6 +721,10 @@ pub(crate) mod tests {
             BusResponse::RollDigestReply { rolls: vec![(key("vm"), revision())] },
             BusResponse::Rolls { records: vec![vec![1], vec![]] },
             BusResponse::Logs { logs: vec![StoredLogWire { timestamp_ms: 5, sequence: 6, value: vec![1, 0, 255] }] },
+            BusResponse::Alarms {
+                records: vec![AlarmRecordWire { start_time: -5, uuid: "u".into(), value: vec![1, 9], recovery_time: Some(7) }],
+                total: 3,
+            },
         ]
     }
 

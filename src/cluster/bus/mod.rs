@@ -16,6 +16,7 @@
 //! - [`memory`]: [`MemNetwork`], the in-memory twin that encodes for real and can cut, isolate,
 //!   drop and delay links.
 
+pub mod alarm_query;
 pub mod auth;
 pub mod client;
 pub mod gate;

@@ -10,6 +10,8 @@ use crate::cluster::bus::messages::{BusRequest, BusResponse, ForwardOp, NodeView
 use crate::cluster::bus::log_query::{LogQuery, StoredLogWire};
 use crate::cluster::bus::query::{InFlightWire, MetricInfoWire, MetricQuery, PartialSeriesWire, SeriesWire};
 use crate::cluster::bus::server::BusHandler;
+use crate::cluster::bus::alarm_query::AlarmRecordWire;
+use crate::data::alarm_records::{AlarmFilter, AlarmRecordReader};
 use crate::data::logs::LogReader;
 use crate::data::metrics::MetricReader;
 use crate::base::ids::RuleKey;
@@ -48,6 +50,8 @@ pub struct NodeBusHandler {
     pub handoff: Option<Arc<dyn crate::data::metrics::handoff::HandoffReceiver>>,
     /// This node's log store, when it has one (peers' cluster-wide log queries read it).
     pub logs: Option<Arc<dyn LogReader>>,
+    /// This node's alarm-record store (peers' cluster-wide alarm queries read it).
+    pub alarms: Option<Arc<dyn AlarmRecordReader>>,
 }
 
 impl NodeBusHandler {
@@ -223,6 +227,7 @@ impl BusHandler for NodeBusHandler {
                     BusResponse::Error { message: format!("self-loop from {sender} dropped") }
                 }
                 BusRequest::AlarmStates { reset, states, .. } => super::alarms::receive(&self.runtime, reset, states),
+                BusRequest::QueryAlarms { filter } => read_alarms(self.alarms.clone(), filter).await,
                 BusRequest::HandoffGeneration => match &self.metrics {
                     Some(reader) => BusResponse::Generation { generation: reader.handoff_generation() },
                     None => BusResponse::Error { message: "this node has no metric storage".into() },
@@ -322,5 +327,17 @@ async fn read_logs(reader: Option<Arc<dyn LogReader>>, query: LogQuery) -> BusRe
         Ok(Ok(logs)) => BusResponse::Logs { logs: logs.iter().map(StoredLogWire::from).collect() },
         Ok(Err(e)) => BusResponse::Error { message: format!("log store: {e}") },
         Err(e) => BusResponse::Error { message: format!("log read failed: {e}") },
+    }
+}
+
+/// This node's page of a peer's alarm-record read, as its own `/query/alarms` would read it.
+async fn read_alarms(reader: Option<Arc<dyn AlarmRecordReader>>, filter: AlarmFilter) -> BusResponse {
+    let Some(reader) = reader else {
+        return BusResponse::Error { message: "this node has no alarm-record storage".into() };
+    };
+    match tokio::task::spawn_blocking(move || reader.query(&filter)).await {
+        Ok(Ok(page)) => BusResponse::Alarms { records: page.records.iter().map(AlarmRecordWire::from).collect(), total: page.total },
+        Ok(Err(e)) => BusResponse::Error { message: format!("alarm-record store: {e}") },
+        Err(e) => BusResponse::Error { message: format!("alarm-record read failed: {e}") },
     }
 }

@@ -128,6 +128,7 @@ impl ScriptedHandler {
                 answers: items.iter().map(|_| crate::cluster::bus::ReplicaAnswer::Ack).collect(),
             },
             BusRequest::QueryLogs { .. } => BusResponse::Logs { logs: vec![] },
+            BusRequest::QueryAlarms { .. } => BusResponse::Alarms { records: vec![], total: 0 },
         }
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! ```yaml
 //! storage:
-//!   retention: { minute: 7d, hour: 15d, day: 15d, logs: 3d }
+//!   retention: { minute: 7d, hour: 15d, day: 15d, logs: 3d, alarms: 3d }
 //! ```
 //!
 //! The metric defaults are SkyWalking BanyanDB's (`bydb.yml`: metricsMinute 7 d, metricsHour
@@ -30,6 +30,9 @@ fn default_day() -> DurationSetting {
 fn default_logs() -> DurationSetting {
     DurationSetting(crate::data::logs::records::DEFAULT_RETENTION)
 }
+fn default_alarms() -> DurationSetting {
+    DurationSetting(crate::data::alarm_records::store::DEFAULT_RETENTION)
+}
 
 /// `storage` as read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -52,11 +55,14 @@ pub struct RawRetention {
     /// Kept logs (`crate::data::logs::records`).
     #[serde(default = "default_logs")]
     pub logs: DurationSetting,
+    /// Alarm records (`crate::data::alarm_records`), by start time.
+    #[serde(default = "default_alarms")]
+    pub alarms: DurationSetting,
 }
 
 impl Default for RawRetention {
     fn default() -> Self {
-        RawRetention { minute: default_minute(), hour: default_hour(), day: default_day(), logs: default_logs() }
+        RawRetention { minute: default_minute(), hour: default_hour(), day: default_day(), logs: default_logs(), alarms: default_alarms() }
     }
 }
 
@@ -67,11 +73,12 @@ pub struct Retention {
     pub hour: Duration,
     pub day: Duration,
     pub logs: Duration,
+    pub alarms: Duration,
 }
 
 impl Default for Retention {
     fn default() -> Self {
-        Retention { minute: default_minute().0, hour: default_hour().0, day: default_day().0, logs: default_logs().0 }
+        Retention { minute: default_minute().0, hour: default_hour().0, day: default_day().0, logs: default_logs().0, alarms: default_alarms().0 }
     }
 }
 
@@ -99,12 +106,13 @@ impl RawStorage {
             ("storage.retention.hour", r.hour),
             ("storage.retention.day", r.day),
             ("storage.retention.logs", r.logs),
+            ("storage.retention.alarms", r.alarms),
         ] {
             if value.0.is_zero() {
                 issue(key, "must be greater than zero".into());
             }
         }
-        Retention { minute: r.minute.0, hour: r.hour.0, day: r.day.0, logs: r.logs.0 }
+        Retention { minute: r.minute.0, hour: r.hour.0, day: r.day.0, logs: r.logs.0, alarms: r.alarms.0 }
     }
 }
 
@@ -118,7 +126,7 @@ mod tests {
         let mut issues = Vec::new();
         let retention = raw.validate(&mut |key, message| issues.push(format!("{key}: {message}")));
         assert!(issues.is_empty(), "{issues:?}");
-        assert_eq!(retention, Retention { minute: DAY * 2, hour: DAY * 15, day: DAY * 15, logs: DAY * 3 });
+        assert_eq!(retention, Retention { minute: DAY * 2, hour: DAY * 15, day: DAY * 15, logs: DAY * 3, alarms: DAY * 3 });
         assert_eq!(RawStorage::default().validate(&mut |_, _| {}), Retention::default());
 
         let zero: RawStorage = serde_json::from_str(r#"{"retention": {"hour": "0s"}}"#).expect("parse");
@@ -131,6 +139,12 @@ mod tests {
         let zero_logs: RawStorage = serde_json::from_str(r#"{"retention": {"logs": "0s"}}"#).expect("parse");
         zero_logs.validate(&mut |key, _| issues.push(key.to_string()));
         assert_eq!(issues, vec!["storage.retention.logs".to_string()]);
+        let alarms: RawStorage = serde_json::from_str(r#"{"retention": {"alarms": "7d"}}"#).expect("parse");
+        assert_eq!(alarms.validate(&mut |_, _| {}).alarms, DAY * 7);
+        let mut issues = Vec::new();
+        let zero_alarms: RawStorage = serde_json::from_str(r#"{"retention": {"alarms": "0s"}}"#).expect("parse");
+        zero_alarms.validate(&mut |key, _| issues.push(key.to_string()));
+        assert_eq!(issues, vec!["storage.retention.alarms".to_string()]);
         assert!(serde_json::from_str::<RawStorage>(r#"{"retention": {"week": "1d"}}"#).is_err());
     }
 
@@ -145,7 +159,7 @@ mod tests {
         std::fs::write(&path, "storage:\n  retention:\n    minute: 2d\n    day: 30d\n").expect("write");
         let sources = ConfigSources { uris: vec![format!("file:{}", path.display())], ..ConfigSources::default() };
         let loaded = load(&sources, env()).expect("valid");
-        assert_eq!(loaded.config.retention, Retention { minute: DAY * 2, hour: DAY * 15, day: DAY * 30, logs: DAY * 3 });
+        assert_eq!(loaded.config.retention, Retention { minute: DAY * 2, hour: DAY * 15, day: DAY * 30, logs: DAY * 3, alarms: DAY * 3 });
         assert_eq!(load(&ConfigSources::default(), env()).expect("defaults").config.retention, Retention::default());
 
         std::fs::write(&path, "storage:\n  retention:\n    minute: 0s\n").expect("write");

@@ -10,7 +10,7 @@
 //! write from several threads share fsyncs.
 //!
 //! Besides the default column family (management records), the database has the column family
-//! [`METRICS_CF`] for metric series and [`LOGS_CF`] for kept logs: their own key spaces, range scans and delete-range (retention),
+//! [`METRICS_CF`] for metric series and [`LOGS_CF`] for kept logs and [`ALARMS_CF`] for alarm records: their own key spaces, range scans and delete-range (retention),
 //! never mixed with the default one. A database created before it existed opens unchanged: the
 //! missing column family is created on open.
 
@@ -45,8 +45,11 @@ pub const METRICS_CF: &str = "metrics";
 /// The column family of kept logs.
 pub const LOGS_CF: &str = "logs";
 
+/// The column family of alarm records (`alarm_record` and its recoveries).
+pub const ALARMS_CF: &str = "alarms";
+
 /// Every column family besides `default`, created on open when missing.
-const COLUMN_FAMILIES: [&str; 2] = [METRICS_CF, LOGS_CF];
+const COLUMN_FAMILIES: [&str; 3] = [METRICS_CF, LOGS_CF, ALARMS_CF];
 
 #[derive(Debug, thiserror::Error)]
 pub enum RocksKvError {
