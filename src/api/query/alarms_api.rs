@@ -21,10 +21,11 @@ use serde_json::{Value, json};
 use crate::base::clock::now_ms;
 use crate::base::ids::NodeId;
 use crate::cluster::bus::messages::{BusRequest, BusResponse};
-use crate::control::outcome::{ApplyStatus, Outcome};
+use crate::control::outcome::Outcome;
 use crate::data::alarm_records::{AlarmFilter, AlarmPage, AlarmRecord, MAX_PAGE_SIZE, MAX_WINDOW};
 
-use super::time::parse_query_time;
+use super::time::query_range;
+use super::invalid;
 use super::{Missing, QueryError, QueryService, Reach, missing};
 
 /// Records per page when `pageSize` is not given (SkyWalking's UI page).
@@ -34,10 +35,6 @@ pub const DEFAULT_PAGE_SIZE: usize = 20;
 pub const DEFAULT_SPAN_MS: i64 = 60 * 60_000;
 
 const KNOWN: [&str; 11] = ["start", "end", "scope", "entity", "id", "rule", "tag", "keyword", "pageNum", "pageSize", "cluster"];
-
-fn invalid(message: impl Into<String>) -> Outcome {
-    Outcome::new(ApplyStatus::InvalidParameter, message)
-}
 
 /// The filter the parameters describe as of `now`, and whether the read is cluster-wide (none:
 /// not said, the node's default).
@@ -59,14 +56,7 @@ pub fn alarm_request(pairs: &[(String, String)], now: i64) -> Result<(AlarmFilte
         }
     }
     let text = |name: &str| single.iter().find(|(n, _)| *n == name).map(|(_, v)| v.trim()).filter(|v| !v.is_empty());
-    let time = |name: &str| -> Result<Option<i64>, Outcome> {
-        text(name).map(|t| parse_query_time(t).map_err(|e| invalid(format!("query parameter {name}: {e}")))).transpose()
-    };
-    let end_ms = time("end")?.unwrap_or(now);
-    let start_ms = time("start")?.unwrap_or(end_ms.saturating_sub(DEFAULT_SPAN_MS));
-    if end_ms < start_ms {
-        return Err(invalid(format!("query parameter end ({end_ms}) is before start ({start_ms})")));
-    }
+    let (start_ms, end_ms) = query_range(text, now, DEFAULT_SPAN_MS).map_err(invalid)?;
     let number = |name: &str, default: usize, max: usize| -> Result<usize, Outcome> {
         match text(name) {
             None => Ok(default),

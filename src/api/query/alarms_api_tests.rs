@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::control::outcome::ApplyStatus;
 use crate::control::alarms::hooks::message::{AlarmMessage, Tag};
 use crate::data::alarm_records::store::{AlarmRecordStore, DEFAULT_RETENTION};
 use crate::data::alarm_records::{AlarmRecordReader, AlarmRecordWriter};

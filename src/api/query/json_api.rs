@@ -16,15 +16,12 @@ use crate::data::metrics::prom::{percentile, series_labels};
 use crate::data::metrics::{Entity, Granularity, MetricInfo, SeriesFilter};
 use crate::control::outcome::{ApplyStatus, Outcome};
 
-use super::time::{floor_to, parse_query_time};
+use super::invalid;
+use super::time::{floor_to, query_range};
 use super::{Gathered, QueryError, QueryService};
 
 /// The most buckets one read may span (as Prometheus's 11,000 points per series).
 pub const MAX_BUCKETS: i64 = 11_000;
-
-fn invalid(message: impl Into<String>) -> Outcome {
-    Outcome::new(ApplyStatus::InvalidParameter, message)
-}
 
 impl From<QueryError> for Outcome {
     fn from(e: QueryError) -> Outcome {
@@ -71,14 +68,7 @@ pub fn read_request(params: &HashMap<String, String>, now: i64, default_step: Gr
         None => default_step,
         Some(s) => Granularity::parse(s).ok_or_else(|| invalid(format!("query parameter step: {s:?} is not MINUTE, HOUR or DAY")))?,
     };
-    let time = |name: &str| -> Result<Option<i64>, Outcome> {
-        text(params, name).map(|t| parse_query_time(t).map_err(|e| invalid(format!("query parameter {name}: {e}")))).transpose()
-    };
-    let end_ms = time("end")?.unwrap_or(now);
-    let start_ms = time("start")?.unwrap_or(end_ms - default_buckets * step.millis());
-    if end_ms < start_ms {
-        return Err(invalid(format!("query parameter end ({end_ms}) is before start ({start_ms})")));
-    }
+    let (start_ms, end_ms) = query_range(|name| text(params, name), now, default_buckets.saturating_mul(step.millis())).map_err(invalid)?;
     let buckets = (end_ms - floor_to(step, start_ms)) / step.millis() + 1;
     if buckets > MAX_BUCKETS {
         return Err(invalid(format!(

@@ -42,6 +42,11 @@ use crate::data::metrics::partial::{self, InFlight, NodeAnswer, merge_cluster};
 use crate::data::metrics::{Granularity, MetricInfo, MetricReader, MetricStoreError, PartialSeries, Series, SeriesFilter};
 use crate::cluster::replication::Cluster;
 
+/// A query parameter refused: `invalid_parameter` (400) with what was wrong.
+fn invalid(message: impl Into<String>) -> crate::control::outcome::Outcome {
+    crate::control::outcome::Outcome::new(crate::control::outcome::ApplyStatus::InvalidParameter, message)
+}
+
 /// How many times a cluster metric read is done when partial state moved under it.
 pub const READ_ATTEMPTS: usize = 3;
 

@@ -123,6 +123,20 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
     Some(base + frac_ms - offset_ms)
 }
 
+/// A read's `[start, end]` from its `start` and `end` parameters (`param` gives a parameter's
+/// text, none when absent): `end` defaults to `now_ms`, `start` to `default_span_ms` before the
+/// end. The message of a refusal names the parameter. `/query/metrics`, `/query/logs` and
+/// `/query/alarms` read their ranges so.
+pub fn query_range<'a>(param: impl Fn(&str) -> Option<&'a str>, now_ms: i64, default_span_ms: i64) -> Result<(i64, i64), String> {
+    let time = |name: &str| param(name).map(|t| parse_query_time(t).map_err(|e| format!("query parameter {name}: {e}"))).transpose();
+    let end_ms = time("end")?.unwrap_or(now_ms);
+    let start_ms = time("start")?.unwrap_or(end_ms.saturating_sub(default_span_ms));
+    if end_ms < start_ms {
+        return Err(format!("query parameter end ({end_ms}) is before start ({start_ms})"));
+    }
+    Ok((start_ms, end_ms))
+}
+
 /// `/query/metrics`' time parameter: epoch ms, RFC 3339, or `yyyy-MM-dd HHmm|HH|` (UTC).
 pub fn parse_query_time(text: &str) -> Result<i64, TimeError> {
     let trimmed = text.trim();

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::logs::{bad_flag, write_out};
+use super::logs::{bad_flag, range_start, report_partial, write_out};
 use super::rule::{CliError, check, table};
 use crate::api::client::{AdminClient, with_query};
 
@@ -75,11 +75,7 @@ const WATCHED: usize = 1000;
 
 impl AlarmsList {
     fn start(&self, now_ms: i64) -> Result<String, CliError> {
-        if let Some(start) = &self.start {
-            return Ok(start.clone());
-        }
-        let since = crate::api::query::time::parse_duration(&self.since).map_err(|e| bad_flag("--since", &self.since, e))?;
-        Ok(now_ms.saturating_sub(since).max(0).to_string())
+        range_start(self.start.as_ref(), &self.since, now_ms)
     }
 
     fn filter_pairs(&self) -> Vec<(&str, &str)> {
@@ -193,7 +189,7 @@ pub async fn run(client: &AdminClient, command: AlarmsCommand) -> Result<(), Cli
 pub async fn first(client: &AdminClient, list: &AlarmsList, now_ms: i64, follow: &mut Follow, partial: &mut Vec<String>, out: &mut dyn Write) -> Result<(), CliError> {
     let reply = check(client.get(&list.first_path(now_ms)?).await?)?;
     let body = reply.json().unwrap_or(Value::Null);
-    report_partial(&body, partial);
+    report_partial(&body, "alarm records", partial);
     let records = body["msgs"].as_array().cloned().unwrap_or_default();
     let shown = follow.absorb(&records);
     if follow.newest == 0 {
@@ -212,27 +208,11 @@ pub async fn first(client: &AdminClient, list: &AlarmsList, now_ms: i64, follow:
 pub async fn follow_once(client: &AdminClient, list: &AlarmsList, follow: &mut Follow, partial: &mut Vec<String>, out: &mut dyn Write) -> Result<usize, CliError> {
     let reply = check(client.get(&list.poll_path(follow.from_ms())).await?)?;
     let body = reply.json().unwrap_or(Value::Null);
-    report_partial(&body, partial);
+    report_partial(&body, "alarm records", partial);
     let shown = follow.absorb(body["msgs"].as_array().map(Vec::as_slice).unwrap_or_default());
     let text: String = shown.iter().map(|r| format!("{}\n", if list.json { r.to_string() } else { render_line(r) })).collect();
     write_out(out, &text);
     Ok(shown.len())
-}
-
-/// Names on stderr the nodes a cluster answer left out, when they differ from the last report.
-fn report_partial(body: &Value, reported: &mut Vec<String>) {
-    let partial: Vec<String> = body["partial"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| format!("node {} did not answer (its alarm records are missing): {}", p["node"].as_str().unwrap_or("?"), p["reason"].as_str().unwrap_or("")))
-        .collect();
-    if partial != *reported {
-        for line in &partial {
-            eprintln!("{line}");
-        }
-        *reported = partial;
-    }
 }
 
 fn cells(record: &Value) -> Vec<String> {

@@ -76,14 +76,19 @@ pub(super) fn bad_flag(flag: &str, value: &str, why: impl std::fmt::Display) -> 
     CliError::Server { status: 400, apply_status: "invalid_parameter".into(), message: format!("{flag} {value:?}: {why}") }
 }
 
+/// A query's `start` as of `now_ms`: `--start`, or `--since` before now (logs and alarms).
+pub(super) fn range_start(start: Option<&String>, since: &str, now_ms: i64) -> Result<String, CliError> {
+    if let Some(start) = start {
+        return Ok(start.clone());
+    }
+    let since_ms = crate::api::query::time::parse_duration(since).map_err(|e| bad_flag("--since", since, e))?;
+    Ok(now_ms.saturating_sub(since_ms).max(0).to_string())
+}
+
 impl LogsQuery {
     /// The `start` of the query as of `now_ms`: --start, or --since before now.
     fn start(&self, now_ms: i64) -> Result<String, CliError> {
-        if let Some(start) = &self.start {
-            return Ok(start.clone());
-        }
-        let since = crate::api::query::time::parse_duration(&self.since).map_err(|e| bad_flag("--since", &self.since, e))?;
-        Ok(now_ms.saturating_sub(since).max(0).to_string())
+        range_start(self.start.as_ref(), &self.since, now_ms)
     }
 
     /// The filter parameters every request carries.
@@ -148,7 +153,7 @@ pub async fn first(client: &AdminClient, query: &LogsQuery, now_ms: i64, out: &m
     let (path, mut tail) = query.first_path(now_ms)?;
     let reply = check(client.get(&path).await?)?;
     let body = reply.json().unwrap_or(Value::Null);
-    report_partial(&body, &mut tail.partial);
+    report_partial(&body, "logs", &mut tail.partial);
     let mut logs: Vec<Value> = body["logs"].as_array().cloned().unwrap_or_default();
     tail.after = logs.first().and_then(|log| log["cursor"].as_str()).map(str::to_string);
     logs.reverse();
@@ -168,7 +173,7 @@ pub async fn follow_once(client: &AdminClient, query: &LogsQuery, tail: &mut Tai
     for _ in 0..100 {
         let reply = check(client.get(&query.poll_path(tail)).await?)?;
         let body = reply.json().unwrap_or(Value::Null);
-        report_partial(&body, &mut tail.partial);
+        report_partial(&body, "logs", &mut tail.partial);
         let logs = body["logs"].as_array().cloned().unwrap_or_default();
         let mut text = String::new();
         for log in &logs {
@@ -187,14 +192,14 @@ pub async fn follow_once(client: &AdminClient, query: &LogsQuery, tail: &mut Tai
     Ok(printed)
 }
 
-/// Names on stderr the nodes a cluster answer left out, when they differ from those `reported`
-/// last (a follow says so once, not every poll).
-fn report_partial(body: &Value, reported: &mut Vec<String>) {
+/// Names on stderr the nodes a cluster answer left out (their `missing` are missing), when they
+/// differ from those `reported` last (a follow says so once, not every poll).
+pub(super) fn report_partial(body: &Value, missing: &str, reported: &mut Vec<String>) {
     let partial: Vec<String> = body["partial"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|p| format!("node {} did not answer (its logs are missing): {}", p["node"].as_str().unwrap_or("?"), p["reason"].as_str().unwrap_or("")))
+        .map(|p| format!("node {} did not answer (its {missing} are missing): {}", p["node"].as_str().unwrap_or("?"), p["reason"].as_str().unwrap_or("")))
         .collect();
     if partial != *reported {
         for line in &partial {

@@ -25,9 +25,10 @@ use crate::base::ids::NodeId;
 use crate::cluster::bus::log_query::LogQuery;
 use crate::cluster::bus::messages::{BusRequest, BusResponse};
 use crate::data::logs::{LogCursor, LogFilter, LogOrder, MAX_LIMIT, StoredLog};
-use crate::control::outcome::{ApplyStatus, Outcome};
+use crate::control::outcome::Outcome;
 
-use super::time::parse_query_time;
+use super::time::query_range;
+use super::invalid;
 use super::{Missing, QueryError, QueryService, Reach, missing};
 
 pub mod cluster;
@@ -41,10 +42,6 @@ pub const DEFAULT_LIMIT: usize = 100;
 pub const DEFAULT_SPAN_MS: i64 = 15 * 60_000;
 
 const KNOWN: [&str; 11] = ["service", "instance", "endpoint", "start", "end", "tag", "keyword", "limit", "after", "order", "cluster"];
-
-fn invalid(message: impl Into<String>) -> Outcome {
-    Outcome::new(ApplyStatus::InvalidParameter, message)
-}
 
 /// A cursor as the API writes it: `<timestamp ms>-<sequence>`.
 pub fn cursor_text(cursor: LogCursor) -> String {
@@ -90,14 +87,7 @@ pub fn log_request(pairs: &[(String, String)], now: i64) -> Result<(LogFilter, L
         }
     }
     let text = |name: &str| single.iter().find(|(n, _)| *n == name).map(|(_, v)| v.trim()).filter(|v| !v.is_empty());
-    let time = |name: &str| -> Result<Option<i64>, Outcome> {
-        text(name).map(|t| parse_query_time(t).map_err(|e| invalid(format!("query parameter {name}: {e}")))).transpose()
-    };
-    let end_ms = time("end")?.unwrap_or(now);
-    let start_ms = time("start")?.unwrap_or(end_ms.saturating_sub(DEFAULT_SPAN_MS));
-    if end_ms < start_ms {
-        return Err(invalid(format!("query parameter end ({end_ms}) is before start ({start_ms})")));
-    }
+    let (start_ms, end_ms) = query_range(text, now, DEFAULT_SPAN_MS).map_err(invalid)?;
     let limit = match text("limit") {
         None => DEFAULT_LIMIT,
         Some(limit) => match limit.parse::<usize>() {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use hotrule_lal_engine::{ContentType, LogRecord};
 
 use super::*;
+use crate::control::outcome::ApplyStatus;
 use crate::data::logs::KeptLog;
 
 /// 2025-01-01T12:00:00Z.
