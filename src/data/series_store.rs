@@ -160,6 +160,25 @@ pub type NowMs = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// Locks `mutex`, taking over a poisoned one (its data stays consistent: writers never panic
 /// half-way through an update).
+/// Walks `kv` over `[start, end)` with a visit that can fail (the stores' reads decode as they
+/// go): the first error stops the walk and is what the walk returns.
+pub fn try_visit_range<E: From<crate::store::kv::KvError>>(
+    kv: &dyn crate::store::series::SeriesKv,
+    start: &[u8],
+    end: &[u8],
+    visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<crate::store::series::Visit, E>,
+) -> Result<(), E> {
+    let mut failure = None;
+    kv.visit_range(start, end, &mut |key, value| match visit(key, value) {
+        Ok(step) => step,
+        Err(e) => {
+            failure = Some(e);
+            crate::store::series::Visit::Stop
+        }
+    })?;
+    failure.map_or(Ok(()), Err)
+}
+
 pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

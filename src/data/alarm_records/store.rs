@@ -80,29 +80,20 @@ impl AlarmRecordStore {
         let keep = skip.saturating_add(limit);
         let mut newest: VecDeque<AlarmRecord> = VecDeque::new();
         let mut total = 0u64;
-        let mut failure = None;
         let (start, end) = (keys::first_of(RECORD_PREFIX, filter.start_ms), keys::after_ms(RECORD_PREFIX, filter.end_ms));
-        self.kv.visit_range(&start, &end, &mut |key, value| match decode_pair(key, value) {
-            Ok(record) => {
-                if record.matches(filter) {
-                    total += 1;
-                    if keep > 0 {
-                        newest.push_back(record);
-                        if newest.len() > keep {
-                            newest.pop_front();
-                        }
+        crate::data::series_store::try_visit_range::<AlarmRecordError>(self.kv.as_ref(), &start, &end, &mut |key, value| {
+            let record = decode_pair(key, value)?;
+            if record.matches(filter) {
+                total += 1;
+                if keep > 0 {
+                    newest.push_back(record);
+                    if newest.len() > keep {
+                        newest.pop_front();
                     }
                 }
-                Visit::Next
             }
-            Err(e) => {
-                failure = Some(e);
-                Visit::Stop
-            }
+            Ok(Visit::Next)
         })?;
-        if let Some(e) = failure {
-            return Err(e);
-        }
         let mut records: Vec<AlarmRecord> = newest.into_iter().rev().skip(skip).take(limit).collect();
         let recovery_keys: Vec<Vec<u8>> = records.iter().map(|r| keys::recovery_key(r.start_time, &r.uuid)).collect();
         for ((record, key), value) in records.iter_mut().zip(&recovery_keys).zip(self.kv.get_many(&recovery_keys)?) {

@@ -138,33 +138,21 @@ impl LogStore {
     /// last `limit`.
     fn scan(&self, lower: LogCursor, upper: LogCursor, filter: &LogFilter, limit: usize, keep: Keep) -> Result<VecDeque<StoredLog>, LogStoreError> {
         let mut found = VecDeque::new();
-        let mut failure = None;
-        self.kv.visit_range(&keys::log_key(lower), &keys::log_key(upper), &mut |key, value| {
-            match read_one(key, value, filter) {
-                Ok(None) => Visit::Next,
-                Ok(Some(log)) => {
-                    found.push_back(log);
-                    match keep {
-                        Keep::Oldest if found.len() >= limit => Visit::Stop,
-                        Keep::Oldest => Visit::Next,
-                        Keep::Newest => {
-                            if found.len() > limit {
-                                found.pop_front();
-                            }
-                            Visit::Next
-                        }
+        crate::data::series_store::try_visit_range::<LogStoreError>(self.kv.as_ref(), &keys::log_key(lower), &keys::log_key(upper), &mut |key, value| {
+            let Some(log) = read_one(key, value, filter)? else { return Ok(Visit::Next) };
+            found.push_back(log);
+            Ok(match keep {
+                Keep::Oldest if found.len() >= limit => Visit::Stop,
+                Keep::Oldest => Visit::Next,
+                Keep::Newest => {
+                    if found.len() > limit {
+                        found.pop_front();
                     }
+                    Visit::Next
                 }
-                Err(e) => {
-                    failure = Some(e);
-                    Visit::Stop
-                }
-            }
+            })
         })?;
-        match failure {
-            Some(e) => Err(e),
-            None => Ok(found),
-        }
+        Ok(found)
     }
 }
 

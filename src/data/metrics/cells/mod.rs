@@ -154,24 +154,14 @@ impl MetricStore {
             _ => None,
         };
         let mut found = SeriesByKey::new();
-        let mut failure = None;
-        self.kv.visit_range(&start, &end, &mut |key, value| {
+        crate::data::series_store::try_visit_range(self.kv.as_ref(), &start, &end, &mut |key, value| {
             if let Some(wanted) = &service_start
                 && let Some(seek) = seek_to_service(metric, granularity, prefix_len, key, wanted)
             {
-                return seek;
+                return Ok(seek);
             }
-            match read_cell(key, value, prefix_len, filter, &mut found) {
-                Ok(()) => Visit::Next,
-                Err(e) => {
-                    failure = Some(e);
-                    Visit::Stop
-                }
-            }
+            read_cell(key, value, prefix_len, filter, &mut found).map(|()| Visit::Next)
         })?;
-        if let Some(e) = failure {
-            return Err(e);
-        }
         Ok(found
             .into_values()
             .map(|(entity, group, cells)| PartialSeries { metric: metric.to_string(), entity, group, cells })
