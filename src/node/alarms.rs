@@ -48,26 +48,25 @@ pub(super) fn targets(settings: &AlarmSettings) -> Result<Vec<HookTarget>, NodeE
     let mut out = Vec::new();
     for hook in &settings.hooks {
         let id = hook.id.to_string();
-        let pairs = |headers: &[(String, String)]| headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>();
         let target = match &hook.config {
             HookConfig::Webhook(config) => {
                 let urls: Vec<&str> = config.urls.iter().map(String::as_str).collect();
                 let recovery: Vec<&str> = config.recovery_urls.iter().map(String::as_str).collect();
-                let headers = pairs(&config.headers);
-                let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                HookTarget::webhook(&id, &urls, &recovery, &headers)
+                HookTarget::webhook(&id, &urls, &recovery, &pairs(&config.headers))
             }
             HookConfig::Alertmanager(config) => {
                 let urls: Vec<&str> = config.urls.iter().map(String::as_str).collect();
-                let headers = pairs(&config.headers);
-                let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                HookTarget::alertmanager(&id, &urls, &headers)
+                HookTarget::alertmanager(&id, &urls, &pairs(&config.headers))
             }
             HookConfig::Unsupported => continue,
         };
         out.push(target.map_err(|e| failed(e.to_string()))?);
     }
     Ok(out)
+}
+
+fn pairs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
+    headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
 
 /// The running rules and the parts the worker needs.

@@ -216,10 +216,12 @@ impl AlarmEngine {
                 *size = (*size).max(running.rule.window_size());
             }
         }
+        // Each metric's scope asked once per check: the reads and every rule's status use it.
+        let scopes: BTreeMap<String, Option<String>> = longest.keys().map(|metric| (metric.to_string(), values.metric_scope(metric))).collect();
         let mut read: BTreeMap<String, Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>> = BTreeMap::new();
-        for (metric, size) in longest {
-            if values.metric_scope(metric).is_some() {
-                let from = EpochMinute(now.0 - size as i64 + 1);
+        for (metric, size) in &longest {
+            if scopes.get(*metric).is_some_and(Option::is_some) {
+                let from = EpochMinute(now.0 - *size as i64 + 1);
                 read.insert(metric.to_string(), values.minute_values(metric, from, now));
             }
         }
@@ -234,7 +236,7 @@ impl AlarmEngine {
                 }
                 continue;
             };
-            running.status = status_of(&running.rule, values);
+            running.status = status_of(&running.rule, &scopes);
             if running.status != RuleStatus::Running {
                 if let RuleStatus::Error { reason } = &running.status {
                     out.errors.push((running.rule.name.clone(), reason.clone()));
@@ -361,11 +363,11 @@ fn fresh_window(size: usize, now: EpochMinute) -> Window {
 }
 
 /// Running, waiting for metrics, or in error because its metrics' scopes differ.
-fn status_of(rule: &AlarmRule, values: &dyn AlarmValues) -> RuleStatus {
+fn status_of(rule: &AlarmRule, known: &BTreeMap<String, Option<String>>) -> RuleStatus {
     let mut missing = Vec::new();
     let mut scopes = BTreeSet::new();
     for metric in &rule.metrics {
-        match values.metric_scope(metric) {
+        match known.get(metric).and_then(Option::as_ref) {
             Some(scope) => {
                 scopes.insert(scope);
             }
