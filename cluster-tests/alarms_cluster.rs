@@ -8,10 +8,9 @@
 mod components;
 mod harness;
 
-use std::path::Path;
-use std::process::Child;
 use std::time::Duration;
 
+use components::cluster_member::{Member, live_count};
 use harness::wait_until;
 use hotrule::api::client::{AdminClient, with_query};
 use serde_json::Value;
@@ -44,36 +43,8 @@ hooks:
     )
 }
 
-struct Member {
-    child: Child,
-    client: AdminClient,
-    data: String,
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn spawn(dir: &Path, i: usize, secret: &Path, config: &Path) -> Member {
-    let bin = Path::new(env!("CARGO_BIN_EXE_hotrule"));
-    let (mut command, host) = hotrule::bench::cluster::node_command(bin, dir, 89, i, secret).expect("log file");
-    command.args(["--data-listen", &format!("{host}:12800"), "--config", &format!("file:{}", config.display())]);
-    let child = command.spawn().expect("spawn hotrule");
-    let client = AdminClient::new(&format!("{host}:17128"), None).expect("client").with_timeout(Duration::from_secs(10));
-    wait_until(WAIT, &format!("{host} ready"), || async { client.get("/readyz").await.is_ok_and(|r| r.status.is_success()) }).await;
-    Member { child, client, data: format!("{host}:12800") }
-}
-
-async fn live_count(client: &AdminClient) -> usize {
-    let status = client.get("/cluster/status").await.ok().and_then(|r| r.json()).unwrap_or_default();
-    status["members"].as_array().map_or(0, |m| m.iter().filter(|m| m["live"] == true).count())
-}
-
 async fn push(member: &Member, value: i64, at_ms: i64) {
-    let client = AdminClient::new(&member.data, None).expect("client");
+    let client = AdminClient::new(&member.data.to_string(), None).expect("client");
     let path = with_query("/ingest/prometheus", &[("job", "alarms"), ("instance", "i")]);
     let reply = client.post(&path, format!("load{{svc=\"s\"}} {value} {at_ms}\n").into_bytes()).await.expect("push");
     assert_eq!(reply.status.as_u16(), 204, "{}", reply.text());
@@ -104,7 +75,7 @@ async fn killing_the_firing_owner_sends_no_second_fire_and_one_recovery() {
     std::fs::write(&config, format!("alarms:\n  settings_file: {}\n  check_interval: 1s\n", alarm_settings.display())).expect("config");
     let mut members = Vec::new();
     for i in 1..=3 {
-        members.push(Some(spawn(dir.path(), i, &secret, &config).await));
+        members.push(Some(Member::spawn(dir.path(), 89, i, &secret, Some(&config)).await));
     }
     for member in members.iter().flatten() {
         wait_until(WAIT, "three live members", || async { live_count(&member.client).await == 3 }).await;

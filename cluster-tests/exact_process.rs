@@ -31,9 +31,9 @@ mod harness;
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
+use components::cluster_member::{Member, live_count};
 use components::hotrule_node::{HotruleNode, node_config};
 use components::prom::exposition_sum;
 use components::{PromSample, Prometheus, PrometheusSettings, require};
@@ -46,58 +46,6 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// How long the export test waits for a minute to close and be exported.
 const EXPORT_WAIT: Duration = Duration::from_secs(120);
-
-/// One clustered `hotrule serve` process: node `i` of `127.0.<net>.<i+1>` (admin :17128, data
-/// :12800); killed on drop.
-struct Member {
-    child: Child,
-    i: usize,
-    host: String,
-    client: AdminClient,
-    data: SocketAddr,
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Member {
-    /// Starts node `i` (its data dir `dir/n<i>`, kept across restarts) with `config`, and waits
-    /// for `/readyz`.
-    async fn spawn(dir: &Path, net: u8, i: usize, secret: &Path, config: Option<&Path>) -> Member {
-        let bin = Path::new(env!("CARGO_BIN_EXE_hotrule"));
-        let (mut command, host) = hotrule::bench::cluster::node_command(bin, dir, net, i, secret).expect("log file");
-        command.args(["--data-listen", &format!("{host}:12800")]);
-        if let Some(config) = config {
-            command.args(["--config", &format!("file:{}", config.display())]);
-        }
-        let child = command.spawn().expect("spawn hotrule");
-        let client = AdminClient::new(&format!("{host}:17128"), None).expect("client").with_timeout(Duration::from_secs(10));
-        let data: SocketAddr = format!("{host}:12800").parse().expect("data addr");
-        let member = Member { child, i, host, client, data };
-        let log = dir.join(format!("n{i}.log"));
-        let ready = Instant::now() + WAIT;
-        while !member.client.get("/readyz").await.is_ok_and(|r| r.status.is_success()) {
-            let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-            assert!(Instant::now() < ready, "{} not ready within {WAIT:?}; log:\n{log_text}", member.host);
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        member
-    }
-
-    /// The node id (what `partial` names).
-    fn id(&self) -> String {
-        format!("{}:17128", self.host)
-    }
-
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// The cluster under test: three members sharing a secret in `dir`.
 struct Cluster {
@@ -125,10 +73,7 @@ impl Cluster {
     async fn wait_live(&self, which: &[usize], live: usize) {
         for &k in which {
             let member = &self.members[k];
-            wait_until(WAIT, &format!("{} sees {live} live", member.host), || async {
-                let status = member.client.get("/cluster/status").await.ok().and_then(|r| r.json()).unwrap_or_default();
-                status["members"].as_array().is_some_and(|m| m.iter().filter(|m| m["live"] == true).count() == live)
-            })
+            wait_until(WAIT, &format!("{} sees {live} live", member.host), || async { live_count(&member.client).await == live })
             .await;
         }
     }

@@ -15,6 +15,7 @@
 #![allow(dead_code)]
 
 pub mod alertmanager;
+pub mod cluster_member;
 pub mod hotrule_node;
 pub mod prom;
 pub mod scenario;
