@@ -25,6 +25,9 @@ pub enum Catalog {
     AgentPipelineConfigs,
     AgentInstanceConfigs,
     AgentCommands,
+    /// The alarm rules and hooks (`alarm-settings.yml`) pushed at runtime: one entry, replacing
+    /// the boot file while it lives.
+    AlarmSettings,
 }
 
 impl Catalog {
@@ -45,7 +48,7 @@ impl Catalog {
         Catalog::AgentCommands,
     ];
 
-    /// True for the five rule catalogs, false for agent catalogs.
+    /// True for the five rule catalogs, false for the agent catalogs and alarm settings.
     pub fn is_rule(self) -> bool {
         self.dsl().is_some()
     }
@@ -61,6 +64,7 @@ impl Catalog {
             Catalog::AgentPipelineConfigs => "agent-pipeline-configs",
             Catalog::AgentInstanceConfigs => "agent-instance-configs",
             Catalog::AgentCommands => "agent-commands",
+            Catalog::AlarmSettings => "alarm-settings",
         }
     }
 
@@ -79,7 +83,8 @@ impl Catalog {
             Catalog::AgentGroups
             | Catalog::AgentPipelineConfigs
             | Catalog::AgentInstanceConfigs
-            | Catalog::AgentCommands => None,
+            | Catalog::AgentCommands
+            | Catalog::AlarmSettings => None,
         }
     }
 }
@@ -405,7 +410,7 @@ mod tests {
         assert_eq!(Catalog::parse("oal"), None);
         assert_eq!(Catalog::Lal.dsl(), Some(DslKind::Lal));
         assert_eq!(Catalog::TelegrafRules.dsl(), Some(DslKind::Mal));
-        for c in Catalog::AGENT {
+        for c in Catalog::AGENT.into_iter().chain([Catalog::AlarmSettings]) {
             assert!(!c.is_rule());
             assert_eq!(Catalog::parse(c.as_str()), None, "rule routes refuse {c}");
         }

@@ -91,6 +91,13 @@ enum Command {
         #[command(subcommand)]
         command: admin::alarms::AlarmsCommand,
     },
+    /// Alarm settings at runtime: get, push, diff or delete the `alarm-settings.yml` in force.
+    Alarm {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        command: admin::alarm::AlarmCommand,
+    },
     /// Inspect a configuration without running a node.
     Config {
         #[command(subcommand)]
@@ -147,6 +154,10 @@ pub fn run(cli: Cli) -> ExitCode {
             },
             Command::Alarms { server, command } => match admin_client(&server) {
                 Ok(client) => exit_code(admin::alarms::run(&client, command).await),
+                Err(code) => code,
+            },
+            Command::Alarm { server, command } => match admin_client(&server) {
+                Ok(client) => exit_code(admin::alarm::run(&client, command).await),
                 Err(code) => code,
             },
             Command::Agent { server, command } => agent::run(server, agent::AgentCli::Agent(command)).await,

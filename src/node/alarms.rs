@@ -1,7 +1,8 @@
 //! The alarm rules of a node: `alarm-settings.yml` read and validated at the start, the hooks'
 //! delivery, and the worker that checks the rules (`data::alarms`) and stores what it sends
-//! (`data::alarm_records`). The runtime gets the running
-//! rules for the contract's resets, and the admin API reads them from there.
+//! (`data::alarm_records`). The runtime gets the running rules (for the contract's resets) and
+//! the settings in force (which each scan converges to the runtime entry, if operators pushed
+//! one); the admin API reads both from there.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,78 +13,56 @@ use crate::base::worker::WorkerRunner;
 use crate::control::alarms::SharedAlarms;
 use crate::control::alarms::config::AlarmsConfig;
 use crate::control::alarms::engine::AlarmEngine;
-use crate::control::alarms::hooks::delivery::hook_delivery;
+use crate::control::alarms::hooks::delivery::{AlarmNotifier, HookWorker, hook_delivery};
 use crate::control::alarms::hooks::sender::HttpHookSender;
-use crate::control::alarms::hooks::target::{DeliverySettings, HookTarget};
-use crate::control::alarms::settings::{AlarmSettings, HookConfig};
+use crate::control::alarms::hooks::target::DeliverySettings;
+use crate::control::alarms::live::{Boot, LiveSettings, validate};
 use crate::data::alarm_records::AlarmRecordWriter;
 use crate::data::alarms::{AlarmPeers, AlarmWorker, Schedule, StoreValues};
 use crate::data::metrics::MetricReader;
 
-/// Reads and validates the settings file: the named file must exist; the default one may be
-/// absent (no alarm rules).
-pub(super) fn load(config: &AlarmsConfig) -> Result<AlarmSettings, NodeError> {
+/// Reads the boot file: the named file must exist; the default one may be absent (no alarm
+/// rules until settings are pushed).
+fn read_boot(config: &AlarmsConfig) -> Result<Boot, NodeError> {
     let path = &config.settings_file;
-    let failed = |reason: String| NodeError::AlarmSettings { path: path.clone(), reason };
     let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
+        Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !config.settings_file_named => {
             tracing::info!(path = %path.display(), "no alarm settings file: no alarm rules");
-            return Ok(AlarmSettings::empty());
+            None
         }
-        Err(e) => return Err(failed(e.to_string())),
+        Err(e) => return Err(NodeError::AlarmSettings { path: path.clone(), reason: e.to_string() }),
     };
-    let settings = AlarmSettings::parse(&text, &crate::control::alarms::verify::verify).map_err(|e| failed(e.to_string()))?;
-    for warning in &settings.warnings {
-        tracing::warn!(path = %path.display(), %warning, "alarm settings");
-    }
-    tracing::info!(path = %path.display(), rules = settings.rules.len(), hooks = settings.hooks.len(), "alarm settings loaded");
-    Ok(settings)
+    Ok(Boot { path: path.clone(), text })
 }
 
-/// The hooks a settings file names, as delivery targets (hook kinds hotrule does not send are
-/// left out; the settings' warnings said so).
-pub(super) fn targets(settings: &AlarmSettings) -> Result<Vec<HookTarget>, NodeError> {
-    let failed = |reason: String| NodeError::AlarmSettings { path: "hooks".into(), reason };
-    let mut out = Vec::new();
-    for hook in &settings.hooks {
-        let id = hook.id.to_string();
-        let target = match &hook.config {
-            HookConfig::Webhook(config) => {
-                let urls: Vec<&str> = config.urls.iter().map(String::as_str).collect();
-                let recovery: Vec<&str> = config.recovery_urls.iter().map(String::as_str).collect();
-                HookTarget::webhook(&id, &urls, &recovery, &pairs(&config.headers))
-            }
-            HookConfig::Alertmanager(config) => {
-                let urls: Vec<&str> = config.urls.iter().map(String::as_str).collect();
-                HookTarget::alertmanager(&id, &urls, &pairs(&config.headers))
-            }
-            HookConfig::Unsupported => continue,
-        };
-        out.push(target.map_err(|e| failed(e.to_string()))?);
-    }
-    Ok(out)
-}
-
-fn pairs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
-    headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
-}
-
-/// The running rules and the parts the worker needs.
+/// The running rules, their settings and the hooks' delivery.
 pub(super) struct AlarmParts {
     pub alarms: SharedAlarms,
-    targets: Vec<HookTarget>,
+    pub live: Arc<LiveSettings>,
+    notifier: AlarmNotifier,
+    hook_worker: HookWorker,
 }
 
-pub(super) fn build(config: &AlarmsConfig) -> Result<AlarmParts, NodeError> {
-    let settings = load(config)?;
-    let targets = targets(&settings)?;
-    Ok(AlarmParts { alarms: Arc::new(Mutex::new(AlarmEngine::new(settings))), targets })
+/// Reads and validates the boot file (refused: the node does not start) and builds the rules
+/// and the hooks from it.
+pub(super) fn build(config: &AlarmsConfig, telemetry: &Arc<SelfMetrics>) -> Result<AlarmParts, NodeError> {
+    let boot = read_boot(config)?;
+    let failed = |reason: String| NodeError::AlarmSettings { path: boot.path.clone(), reason };
+    let (settings, targets) = validate(boot.text.as_deref().unwrap_or("").as_bytes()).map_err(|e| failed(e.to_string()))?;
+    for warning in &settings.warnings {
+        tracing::warn!(path = %boot.path.display(), %warning, "alarm settings");
+    }
+    tracing::info!(path = %boot.path.display(), rules = settings.rules.len(), hooks = settings.hooks.len(), "alarm settings loaded");
+    let sender = Arc::new(HttpHookSender::new().map_err(|e| failed(e.to_string()))?);
+    let (notifier, hook_worker) = hook_delivery(targets, DeliverySettings::default(), sender, telemetry.clone()).map_err(|e| failed(e.to_string()))?;
+    let alarms: SharedAlarms = Arc::new(Mutex::new(AlarmEngine::new(settings.clone())));
+    let live = Arc::new(LiveSettings::new(alarms.clone(), notifier.clone(), boot, &settings));
+    Ok(AlarmParts { alarms, live, notifier, hook_worker })
 }
 
 /// Starts the hooks' delivery and the check worker, which stores its messages in `records`; in a
 /// cluster, alarm states and resets go to the peers over the bus.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn spawn(
     workers: &mut WorkerRunner,
     parts: AlarmParts,
@@ -93,15 +72,11 @@ pub(super) fn spawn(
     live: &Arc<dyn LiveNodes>,
     cluster: Option<&super::wiring::ClusterParts>,
     runtime: &crate::control::runtime::Runtime,
-    telemetry: &Arc<SelfMetrics>,
-) -> Result<(), NodeError> {
-    let sender = Arc::new(HttpHookSender::new().map_err(|e| NodeError::AlarmSettings { path: "hooks".into(), reason: e.to_string() })?);
-    let (notifier, hook_worker) = hook_delivery(parts.targets, DeliverySettings::default(), sender, telemetry.clone())
-        .map_err(|e| NodeError::AlarmSettings { path: "hooks".into(), reason: e.to_string() })?;
-    workers.spawn(hook_worker);
+) {
+    workers.spawn(parts.hook_worker);
     let values = Arc::new(StoreValues { reader, live: live.clone() });
     let schedule = config.check_interval.map_or(Schedule::EveryMinute, Schedule::Every);
-    let mut worker = AlarmWorker::new(parts.alarms, values, notifier, schedule).with_records(records);
+    let mut worker = AlarmWorker::new(parts.alarms, values, parts.notifier, schedule).with_records(records);
     if let Some(cluster) = cluster {
         let peers: Arc<dyn AlarmPeers> = Arc::new(crate::cluster::replication::alarms::BusAlarmPeers { cluster: cluster.cluster.clone() });
         worker = worker.with_peers(peers.clone());
@@ -113,5 +88,4 @@ pub(super) fn spawn(
         }));
     }
     workers.spawn(worker);
-    Ok(())
 }

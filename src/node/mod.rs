@@ -128,8 +128,9 @@ impl RunningNode {
 
         // 4. The control plane on management storage, and the alarm rules its resets reach.
         let control = control_plane::build(kv, &settings, &node_id, peers, &telemetry)?;
-        let alarm_parts = alarms::build(&settings.alarms)?;
+        let alarm_parts = alarms::build(&settings.alarms, &telemetry)?;
         control.runtime.set_alarms(alarm_parts.alarms.clone());
+        control.runtime.set_alarm_settings(alarm_parts.live.clone());
 
         // 5. The agent service, dispatch and the receivers, and the admin API's state.
         let config = api::config_state(&settings)?;
@@ -163,7 +164,7 @@ impl RunningNode {
         let scrape = workers::ScrapeParts { live: live.clone(), board: scrape_board };
         workers::spawn_data_workers(&mut workers, &settings, &data.ingest, &stores, scrape);
         workers::spawn_handoff(&mut workers, &stores, &live, cluster.as_ref(), &telemetry);
-        alarms::spawn(&mut workers, alarm_parts, &settings.alarms, stores.metric_reader.clone(), stores.alarm_store.clone(), &live, cluster.as_ref(), &control.runtime, &telemetry)?;
+        alarms::spawn(&mut workers, alarm_parts, &settings.alarms, stores.metric_reader.clone(), stores.alarm_store.clone(), &live, cluster.as_ref(), &control.runtime);
         workers::spawn_reload(&mut workers, &settings, &control, &state);
         workers::spawn_roller(&mut workers, &settings, &node_id, &control, &state, cluster.as_ref(), seams.roll_worker);
         let mut servers = Servers::new();

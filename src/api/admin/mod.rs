@@ -191,6 +191,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
         .route("/runtime/layers", get(layers::layers))
         .route("/runtime/alarm/rules", get(alarms::rules))
+        .route("/runtime/alarm/settings", get(alarms::settings).post(alarms::push_settings).delete(alarms::delete_settings))
         .route("/readyz", get(readyz))
         .route("/metrics", get(self_metrics::metrics))
         .route("/config", get(config))

@@ -1,4 +1,5 @@
-//! SkyWalking's alarm engine, the pure core (no IO, no async, no clock).
+//! SkyWalking's alarm engine: the rules, their checks and the hooks (no clock: the worker in
+//! `data::alarms` owns it).
 //!
 //! - [`settings`] reads `alarm-settings.yml` the way SkyWalking's `RulesReader` does and
 //!   validates it into [`settings::AlarmSettings`]; [`settings::diff`] says which rules a reload
@@ -7,12 +8,14 @@
 //!   slots, fed by minute bucket, read by the MQE evaluation as one series per metric.
 //! - [`state`] is the 10.4+ firing/silence/recovery state machine as one pure function, over a
 //!   small serializable state that a new owner can resume.
+//! - [`engine`] runs the rules: once a minute it rebuilds each (rule, entity) window from the
+//!   stored values, evaluates the expression (MQE) and steps the state machine; [`hooks`]
+//!   delivers what it sends. The clock and the check worker live in `data::alarms`.
+//! - [`live`] is which settings are in force on a node: those pushed at runtime (one replicated
+//!   entry), else the boot file.
 //!
-//! The caller (the alarm worker, not written yet) owns the clock: it moves windows to the
-//! current minute, evaluates each rule's expression over each window once a minute, feeds the
-//! boolean to [`state::check`], and hands the outputs to the hooks (delivery lives elsewhere).
-//! The expression itself is checked through a seam ([`settings::ExpressionFacts`]) so this
-//! module does not depend on the MQE engine.
+//! The settings reader checks expressions through a seam ([`settings::ExpressionFacts`]);
+//! [`verify`] is that seam over the MQE engine.
 
 pub mod config;
 pub mod engine;
@@ -20,6 +23,7 @@ pub mod engine;
 mod engine_tests;
 pub mod entity;
 pub mod hooks;
+pub mod live;
 pub mod settings;
 pub mod state;
 pub mod verify;

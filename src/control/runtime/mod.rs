@@ -181,6 +181,8 @@ pub struct Runtime {
     alarms: RwLock<Option<crate::control::alarms::SharedAlarms>>,
     /// Tells the peers' alarm rules about a reset (in a cluster).
     alarm_reset_peers: RwLock<Option<AlarmResetPeers>>,
+    /// The alarm settings in force, which each scan converges to the stored entry.
+    alarm_settings: RwLock<Option<Arc<crate::control::alarms::live::LiveSettings>>>,
     drain_timeout_ms: AtomicU64,
 }
 
@@ -202,6 +204,7 @@ impl Runtime {
             last_alarm_reset: RwLock::new(None),
             alarms: RwLock::new(None),
             alarm_reset_peers: RwLock::new(None),
+            alarm_settings: RwLock::new(None),
             drain_timeout_ms: AtomicU64::new(DEFAULT_DRAIN_TIMEOUT.as_millis() as u64),
         }
     }
@@ -373,6 +376,16 @@ impl Runtime {
     /// on its owner).
     pub fn set_alarm_reset_peers(&self, peers: AlarmResetPeers) {
         *write(&self.alarm_reset_peers) = Some(peers);
+    }
+
+    /// The node's alarm settings, which scans converge to the stored entry.
+    pub fn set_alarm_settings(&self, live: Arc<crate::control::alarms::live::LiveSettings>) {
+        *write(&self.alarm_settings) = Some(live);
+    }
+
+    /// The node's alarm settings (none before the node built them).
+    pub fn alarm_settings(&self) -> Option<Arc<crate::control::alarms::live::LiveSettings>> {
+        read(&self.alarm_settings).clone()
     }
 
     /// The running alarm rules (none before the node built them).

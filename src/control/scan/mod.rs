@@ -288,6 +288,13 @@ impl Scanner {
         let settings = self.settings();
         let metas: Vec<_> = entries.iter().map(RuleEntry::meta).collect();
         let by_key: BTreeMap<&RuleKey, &RuleEntry> = entries.iter().map(|e| (&e.key, e)).collect();
+        // The alarm settings in force follow their entry (or its absence: the boot file).
+        let alarm_settings = crate::control::alarms::live::settings_key();
+        if wanted(&alarm_settings)
+            && let Some(live) = self.runtime.alarm_settings()
+        {
+            live.sync(by_key.get(&alarm_settings).copied());
+        }
         let now = Instant::now();
         let local: BTreeMap<RuleKey, LocalView> = self
             .runtime

@@ -15,6 +15,7 @@
 
 mod add_or_update;
 pub mod agent_objects;
+mod alarm_settings;
 pub mod apply_phase;
 pub mod error;
 pub mod faults;

@@ -380,3 +380,46 @@ async fn replicated_entries_merge_by_last_write_wins_tombstones_included() {
     assert_eq!(f.store.get_entry(&k).await.expect("read"), Some(at(30, EntryStatus::Deleted)));
     assert!(f.runtime.claims.get(&k).is_none(), "a tombstone claims nothing");
 }
+
+#[tokio::test]
+async fn alarm_settings_are_validated_written_once_and_put_in_force_on_the_main() {
+    use crate::control::alarms::live::{Boot, settings_key, test_live};
+    let f = fixture(&[]);
+    let boot = Boot { path: "config/alarm-settings.yml".into(), text: Some("rules:\n  a_rule:\n    expression: sum(m > 1) >= 1\n".into()) };
+    let (live, alarms, _) = test_live(boot);
+    f.runtime.set_alarm_settings(Arc::new(live));
+    let names = || alarms.lock().expect("alarms").settings().rules.iter().map(|r| r.name.clone()).collect::<Vec<_>>();
+    let pushed = "rules:\n  a_rule:\n    expression: sum(m > 1) >= 1\n  b_rule:\n    expression: sum(m > 2) >= 1\n";
+
+    // Refused before anything is written: blank, unreadable, an invalid rule named.
+    assert_eq!(status(f.workflow.alarm_settings_op(Some(b" \n")).await), ApplyStatus::EmptyBody);
+    let refused = f.workflow.alarm_settings_op(Some(b"rules:\n  bad_rule:\n    expression: top_n(m, 3, des) > 1\n")).await;
+    assert_eq!(refused.status, ApplyStatus::CompileFailed);
+    assert!(refused.message.contains("bad_rule"), "{}", refused.message);
+    assert_eq!(status(f.workflow.alarm_settings_op(None).await), ApplyStatus::NotFound);
+    assert!(f.store.get_entry(&settings_key()).await.expect("read").is_none());
+    assert!(f.peers.calls().is_empty());
+
+    // Stored, told to the peers, in force here at once; b_rule is the one that starts fresh.
+    let stored = f.workflow.alarm_settings_op(Some(pushed.as_bytes())).await;
+    assert_eq!(stored.status, ApplyStatus::Stored, "{}", stored.message);
+    assert!(stored.message.contains("2 rule(s), 0 hook(s)") && stored.message.contains("started fresh: b_rule"), "{}", stored.message);
+    assert!(stored.revision.is_some());
+    let entry = f.store.get_entry(&settings_key()).await.expect("read").expect("written");
+    assert_eq!((entry.status, entry.content.as_slice()), (EntryStatus::Active, pushed.as_bytes()));
+    assert_eq!(f.peers.calls(), vec![format!("notify {}", settings_key())]);
+    assert_eq!(names(), vec!["a_rule", "b_rule"]);
+
+    // The same text again writes nothing.
+    assert_eq!(status(f.workflow.alarm_settings_op(Some(pushed.as_bytes())).await), ApplyStatus::NoChange);
+    assert_eq!(f.peers.calls().len(), 1);
+
+    // Deleted: a tombstone, and the boot file is back in force.
+    let deleted = f.workflow.alarm_settings_op(None).await;
+    assert_eq!(deleted.status, ApplyStatus::Deleted, "{}", deleted.message);
+    let tombstone = f.store.get_entry(&settings_key()).await.expect("read").expect("tombstone");
+    assert_eq!(tombstone.status, EntryStatus::Deleted);
+    assert!(tombstone.revision > entry.revision);
+    assert_eq!(names(), vec!["a_rule"]);
+    assert_eq!(status(f.workflow.alarm_settings_op(None).await), ApplyStatus::NotFound);
+}

@@ -169,6 +169,11 @@ impl AlarmNotifier {
         true
     }
 
+    /// The ids of the hooks deliveries go to.
+    pub fn target_ids(&self) -> Vec<String> {
+        self.targets.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+    }
+
     /// Replaces the hooks (an `alarm-settings.yml` reload). Deliveries already queued still go out.
     pub fn replace_targets(&self, targets: Vec<HookTarget>) -> Result<(), TargetError> {
         let targets = by_id(targets)?;
