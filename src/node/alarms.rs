@@ -42,6 +42,7 @@ pub(super) struct AlarmParts {
     pub live: Arc<LiveSettings>,
     notifier: AlarmNotifier,
     hook_worker: HookWorker,
+    schedule: Schedule,
 }
 
 /// Reads and validates the boot file (refused: the node does not start) and builds the rules
@@ -58,7 +59,8 @@ pub(super) fn build(config: &AlarmsConfig, telemetry: &Arc<SelfMetrics>) -> Resu
     let (notifier, hook_worker) = hook_delivery(targets, DeliverySettings::default(), sender, telemetry.clone()).map_err(|e| failed(e.to_string()))?;
     let alarms: SharedAlarms = Arc::new(Mutex::new(AlarmEngine::new(settings.clone())));
     let live = Arc::new(LiveSettings::new(alarms.clone(), notifier.clone(), boot, &settings));
-    Ok(AlarmParts { alarms, live, notifier, hook_worker })
+    let schedule = config.check_interval.map_or(Schedule::EveryMinute, Schedule::Every);
+    Ok(AlarmParts { alarms, live, notifier, hook_worker, schedule })
 }
 
 /// Starts the hooks' delivery and the check worker, which stores its messages in `records`; in a
@@ -66,7 +68,6 @@ pub(super) fn build(config: &AlarmsConfig, telemetry: &Arc<SelfMetrics>) -> Resu
 pub(super) fn spawn(
     workers: &mut WorkerRunner,
     parts: AlarmParts,
-    config: &AlarmsConfig,
     reader: Arc<dyn MetricReader>,
     records: Arc<dyn AlarmRecordWriter>,
     live: &Arc<dyn LiveNodes>,
@@ -75,8 +76,7 @@ pub(super) fn spawn(
 ) {
     workers.spawn(parts.hook_worker);
     let values = Arc::new(StoreValues { reader, live: live.clone() });
-    let schedule = config.check_interval.map_or(Schedule::EveryMinute, Schedule::Every);
-    let mut worker = AlarmWorker::new(parts.alarms, values, parts.notifier, schedule).with_records(records);
+    let mut worker = AlarmWorker::new(parts.alarms, values, parts.notifier, parts.schedule).with_records(records);
     if let Some(cluster) = cluster {
         let peers: Arc<dyn AlarmPeers> = Arc::new(crate::cluster::replication::alarms::BusAlarmPeers { cluster: cluster.cluster.clone() });
         worker = worker.with_peers(peers.clone());

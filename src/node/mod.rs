@@ -164,7 +164,7 @@ impl RunningNode {
         let scrape = workers::ScrapeParts { live: live.clone(), board: scrape_board };
         workers::spawn_data_workers(&mut workers, &settings, &data.ingest, &stores, scrape);
         workers::spawn_handoff(&mut workers, &stores, &live, cluster.as_ref(), &telemetry);
-        alarms::spawn(&mut workers, alarm_parts, &settings.alarms, stores.metric_reader.clone(), stores.alarm_store.clone(), &live, cluster.as_ref(), &control.runtime);
+        alarms::spawn(&mut workers, alarm_parts, stores.metric_reader.clone(), stores.alarm_store.clone(), &live, cluster.as_ref(), &control.runtime);
         workers::spawn_reload(&mut workers, &settings, &control, &state);
         workers::spawn_roller(&mut workers, &settings, &node_id, &control, &state, cluster.as_ref(), seams.roll_worker);
         let mut servers = Servers::new();

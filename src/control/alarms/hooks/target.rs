@@ -219,6 +219,33 @@ impl DeliverySettings {
     }
 }
 
+/// The hooks a settings file names, as delivery targets. Hook kinds hotrule does not send are
+/// left out (the settings' warnings said so).
+pub fn targets_of(settings: &crate::control::alarms::settings::AlarmSettings) -> Result<Vec<HookTarget>, TargetError> {
+    use crate::control::alarms::settings::HookConfig;
+    fn pairs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
+        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    }
+    let mut out = Vec::new();
+    for hook in &settings.hooks {
+        let id = hook.id.to_string();
+        let target = match &hook.config {
+            HookConfig::Webhook(config) => {
+                let urls: Vec<&str> = config.urls.iter().map(String::as_str).collect();
+                let recovery: Vec<&str> = config.recovery_urls.iter().map(String::as_str).collect();
+                HookTarget::webhook(&id, &urls, &recovery, &pairs(&config.headers))?
+            }
+            HookConfig::Alertmanager(config) => {
+                let urls: Vec<&str> = config.urls.iter().map(String::as_str).collect();
+                HookTarget::alertmanager(&id, &urls, &pairs(&config.headers))?
+            }
+            HookConfig::Unsupported => continue,
+        };
+        out.push(target);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,29 +276,3 @@ mod tests {
     }
 }
 
-/// The hooks a settings file names, as delivery targets. Hook kinds hotrule does not send are
-/// left out (the settings' warnings said so).
-pub fn targets_of(settings: &crate::control::alarms::settings::AlarmSettings) -> Result<Vec<HookTarget>, TargetError> {
-    use crate::control::alarms::settings::HookConfig;
-    fn pairs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
-        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
-    }
-    let mut out = Vec::new();
-    for hook in &settings.hooks {
-        let id = hook.id.to_string();
-        let target = match &hook.config {
-            HookConfig::Webhook(config) => {
-                let urls: Vec<&str> = config.urls.iter().map(String::as_str).collect();
-                let recovery: Vec<&str> = config.recovery_urls.iter().map(String::as_str).collect();
-                HookTarget::webhook(&id, &urls, &recovery, &pairs(&config.headers))?
-            }
-            HookConfig::Alertmanager(config) => {
-                let urls: Vec<&str> = config.urls.iter().map(String::as_str).collect();
-                HookTarget::alertmanager(&id, &urls, &pairs(&config.headers))?
-            }
-            HookConfig::Unsupported => continue,
-        };
-        out.push(target);
-    }
-    Ok(out)
-}
