@@ -86,13 +86,24 @@ pub fn alarm_entity(entity: &Entity) -> Option<AlarmEntity> {
     }
 }
 
-/// A stored value as a window holds it: common and labeled values; histograms are not
-/// alarmable (SkyWalking refuses them too).
+/// A stored value as a window holds it: common and labeled values, and a histogram's
+/// percentiles (`histogram_percentile([...])`) as values labeled `p` beside the histogram's own
+/// labels, as SkyWalking's percentile functions hold them (`m{p='50,99'}` selects them). A
+/// histogram without percentiles is not alarmable (SkyWalking refuses it too).
 fn alarm_value(value: &Value) -> Option<MetricValue> {
     match value {
         Value::Single(v) => Some(MetricValue::Single(*v as f64)),
         Value::Labeled(pairs) => Some(MetricValue::Labeled(pairs.iter().map(|(k, v)| (k.clone(), *v as f64)).collect())),
-        Value::Histogram { .. } => None,
+        Value::Histogram { percentiles, .. } if percentiles.is_empty() => None,
+        Value::Histogram { labels, buckets, percentiles } => Some(MetricValue::Labeled(
+            percentiles
+                .iter()
+                .map(|rank| {
+                    let key = if labels.is_empty() { format!("p={rank}") } else { format!("{labels},p={rank}") };
+                    (key, crate::data::metrics::prom::percentile(buckets, *rank) as f64)
+                })
+                .collect(),
+        )),
     }
 }
 
@@ -252,5 +263,57 @@ mod tests {
         worker.last_minute = Some(29_000_000);
         assert!(!worker.due(minute + 40_000), "once per minute");
         assert!(worker.due(minute + 60_000 + 20_000));
+    }
+
+    #[test]
+    fn percentiles_are_labeled_values_and_plain_histograms_are_not_alarmable() {
+        let buckets = vec![(100, 5), (250, 3), (500, 2)];
+        let with = |labels: &str, percentiles: Vec<u32>| Value::Histogram { labels: labels.into(), buckets: buckets.clone(), percentiles };
+        assert_eq!(alarm_value(&with("", vec![50, 90])), Some(MetricValue::Labeled(vec![("p=50".into(), 100.0), ("p=90".into(), 500.0)])));
+        assert_eq!(alarm_value(&with("route=/a", vec![99])), Some(MetricValue::Labeled(vec![("route=/a,p=99".into(), 500.0)])));
+        assert_eq!(alarm_value(&with("", Vec::new())), None);
+        assert_eq!(alarm_value(&Value::Single(7)), Some(MetricValue::Single(7.0)));
+    }
+
+    /// A MAL `histogram_percentile` metric, stored, read by the engine through the store and
+    /// selected by `p`: the p99 rule fires, the p50 rule does not.
+    #[test]
+    fn a_percentile_rule_fires_on_a_stored_histogram() {
+        use crate::data::metrics::MetricWriter;
+        use hotrule_mal_engine::{DataType, Downsampling, Entity, ScopeType};
+        let store = store();
+        let mut entity = Entity::new(ScopeType::Service);
+        entity.service_name = "checkout".into();
+        entity.layer = "GENERAL".into();
+        // Now (the store keeps minute values for a while only), at second 20 of the minute.
+        let now_ms = crate::base::clock::wall_clock_ms() / 60_000 * 60_000 + 20_000;
+        let bucket = crate::data::metrics::Granularity::Minute.bucket_of(now_ms);
+        let value = crate::data::metrics::MetricValue {
+            metric: "latency_percentile".into(),
+            rule: "test".into(),
+            entity,
+            time_bucket: bucket,
+            timestamp_ms: now_ms,
+            value: Value::Histogram { labels: String::new(), buckets: vec![(100, 5), (250, 3), (500, 2)], percentiles: vec![50, 99] },
+            data_type: DataType::HistogramPercentile,
+            downsampling: Downsampling::Avg,
+        };
+        store.write(&[value]).expect("write");
+        let settings = crate::control::alarms::settings::AlarmSettings::parse(
+            "rules:\n  p99_rule:\n    expression: sum(latency_percentile{p='99'} > 400) >= 1\n  p50_rule:\n    expression: sum(latency_percentile{p='50'} > 400) >= 1\n",
+            &crate::control::alarms::verify::verify,
+        )
+        .expect("settings");
+        let mut engine = crate::control::alarms::engine::AlarmEngine::new(settings);
+        let values = StoreValues { reader: store, live: Arc::new(crate::base::owner::Alone(crate::base::ids::NodeId("a".into()))) };
+        let mut n = 0;
+        let checked = engine.check(now_ms, &values, &mut || {
+            n += 1;
+            crate::control::alarms::state::AlarmUuid(n)
+        });
+        assert!(checked.errors.is_empty(), "{:?}", checked.errors);
+        let fired: Vec<&str> = checked.firing.iter().map(|m| m.rule_name.as_str()).collect();
+        assert_eq!(fired, vec!["p99_rule"]);
+        assert_eq!(checked.windows, 2, "both rules checked the entity");
     }
 }
