@@ -25,7 +25,7 @@ use crate::control::alarms::entity::AlarmEntity;
 use crate::control::alarms::hooks::delivery::AlarmNotifier;
 use crate::control::alarms::state::AlarmUuid;
 use crate::control::alarms::window::{EpochMinute, MetricValue};
-use crate::data::alarm_records::AlarmRecordWriter;
+use crate::data::alarm_records::{AlarmRecordWriter, AlarmStateKeeper};
 use crate::data::metrics::cells::keys::owner_key;
 use crate::data::metrics::{Entity, Granularity, MetricReader, SeriesFilter, Value};
 
@@ -136,11 +136,14 @@ pub struct AlarmWorker {
     peers: Option<Arc<dyn AlarmPeers>>,
     /// Where each check's firing messages and recoveries are stored (`data::alarm_records`).
     records: Option<Arc<dyn AlarmRecordWriter>>,
+    /// Where the states this node holds that are not NORMAL are kept across a restart, and the
+    /// set last kept (written again only when it changes).
+    keeper: Option<(Arc<dyn AlarmStateKeeper>, Vec<StateRecord>)>,
 }
 
 impl AlarmWorker {
     pub fn new(alarms: SharedAlarms, values: Arc<dyn AlarmValues + Send + Sync>, notifier: AlarmNotifier, schedule: Schedule) -> AlarmWorker {
-        AlarmWorker { alarms, values, notifier, schedule, last_minute: None, peers: None, records: None }
+        AlarmWorker { alarms, values, notifier, schedule, last_minute: None, peers: None, records: None, keeper: None }
     }
 
     /// The same worker, handing the states each check changes to `peers` before it notifies:
@@ -153,6 +156,14 @@ impl AlarmWorker {
     /// The same worker, storing what each check sends in `records`.
     pub fn with_records(mut self, records: Arc<dyn AlarmRecordWriter>) -> AlarmWorker {
         self.records = Some(records);
+        self
+    }
+
+    /// The same worker, keeping the states it holds that are not NORMAL in `keeper` (synced,
+    /// before any notification) whenever they change. The engine should have adopted
+    /// `kept` (what `keeper` held at start) already.
+    pub fn with_state_keeper(mut self, keeper: Arc<dyn AlarmStateKeeper>, kept: Vec<StateRecord>) -> AlarmWorker {
+        self.keeper = Some((keeper, kept));
         self
     }
 
@@ -171,12 +182,15 @@ impl AlarmWorker {
     pub async fn check_now(&mut self, now_ms: i64) -> Checked {
         self.last_minute = Some(now_ms.div_euclid(60_000));
         let (alarms, values) = (self.alarms.clone(), self.values.clone());
+        let keeping = self.keeper.is_some();
         let checked = tokio::task::spawn_blocking(move || {
             let mut engine = alarms.lock().unwrap_or_else(|p| p.into_inner());
-            engine.check(now_ms, values.as_ref(), &mut || AlarmUuid(rand::random()))
+            let checked = engine.check(now_ms, values.as_ref(), &mut || AlarmUuid(rand::random()));
+            let held = if keeping { engine.held_states() } else { Vec::new() };
+            (checked, held)
         })
         .await;
-        let checked = match checked {
+        let (checked, held) = match checked {
             Ok(checked) => checked,
             Err(e) => {
                 tracing::error!(error = %e, "alarm check task failed");
@@ -198,12 +212,30 @@ impl AlarmWorker {
         {
             peers.share(Vec::new(), checked.states.clone()).await;
         }
+        self.keep(held).await;
         crate::data::alarm_records::store::record_check(self.records.as_ref(), &checked.firing, &checked.recoveries).await;
         let report = self.notifier.notify(&checked.firing, &checked.recoveries);
         if !report.unknown_hooks.is_empty() {
             tracing::warn!(hooks = ?report.unknown_hooks, "alarm messages name hooks that are not configured");
         }
         checked
+    }
+}
+
+impl AlarmWorker {
+    /// Keeps `held` if it differs from the set last kept (a failure is logged; the next check
+    /// tries again).
+    async fn keep(&mut self, held: Vec<StateRecord>) {
+        let Some((keeper, last)) = self.keeper.as_mut() else { return };
+        if *last == held {
+            return;
+        }
+        let (writer, states) = (keeper.clone(), held.clone());
+        match tokio::task::spawn_blocking(move || writer.keep_states(&states)).await {
+            Ok(Ok(())) => *last = held,
+            Ok(Err(e)) => tracing::warn!(error = %e, "alarm states not kept; a restart now would start them from NORMAL"),
+            Err(e) => tracing::error!(error = %e, "alarm state task failed"),
+        }
     }
 }
 

@@ -17,7 +17,8 @@ use crate::control::alarms::hooks::delivery::{AlarmNotifier, HookWorker, hook_de
 use crate::control::alarms::hooks::sender::HttpHookSender;
 use crate::control::alarms::hooks::target::DeliverySettings;
 use crate::control::alarms::live::{Boot, LiveSettings, validate};
-use crate::data::alarm_records::AlarmRecordWriter;
+use crate::data::alarm_records::AlarmStateKeeper;
+use crate::data::alarm_records::store::AlarmRecordStore;
 use crate::data::alarms::{AlarmPeers, AlarmWorker, Schedule, StoreValues};
 use crate::data::metrics::MetricReader;
 
@@ -63,20 +64,35 @@ pub(super) fn build(config: &AlarmsConfig, telemetry: &Arc<SelfMetrics>) -> Resu
     Ok(AlarmParts { alarms, live, notifier, hook_worker, schedule })
 }
 
-/// Starts the hooks' delivery and the check worker, which stores its messages in `records`; in a
-/// cluster, alarm states and resets go to the peers over the bus.
+/// Starts the hooks' delivery and the check worker, which stores its messages in `records` and
+/// keeps there the states it holds across a restart; in a cluster, alarm states and resets go
+/// to the peers over the bus.
 pub(super) fn spawn(
     workers: &mut WorkerRunner,
     parts: AlarmParts,
     reader: Arc<dyn MetricReader>,
-    records: Arc<dyn AlarmRecordWriter>,
+    records: Arc<AlarmRecordStore>,
     live: &Arc<dyn LiveNodes>,
     cluster: Option<&super::wiring::ClusterParts>,
     runtime: &crate::control::runtime::Runtime,
 ) {
     workers.spawn(parts.hook_worker);
     let values = Arc::new(StoreValues { reader, live: live.clone() });
-    let mut worker = AlarmWorker::new(parts.alarms, values, parts.notifier, parts.schedule).with_records(records);
+    // The states this node held before a restart: taken at its first check of each entity it
+    // still evaluates (a peer's hand-over, arriving later, is newer and replaces them).
+    let kept = match records.kept_states() {
+        Ok(kept) => kept,
+        Err(e) => {
+            tracing::warn!(error = %e, "kept alarm states unreadable; every alarm starts from NORMAL");
+            Vec::new()
+        }
+    };
+    if !kept.is_empty() {
+        tracing::info!(states = kept.len(), "alarm states kept before the restart resumed");
+        parts.alarms.lock().unwrap_or_else(|p| p.into_inner()).adopt(kept.clone());
+    }
+    let keeper: Arc<dyn AlarmStateKeeper> = records.clone();
+    let mut worker = AlarmWorker::new(parts.alarms, values, parts.notifier, parts.schedule).with_records(records).with_state_keeper(keeper, kept);
     if let Some(cluster) = cluster {
         let peers: Arc<dyn AlarmPeers> = Arc::new(crate::cluster::replication::alarms::BusAlarmPeers { cluster: cluster.cluster.clone() });
         worker = worker.with_peers(peers.clone());

@@ -346,6 +346,21 @@ impl AlarmEngine {
             .collect()
     }
 
+    /// The states of the entities this node evaluates that are not NORMAL (what a restart must
+    /// not lose), in rule and entity order.
+    pub fn held_states(&self) -> Vec<StateRecord> {
+        let mut out = Vec::new();
+        for running in &self.rules {
+            let fingerprint = rule_fingerprint(&running.rule);
+            for (entity, held) in &running.entities {
+                if held.state.phase != AlarmPhase::Normal {
+                    out.push(StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state: Some(held.state) });
+                }
+            }
+        }
+        out
+    }
+
     /// Whether some entity of some rule is firing (FIRING or SILENCED_FIRING).
     pub fn firing(&self) -> usize {
         self.rules

@@ -9,6 +9,7 @@
 //!   tags: n × (key value) | expression | metrics snapshot: n × (metric json) | layers: n ×
 //!   layer`. The start time and uuid are the key's.
 //! - recovery: `version | recovery time (i64)`.
+//! - held state: `version | the state record as JSON` (rule, fingerprint, entity, state).
 
 use std::collections::BTreeMap;
 
@@ -89,4 +90,19 @@ pub fn decode_recovery(value: &[u8]) -> Result<i64, ValueError> {
     let time = r.i64()?;
     r.finish()?;
     Ok(time)
+}
+
+/// The stored value of one held alarm state.
+pub fn encode_state(record: &crate::control::alarms::engine::StateRecord) -> Vec<u8> {
+    let mut out = vec![FORMAT_VERSION];
+    out.extend_from_slice(&serde_json::to_vec(record).unwrap_or_default());
+    out
+}
+
+pub fn decode_state(value: &[u8]) -> Result<crate::control::alarms::engine::StateRecord, String> {
+    match value.split_first() {
+        Some((&FORMAT_VERSION, json)) => serde_json::from_slice(json).map_err(|e| e.to_string()),
+        Some((version, _)) => Err(format!("format version {version}, this build reads {FORMAT_VERSION}")),
+        None => Err("empty value".to_string()),
+    }
 }

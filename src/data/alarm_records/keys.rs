@@ -7,10 +7,22 @@
 //!   The same position as the record under another prefix: joined by one point lookup, expired
 //!   by the same cutoff.
 //!
+//! - `s | n`: the alarm states this node held at its last check that are not NORMAL (one key
+//!   per state, numbered; the set is replaced whole), read back at start.
+//!
 //! The start time is big-endian with its sign bit flipped, so byte order is numeric order.
 
 pub const RECORD_PREFIX: u8 = b'r';
 pub const RECOVERY_PREFIX: u8 = b'v';
+pub const STATE_PREFIX: u8 = b's';
+
+/// The key of the `n`-th held state.
+pub fn state_key(n: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9);
+    out.push(STATE_PREFIX);
+    out.extend_from_slice(&n.to_be_bytes());
+    out
+}
 
 fn key(prefix: u8, start_ms: i64, uuid: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(9 + uuid.len());

@@ -148,6 +148,15 @@ pub trait AlarmRecordWriter: Send + Sync + 'static {
     fn write(&self, firing: &[AlarmMessage], recoveries: &[AlarmRecoveryMessage]) -> Result<(), AlarmRecordError>;
 }
 
+/// Where the alarm worker keeps the states it holds that are not NORMAL, so that a restarted
+/// node resumes a firing alarm instead of firing it again (and still sends its recovery).
+pub trait AlarmStateKeeper: Send + Sync + 'static {
+    /// Replaces the kept states with `states`; returns once durable.
+    fn keep_states(&self, states: &[crate::control::alarms::engine::StateRecord]) -> Result<(), AlarmRecordError>;
+    /// The kept states (read at start).
+    fn kept_states(&self) -> Result<Vec<crate::control::alarms::engine::StateRecord>, AlarmRecordError>;
+}
+
 /// What `/query/alarms` (and a peer's cluster read) reads.
 pub trait AlarmRecordReader: Send + Sync + 'static {
     fn query(&self, filter: &AlarmFilter) -> Result<AlarmPage, AlarmRecordError>;

@@ -13,8 +13,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::keys::{RECORD_PREFIX, RECOVERY_PREFIX};
-use super::{AlarmFilter, AlarmPage, AlarmRecord, AlarmRecordError, AlarmRecordReader, AlarmRecordWriter, codec, keys};
+use super::keys::{RECORD_PREFIX, RECOVERY_PREFIX, STATE_PREFIX};
+use super::{AlarmFilter, AlarmPage, AlarmRecord, AlarmRecordError, AlarmRecordReader, AlarmRecordWriter, AlarmStateKeeper, codec, keys};
+use crate::control::alarms::engine::StateRecord;
 use crate::base::clock::wall_clock_ms;
 use crate::control::alarms::hooks::message::{AlarmMessage, AlarmRecoveryMessage};
 use crate::data::series_store::{self, Expiring, NowMs, RetentionNames};
@@ -131,6 +132,24 @@ impl AlarmRecordWriter for AlarmRecordStore {
         }
         self.kv.write(&ops, true)?;
         Ok(())
+    }
+}
+
+impl AlarmStateKeeper for AlarmRecordStore {
+    fn keep_states(&self, states: &[StateRecord]) -> Result<(), AlarmRecordError> {
+        let mut ops = vec![SeriesOp::DeleteRange { start: vec![STATE_PREFIX], end: vec![STATE_PREFIX + 1] }];
+        ops.extend(states.iter().zip(0u64..).map(|(state, n)| SeriesOp::Put { key: keys::state_key(n), value: codec::encode_state(state) }));
+        self.kv.write(&ops, true)?;
+        Ok(())
+    }
+
+    fn kept_states(&self) -> Result<Vec<StateRecord>, AlarmRecordError> {
+        let mut out = Vec::new();
+        crate::data::series_store::try_visit_range::<AlarmRecordError>(self.kv.as_ref(), &[STATE_PREFIX], &[STATE_PREFIX + 1], &mut |key, value| {
+            out.push(codec::decode_state(value).map_err(|detail| corrupt(key, detail))?);
+            Ok(Visit::Next)
+        })?;
+        Ok(out)
     }
 }
 
