@@ -8,6 +8,9 @@
 //! - [`state`] is the 10.4+ firing/silence/recovery state machine as one pure function, over a
 //!   small serializable state that a new owner can resume.
 //!
+//! - [`replay`] is the dry run (`hotrule alarm test`): a fresh engine checked minute by minute
+//!   over values held in memory, every check and transition listed, nothing sent.
+//!
 //! The caller (the alarm worker, not written yet) owns the clock: it moves windows to the
 //! current minute, evaluates each rule's expression over each window once a minute, feeds the
 //! boolean to [`state::check`], and hands the outputs to the hooks (delivery lives elsewhere).
@@ -20,6 +23,7 @@ pub mod engine;
 mod engine_tests;
 pub mod entity;
 pub mod hooks;
+pub mod replay;
 pub mod settings;
 pub mod state;
 pub mod verify;
