@@ -88,7 +88,7 @@ pub fn alarm_entity(entity: &Entity) -> Option<AlarmEntity> {
 
 /// A stored value as a window holds it: common and labeled values; histograms are not
 /// alarmable (SkyWalking refuses them too).
-fn alarm_value(value: &Value) -> Option<MetricValue> {
+pub(crate) fn alarm_value(value: &Value) -> Option<MetricValue> {
     match value {
         Value::Single(v) => Some(MetricValue::Single(*v as f64)),
         Value::Labeled(pairs) => Some(MetricValue::Labeled(pairs.iter().map(|(k, v)| (k.clone(), *v as f64)).collect())),

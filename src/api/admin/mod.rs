@@ -6,6 +6,7 @@
 //! `applyStatus`, `catalog`, `name` and `message`, except raw rule bodies and dumps.
 
 mod agents;
+mod alarm_test;
 mod alarms;
 mod apply_phase;
 mod dump;
@@ -191,6 +192,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
         .route("/runtime/layers", get(layers::layers))
         .route("/runtime/alarm/rules", get(alarms::rules))
+        .route("/runtime/alarm/test", post(alarm_test::test_rules))
         .route("/readyz", get(readyz))
         .route("/metrics", get(self_metrics::metrics))
         .route("/config", get(config))
