@@ -5,8 +5,8 @@
 //!
 //! One file per command group: `serve` runs a node; `rule` (with `rule roll` and `rule test`),
 //! `cluster` and `agent` (agents, agent configs and agent groups) talk to a node; `config`
-//! inspects a configuration offline; `metrics` and `logs` keep their clap types beside their
-//! calls (`admin::metrics`, `admin::logs`). This file holds the tree, the flags several
+//! inspects a configuration offline; `metrics`, `logs`, `alarms` and `alarm` keep their clap
+//! types beside their calls (`admin::metrics`, `admin::logs`, `admin::alarms`, `admin::alarm`). This file holds the tree, the flags several
 //! groups share (`--server`, `--config`/`--set`) and the exit codes they all use: 0 done, 1 a
 //! failed or refused request, 2 a usage error. The node imports nothing from here.
 
@@ -91,6 +91,13 @@ enum Command {
         #[command(subcommand)]
         command: admin::alarms::AlarmsCommand,
     },
+    /// Alarm rules: `alarm test` replays rules over the stored values (a dry run; nothing is sent).
+    Alarm {
+        #[command(flatten)]
+        server: ServerArgs,
+        #[command(subcommand)]
+        command: admin::alarm::AlarmCommand,
+    },
     /// Inspect a configuration without running a node.
     Config {
         #[command(subcommand)]
@@ -147,6 +154,10 @@ pub fn run(cli: Cli) -> ExitCode {
             },
             Command::Alarms { server, command } => match admin_client(&server) {
                 Ok(client) => exit_code(admin::alarms::run(&client, command).await),
+                Err(code) => code,
+            },
+            Command::Alarm { server, command } => match admin_client(&server) {
+                Ok(client) => exit_code(admin::alarm::run(&client, command).await),
                 Err(code) => code,
             },
             Command::Agent { server, command } => agent::run(server, agent::AgentCli::Agent(command)).await,

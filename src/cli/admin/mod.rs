@@ -1,9 +1,10 @@
 //! The commands that call the admin API and print its answers: `rule` (push, list, dump,
 //! inactivate, delete), `rule roll` (`rolling`), `rule test`, the agent commands, `metrics`,
-//! `logs` and `alarms`. Each is a thin call through the protocol client (`api::client`); on failure it prints
-//! the server's applyStatus and message and exits non-zero.
+//! `logs`, `alarms` and `alarm` (`alarm test`). Each is a thin call through the protocol client
+//! (`api::client`); on failure it prints the server's applyStatus and message and exits non-zero.
 
 pub mod agents;
+pub mod alarm;
 pub mod alarms;
 pub mod logs;
 pub mod metrics;
