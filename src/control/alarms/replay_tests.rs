@@ -190,3 +190,17 @@ fn minute_values_answer_their_range_only() {
     assert_eq!((values.metric_scope("cpu").as_deref(), values.metric_scope("mem")), (Some("SERVICE"), None));
     assert_eq!(values.len(), 3);
 }
+
+#[test]
+fn only_a_dry_run_engine_traces() {
+    let (_, values) = high_then_low();
+    let mut mint = || AlarmUuid(7);
+    let mut running = AlarmEngine::new(settings(SETTINGS));
+    let checked = running.check(101 * 60_000 + 20_000, &values, &mut mint);
+    assert_eq!((checked.windows, checked.firing.len(), checked.trace.len()), (1, 1, 0), "the running rules list nothing more");
+    let mut traced = AlarmEngine::new(settings(SETTINGS)).with_trace();
+    let checked = traced.check(101 * 60_000 + 20_000, &values, &mut mint);
+    assert_eq!(checked.trace.len(), 1);
+    let check = &checked.trace[0];
+    assert_eq!((check.rule.as_str(), check.matched, check.before.phase, check.after.phase), ("cpu_rule", true, AlarmPhase::Normal, AlarmPhase::Firing));
+}
