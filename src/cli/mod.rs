@@ -6,9 +6,10 @@
 //! One file per command group: `serve` runs a node; `rule` (with `rule roll` and `rule test`),
 //! `cluster` and `agent` (agents, agent configs and agent groups) talk to a node; `config`
 //! inspects a configuration offline; `metrics`, `logs`, `alarms` and `alarm` keep their clap
-//! types beside their calls (`admin::metrics`, `admin::logs`, `admin::alarms`, `admin::alarm`). This file holds the tree, the flags several
-//! groups share (`--server`, `--config`/`--set`) and the exit codes they all use: 0 done, 1 a
-//! failed or refused request, 2 a usage error. The node imports nothing from here.
+//! types beside their calls (`admin::metrics`, `admin::logs`, `admin::alarms`, `admin::alarm`).
+//! This file holds the tree, the flags several groups share (`--server`, `--config`/`--set`)
+//! and the exit codes they all use: 0 done, 1 a failed or refused request, 2 a usage error. The
+//! node imports nothing from here.
 
 pub mod admin;
 
