@@ -1,10 +1,11 @@
-//! Issue 23 on a real `hotrule serve` process (two scenarios; the second scrapes Debian's
+//! Issue 23 on a real `hotrule serve` process (three scenarios; the second scrapes Debian's
 //! node_exporter into the bundled `vm.yaml`): `alarm-settings.yml` from the node's config, a
 //! MAL rule pushed at runtime, samples pushed to the data port, and an alarm rule on the
 //! computed metric that fires to a webhook receiver and to a real Alertmanager (Debian's
 //! `prometheus-alertmanager`; without it that part prints why and is skipped), then recovers
 //! once the next minute's value falls back. A structural change of the metric another alarm
-//! rule reads resets that rule: `alarmResets` rises and its alarm never gets a recovery.
+//! rule reads resets that rule: `alarmResets` rises and its alarm never gets a recovery. The
+//! third is the dry run through the real CLI (`hotrule alarm test`) over pushed past minutes.
 //!
 //! The node checks every second (`alarms.check_interval: 1s`, a test knob) instead of once a
 //! minute after second 15, and `al_load` keeps the latest sample of the minute, so the fire and
@@ -261,4 +262,56 @@ async fn node_exporter_cpu_trips_an_alarm_and_a_vm_yaml_change_resets_it() {
     let fires = received.of_rule("fire", "vm_cpu_rule");
     assert_ne!(fires[1]["uuid"], first["uuid"]);
     assert!(!received.messages("recover").iter().any(|m| m["uuid"] == first["uuid"]), "no recovery for a reset alarm");
+}
+
+/// The dry run on a real process: `al_load` pushed for twenty past minutes (above 100 from the
+/// tenth on, for five minutes), then the real CLI, `hotrule alarm test --rule f.yml --since 30m`,
+/// prints the FIRING at the minute the value crossed the threshold, and nothing else fires (a
+/// silence of 30 checks). The webhook the rule names gets nothing, and the node stores no alarm.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alarm_test_replays_stored_values_and_sends_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (webhook, received) = components::webhook::start().await;
+    let node = HotruleNode::start(&dir.path().join("node"), &dir.path().join("rules"), "", &[]).await;
+    post_rule(&node, RULE, false).await;
+    let first = (hotrule::base::clock::wall_clock_ms() / 60_000 - 20) * 60_000;
+    let values = [10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 150, 150, 150, 150, 150, 10, 10, 10, 10, 10];
+    for (at, value) in values.iter().enumerate() {
+        push(&node, &sample(*value, first + at as i64 * 60_000, 30)).await;
+    }
+    wait_until(WAIT, "twenty minutes of al_load stored", || async {
+        node.query_points("al_load", "s", first, first + 20 * 60_000 - 1).await.is_some_and(|points| points.len() == 20)
+    })
+    .await;
+
+    let rule_file = dir.path().join("f.yml");
+    let (hooks, names) = hooks(&webhook, None);
+    let tested = format!(
+        "rules:
+  load_rule:
+    expression: sum(al_load > 100) >= 1
+    period: 1
+    silence-period: 30
+    message: Load of {{name}} is above 100
+    hooks: [{names}]
+{hooks}"
+    );
+    std::fs::write(&rule_file, tested).expect("rule file");
+    let server = node.admin_url();
+    let rule_path = rule_file.display().to_string();
+    let (code, stdout, stderr) = harness::hotrule_cli(&["alarm", "test", "--rule", &rule_path, "--since", "30m", "--server", &server], &[]).await;
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let fire_minute = hotrule::base::clock::iso8601((first + 10 * 60_000) as u64);
+    let fire_minute = format!("{}Z", &fire_minute[..16]);
+    let fires: Vec<&str> = stdout.lines().filter(|line| line.contains("FIRING dry-run")).collect();
+    assert_eq!(fires.len(), 1, "{stdout}");
+    let cells: Vec<&str> = fires[0].split_whitespace().collect();
+    assert_eq!(cells[..7], [fire_minute.as_str(), "load_rule", "s", "yes", "NORMAL", "->", "FIRING"], "{stdout}");
+    assert!(fires[0].ends_with("FIRING dry-run-1 \"Load of s is above 100\""), "{stdout}");
+    assert!(stdout.contains("summary: 20 windows checked, 1 fire, 0 recoveries"), "{stdout}");
+
+    // Nothing was sent or stored.
+    let records = node.client.get(&with_query("/query/alarms", &[("start", "0")])).await.expect("records").json().unwrap_or_default();
+    assert_eq!(records["total"], 0, "{records}");
+    assert!(received.messages("fire").is_empty() && received.messages("recover").is_empty(), "the webhook got nothing");
 }

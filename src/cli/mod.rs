@@ -5,10 +5,11 @@
 //!
 //! One file per command group: `serve` runs a node; `rule` (with `rule roll` and `rule test`),
 //! `cluster` and `agent` (agents, agent configs and agent groups) talk to a node; `config`
-//! inspects a configuration offline; `metrics` and `logs` keep their clap types beside their
-//! calls (`admin::metrics`, `admin::logs`). This file holds the tree, the flags several
-//! groups share (`--server`, `--config`/`--set`) and the exit codes they all use: 0 done, 1 a
-//! failed or refused request, 2 a usage error. The node imports nothing from here.
+//! inspects a configuration offline; `metrics`, `logs`, `alarms` and `alarm` keep their clap
+//! types beside their calls (`admin::metrics`, `admin::logs`, `admin::alarms`, `admin::alarm`).
+//! This file holds the tree, the flags several groups share (`--server`, `--config`/`--set`)
+//! and the exit codes they all use: 0 done, 1 a failed or refused request, 2 a usage error. The
+//! node imports nothing from here.
 
 pub mod admin;
 
@@ -91,7 +92,8 @@ enum Command {
         #[command(subcommand)]
         command: admin::alarms::AlarmsCommand,
     },
-    /// Alarm settings at runtime: get, push, diff or delete the `alarm-settings.yml` in force.
+    /// Alarm rules: `alarm settings` gets, pushes, diffs or deletes the `alarm-settings.yml` in
+    /// force; `alarm test` replays rules over the stored values (a dry run; nothing is sent).
     Alarm {
         #[command(flatten)]
         server: ServerArgs,

@@ -90,7 +90,7 @@ pub fn alarm_entity(entity: &Entity) -> Option<AlarmEntity> {
 /// percentiles (`histogram_percentile([...])`) as values labeled `p` beside the histogram's own
 /// labels, as SkyWalking's percentile functions hold them (`m{p='50,99'}` selects them). A
 /// histogram without percentiles is not alarmable (SkyWalking refuses it too).
-fn alarm_value(value: &Value) -> Option<MetricValue> {
+pub(crate) fn alarm_value(value: &Value) -> Option<MetricValue> {
     match value {
         Value::Single(v) => Some(MetricValue::Single(*v as f64)),
         Value::Labeled(pairs) => Some(MetricValue::Labeled(pairs.iter().map(|(k, v)| (k.clone(), *v as f64)).collect())),

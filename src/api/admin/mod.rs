@@ -6,6 +6,7 @@
 //! `applyStatus`, `catalog`, `name` and `message`, except raw rule bodies and dumps.
 
 mod agents;
+mod alarm_test;
 mod alarms;
 mod apply_phase;
 mod dump;
@@ -192,6 +193,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/layers", get(layers::layers))
         .route("/runtime/alarm/rules", get(alarms::rules))
         .route("/runtime/alarm/settings", get(alarms::settings).post(alarms::push_settings).delete(alarms::delete_settings))
+        .route("/runtime/alarm/test", post(alarm_test::test_rules))
         .route("/readyz", get(readyz))
         .route("/metrics", get(self_metrics::metrics))
         .route("/config", get(config))

@@ -1,10 +1,12 @@
 //! The commands that call the admin API and print its answers: `rule` (push, list, dump,
 //! inactivate, delete), `rule roll` (`rolling`), `rule test`, the agent commands, `metrics`,
-//! `logs`, `alarms` and `alarm settings`. Each is a thin call through the protocol client (`api::client`); on failure it prints
-//! the server's applyStatus and message and exits non-zero.
+//! `logs`, `alarms` and `alarm` (`alarm settings`, `alarm test`). Each is a thin call through
+//! the protocol client (`api::client`); on failure it prints the server's applyStatus and message
+//! and exits non-zero.
 
 pub mod agents;
 pub mod alarm;
+pub mod alarm_settings;
 pub mod alarms;
 pub mod logs;
 pub mod metrics;

@@ -113,6 +113,19 @@ pub struct Checked {
     pub windows: usize,
     /// Rules that could not be checked, and why.
     pub errors: Vec<(String, String)>,
+    /// Every window's check, when the engine traces ([`AlarmEngine::with_trace`]); else empty.
+    pub trace: Vec<WindowCheck>,
+}
+
+/// One (rule, entity) window's check as a dry run shows it: whether the expression matched, and
+/// the state before and after.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowCheck {
+    pub rule: String,
+    pub entity: AlarmEntity,
+    pub matched: bool,
+    pub before: AlarmState,
+    pub after: AlarmState,
 }
 
 /// One rule as `/runtime/alarm/rules` shows it.
@@ -133,12 +146,21 @@ pub struct AlarmEngine {
     resets: u64,
     /// States peers sent for entities they evaluate: (rule, entity) → (fingerprint, state).
     kept: BTreeMap<(String, AlarmEntity), (u64, AlarmState)>,
+    /// Whether each check lists its windows' checks in [`Checked::trace`] (a dry run).
+    trace: bool,
 }
 
 impl AlarmEngine {
     pub fn new(settings: AlarmSettings) -> AlarmEngine {
         let rules = settings.rules.iter().cloned().map(RunningRule::new).collect();
-        AlarmEngine { settings, rules, resets: 0, kept: BTreeMap::new() }
+        AlarmEngine { settings, rules, resets: 0, kept: BTreeMap::new(), trace: false }
+    }
+
+    /// The same engine, listing every window's check in [`Checked::trace`] (for a dry run; the
+    /// running rules do not trace).
+    pub fn with_trace(mut self) -> AlarmEngine {
+        self.trace = true;
+        self
     }
 
     pub fn settings(&self) -> &AlarmSettings {
@@ -300,6 +322,9 @@ impl AlarmEngine {
                 let kept = held.or(handed).unwrap_or_else(|| AlarmState::new(periods));
                 let fresh = FiredAlarm { uuid: mint(), start_time_ms: now_ms };
                 let (state, output) = check(kept, matched, periods, fresh);
+                if self.trace {
+                    out.trace.push(WindowCheck { rule: running.rule.name.clone(), entity: entity.clone(), matched, before: kept, after: state });
+                }
                 // The metrics' values, only for a window that sends something.
                 match output {
                     Some(Output::Fire(fired)) => out.firing.push(message(&running.rule, entity, fired, snapshot(&running.rule, &window))),

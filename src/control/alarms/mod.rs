@@ -13,6 +13,8 @@
 //!   delivers what it sends. The clock and the check worker live in `data::alarms`.
 //! - [`live`] is which settings are in force on a node: those pushed at runtime (one replicated
 //!   entry), else the boot file.
+//! - [`replay`] is the dry run (`hotrule alarm test`): a fresh engine checked minute by minute
+//!   over values held in memory, every check and transition listed, nothing sent.
 //!
 //! The settings reader checks expressions through a seam ([`settings::ExpressionFacts`]);
 //! [`verify`] is that seam over the MQE engine.
@@ -24,6 +26,7 @@ mod engine_tests;
 pub mod entity;
 pub mod hooks;
 pub mod live;
+pub mod replay;
 pub mod settings;
 pub mod state;
 pub mod verify;

@@ -134,6 +134,30 @@ pub enum SettingsError {
     HookNeedsUrls { hook: HookId },
 }
 
+impl SettingsError {
+    /// The rule the refusal is about, when it is about one.
+    pub fn rule(&self) -> Option<&str> {
+        use SettingsError::*;
+        match self {
+            EmptyExpression { rule }
+            | LegacyRule { rule, .. }
+            | ExpressionRejected { rule, .. }
+            | ZeroPeriod { rule }
+            | WindowTooLarge { rule, .. }
+            | BadRegex { rule, .. }
+            | BadMessage { rule, .. }
+            | UnknownHook { rule, .. } => Some(rule),
+            NotAMapping { place, .. } | WrongType { place, .. } | OutOfRange { place, .. } | BadUrl { place, .. } | BadHeader { place, .. } | BadTimeout { place, .. } => {
+                match place {
+                    Place::Rule(rule) => Some(rule),
+                    Place::TopLevel | Place::Hook(_) => None,
+                }
+            }
+            TooLarge { .. } | BadYaml { .. } | DocumentCount { .. } | TooDeep { .. } | TooManyNodes { .. } | RuleNameNotText { .. } | HookNeedsUrls { .. } => None,
+        }
+    }
+}
+
 /// What was accepted but deserves the operator's eye.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SettingsWarning {
