@@ -24,7 +24,6 @@ use super::hooks::delivery::AlarmNotifier;
 use super::hooks::target::{HookTarget, TargetError, targets_of};
 use super::settings::{AlarmSettings, SettingsError};
 use crate::base::ids::{Catalog, ContentHash, Revision, RuleKey, RuleName};
-use crate::store::{EntryStatus, RuleEntry};
 
 /// The one entry's name in the `alarm-settings` catalog.
 pub const SETTINGS_NAME: &str = "alarm-settings";
@@ -83,11 +82,19 @@ pub struct Boot {
     pub text: Option<String>,
 }
 
+/// The live runtime settings entry, as the scan and the write path hand it over (this module
+/// does not read storage).
+#[derive(Debug, Clone, Copy)]
+pub struct Pushed<'a> {
+    pub content: &'a [u8],
+    pub revision: &'a Revision,
+}
+
 /// Which settings should be in force: the live runtime entry's, else the boot file's.
-pub fn wanted<'a>(entry: Option<&'a RuleEntry>, boot: &'a Boot) -> (Source, &'a [u8]) {
-    match entry {
-        Some(entry) if entry.status == EntryStatus::Active => (Source::Runtime { revision: entry.revision.clone() }, &entry.content),
-        _ => match &boot.text {
+pub fn wanted<'a>(pushed: Option<Pushed<'a>>, boot: &'a Boot) -> (Source, &'a [u8]) {
+    match pushed {
+        Some(pushed) => (Source::Runtime { revision: pushed.revision.clone() }, pushed.content),
+        None => match &boot.text {
             Some(text) => (Source::File { path: boot.path.clone() }, text.as_bytes()),
             None => (Source::Empty { path: boot.path.clone() }, b""),
         },
@@ -154,9 +161,10 @@ impl LiveSettings {
         self.lock().clone()
     }
 
-    /// Puts in force what `entry` (the stored runtime entry, none when there is none) asks for.
-    pub fn sync(&self, entry: Option<&RuleEntry>) -> Synced {
-        let (source, content) = wanted(entry, &self.boot);
+    /// Puts in force what `pushed` (the live runtime entry; none when there is none, or only
+    /// its tombstone) asks for.
+    pub fn sync(&self, pushed: Option<Pushed<'_>>) -> Synced {
+        let (source, content) = wanted(pushed, &self.boot);
         let hash = ContentHash::of(content);
         let mut in_force = self.lock();
         if in_force.hash == hash {

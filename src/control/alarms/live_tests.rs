@@ -32,15 +32,24 @@ hooks:
       urls: [http://127.0.0.1:9]
 ";
 
-fn entry(content: &str, status: EntryStatus, millis: u64) -> RuleEntry {
-    RuleEntry {
-        key: settings_key(),
-        content: content.as_bytes().to_vec(),
-        status,
-        update_time_ms: millis,
-        content_hash: ContentHash::of(content.as_bytes()),
-        revision: Revision { millis, counter: 0, node: NodeId("a".into()) },
+/// A pushed entry's content and revision (`millis` orders them).
+struct Entry {
+    content: String,
+    revision: Revision,
+}
+
+impl Entry {
+    fn pushed(&self) -> Option<Pushed<'_>> {
+        Some(Pushed { content: self.content.as_bytes(), revision: &self.revision })
     }
+
+    fn hash(&self) -> ContentHash {
+        ContentHash::of(self.content.as_bytes())
+    }
+}
+
+fn entry(content: &str, millis: u64) -> Entry {
+    Entry { content: content.to_string(), revision: Revision { millis, counter: 0, node: NodeId("a".into()) } }
 }
 
 fn boot(text: Option<&str>) -> Boot {
@@ -58,11 +67,9 @@ fn rule_names(alarms: &SharedAlarms) -> Vec<String> {
 #[test]
 fn a_live_entry_wins_and_the_boot_file_is_the_fallback() {
     let file = boot(Some(BOOT));
-    let active = entry(PUSHED, EntryStatus::Active, 7);
-    let (source, content) = wanted(Some(&active), &file);
+    let active = entry(PUSHED, 7);
+    let (source, content) = wanted(active.pushed(), &file);
     assert_eq!((source, content), (Source::Runtime { revision: active.revision.clone() }, PUSHED.as_bytes()));
-    let deleted = entry("", EntryStatus::Deleted, 8);
-    assert_eq!(wanted(Some(&deleted), &file), (Source::File { path: file.path.clone() }, BOOT.as_bytes()));
     assert_eq!(wanted(None, &file), (Source::File { path: file.path.clone() }, BOOT.as_bytes()));
     let none = boot(None);
     assert_eq!(wanted(None, &none), (Source::Empty { path: none.path.clone() }, &b""[..]));
@@ -75,8 +82,8 @@ fn a_push_puts_rules_and_hooks_in_force_and_only_new_or_changed_rules_start_fres
     assert_eq!(live.in_force().source.kind(), "file");
     assert_eq!(notifier.target_ids(), vec!["webhook.default".to_string()]);
 
-    let pushed = entry(PUSHED, EntryStatus::Active, 10);
-    assert_eq!(live.sync(Some(&pushed)), Synced::Applied { fresh: vec!["memory_rule".to_string()] });
+    let pushed = entry(PUSHED, 10);
+    assert_eq!(live.sync(pushed.pushed()), Synced::Applied { fresh: vec!["memory_rule".to_string()] });
     assert_eq!(rule_names(&alarms), vec!["cpu_rule", "memory_rule"]);
     assert_eq!(notifier.target_ids(), vec!["alertmanager.team".to_string(), "webhook.default".to_string()]);
     let in_force = live.in_force();
@@ -84,11 +91,10 @@ fn a_push_puts_rules_and_hooks_in_force_and_only_new_or_changed_rules_start_fres
     assert_eq!(in_force.rules, vec!["cpu_rule", "memory_rule"]);
 
     // The same entry again (every scan hands it over): nothing happens.
-    assert_eq!(live.sync(Some(&pushed)), Synced::Unchanged);
+    assert_eq!(live.sync(pushed.pushed()), Synced::Unchanged);
 
-    // Deleted: back to the boot file.
-    let deleted = entry("", EntryStatus::Deleted, 11);
-    assert_eq!(live.sync(Some(&deleted)), Synced::Applied { fresh: Vec::new() });
+    // Deleted (the scan hands over no live entry): back to the boot file.
+    assert_eq!(live.sync(None), Synced::Applied { fresh: Vec::new() });
     assert_eq!(rule_names(&alarms), vec!["cpu_rule"]);
     assert_eq!(live.in_force().source.kind(), "file");
     assert_eq!(notifier.target_ids(), vec!["webhook.default".to_string()]);
@@ -97,25 +103,25 @@ fn a_push_puts_rules_and_hooks_in_force_and_only_new_or_changed_rules_start_fres
 #[test]
 fn settings_a_node_cannot_read_leave_those_in_force_and_are_shown_once() {
     let (live, alarms, _) = live(Some(BOOT));
-    let bad = entry("rules:\n  cpu_rule:\n    expression: top_n(m, 3, des) > 1\n", EntryStatus::Active, 10);
-    let Synced::Refused { reason } = live.sync(Some(&bad)) else { panic!("refused expected") };
+    let bad = entry("rules:\n  cpu_rule:\n    expression: top_n(m, 3, des) > 1\n", 10);
+    let Synced::Refused { reason } = live.sync(bad.pushed()) else { panic!("refused expected") };
     assert!(reason.contains("cpu_rule"), "{reason}");
     assert_eq!(rule_names(&alarms), vec!["cpu_rule"]);
     let in_force = live.in_force();
     assert_eq!(in_force.source.kind(), "file");
-    assert_eq!(in_force.refused.as_ref().map(|r| r.hash.clone()), Some(bad.content_hash.clone()));
+    assert_eq!(in_force.refused.as_ref().map(|r| r.hash.clone()), Some(bad.hash()));
     // The next scan sees the same entry: not tried (nor logged) again.
-    assert_eq!(live.sync(Some(&bad)), Synced::Unchanged);
+    assert_eq!(live.sync(bad.pushed()), Synced::Unchanged);
     // Readable settings clear the refusal.
-    assert!(matches!(live.sync(Some(&entry(PUSHED, EntryStatus::Active, 12))), Synced::Applied { .. }));
+    assert!(matches!(live.sync(entry(PUSHED, 12).pushed()), Synced::Applied { .. }));
     assert!(live.in_force().refused.is_none());
 }
 
 #[test]
 fn pushing_the_boot_files_text_changes_only_where_it_comes_from() {
     let (live, _, _) = live(Some(BOOT));
-    let same = entry(BOOT, EntryStatus::Active, 10);
-    assert_eq!(live.sync(Some(&same)), Synced::Unchanged);
+    let same = entry(BOOT, 10);
+    assert_eq!(live.sync(same.pushed()), Synced::Unchanged);
     assert_eq!(live.in_force().source, Source::Runtime { revision: same.revision.clone() });
 }
 
@@ -124,7 +130,7 @@ fn no_boot_file_means_no_rules_until_settings_are_pushed() {
     let (live, alarms, _) = live(None);
     assert_eq!(live.in_force().source.kind(), "none");
     assert!(rule_names(&alarms).is_empty());
-    assert!(matches!(live.sync(Some(&entry(PUSHED, EntryStatus::Active, 10))), Synced::Applied { .. }));
+    assert!(matches!(live.sync(entry(PUSHED, 10).pushed()), Synced::Applied { .. }));
     assert_eq!(rule_names(&alarms).len(), 2);
 }
 

@@ -293,7 +293,8 @@ impl Scanner {
         if wanted(&alarm_settings)
             && let Some(live) = self.runtime.alarm_settings()
         {
-            live.sync(by_key.get(&alarm_settings).copied());
+            let pushed = by_key.get(&alarm_settings).filter(|e| e.status == EntryStatus::Active);
+            live.sync(pushed.map(|e| crate::control::alarms::live::Pushed { content: &e.content, revision: &e.revision }));
         }
         let now = Instant::now();
         let local: BTreeMap<RuleKey, LocalView> = self

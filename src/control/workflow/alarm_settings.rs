@@ -6,7 +6,7 @@
 
 use super::Workflow;
 use crate::control::agents::manage::Edit;
-use crate::control::alarms::live::{LiveSettings, Synced, settings_key, validate};
+use crate::control::alarms::live::{LiveSettings, Pushed, Synced, settings_key, validate};
 use crate::control::outcome::{ApplyStatus, Outcome};
 use crate::store::EntryStatus;
 
@@ -54,7 +54,8 @@ impl Workflow {
 
 /// Puts a written entry in force here and says what that did.
 fn in_force_note(live: &LiveSettings, entry: &crate::store::RuleEntry) -> String {
-    match live.sync(Some(entry)) {
+    let pushed = (entry.status == EntryStatus::Active).then_some(Pushed { content: &entry.content, revision: &entry.revision });
+    match live.sync(pushed) {
         Synced::Applied { fresh } if fresh.is_empty() => "; in force on the main, every rule kept its state".to_string(),
         Synced::Applied { fresh } => format!("; in force on the main, started fresh: {}", fresh.join(", ")),
         Synced::Unchanged => "; in force on the main (the same rules)".to_string(),
