@@ -141,7 +141,11 @@ async fn settings_pushed_to_any_node_converge_fire_survive_a_restart_and_delete_
     // The push, through a node that is not the main, converges on every node.
     let push = cli(other, &["alarm", "settings", "push", &pushed.display().to_string()]);
     assert!(push.status.success(), "{}", described(&push));
-    assert!(stdout(&push).starts_with("stored: alarm settings stored: 1 rule(s), 1 hook(s)"), "{}", described(&push));
+    assert!(
+        stdout(&push).starts_with("stored: alarm settings stored: 1 rule(s), 1 hook(s); in force on the main (started fresh: load_rule; removed: boot_rule)"),
+        "{}",
+        described(&push)
+    );
     wait_until(WAIT, "the pushed settings in force on every node", || async { all_in_force(&members, "runtime", &["load_rule"]).await }).await;
     let get = cli(&members[1], &["alarm", "settings", "get"]);
     assert!(get.status.success(), "{}", described(&get));

@@ -127,8 +127,9 @@ pub struct InForce {
 pub enum Synced {
     /// The wanted settings were in force already.
     Unchanged,
-    /// New settings are in force; `fresh` are the rules that started fresh (changed or added).
-    Applied { fresh: Vec<String> },
+    /// New settings are in force: `kept` rules kept their windows and states, `fresh` started
+    /// fresh (changed or added), `removed` are gone (their alarms dropped, no recovery).
+    Applied { kept: Vec<String>, fresh: Vec<String>, removed: Vec<String> },
     /// The wanted settings could not be read; those in force stay.
     Refused { reason: String },
 }
@@ -197,9 +198,11 @@ impl LiveSettings {
             tracing::warn!(source = source.kind(), %warning, "alarm settings");
         }
         let fresh = self.alarms.lock().unwrap_or_else(|p| p.into_inner()).replace(settings);
-        tracing::info!(source = source.kind(), rules = rules.len(), hooks = hooks.len(), fresh = ?fresh, "alarm settings in force");
+        let removed: Vec<String> = in_force.rules.iter().filter(|r| !rules.contains(r)).cloned().collect();
+        let kept: Vec<String> = rules.iter().filter(|r| !fresh.contains(r)).cloned().collect();
+        tracing::info!(source = source.kind(), rules = rules.len(), hooks = hooks.len(), ?fresh, ?removed, "alarm settings in force");
         *in_force = InForce { source, content: String::from_utf8_lossy(content).into_owned(), hash, rules, hooks, refused: None };
-        Synced::Applied { fresh }
+        Synced::Applied { kept, fresh, removed }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, InForce> {

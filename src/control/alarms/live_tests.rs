@@ -83,7 +83,8 @@ fn a_push_puts_rules_and_hooks_in_force_and_only_new_or_changed_rules_start_fres
     assert_eq!(notifier.target_ids(), vec!["webhook.default".to_string()]);
 
     let pushed = entry(PUSHED, 10);
-    assert_eq!(live.sync(pushed.pushed()), Synced::Applied { fresh: vec!["memory_rule".to_string()] });
+    let names = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    assert_eq!(live.sync(pushed.pushed()), Synced::Applied { kept: names(&["cpu_rule"]), fresh: names(&["memory_rule"]), removed: Vec::new() });
     assert_eq!(rule_names(&alarms), vec!["cpu_rule", "memory_rule"]);
     assert_eq!(notifier.target_ids(), vec!["alertmanager.team".to_string(), "webhook.default".to_string()]);
     let in_force = live.in_force();
@@ -94,7 +95,7 @@ fn a_push_puts_rules_and_hooks_in_force_and_only_new_or_changed_rules_start_fres
     assert_eq!(live.sync(pushed.pushed()), Synced::Unchanged);
 
     // Deleted (the scan hands over no live entry): back to the boot file.
-    assert_eq!(live.sync(None), Synced::Applied { fresh: Vec::new() });
+    assert_eq!(live.sync(None), Synced::Applied { kept: names(&["cpu_rule"]), fresh: Vec::new(), removed: names(&["memory_rule"]) });
     assert_eq!(rule_names(&alarms), vec!["cpu_rule"]);
     assert_eq!(live.in_force().source.kind(), "file");
     assert_eq!(notifier.target_ids(), vec!["webhook.default".to_string()]);

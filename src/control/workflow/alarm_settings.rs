@@ -56,8 +56,18 @@ impl Workflow {
 fn in_force_note(live: &LiveSettings, entry: &crate::store::RuleEntry) -> String {
     let pushed = (entry.status == EntryStatus::Active).then_some(Pushed { content: &entry.content, revision: &entry.revision });
     match live.sync(pushed) {
-        Synced::Applied { fresh } if fresh.is_empty() => "; in force on the main, every rule kept its state".to_string(),
-        Synced::Applied { fresh } => format!("; in force on the main, started fresh: {}", fresh.join(", ")),
+        Synced::Applied { kept, fresh, removed } => {
+            let mut parts = Vec::new();
+            for (names, what) in [(&kept, "kept their state"), (&fresh, "started fresh"), (&removed, "removed")] {
+                if !names.is_empty() {
+                    parts.push(format!("{what}: {}", names.join(", ")));
+                }
+            }
+            if parts.is_empty() {
+                parts.push("no rules".to_string());
+            }
+            format!("; in force on the main ({})", parts.join("; "))
+        }
         Synced::Unchanged => "; in force on the main (the same rules)".to_string(),
         Synced::Refused { reason } => format!("; not in force on the main: {reason}"),
     }

@@ -403,7 +403,7 @@ async fn alarm_settings_are_validated_written_once_and_put_in_force_on_the_main(
     // Stored, told to the peers, in force here at once; b_rule is the one that starts fresh.
     let stored = f.workflow.alarm_settings_op(Some(pushed.as_bytes())).await;
     assert_eq!(stored.status, ApplyStatus::Stored, "{}", stored.message);
-    assert!(stored.message.contains("2 rule(s), 0 hook(s)") && stored.message.contains("started fresh: b_rule"), "{}", stored.message);
+    assert!(stored.message.contains("2 rule(s), 0 hook(s)") && stored.message.contains("(kept their state: a_rule; started fresh: b_rule)"), "{}", stored.message);
     assert!(stored.revision.is_some());
     let entry = f.store.get_entry(&settings_key()).await.expect("read").expect("written");
     assert_eq!((entry.status, entry.content.as_slice()), (EntryStatus::Active, pushed.as_bytes()));
@@ -417,6 +417,7 @@ async fn alarm_settings_are_validated_written_once_and_put_in_force_on_the_main(
     // Deleted: a tombstone, and the boot file is back in force.
     let deleted = f.workflow.alarm_settings_op(None).await;
     assert_eq!(deleted.status, ApplyStatus::Deleted, "{}", deleted.message);
+    assert!(deleted.message.ends_with("(kept their state: a_rule; removed: b_rule)"), "{}", deleted.message);
     let tombstone = f.store.get_entry(&settings_key()).await.expect("read").expect("tombstone");
     assert_eq!(tombstone.status, EntryStatus::Deleted);
     assert!(tombstone.revision > entry.revision);
