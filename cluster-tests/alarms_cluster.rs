@@ -126,3 +126,78 @@ async fn killing_the_firing_owner_sends_no_second_fire_and_one_recovery() {
     assert_eq!(recovered[0]["uuid"], uuid, "the recovery names the first fire");
     assert_eq!(received.of_rule("fire", "load_rule").len(), 1, "no second FIRING: {:?}", received.of_rule("fire", "load_rule"));
 }
+
+/// The owner is killed while its alarm fires, a survivor resumes it, and the old owner comes
+/// back (same data dir) and owns the entity again: the survivor hands the state back, so there
+/// is still one FIRING, and one recovery with its uuid. The value is fed every 200 ms with the
+/// current time, so the scenario may cross minute boundaries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_that_returns_resumes_the_alarm_from_the_node_that_held_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicI64, Ordering};
+    const NET: u8 = 92;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (webhook, received) = components::webhook::start().await;
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "alarms-return-secret").expect("secret");
+    let alarm_settings = dir.path().join("alarm-settings.yml");
+    // Silence 40 checks (40 s): the kill, the failover and the return fit inside it, so a
+    // repeat fire cannot hide a duplicate.
+    std::fs::write(&alarm_settings, settings(&webhook).replace("silence-period: 10", "silence-period: 40")).expect("settings");
+    let config = dir.path().join("node.yaml");
+    std::fs::write(&config, format!("alarms:\n  settings_file: {}\n  check_interval: 1s\n", alarm_settings.display())).expect("config");
+    let mut members = Vec::new();
+    for i in 1..=3 {
+        members.push(Some(Member::spawn(dir.path(), NET, i, &secret, Some(&config)).await));
+    }
+    for member in members.iter().flatten() {
+        wait_until(WAIT, "three live members", || async { live_count(&member.client).await == 3 }).await;
+    }
+    let first = members[0].as_ref().expect("member");
+    let path = with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "alarms")]);
+    let reply = first.client.post(&path, RULE.as_bytes().to_vec()).await.expect("rule");
+    assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
+
+    // The feeder: the current value, now, to whichever member answers (bounded: it stops with
+    // the test, at most one post per 200 ms).
+    let value = Arc::new(AtomicI64::new(150));
+    let targets: Vec<std::net::SocketAddr> = members.iter().flatten().map(|m| m.data).collect();
+    let feeder = {
+        let value = value.clone();
+        tokio::spawn(async move {
+            for round in 0..3_000usize {
+                let target = targets[round % targets.len()];
+                if let Ok(client) = hotrule::api::client::AdminClient::new(&target.to_string(), None) {
+                    let client = client.with_timeout(Duration::from_millis(500));
+                    let path = with_query("/ingest/prometheus", &[("job", "alarms"), ("instance", "i")]);
+                    let now = hotrule::base::clock::wall_clock_ms();
+                    let _ = client.post(&path, format!("load{{svc=\"s\"}} {} {now}\n", value.load(Ordering::SeqCst)).into_bytes()).await;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    wait_until(WAIT, "load_rule fired", || async { !received.of_rule("fire", "load_rule").is_empty() }).await;
+    let uuid = received.of_rule("fire", "load_rule")[0]["uuid"].clone();
+    wait_until(WAIT, "one member holds the entity", || async { owner(&members).await.is_some() }).await;
+    let owner_k = owner(&members).await.expect("owner");
+    eprintln!("[alarms-return] member {owner_k} fired {uuid}; kill -9");
+    members[owner_k] = None;
+    wait_until(WAIT, "a survivor resumed the entity", || async { owner(&members).await.is_some_and(|k| k != owner_k) }).await;
+
+    // The old owner returns and takes the entity back.
+    members[owner_k] = Some(Member::spawn(dir.path(), NET, owner_k + 1, &secret, Some(&config)).await);
+    for member in members.iter().flatten() {
+        wait_until(WAIT, "three live members again", || async { live_count(&member.client).await == 3 }).await;
+    }
+    wait_until(WAIT, "the returned member holds the entity", || async { owner(&members).await == Some(owner_k) }).await;
+    assert_eq!(received.of_rule("fire", "load_rule").len(), 1, "no second FIRING: {:?}", received.of_rule("fire", "load_rule"));
+
+    value.store(10, Ordering::SeqCst);
+    wait_until(Duration::from_secs(90), "load_rule recovered", || async { !received.of_rule("recover", "load_rule").is_empty() }).await;
+    feeder.abort();
+    let recovered = received.of_rule("recover", "load_rule");
+    assert_eq!(recovered.len(), 1, "{recovered:?}");
+    assert_eq!(recovered[0]["uuid"], uuid, "the recovery names the first fire");
+    assert_eq!(received.of_rule("fire", "load_rule").len(), 1, "no second FIRING: {:?}", received.of_rule("fire", "load_rule"));
+}

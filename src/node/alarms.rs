@@ -77,7 +77,7 @@ pub(super) fn spawn(
     runtime: &crate::control::runtime::Runtime,
 ) {
     workers.spawn(parts.hook_worker);
-    let values = Arc::new(StoreValues { reader, live: live.clone() });
+    let values = Arc::new(StoreValues::new(reader, live.clone()));
     // The states this node held before a restart: taken at its first check of each entity it
     // still evaluates (a peer's hand-over, arriving later, is newer and replaces them).
     let kept = match records.kept_states() {

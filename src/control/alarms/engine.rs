@@ -46,6 +46,11 @@ pub trait AlarmValues {
     fn metric_scope(&self, metric: &str) -> Option<String>;
     /// `metric`'s values in minutes `from..=to`, per entity.
     fn minute_values(&self, metric: &str, from: EpochMinute, to: EpochMinute) -> Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>;
+    /// Whether `entity` is now evaluated by another node (its owner changed), rather than out
+    /// of values: its state is then handed over to the peers instead of forgotten.
+    fn moved_away(&self, _entity: &AlarmEntity) -> bool {
+        false
+    }
 }
 
 /// Where a rule stands.
@@ -292,13 +297,18 @@ impl AlarmEngine {
             }
             let fingerprint = rule_fingerprint(&running.rule);
             let dropped = |entity: &AlarmEntity| StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state: None };
-            // Entities whose window emptied expire silently (no recovery).
+            // Entities whose window emptied expire silently (no recovery). One now evaluated by
+            // another node hands its state over instead: its new owner resumes it.
             {
                 let live = |entity: &AlarmEntity| index.position(entity).is_some_and(|at| windows[at].as_ref().is_some_and(|w| !w.is_expired()));
                 // Peers hold only non-NORMAL states (below): those are the ones to forget.
                 for (entity, held) in &running.entities {
                     if !live(entity) && held.state.phase != AlarmPhase::Normal {
-                        out.states.push(dropped(entity));
+                        let mut record = dropped(entity);
+                        if values.moved_away(entity) {
+                            record.state = Some(held.state);
+                        }
+                        out.states.push(record);
                     }
                 }
                 running.entities.retain(|entity, _| live(entity));

@@ -9,11 +9,13 @@ use super::settings::AlarmSettings;
 use super::state::{AlarmPhase, AlarmUuid};
 use super::window::{EpochMinute, MetricValue};
 
-/// Minute values by metric, and the metrics' scopes.
+/// Minute values by metric, and the metrics' scopes; `moved` entities are another node's now
+/// (their values are not read here).
 #[derive(Default)]
 struct MemValues {
     scopes: BTreeMap<String, String>,
     values: BTreeMap<String, Vec<(AlarmEntity, EpochMinute, MetricValue)>>,
+    moved: BTreeSet<AlarmEntity>,
 }
 
 impl MemValues {
@@ -29,7 +31,12 @@ impl AlarmValues for MemValues {
     }
 
     fn minute_values(&self, metric: &str, from: EpochMinute, to: EpochMinute) -> Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String> {
-        Ok(self.values.get(metric).map(|v| v.iter().filter(|(_, m, _)| (from..=to).contains(m)).cloned().collect()).unwrap_or_default())
+        let wanted = |(entity, minute, _): &&(AlarmEntity, EpochMinute, MetricValue)| (from..=to).contains(minute) && !self.moved.contains(entity);
+        Ok(self.values.get(metric).map(|v| v.iter().filter(wanted).cloned().collect()).unwrap_or_default())
+    }
+
+    fn moved_away(&self, entity: &AlarmEntity) -> bool {
+        self.moved.contains(entity)
     }
 }
 
@@ -261,6 +268,28 @@ rules:
     // A peer running another version of the rule does not take the state.
     other.next_id = 20;
     assert_eq!(other.minute(&svc, 102, Some(99.0)), [format!("fire:{}", id(21))]);
+}
+
+/// A node that stops owning a firing entity (another node joined, or returned) hands its state
+/// over instead of telling the peers to forget it: the new owner resumes the alarm.
+#[test]
+fn an_entity_that_moves_away_is_handed_over_not_forgotten() {
+    let text = "rules:\n  cpu_rule:\n    expression: sum(cpu > 80) >= 1\n    silence-period: 3\n";
+    let svc = AlarmEntity::service("s");
+    let (mut old, mut new) = (Run::new(text), Run::new(text));
+    old.values.put("cpu", &svc, 100, 99.0);
+    assert_eq!(old.minute(&svc, 101, Some(99.0)), [format!("fire:{}", id(1))]);
+    old.values.moved.insert(svc.clone());
+    let checked = old.engine.check(at(102), &old.values, &mut || AlarmUuid(50));
+    assert_eq!(checked.states.len(), 1);
+    assert_eq!(checked.states[0].state.map(|s| s.phase), Some(AlarmPhase::Firing), "handed over, not dropped");
+    assert!(old.engine.view()[0].entities.is_empty(), "the old owner no longer holds it");
+    new.engine.adopt(checked.states);
+    new.next_id = 10;
+    assert!(new.minute(&svc, 102, Some(99.0)).is_empty(), "no second fire from the new owner");
+    // Below from 103: silence (3 from the fire at 101) runs out, then the recovery.
+    let sent: Vec<Vec<String>> = (103..=106).map(|minute| new.minute(&svc, minute, Some(10.0))).collect();
+    assert_eq!(sent, [vec![], vec![], vec![format!("recover:{}", id(1))], vec![]], "one recovery, with the first fire's uuid");
 }
 
 #[test]
