@@ -63,19 +63,20 @@ async fn owner(members: &[Option<Member>]) -> Option<usize> {
     (holders.len() == 1).then(|| holders[0])
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn killing_the_firing_owner_sends_no_second_fire_and_one_recovery() {
+/// A three-member cluster on `127.0.<net>.x` whose nodes check `settings` (a webhook to
+/// `webhook`, silence `silence` checks) every second, running the MAL rule: its members and the
+/// test's directory (kept for restarts).
+async fn start_cluster(net: u8, webhook: &str, silence: u32) -> (Vec<Option<Member>>, tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (webhook, received) = components::webhook::start().await;
     let secret = dir.path().join("secret");
-    std::fs::write(&secret, "alarms-cluster-secret").expect("secret");
+    std::fs::write(&secret, format!("alarms-cluster-secret-{net}")).expect("secret");
     let alarm_settings = dir.path().join("alarm-settings.yml");
-    std::fs::write(&alarm_settings, settings(&webhook)).expect("settings");
+    std::fs::write(&alarm_settings, settings(webhook).replace("silence-period: 10", &format!("silence-period: {silence}"))).expect("settings");
     let config = dir.path().join("node.yaml");
     std::fs::write(&config, format!("alarms:\n  settings_file: {}\n  check_interval: 1s\n", alarm_settings.display())).expect("config");
     let mut members = Vec::new();
     for i in 1..=3 {
-        members.push(Some(Member::spawn(dir.path(), 89, i, &secret, Some(&config)).await));
+        members.push(Some(Member::spawn(dir.path(), net, i, &secret, Some(&config)).await));
     }
     for member in members.iter().flatten() {
         wait_until(WAIT, "three live members", || async { live_count(&member.client).await == 3 }).await;
@@ -84,6 +85,14 @@ async fn killing_the_firing_owner_sends_no_second_fire_and_one_recovery() {
     let path = with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "alarms")]);
     let reply = first.client.post(&path, RULE.as_bytes().to_vec()).await.expect("rule");
     assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
+    (members, dir, secret, config)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_firing_owner_sends_no_second_fire_and_one_recovery() {
+    let (webhook, received) = components::webhook::start().await;
+    let (mut members, _dir, _, _) = start_cluster(89, &webhook, 10).await;
+    let first = members[0].as_ref().expect("member");
 
     // A minute with room for the whole scenario (samples at seconds 1 to 4 stay in the past).
     wait_until(Duration::from_secs(70), "seconds 5 to 25 of a minute", || async {
@@ -136,27 +145,10 @@ async fn an_owner_that_returns_resumes_the_alarm_from_the_node_that_held_it() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicI64, Ordering};
     const NET: u8 = 92;
-    let dir = tempfile::tempdir().expect("tempdir");
     let (webhook, received) = components::webhook::start().await;
-    let secret = dir.path().join("secret");
-    std::fs::write(&secret, "alarms-return-secret").expect("secret");
-    let alarm_settings = dir.path().join("alarm-settings.yml");
     // Silence 40 checks (40 s): the kill, the failover and the return fit inside it, so a
     // repeat fire cannot hide a duplicate.
-    std::fs::write(&alarm_settings, settings(&webhook).replace("silence-period: 10", "silence-period: 40")).expect("settings");
-    let config = dir.path().join("node.yaml");
-    std::fs::write(&config, format!("alarms:\n  settings_file: {}\n  check_interval: 1s\n", alarm_settings.display())).expect("config");
-    let mut members = Vec::new();
-    for i in 1..=3 {
-        members.push(Some(Member::spawn(dir.path(), NET, i, &secret, Some(&config)).await));
-    }
-    for member in members.iter().flatten() {
-        wait_until(WAIT, "three live members", || async { live_count(&member.client).await == 3 }).await;
-    }
-    let first = members[0].as_ref().expect("member");
-    let path = with_query("/runtime/rule/addOrUpdate", &[("catalog", "otel-rules"), ("name", "alarms")]);
-    let reply = first.client.post(&path, RULE.as_bytes().to_vec()).await.expect("rule");
-    assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
+    let (mut members, dir, secret, config) = start_cluster(NET, &webhook, 40).await;
 
     // The feeder: the current value, now, to whichever member answers (bounded: it stops with
     // the test, at most one post per 200 ms).

@@ -39,6 +39,19 @@ const FIRST_SECOND: i64 = 15;
 pub struct StoreValues {
     pub reader: Arc<dyn MetricReader>,
     pub live: Arc<dyn LiveNodes>,
+    /// The owner key of every alarm entity a read met (owned or not), for
+    /// [`AlarmValues::moved_away`]; at most [`MAX_OWNER_KEYS`] are remembered.
+    owner_keys: std::sync::Mutex<std::collections::HashMap<AlarmEntity, Vec<u8>>>,
+}
+
+/// The most owner keys [`StoreValues`] remembers (past it, the map starts over: an entity not
+/// met again is then forgotten, not handed over).
+pub const MAX_OWNER_KEYS: usize = 1_000_000;
+
+impl StoreValues {
+    pub fn new(reader: Arc<dyn MetricReader>, live: Arc<dyn LiveNodes>) -> StoreValues {
+        StoreValues { reader, live, owner_keys: std::sync::Mutex::new(std::collections::HashMap::new()) }
+    }
 }
 
 impl AlarmValues for StoreValues {
@@ -53,11 +66,20 @@ impl AlarmValues for StoreValues {
         let series = self.reader.read(&filter, Granularity::Minute, start_ms, end_ms).map_err(|e| e.to_string())?;
         let live = self.live.live();
         let mut out = Vec::new();
+        let mut owner_keys = self.owner_keys.lock().unwrap_or_else(|p| p.into_inner());
         for series in series {
-            if !live.owns(&owner_key(&series.entity)) {
+            let Some(entity) = alarm_entity(&series.entity) else { continue };
+            let key = owner_key(&series.entity);
+            let owned = live.owns(&key);
+            if !owner_keys.contains_key(&entity) {
+                if owner_keys.len() >= MAX_OWNER_KEYS {
+                    owner_keys.clear();
+                }
+                owner_keys.insert(entity.clone(), key);
+            }
+            if !owned {
                 continue;
             }
-            let Some(entity) = alarm_entity(&series.entity) else { continue };
             for point in series.points {
                 if let Some(value) = alarm_value(&point.value) {
                     out.push((entity.clone(), EpochMinute::from_epoch_ms(point.start_ms), value));
@@ -65,6 +87,11 @@ impl AlarmValues for StoreValues {
             }
         }
         Ok(out)
+    }
+
+    fn moved_away(&self, entity: &AlarmEntity) -> bool {
+        let owner_keys = self.owner_keys.lock().unwrap_or_else(|p| p.into_inner());
+        owner_keys.get(entity).is_some_and(|key| !self.live.live().owns(key))
     }
 }
 
@@ -287,7 +314,7 @@ mod tests {
         );
         let (notifier, _worker) = notifier_parts.expect("no targets");
         let engine = crate::control::alarms::engine::AlarmEngine::new(crate::control::alarms::settings::AlarmSettings::empty());
-        let values = Arc::new(StoreValues { reader: store(), live: Arc::new(crate::base::owner::Alone(crate::base::ids::NodeId("a".into()))) });
+        let values = Arc::new(StoreValues::new(store(), Arc::new(crate::base::owner::Alone(crate::base::ids::NodeId("a".into())))));
         let mut worker = AlarmWorker::new(Arc::new(std::sync::Mutex::new(engine)), values, notifier, Schedule::EveryMinute);
         let minute = 29_000_000 * 60_000;
         assert!(!worker.due(minute + 15_000), "second 15 is not past 15");
@@ -305,6 +332,46 @@ mod tests {
         assert_eq!(alarm_value(&with("route=/a", vec![99])), Some(MetricValue::Labeled(vec![("route=/a,p=99".into(), 500.0)])));
         assert_eq!(alarm_value(&with("", Vec::new())), None);
         assert_eq!(alarm_value(&Value::Single(7)), Some(MetricValue::Single(7.0)));
+    }
+
+    /// An entity another node owns now is not read here, and is said to have moved away; one
+    /// never read is not.
+    #[test]
+    fn an_entity_owned_elsewhere_is_not_read_and_has_moved_away() {
+        use crate::base::ids::NodeId;
+        use crate::base::owner::{Fixed, LiveSet};
+        use crate::data::metrics::MetricWriter;
+        use hotrule_mal_engine::{DataType, Downsampling, Entity, ScopeType};
+        let store = store();
+        let mut entity = Entity::new(ScopeType::Service);
+        entity.service_name = "checkout".into();
+        entity.layer = "GENERAL".into();
+        let now_ms = crate::base::clock::wall_clock_ms();
+        let bucket = crate::data::metrics::Granularity::Minute.bucket_of(now_ms);
+        let value = crate::data::metrics::MetricValue {
+            metric: "cpu".into(),
+            rule: "test".into(),
+            entity: entity.clone(),
+            time_bucket: bucket,
+            timestamp_ms: now_ms,
+            value: Value::Single(90),
+            data_type: DataType::Single,
+            downsampling: Downsampling::Latest,
+        };
+        store.write(&[value]).expect("write");
+        let live = Arc::new(Fixed::new(LiveSet::alone(NodeId("a".into()))));
+        let values = StoreValues::new(store, live.clone());
+        let minute = EpochMinute::from_epoch_ms(now_ms);
+        let checkout = AlarmEntity::service("checkout");
+        assert_eq!(values.minute_values("cpu", minute, minute).expect("read").len(), 1);
+        assert!(!values.moved_away(&checkout));
+        // A node that owns the entity joins.
+        let key = owner_key(&entity);
+        let other = (0..100).map(|n| NodeId(format!("n{n}"))).find(|n| !LiveSet::new(NodeId("a".into()), vec![n.clone()]).owns(&key)).expect("an owner");
+        live.set(LiveSet::new(NodeId("a".into()), vec![other]));
+        assert!(values.minute_values("cpu", minute, minute).expect("read").is_empty(), "not read here");
+        assert!(values.moved_away(&checkout));
+        assert!(!values.moved_away(&AlarmEntity::service("never-seen")));
     }
 
     /// A MAL `histogram_percentile` metric, stored, read by the engine through the store and
@@ -337,7 +404,7 @@ mod tests {
         )
         .expect("settings");
         let mut engine = crate::control::alarms::engine::AlarmEngine::new(settings);
-        let values = StoreValues { reader: store, live: Arc::new(crate::base::owner::Alone(crate::base::ids::NodeId("a".into()))) };
+        let values = StoreValues::new(store, Arc::new(crate::base::owner::Alone(crate::base::ids::NodeId("a".into()))));
         let mut n = 0;
         let checked = engine.check(now_ms, &values, &mut || {
             n += 1;
