@@ -18,8 +18,9 @@ use super::frame::{Cell, Frame, WindowCells};
 
 #[derive(Debug)]
 enum Node {
-    /// Metric `slot` of the rule (its window row), with its label selectors, maybe in a trend.
-    Read { slot: usize, selectors: Vec<KeyValue>, trend: Option<(TrendOp, usize)> },
+    /// Metric `slot` of the rule (its window row), with its label selectors, maybe in a trend;
+    /// `id` numbers the reads of the expression.
+    Read { id: usize, slot: usize, selectors: Vec<KeyValue>, trend: Option<(TrendOp, usize)> },
     Scalar(f64),
     Parens(Box<Node>),
     Binary { op: BinaryOp, left: Box<Node>, right: Box<Node> },
@@ -33,6 +34,56 @@ enum Node {
 pub struct Compiled {
     root: Node,
     period: u32,
+    /// The root as `agg(m OP k) OP n`, the usual alarm: counted without intermediate results
+    /// when `m` is a common metric.
+    threshold: Option<Threshold>,
+}
+
+/// `agg(m OP k) OP n`, `m` maybe in a trend.
+#[derive(Debug)]
+struct Threshold {
+    slot: usize,
+    trend: Option<(TrendOp, usize)>,
+    inner: CompareOp,
+    k: f64,
+    agg: AggregationOp,
+    outer: CompareOp,
+    n: f64,
+}
+
+impl Threshold {
+    fn of(root: &Node) -> Option<Threshold> {
+        let Node::Compare { op: outer, left, right } = root else { return None };
+        let (Node::Aggregation { op: agg, inner }, Node::Scalar(n)) = (&**left, &**right) else { return None };
+        let Node::Compare { op: inner, left, right } = &**inner else { return None };
+        let (Node::Read { slot, trend, .. }, Node::Scalar(k)) = (&**left, &**right) else { return None };
+        Some(Threshold { slot: *slot, trend: *trend, inner: *inner, k: *k, agg: *agg, outer: *outer, n: *n })
+    }
+
+    /// The match, as the general evaluation gives it for a common metric: the comparison
+    /// with k is 1 or 0 where there is a value, the aggregation of those, compared with n;
+    /// none when the metric is labeled here.
+    fn matches(&self, cx: &Context<'_>, scratch: &mut Scratch) -> Option<bool> {
+        let row = cx.window.row(self.slot);
+        match kind(row) {
+            None => return Some(false),
+            Some(true) => return None,
+            Some(false) => {}
+        }
+        let mut values = scratch.values();
+        let first = cx.start - self.trend.map_or(0, |(_, range)| range) as i64;
+        common_values(&mut values, row, cx.window.start(), first, cx.now);
+        if let Some((op, range)) = self.trend {
+            trend_values(&mut values, op, range);
+        }
+        let inner = Calc::Compare(self.inner);
+        for value in values.iter_mut().flatten() {
+            *value = inner.apply(*value, self.k).ok()?;
+        }
+        let aggregated = aggregate(&values, self.agg);
+        scratch.values.push(values);
+        Some(point(aggregated, Some(self.n), Calc::Compare(self.outer)).ok()? == Some(1.0))
+    }
 }
 
 /// What the node being visited hangs under (the MQE evaluator's `Parent`).
@@ -62,15 +113,44 @@ struct Val {
     series: Vec<Vec<Option<f64>>>,
 }
 
-/// Buffers reused from one evaluation to the next.
+/// Buffers reused from one evaluation to the next, and whether each read's selectors take each
+/// label set of the frame (asked once per rule and frame: [`Scratch::reset`] between them).
 #[derive(Debug, Default)]
 pub struct Scratch {
     values: Vec<Vec<Option<f64>>>,
     lists: Vec<Vec<Vec<Option<f64>>>>,
     sets: Vec<u32>,
+    /// Per read id, per label set: unknown, refused or selected.
+    selections: Vec<Vec<Selection>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Selection {
+    Unknown,
+    Refused,
+    Selected,
 }
 
 impl Scratch {
+    /// Forgets the selections: the next evaluation is of another rule or another frame.
+    pub fn reset(&mut self) {
+        self.selections.iter_mut().for_each(Vec::clear);
+    }
+
+    fn selected(&mut self, id: usize, set: u32, frame: &Frame, selectors: &[KeyValue]) -> bool {
+        if self.selections.len() <= id {
+            self.selections.resize_with(id + 1, Vec::new);
+        }
+        let known = &mut self.selections[id];
+        if known.len() <= set as usize {
+            known.resize(set as usize + 1, Selection::Unknown);
+        }
+        if known[set as usize] == Selection::Unknown {
+            known[set as usize] = if selected(frame.set_labels(set), selectors) { Selection::Selected } else { Selection::Refused };
+        }
+        known[set as usize] == Selection::Selected
+    }
+
     fn values(&mut self) -> Vec<Option<f64>> {
         let mut values = self.values.pop().unwrap_or_default();
         values.clear();
@@ -92,15 +172,19 @@ impl Compiled {
     /// `expr` over a rule's `metrics` (window rows in that order), evaluated over the last
     /// `period` minutes; none when the expression uses something this path does not cover.
     pub fn compile(expr: &Expr, metrics: &[String], period: u32) -> Option<Compiled> {
-        Some(Compiled { root: node(expr, metrics)?, period })
+        let root = node(expr, metrics, &mut 0)?;
+        Some(Compiled { threshold: Threshold::of(&root), root, period })
     }
 
     /// Whether the expression matches over `window` (as the MQE evaluation over the window's
     /// MemSource decides: a single value of 1, for a labeled result any series' 1); none when
-    /// this window needs the MQE evaluation.
+    /// this window needs the MQE evaluation. `scratch` is reset before another rule or frame.
     pub fn matches(&self, frame: &Frame, window: &WindowCells, scratch: &mut Scratch) -> Option<bool> {
         let now = frame.now();
         let context = Context { frame, window, now, start: now - i64::from(self.period) + 1 };
+        if let Some(matched) = self.threshold.as_ref().and_then(|threshold| threshold.matches(&context, scratch)) {
+            return Some(matched);
+        }
         match eval(&self.root, Parent::Root, &context, scratch) {
             Ok(val) => {
                 let matched = val.single && val.series.iter().any(|series| series.first().copied().flatten() == Some(1.0));
@@ -113,19 +197,14 @@ impl Compiled {
     }
 }
 
-fn node(expr: &Expr, metrics: &[String]) -> Option<Node> {
-    let boxed = |e: &Expr| node(e, metrics).map(Box::new);
-    let read = |metric: &hotrule_mqe_engine::Metric, trend| {
-        let slot = metrics.iter().position(|m| *m == metric.name)?;
-        let selectors = metric.labels.iter().flat_map(|l| split_label_value(&l.name, &l.value)).collect();
-        Some(Node::Read { slot, selectors, trend })
-    };
+fn node(expr: &Expr, metrics: &[String], reads: &mut usize) -> Option<Node> {
+    let mut boxed = |e: &Expr| node(e, metrics, reads).map(Box::new);
     Some(match expr {
-        Expr::Metric(metric) => read(metric, None)?,
+        Expr::Metric(metric) => read_node(metric, None, metrics, reads)?,
         Expr::Trend { op, metric, range } => {
             // A range the MQE evaluation refuses stays with it.
             let range = range.parse::<i64>().ok().filter(|r| (1..=MAX_POINTS).contains(r))?;
-            read(metric, Some((*op, range as usize)))?
+            read_node(metric, Some((*op, range as usize)), metrics, reads)?
         }
         Expr::Scalar { value, .. } => Node::Scalar(*value),
         Expr::Parens(inner) => Node::Parens(boxed(inner)?),
@@ -135,6 +214,13 @@ fn node(expr: &Expr, metrics: &[String]) -> Option<Node> {
         Expr::Aggregation { op, expr } => Node::Aggregation { op: *op, inner: boxed(expr)? },
         _ => return None,
     })
+}
+
+fn read_node(metric: &hotrule_mqe_engine::Metric, trend: Option<(TrendOp, usize)>, metrics: &[String], reads: &mut usize) -> Option<Node> {
+    let slot = metrics.iter().position(|m| *m == metric.name)?;
+    let selectors = metric.labels.iter().flat_map(|l| split_label_value(&l.name, &l.value)).collect();
+    *reads += 1;
+    Some(Node::Read { id: *reads - 1, slot, selectors, trend })
 }
 
 struct Context<'a> {
@@ -147,7 +233,7 @@ struct Context<'a> {
 
 fn eval(node: &Node, parent: Parent, cx: &Context<'_>, scratch: &mut Scratch) -> Result<Val, Stop> {
     match node {
-        Node::Read { slot, selectors, trend } => read(*slot, selectors, *trend, cx, scratch),
+        Node::Read { id, slot, selectors, trend } => read(*id, *slot, selectors, *trend, cx, scratch),
         Node::Scalar(value) => {
             let mut values = scratch.values();
             values.push(Some(*value));
@@ -233,33 +319,17 @@ fn aggregate(values: &[Option<f64>], op: AggregationOp) -> Option<f64> {
 
 /// A metric's values over the duration (extended back by a trend's range), as the MemSource of
 /// the window answers them, then the trend.
-fn read(slot: usize, selectors: &[KeyValue], trend: Option<(TrendOp, usize)>, cx: &Context<'_>, scratch: &mut Scratch) -> Result<Val, Stop> {
+fn read(id: usize, slot: usize, selectors: &[KeyValue], trend: Option<(TrendOp, usize)>, cx: &Context<'_>, scratch: &mut Scratch) -> Result<Val, Stop> {
     let range = trend.map_or(0, |(_, range)| range);
     let first = cx.start - range as i64;
     let points = usize::try_from(cx.now - first + 1).map_err(|_| Stop::Unsupported)?;
     let row = cx.window.row(slot);
     let window_start = cx.window.start();
-    // The metric exists as the kind of its first value in the window (a labeled value with no
-    // label key declares nothing); without any it does not exist.
-    let labeled = row
-        .iter()
-        .find_map(|cell| match cell {
-            Cell::Single(_) => Some(false),
-            Cell::Labeled { len, .. } if *len > 0 => Some(true),
-            _ => None,
-        })
-        .ok_or(Stop::Fail)?;
+    let labeled = kind(row).ok_or(Stop::Fail)?;
     let mut series = scratch.list();
     if !labeled {
         let mut values = scratch.values();
-        values.extend((0..points).map(|i| {
-            let minute = first + i as i64;
-            let at = minute - window_start;
-            match usize::try_from(at).ok().and_then(|at| row.get(at)) {
-                Some(Cell::Single(v)) => Some(*v),
-                _ => None,
-            }
-        }));
+        common_values(&mut values, row, window_start, first, cx.now);
         series.push(values);
     } else {
         // One series per label set, in the order the window first shows them.
@@ -289,7 +359,7 @@ fn read(slot: usize, selectors: &[KeyValue], trend: Option<(TrendOp, usize)>, cx
         if !selectors.is_empty() {
             let mut index = 0;
             series.retain(|_| {
-                let keep = selected(cx.frame.set_labels(sets[index]), selectors);
+                let keep = scratch.selected(id, sets[index], cx.frame, selectors);
                 index += 1;
                 keep
             });
@@ -302,6 +372,24 @@ fn read(slot: usize, selectors: &[KeyValue], trend: Option<(TrendOp, usize)>, cx
         }
     }
     Ok(Val { single: false, labeled, bool_result: false, series })
+}
+
+/// The kind a metric exists as in the window's MemSource: that of its first value (a labeled
+/// value with no label key declares nothing), labeled or not; none without any value.
+fn kind(row: &[Cell]) -> Option<bool> {
+    row.iter().find_map(|cell| match cell {
+        Cell::Single(_) => Some(false),
+        Cell::Labeled { len, .. } if *len > 0 => Some(true),
+        _ => None,
+    })
+}
+
+/// A common metric's values at minutes `first..=now`: a window minute's common value, else none.
+fn common_values(values: &mut Vec<Option<f64>>, row: &[Cell], window_start: i64, first: i64, now: i64) {
+    values.extend((first..=now).map(|minute| match usize::try_from(minute - window_start).ok().and_then(|at| row.get(at)) {
+        Some(Cell::Single(v)) => Some(*v),
+        _ => None,
+    }));
 }
 
 /// The MemSource's selector match: for every selector key, the series' value of that key is one
@@ -362,7 +450,8 @@ impl Calc {
                 if b { 1.0 } else { 0.0 }
             }
             Calc::Bool(op) => {
-                let is_bool = |v: f64| v.is_finite() && (v.trunc() == 0.0 || v.trunc() == 1.0);
+                // Java's `(int) v` is 0 or 1: `v.trunc()` is 0 or 1, that is -1 < v < 2.
+                let is_bool = |v: f64| v > -1.0 && v < 2.0;
                 if !is_bool(l) || !is_bool(r) {
                     return Err(Stop::Fail);
                 }

@@ -83,7 +83,11 @@ fn reads(rng: &mut StdRng) -> Reads {
 }
 
 fn frame_of(reads: &Reads) -> Frame {
-    Frame::build(EpochMinute(NOW), reads.iter().map(|(metric, points)| (metric.clone(), (READ, Ok(points.clone())))).collect())
+    let mut frame = Frame::new(EpochMinute(NOW));
+    for (metric, points) in reads {
+        frame.add(metric.clone(), READ, Ok(points.clone()));
+    }
+    frame.finish()
 }
 
 /// The window the engine built before frames: fresh at the check's minute, fed the reads.
@@ -222,6 +226,7 @@ fn compiled_matches_the_mqe_evaluation() {
         for (text, expr, metrics, period, compiled) in &rules {
             let size = *period as usize + expr.max_trend_range() as usize;
             let tables = frame.tables(metrics);
+            scratch.reset();
             for &at in frame.sorted() {
                 if !frame.fill(&tables, at, size, &mut cells) {
                     continue;

@@ -25,6 +25,9 @@ use super::window::{EpochMinute, MetricValue, Window};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// Label keys a reused frame keeps; past this many (keys that keep changing) it starts afresh.
+const MAX_KEPT_LABEL_KEYS: usize = 10_000;
+
 /// One metric's value for one minute.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Cell {
@@ -118,6 +121,9 @@ pub struct Frame {
     tables: BTreeMap<String, Result<Table, String>>,
     pairs: Vec<(u32, f64)>,
     labels: Labels,
+    /// Tables of an earlier frame, emptied, for this one's reads to fill without asking the
+    /// allocator (and the kernel) for tens of megabytes again.
+    spare: Vec<Table>,
 }
 
 /// One (rule, entity) window: `size` minutes ending at `end` of each of the rule's metrics, in
@@ -146,10 +152,9 @@ impl WindowCells {
 pub type RuleTables<'f> = Vec<Option<&'f Table>>;
 
 impl Frame {
-    /// The frame of the reads made at minute `now`: per metric, the number of minutes read (the
-    /// longest window that reads it) and what the read returned.
-    pub fn build(now: EpochMinute, reads: BTreeMap<String, (usize, Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>)>) -> Frame {
-        let mut frame = Frame {
+    /// An empty frame for the reads made at minute `now`.
+    pub fn new(now: EpochMinute) -> Frame {
+        Frame {
             now: now.0,
             entities: Vec::new(),
             positions: FastMap::default(),
@@ -157,25 +162,57 @@ impl Frame {
             tables: BTreeMap::new(),
             pairs: Vec::new(),
             labels: Labels::default(),
-        };
-        for (metric, (len, read)) in reads {
-            let table = read.map(|points| frame.table(len.max(1), points));
-            frame.tables.insert(metric, table);
+            spare: Vec::new(),
         }
-        let entities = &frame.entities;
-        frame.sorted = (0..entities.len() as u32).collect();
-        frame.sorted.sort_unstable_by(|a, b| entities[*a as usize].cmp(&entities[*b as usize]));
-        frame
+    }
+
+    /// This frame emptied for the reads made at minute `now`, keeping its buffers (and its
+    /// label keys, which are the same from check to check).
+    pub fn reuse(mut self, now: EpochMinute) -> Frame {
+        self.now = now.0;
+        self.entities.clear();
+        self.positions.clear();
+        self.sorted.clear();
+        self.pairs.clear();
+        let tables = std::mem::take(&mut self.tables);
+        self.spare.extend(tables.into_values().filter_map(Result::ok).map(|mut table| {
+            table.cells.clear();
+            table.later.clear();
+            table.later_end.clear();
+            table
+        }));
+        if self.labels.keys.len() > MAX_KEPT_LABEL_KEYS {
+            self.labels = Labels::default();
+        }
+        self
+    }
+
+    /// Takes in one metric's read: `len` minutes up to the check's minute (the longest window
+    /// that reads it). The read is dropped here, before the next one is made.
+    pub fn add(&mut self, metric: String, len: usize, read: Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>) {
+        let table = read.map(|points| self.table(len.max(1), points));
+        self.tables.insert(metric, table);
+    }
+
+    /// Done reading: the entities put in order.
+    pub fn finish(mut self) -> Frame {
+        let entities = &self.entities;
+        self.sorted = (0..entities.len() as u32).collect();
+        self.sorted.sort_unstable_by(|a, b| entities[*a as usize].cmp(&entities[*b as usize]));
+        self
     }
 
     fn table(&mut self, len: usize, points: Vec<(AlarmEntity, EpochMinute, MetricValue)>) -> Table {
         let from = self.now - len as i64 + 1;
-        let mut table = Table { from, len, cells: Vec::new(), later: Vec::new(), later_end: FastMap::default() };
+        let mut table = self.spare.pop().unwrap_or_else(|| Table { from, len, cells: Vec::new(), later: Vec::new(), later_end: FastMap::default() });
+        (table.from, table.len) = (from, len);
+        // Sized for the entities seen so far (the metrics of a check mostly share them).
+        table.cells.reserve(self.entities.len() * len);
         let mut last: Option<u32> = None;
         for (entity, minute, value) in points {
             // A read lists an entity's minutes together: most points are the last one's entity.
             let at = match last {
-                Some(at) if self.entities[at as usize] == entity => at,
+                Some(at) if same_entity(&self.entities[at as usize], &entity) => at,
                 _ => self.position(entity),
             };
             last = Some(at);
@@ -391,6 +428,19 @@ impl Frame {
         }
         snapshot
     }
+}
+
+/// `a == b`, the lengths compared before any text (most points are of the last point's
+/// entity, and an empty text needs no comparison).
+fn same_entity(a: &AlarmEntity, b: &AlarmEntity) -> bool {
+    let same = |x: &str, y: &str| x.is_empty() || x.as_bytes() == y.as_bytes();
+    a.scope == b.scope
+        && a.name.len() == b.name.len()
+        && a.id0.len() == b.id0.len()
+        && a.id1.len() == b.id1.len()
+        && same(&a.id0, &b.id0)
+        && same(&a.name, &b.name)
+        && same(&a.id1, &b.id1)
 }
 
 /// A stored label key `k1=v1,k2=v2` as pairs; a part without `=` is the value of label `label`.

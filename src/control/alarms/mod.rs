@@ -22,6 +22,8 @@ mod compiled;
 pub mod config;
 pub mod engine;
 #[cfg(test)]
+mod engine_reference;
+#[cfg(test)]
 mod engine_tests;
 pub mod entity;
 mod frame;
