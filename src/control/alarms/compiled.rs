@@ -163,7 +163,7 @@ impl Scratch {
 
     fn release(&mut self, val: Val) {
         let mut series = val.series;
-        self.values.extend(series.drain(..));
+        self.values.append(&mut series);
         self.lists.push(series);
     }
 }

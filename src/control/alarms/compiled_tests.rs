@@ -203,6 +203,8 @@ const EDGES: &[&str] = &[
 #[test]
 fn compiled_matches_the_mqe_evaluation() {
     let mut rng = StdRng::seed_from_u64(2026);
+    // (text, expression, metrics, period, compiled)
+    #[allow(clippy::type_complexity)]
     let rules: Vec<(String, hotrule_mqe_engine::Expr, Vec<String>, u32, Option<Compiled>)> = SHAPES
         .iter()
         .chain(EDGES)

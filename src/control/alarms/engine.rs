@@ -277,7 +277,8 @@ impl AlarmEngine {
                 }
                 continue;
             }
-            let failed = running.rule.metrics.iter().filter_map(|metric| frame.read(metric).and_then(Result::err)).last();
+            // The last metric's failure, as it was read.
+            let failed = running.rule.metrics.iter().rev().find_map(|metric| frame.read(metric).and_then(Result::err));
             if let Some(reason) = failed {
                 running.status = RuleStatus::Error { reason: format!("reading the metric values: {reason}") };
                 out.errors.push((running.rule.name.clone(), reason.to_string()));

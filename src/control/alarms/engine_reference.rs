@@ -13,6 +13,9 @@ use super::settings::{AlarmRule, AlarmSettings, diff};
 use super::state::{AlarmPhase, AlarmState, AlarmUuid, FiredAlarm, Output, check};
 use super::window::{EpochMinute, MetricValue, Window};
 
+/// The reads of one check, per metric.
+type Reads = BTreeMap<String, Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>>;
+
 struct RunningRule {
     rule: AlarmRule,
     expr: Option<Expr>,
@@ -122,7 +125,7 @@ impl ReferenceEngine {
         }
         // Each metric's scope asked once per check: the reads and every rule's status use it.
         let scopes: BTreeMap<String, Option<String>> = longest.keys().map(|metric| (metric.to_string(), values.metric_scope(metric))).collect();
-        let mut read: BTreeMap<String, Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>> = BTreeMap::new();
+        let mut read: Reads = BTreeMap::new();
         for (metric, size) in &longest {
             if scopes.get(*metric).is_some_and(Option::is_some) {
                 let from = EpochMinute(now.0 - *size as i64 + 1);
@@ -298,7 +301,7 @@ struct EntityIndex<'r> {
 }
 
 impl<'r> EntityIndex<'r> {
-    fn of(read: &'r BTreeMap<String, Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>>) -> EntityIndex<'r> {
+    fn of(read: &'r Reads) -> EntityIndex<'r> {
         let mut index = EntityIndex { entities: Vec::new(), sorted: Vec::new(), positions: HashMap::new(), points: HashMap::new() };
         for (metric, result) in read {
             let Ok(values) = result else { continue };
