@@ -32,6 +32,10 @@ fn value(rng: &mut StdRng, high: bool) -> f64 {
     match rng.random_range(0..100) {
         0 => f64::NAN,
         1 => f64::INFINITY,
+        2 => f64::NEG_INFINITY,
+        3 => 1e-7 * rng.random_range(1.0..1000.0),
+        4 => 1e21 * rng.random_range(1.0..10.0),
+        5 => rng.random_range(-1000.0..1000.0),
         _ => VALUES[rng.random_range(0..VALUES.len())],
     }
 }
@@ -108,6 +112,29 @@ fn fed_window(reads: &Reads, metrics: &[String], entity: &AlarmEntity, size: usi
     window.filter(|w| !w.is_expired())
 }
 
+/// The message snapshot as the engine wrote it from a fed window, through serde_json values.
+fn json_snapshot(metrics: &[String], window: &Window) -> BTreeMap<String, String> {
+    let mut snapshot = BTreeMap::new();
+    for metric in metrics {
+        let mut points = Vec::new();
+        for (minute, value) in window.series(metric) {
+            let ts = minute.0.saturating_mul(60_000);
+            match value {
+                Some(MetricValue::Single(v)) => points.push(serde_json::json!({"id": ts.to_string(), "value": v})),
+                Some(MetricValue::Labeled(pairs)) => {
+                    for (key, v) in pairs {
+                        points.push(serde_json::json!({"id": ts.to_string(), "labels": key, "value": v}));
+                    }
+                }
+                None => {}
+            }
+        }
+        snapshot.insert(metric.clone(), serde_json::Value::Array(points).to_string());
+    }
+    snapshot
+}
+
+/// Each entity's window in a frame: the Window the reads feed, and the same message snapshot.
 #[test]
 fn frame_windows_are_the_fed_windows() {
     let mut rng = StdRng::seed_from_u64(23);
@@ -128,6 +155,7 @@ fn frame_windows_are_the_fed_windows() {
                     if let Some(fed) = fed {
                         // Compared as text: NaN values are equal there.
                         assert_eq!(format!("{:?}", frame.window(metrics, at, size)), format!("{fed:?}"), "{entity:?} {metrics:?} size {size}");
+                        assert_eq!(frame.snapshot(metrics, &cells), json_snapshot(metrics, &fed), "{entity:?} {metrics:?} size {size}");
                         compared += 1;
                     }
                 }

@@ -407,27 +407,51 @@ impl Frame {
     }
 
     /// The metrics' values over a window as the message's `mqeMetricsSnapshot` (metric → JSON
-    /// of its minute values).
+    /// of its minute values: `[{"id":"<epoch ms>","value":v}, ...]`, a labeled value with its
+    /// `"labels"` between; the text serde_json gives for those objects, written directly).
     pub fn snapshot(&self, metrics: &[String], window: &WindowCells) -> BTreeMap<String, String> {
         let mut snapshot = BTreeMap::new();
         for (j, metric) in metrics.iter().enumerate() {
-            let mut points = Vec::new();
+            let mut text = String::from("[");
             for (i, cell) in window.row(j).iter().enumerate() {
                 let ts = (window.start() + i as i64).saturating_mul(60_000);
                 match *cell {
-                    Cell::Single(v) => points.push(serde_json::json!({"id": ts.to_string(), "value": v})),
+                    Cell::Single(v) => json_point(&mut text, ts, None, v),
                     Cell::Labeled { start, len } => {
                         for (key, v) in self.pairs(start, len) {
-                            points.push(serde_json::json!({"id": ts.to_string(), "labels": self.key(*key), "value": v}));
+                            json_point(&mut text, ts, Some(self.key(*key)), *v);
                         }
                     }
                     Cell::Missing => {}
                 }
             }
-            snapshot.insert(metric.clone(), serde_json::Value::Array(points).to_string());
+            text.push(']');
+            snapshot.insert(metric.clone(), text);
         }
         snapshot
     }
+}
+
+/// One snapshot point, as serde_json writes `{"id": ts, "labels": key, "value": v}` (keys in
+/// order, a NaN or infinite value as null).
+fn json_point(text: &mut String, ts: i64, labels: Option<&str>, value: f64) {
+    use std::fmt::Write as _;
+    if text.len() > 1 {
+        text.push(',');
+    }
+    let _ = write!(text, "{{\"id\":\"{ts}\"");
+    if let Some(labels) = labels {
+        text.push_str(",\"labels\":");
+        text.push_str(&serde_json::Value::from(labels).to_string());
+    }
+    text.push_str(",\"value\":");
+    match serde_json::Number::from_f64(value) {
+        Some(number) => {
+            let _ = write!(text, "{number}");
+        }
+        None => text.push_str("null"),
+    }
+    text.push('}');
 }
 
 /// `a == b`, the lengths compared before any text (most points are of the last point's
