@@ -11,6 +11,12 @@
 //! boolean goes through the 10.4+ state machine ([`super::state::check`]), whose state per
 //! (rule, entity) is what this engine keeps between checks.
 //!
+//! The cost is one pass per (rule, entity) a check (issue 23: 100 rules × 10,000 entities in
+//! well under a second): each metric is read once into the check's `frame` (a row of minute
+//! cells per entity, shared by the rules), a window is a slice of those rows, the usual
+//! expressions are evaluated straight over it (`compiled`, the MQE engine for the others), and
+//! a rule keeps its states by the entity's position in the frame, in entity order.
+//!
 //! - A window with no value left expires silently (no recovery), as SkyWalking's.
 //! - [`AlarmEngine::reset`] is `AlarmKernelService.reset`: every rule that reads one of the
 //!   metrics loses all its entities' states, and no recovery is sent.
@@ -26,13 +32,16 @@
 //!   so a firing alarm is neither fired again nor left without its recovery. A kept state is
 //!   taken only by the same rule (same name, expression and periods: [`rule_fingerprint`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use hotrule_mqe_engine::{Duration, Expr, MemSource, ResultType, Step, evaluate};
+use hotrule_mqe_engine::{Duration, Expr, ResultType, Step, evaluate};
 
+use super::compiled::{Compiled, Scratch};
 use super::entity::AlarmEntity;
+use super::frame::{Frame, WindowCells};
 use super::hooks::message::{AlarmMessage, AlarmRecoveryMessage, Tag};
 use super::settings::{AlarmRule, AlarmSettings, diff};
 use super::state::{AlarmPhase, AlarmState, AlarmUuid, FiredAlarm, Output, check};
@@ -76,8 +85,20 @@ pub struct EntityState {
 struct RunningRule {
     rule: AlarmRule,
     expr: Option<Expr>,
+    /// The expression evaluated straight over window cells, when it has the shapes alarms use.
+    compiled: Option<Compiled>,
     status: RuleStatus,
-    entities: BTreeMap<AlarmEntity, EntityState>,
+    /// The frame of the last check that ran the rule: its entities' windows are there.
+    frame: Option<Arc<Frame>>,
+    /// The entities of that check with a live window, in entity order.
+    held: Vec<Held>,
+}
+
+/// One (rule, entity) between checks: the entity's position in the rule's frame, and its state.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    at: u32,
+    state: AlarmState,
 }
 
 impl RunningRule {
@@ -86,7 +107,8 @@ impl RunningRule {
             Ok(expr) => (Some(expr), RuleStatus::NotChecked),
             Err(reason) => (None, RuleStatus::Error { reason }),
         };
-        RunningRule { rule, expr, status, entities: BTreeMap::new() }
+        let compiled = expr.as_ref().and_then(|expr| Compiled::compile(expr, &rule.metrics, rule.periods.period));
+        RunningRule { rule, expr, compiled, status, frame: None, held: Vec::new() }
     }
 }
 
@@ -153,12 +175,16 @@ pub struct AlarmEngine {
     kept: BTreeMap<(String, AlarmEntity), (u64, AlarmState)>,
     /// Whether each check lists its windows' checks in [`Checked::trace`] (a dry run).
     trace: bool,
+    /// The frame of the last check, and one before it that no rule uses any more (emptied by
+    /// the next check and filled again).
+    last: Option<Arc<Frame>>,
+    spare: Option<Frame>,
 }
 
 impl AlarmEngine {
     pub fn new(settings: AlarmSettings) -> AlarmEngine {
         let rules = settings.rules.iter().cloned().map(RunningRule::new).collect();
-        AlarmEngine { settings, rules, resets: 0, kept: BTreeMap::new(), trace: false }
+        AlarmEngine { settings, rules, resets: 0, kept: BTreeMap::new(), trace: false, last: None, spare: None }
     }
 
     /// The same engine, listing every window's check in [`Checked::trace`] (for a dry run; the
@@ -195,7 +221,8 @@ impl AlarmEngine {
         let mut reset = Vec::new();
         for running in &mut self.rules {
             if running.rule.metrics.iter().any(|m| metrics.contains(m)) {
-                running.entities.clear();
+                running.held.clear();
+                running.frame = None;
                 self.kept.retain(|(rule, _), _| *rule != running.rule.name);
                 reset.push(running.rule.name.clone());
             }
@@ -245,17 +272,24 @@ impl AlarmEngine {
         }
         // Each metric's scope asked once per check: the reads and every rule's status use it.
         let scopes: BTreeMap<String, Option<String>> = longest.keys().map(|metric| (metric.to_string(), values.metric_scope(metric))).collect();
-        let mut read: BTreeMap<String, Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>> = BTreeMap::new();
+        // The reads laid out once for every rule: a rule's window of an entity is a slice of
+        // its metrics' rows, found by the entity's position. Each read is taken in before the
+        // next is made.
+        let mut frame = match self.spare.take() {
+            Some(spare) => spare.reuse(now),
+            None => Frame::new(now),
+        };
         for (metric, size) in &longest {
             if scopes.get(*metric).is_some_and(Option::is_some) {
                 let from = EpochMinute(now.0 - *size as i64 + 1);
-                read.insert(metric.to_string(), values.minute_values(metric, from, now));
+                frame.add(metric.to_string(), *size, values.minute_values(metric, from, now));
             }
         }
-        // The entities of every read, indexed once per check: a rule's windows are then a vector
-        // by index, not a map keyed by cloned entities.
-        let index = EntityIndex::of(&read);
-        let mut windows: Vec<Option<Window>> = Vec::new();
+        let frame = Arc::new(frame.finish());
+        let mut remaps: Vec<(Arc<Frame>, Vec<u32>)> = Vec::new();
+        let mut scratch = Scratch::default();
+        let mut cells = WindowCells::default();
+        let mut previous: Vec<u32> = Vec::new();
         for running in &mut self.rules {
             let Some(expr) = running.expr.as_ref() else {
                 if let RuleStatus::Error { reason } = &running.status {
@@ -270,66 +304,60 @@ impl AlarmEngine {
                 }
                 continue;
             }
-            windows.clear();
-            windows.resize(index.entities.len(), None);
-            // Whether the rule's name filters accept an entity, asked once per entity.
-            let mut accepted: Vec<Option<bool>> = vec![None; index.entities.len()];
-            let mut failed = None;
-            for metric in &running.rule.metrics {
-                match (read.get(metric), index.points.get(metric.as_str())) {
-                    (Some(Ok(_)), Some(points)) => {
-                        for &(at, minute, value) in points {
-                            let accepts = *accepted[at].get_or_insert_with(|| running.rule.accepts_entity(&index.entities[at].name));
-                            if accepts {
-                                let window = windows[at].get_or_insert_with(|| fresh_window(running.rule.window_size(), now));
-                                window.add(metric, minute, value.clone());
-                            }
-                        }
-                    }
-                    (Some(Err(reason)), _) => failed = Some(reason.clone()),
-                    _ => {}
-                }
-            }
+            // The last metric's failure, as it was read.
+            let failed = running.rule.metrics.iter().rev().find_map(|metric| frame.read(metric).and_then(Result::err));
             if let Some(reason) = failed {
                 running.status = RuleStatus::Error { reason: format!("reading the metric values: {reason}") };
-                out.errors.push((running.rule.name.clone(), reason));
+                out.errors.push((running.rule.name.clone(), reason.to_string()));
                 continue;
             }
+            let tables = frame.tables(&running.rule.metrics);
+            let size = running.rule.window_size();
             let fingerprint = rule_fingerprint(&running.rule);
-            let dropped = |entity: &AlarmEntity| StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state: None };
-            // Entities whose window emptied expire silently (no recovery). One now evaluated by
-            // another node hands its state over instead: its new owner resumes it.
-            {
-                let live = |entity: &AlarmEntity| index.position(entity).is_some_and(|at| windows[at].as_ref().is_some_and(|w| !w.is_expired()));
-                // Peers hold only non-NORMAL states (below): those are the ones to forget.
-                for (entity, held) in &running.entities {
-                    if !live(entity) && held.state.phase != AlarmPhase::Normal {
-                        let mut record = dropped(entity);
-                        if values.moved_away(entity) {
-                            record.state = Some(held.state);
-                        }
-                        out.states.push(record);
+            // The states of the last check by position in this one; an entity not read this
+            // time has no window left.
+            let held = std::mem::take(&mut running.held);
+            let mut dropped = vec![false; held.len()];
+            previous.clear();
+            previous.resize(frame.len(), NOT_HELD);
+            if let Some(old) = &running.frame {
+                let remap = remap(&mut remaps, old, &frame);
+                for (i, entry) in held.iter().enumerate() {
+                    match remap[entry.at as usize] {
+                        NOT_HELD => dropped[i] = true,
+                        at => previous[at as usize] = i as u32,
                     }
                 }
-                running.entities.retain(|entity, _| live(entity));
             }
-            // In entity order, as the map of windows was walked.
-            for &at in &index.sorted {
-                let Some(window) = windows[at].take() else { continue };
-                let entity = index.entities[at];
-                if window.is_expired() {
+            let mut records = Vec::new();
+            let mut next = Vec::with_capacity(held.len());
+            scratch.reset();
+            // In entity order.
+            for &at in frame.sorted() {
+                let was = previous[at as usize];
+                let entity = frame.entity(at);
+                // Entities whose window emptied (or that the rule's filters refuse) expire
+                // silently (no recovery).
+                if !frame.fill(&tables, at, size, &mut cells) || !running.rule.accepts_entity(&entity.name) {
+                    if was != NOT_HELD {
+                        dropped[was as usize] = true;
+                    }
                     continue;
                 }
                 out.windows += 1;
-                let matched = evaluate_window(expr, &running.rule, &window, now);
+                let matched = match running.compiled.as_ref().and_then(|compiled| compiled.matches(&frame, &cells, &mut scratch)) {
+                    Some(matched) => matched,
+                    None => evaluate_window(expr, &running.rule.metrics, running.rule.periods.period, &frame, &cells),
+                };
                 let periods = running.rule.periods;
-                let held = running.entities.get(entity).map(|e| e.state);
+                let held_state = (was != NOT_HELD).then(|| held[was as usize].state);
                 // A state a peer kept for this entity (its owner before this node) comes first.
-                let handed = match held {
+                let handed = match held_state {
                     Some(_) => None,
+                    None if self.kept.is_empty() => None,
                     None => self.kept.remove(&(running.rule.name.clone(), entity.clone())).filter(|(f, _)| *f == fingerprint).map(|(_, s)| s),
                 };
-                let kept = held.or(handed).unwrap_or_else(|| AlarmState::new(periods));
+                let kept = held_state.or(handed).unwrap_or_else(|| AlarmState::new(periods));
                 let fresh = FiredAlarm { uuid: mint(), start_time_ms: now_ms };
                 let (state, output) = check(kept, matched, periods, fresh);
                 if self.trace {
@@ -337,9 +365,9 @@ impl AlarmEngine {
                 }
                 // The metrics' values, only for a window that sends something.
                 match output {
-                    Some(Output::Fire(fired)) => out.firing.push(message(&running.rule, entity, fired, snapshot(&running.rule, &window))),
+                    Some(Output::Fire(fired)) => out.firing.push(message(&running.rule, entity, fired, frame.snapshot(&running.rule.metrics, &cells))),
                     Some(Output::Recover(fired)) => {
-                        let sent = message(&running.rule, entity, fired, snapshot(&running.rule, &window));
+                        let sent = message(&running.rule, entity, fired, frame.snapshot(&running.rule.metrics, &cells));
                         out.recoveries.push(AlarmRecoveryMessage::of(sent, now_ms));
                     }
                     None => {}
@@ -353,15 +381,29 @@ impl AlarmEngine {
                     _ => None,
                 };
                 if let Some(state) = shared {
+                    records.push(StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state });
+                }
+                next.push(Held { at, state });
+            }
+            // Peers hold only non-NORMAL states: the dropped ones are to forget, before the
+            // others, in entity order.
+            if let Some(old) = &running.frame {
+                // One now evaluated by another node hands its state over instead: its new owner
+                // resumes it.
+                for (entry, _) in held.iter().zip(&dropped).filter(|(entry, dropped)| **dropped && entry.state.phase != AlarmPhase::Normal) {
+                    let entity = old.entity(entry.at);
+                    let state = values.moved_away(entity).then_some(entry.state);
                     out.states.push(StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state });
                 }
-                match running.entities.get_mut(entity) {
-                    Some(held) => *held = EntityState { state, window },
-                    None => {
-                        running.entities.insert(entity.clone(), EntityState { state, window });
-                    }
-                }
             }
+            out.states.append(&mut records);
+            running.held = next;
+            running.frame = Some(frame.clone());
+        }
+        drop(remaps);
+        // The last check's frame is the spare once every rule has moved on from it.
+        if let Some(previous) = self.last.replace(frame) {
+            self.spare = Arc::try_unwrap(previous).ok();
         }
         out
     }
@@ -376,7 +418,16 @@ impl AlarmEngine {
                 metrics: running.rule.metrics.clone(),
                 status: running.status.clone(),
                 window_size: running.rule.window_size(),
-                entities: running.entities.iter().map(|(e, s)| (e.clone(), s.clone())).collect(),
+                entities: running
+                    .frame
+                    .iter()
+                    .flat_map(|frame| {
+                        running.held.iter().map(|held| {
+                            let window = frame.window(&running.rule.metrics, held.at, running.rule.window_size());
+                            (frame.entity(held.at).clone(), EntityState { state: held.state, window })
+                        })
+                    })
+                    .collect(),
             })
             .collect()
     }
@@ -386,11 +437,9 @@ impl AlarmEngine {
     pub fn held_states(&self) -> Vec<StateRecord> {
         let mut out = Vec::new();
         for running in &self.rules {
-            let fingerprint = rule_fingerprint(&running.rule);
-            for (entity, held) in &running.entities {
-                if held.state.phase != AlarmPhase::Normal {
-                    out.push(StateRecord { rule: running.rule.name.clone(), fingerprint, entity: entity.clone(), state: Some(held.state) });
-                }
+            let (Some(frame), fingerprint) = (&running.frame, rule_fingerprint(&running.rule)) else { continue };
+            for held in running.held.iter().filter(|held| held.state.phase != AlarmPhase::Normal) {
+                out.push(StateRecord { rule: running.rule.name.clone(), fingerprint, entity: frame.entity(held.at).clone(), state: Some(held.state) });
             }
         }
         out
@@ -400,18 +449,28 @@ impl AlarmEngine {
     pub fn firing(&self) -> usize {
         self.rules
             .iter()
-            .flat_map(|r| r.entities.values())
+            .flat_map(|r| r.held.iter())
             .filter(|e| matches!(e.state.phase, AlarmPhase::Firing | AlarmPhase::SilencedFiring))
             .count()
     }
 }
 
-fn fresh_window(size: usize, now: EpochMinute) -> Window {
-    let mut window = Window::new(size);
-    window.move_to(now);
-    window
-}
+/// No position (an entity not held, or not in the frame).
+const NOT_HELD: u32 = u32::MAX;
 
+/// The position in `frame` of each entity of `old` (rules checked in the same earlier check
+/// share one).
+fn remap<'r>(remaps: &'r mut Vec<(Arc<Frame>, Vec<u32>)>, old: &Arc<Frame>, frame: &Frame) -> &'r [u32] {
+    let index = match remaps.iter().position(|(known, _)| Arc::ptr_eq(known, old)) {
+        Some(index) => index,
+        None => {
+            let positions = (0..old.len() as u32).map(|at| frame.position_of(old.entity(at)).unwrap_or(NOT_HELD)).collect();
+            remaps.push((old.clone(), positions));
+            remaps.len() - 1
+        }
+    };
+    &remaps[index].1
+}
 /// Running, waiting for metrics, or in error because its metrics' scopes differ.
 fn status_of(rule: &AlarmRule, known: &BTreeMap<String, Option<String>>) -> RuleStatus {
     let mut missing = Vec::new();
@@ -433,114 +492,16 @@ fn status_of(rule: &AlarmRule, known: &BTreeMap<String, Option<String>>) -> Rule
     }
 }
 
-/// The entities of one check's reads, each once, by position; each metric's points by position.
-struct EntityIndex<'r> {
-    entities: Vec<&'r AlarmEntity>,
-    /// Positions in entity order.
-    sorted: Vec<usize>,
-    positions: HashMap<&'r AlarmEntity, usize>,
-    /// metric → (entity position, minute, value), in read order.
-    points: HashMap<&'r str, Vec<(usize, EpochMinute, &'r MetricValue)>>,
-}
-
-impl<'r> EntityIndex<'r> {
-    fn of(read: &'r BTreeMap<String, Result<Vec<(AlarmEntity, EpochMinute, MetricValue)>, String>>) -> EntityIndex<'r> {
-        let mut index = EntityIndex { entities: Vec::new(), sorted: Vec::new(), positions: HashMap::new(), points: HashMap::new() };
-        for (metric, result) in read {
-            let Ok(values) = result else { continue };
-            let mut points = Vec::with_capacity(values.len());
-            for (entity, minute, value) in values {
-                let at = *index.positions.entry(entity).or_insert_with(|| {
-                    index.entities.push(entity);
-                    index.entities.len() - 1
-                });
-                points.push((at, *minute, value));
-            }
-            index.points.insert(metric.as_str(), points);
-        }
-        index.sorted = (0..index.entities.len()).collect();
-        index.sorted.sort_unstable_by(|a, b| index.entities[*a].cmp(index.entities[*b]));
-        index
-    }
-
-    fn position(&self, entity: &AlarmEntity) -> Option<usize> {
-        self.positions.get(entity).copied()
-    }
-}
-
-/// Whether the expression matched over one window.
-fn evaluate_window(expr: &Expr, rule: &AlarmRule, window: &Window, now: EpochMinute) -> bool {
-    let mut source = MemSource::new();
-    let mut common = Vec::new();
-    for metric in &rule.metrics {
-        let series = window.series(metric);
-        // Only common values (the usual case): set in one call, as one `set` per point would.
-        if series.iter().all(|(_, value)| !matches!(value, Some(MetricValue::Labeled(_)))) {
-            common.clear();
-            common.extend(series.iter().filter_map(|(minute, value)| match value {
-                Some(MetricValue::Single(v)) => Some((minute.0.saturating_mul(60_000), *v)),
-                _ => None,
-            }));
-            source.set_points(metric, &common);
-            continue;
-        }
-        for (minute, value) in series {
-            let ts = minute.0.saturating_mul(60_000);
-            match value {
-                Some(MetricValue::Single(v)) => source.set(metric, ts, *v),
-                Some(MetricValue::Labeled(pairs)) => {
-                    for (key, v) in pairs {
-                        let labels = label_pairs(key);
-                        let refs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                        source.set_labeled(metric, &refs, ts, *v);
-                    }
-                }
-                None => {}
-            }
-        }
-    }
-    let first = EpochMinute(now.0 - i64::from(rule.periods.period) + 1);
-    let duration = Duration::new(first.0.saturating_mul(60_000), now.0.saturating_mul(60_000), Step::Minute);
+/// Whether the expression matched over one window, by the MQE engine over the window's values.
+pub(super) fn evaluate_window(expr: &Expr, metrics: &[String], period: u32, frame: &Frame, window: &WindowCells) -> bool {
+    let source = frame.mem_source(metrics, window);
+    let now = frame.now();
+    let first = now - i64::from(period) + 1;
+    let duration = Duration::new(first.saturating_mul(60_000), now.saturating_mul(60_000), Step::Minute);
     let result = evaluate(expr, &source, &duration);
     result.error.is_none()
         && result.result_type == ResultType::SingleValue
         && result.results.iter().any(|series| series.values.first().and_then(|v| v.value).is_some_and(|v| v == 1.0))
-}
-
-/// The metrics' values over a window as the message's `mqeMetricsSnapshot` (metric → JSON of its
-/// minute values).
-fn snapshot(rule: &AlarmRule, window: &Window) -> BTreeMap<String, String> {
-    let mut snapshot = BTreeMap::new();
-    for metric in &rule.metrics {
-        let mut points = Vec::new();
-        for (minute, value) in window.series(metric) {
-            let ts = minute.0.saturating_mul(60_000);
-            match value {
-                Some(MetricValue::Single(v)) => points.push(serde_json::json!({"id": ts.to_string(), "value": v})),
-                Some(MetricValue::Labeled(pairs)) => {
-                    for (key, v) in pairs {
-                        points.push(serde_json::json!({"id": ts.to_string(), "labels": key, "value": v}));
-                    }
-                }
-                None => {}
-            }
-        }
-        snapshot.insert(metric.clone(), serde_json::Value::Array(points).to_string());
-    }
-    snapshot
-}
-
-/// A stored label key `k1=v1,k2=v2` as pairs; a part without `=` is the value of label `label`.
-fn label_pairs(key: &str) -> Vec<(String, String)> {
-    if key.is_empty() {
-        return Vec::new();
-    }
-    key.split(',')
-        .map(|part| match part.split_once('=') {
-            Some((k, v)) => (k.to_string(), v.to_string()),
-            None => ("label".to_string(), part.to_string()),
-        })
-        .collect()
 }
 
 /// SkyWalking's `AlarmMessage` for a fire of `rule` on `entity`.

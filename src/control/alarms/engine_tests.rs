@@ -341,3 +341,114 @@ rules:
     assert_eq!(view.entities.len(), 4, "d is kept, NORMAL");
     assert!(view.entities.iter().all(|(_, s)| s.window.end() == Some(EpochMinute(100))));
 }
+
+const MIXED: &str = r#"
+rules:
+  cpu_rule:
+    expression: sum(cpu > 80) >= 2
+    period: 3
+    silence-period: 2
+    recovery-observation-period: 1
+  both_rule:
+    expression: sum((cpu > 80) && (mem > 50)) >= 1
+    period: 2
+    silence-period: 1
+    include-names-regex: "s[0-4]"
+  trend_rule:
+    expression: sum(increase(cpu, 2) > 10) >= 1
+    period: 2
+  pct_rule:
+    expression: sum(pct{p='50,99'} > 1000) >= 1
+    period: 2
+    recovery-observation-period: 2
+  abs_rule:
+    expression: sum(abs(cpu) > 80) >= 1
+    exclude-names: [s3]
+  two_labeled_rule:
+    expression: sum(pct{p='99'} > 1000) >= sum(pct{p='50'} > 10)
+    period: 3
+"#;
+
+/// The engine against the one before frames ([`super::engine_reference`]) over generated runs:
+/// entities coming and going, values around the thresholds, labeled values, checks one to
+/// three minutes apart, resets, reloads and states handed back: the same messages, states,
+/// windows and views at every check.
+#[test]
+fn checks_as_the_engine_before_frames() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::engine_reference::ReferenceEngine;
+
+    let mut rng = StdRng::seed_from_u64(23);
+    // Fires, recoveries, states dropped, states taken back: all happen.
+    let (mut fires, mut recoveries, mut dropped, mut taken) = (0, 0, 0, 0);
+    for run in 0..20 {
+        let mut engine = AlarmEngine::new(settings(MIXED));
+        let mut reference = ReferenceEngine::new(settings(MIXED));
+        let mut values = MemValues::default();
+        let entities: Vec<AlarmEntity> = (0..8).map(|i| AlarmEntity::service(&format!("s{i}"))).collect();
+        let mut present = vec![true; entities.len()];
+        let (mut next, mut reference_next) = (0u128, 0u128);
+        let mut minute = 1000;
+        for step in 0..60 {
+            for _ in 0..rng.random_range(1..=3) {
+                minute += 1;
+                for (i, entity) in entities.iter().enumerate() {
+                    if rng.random_bool(0.1) {
+                        present[i] = !present[i];
+                    }
+                    if !present[i] {
+                        continue;
+                    }
+                    let high = i % 3 == 0;
+                    if rng.random_bool(0.9) {
+                        values.put("cpu", entity, minute, if high { rng.random_range(60.0..120.0) } else { rng.random_range(0.0..90.0) });
+                    }
+                    if rng.random_bool(0.8) {
+                        values.put("mem", entity, minute, rng.random_range(0.0..100.0));
+                    }
+                    if rng.random_bool(0.8) {
+                        values.scopes.entry("pct".to_string()).or_insert_with(|| "SERVICE".to_string());
+                        let pair = |rng: &mut StdRng| rng.random_range(0.0..2000.0);
+                        let value = MetricValue::Labeled(vec![("p=50".into(), pair(&mut rng)), ("p=99".into(), pair(&mut rng))]);
+                        values.values.entry("pct".to_string()).or_default().push((entity.clone(), EpochMinute(minute), value));
+                    }
+                }
+            }
+            match rng.random_range(0..40) {
+                0 => assert_eq!(engine.reset(&BTreeSet::from(["mem".to_string()])), reference.reset(&BTreeSet::from(["mem".to_string()]))),
+                1 => {
+                    let changed = settings(&MIXED.replace("period: 2\n    silence-period: 1", "period: 2\n    silence-period: 2"));
+                    assert_eq!(engine.replace(changed.clone()), reference.replace(changed));
+                }
+                _ => {}
+            }
+            let kept = engine.kept();
+            let checked = engine.check(at(minute), &values, &mut || {
+                next += 1;
+                AlarmUuid(next)
+            });
+            let expected = reference.check(at(minute), &values, &mut || {
+                reference_next += 1;
+                AlarmUuid(reference_next)
+            });
+            assert_eq!(format!("{checked:?}"), format!("{expected:?}"), "run {run}, step {step}, minute {minute}");
+            assert_eq!(format!("{:?}", engine.view()), format!("{:?}", reference.view()), "run {run}, step {step}");
+            assert_eq!(engine.firing(), reference.firing());
+            assert_eq!(engine.reset_count(), reference.reset_count());
+            assert_eq!(engine.settings(), reference.settings());
+            fires += checked.firing.len();
+            recoveries += checked.recoveries.len();
+            dropped += checked.states.iter().filter(|r| r.state.is_none()).count();
+            taken += usize::from(engine.kept() < kept);
+            // States handed back now and then: taken when an entity comes back.
+            if rng.random_bool(0.3) {
+                engine.adopt(checked.states.clone());
+                reference.adopt(expected.states.clone());
+            }
+            assert_eq!(engine.kept(), reference.kept());
+        }
+    }
+    assert!(fires > 100 && recoveries > 100 && dropped > 10 && taken > 0, "{fires} fires, {recoveries} recoveries, {dropped} dropped, {taken} taken");
+}

@@ -6,6 +6,10 @@
 //!   keeps (an unchanged rule keeps its windows and states, any other change rebuilds them).
 //! - [`window`] is one sliding window per (rule, entity): `period + max_trend_range` minute
 //!   slots, fed by minute bucket, read by the MQE evaluation as one series per metric.
+//! - `frame` holds one check's reads as rows of minute cells per (metric, entity), shared by
+//!   every rule: a rule's window is a slice of them (the same minutes a [`window::Window`] fed
+//!   the same reads holds), built as a `Window` only for the status API; `compiled` evaluates
+//!   the usual alarm expressions straight over those cells, the MQE engine the others.
 //! - [`state`] is the 10.4+ firing/silence/recovery state machine as one pure function, over a
 //!   small serializable state that a new owner can resume.
 //! - [`engine`] runs the rules: once a minute it rebuilds each (rule, entity) window from the
@@ -19,11 +23,15 @@
 //! The settings reader checks expressions through a seam ([`settings::ExpressionFacts`]);
 //! [`verify`] is that seam over the MQE engine.
 
+mod compiled;
 pub mod config;
 pub mod engine;
 #[cfg(test)]
+mod engine_reference;
+#[cfg(test)]
 mod engine_tests;
 pub mod entity;
+mod frame;
 pub mod hooks;
 pub mod live;
 pub mod replay;
