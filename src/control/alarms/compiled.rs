@@ -11,6 +11,7 @@
 //! meet (label matching) is handed back ([`Compiled::matches`] gives `None`): the caller then
 //! evaluates it with the MQE engine. `compiled_tests` checks both give the same answer.
 
+use hotrule_mqe_engine::ops::Calc;
 use hotrule_mqe_engine::ops_labels::split_label_value;
 use hotrule_mqe_engine::{AggregationOp, BinaryOp, BoolOp, CompareOp, Expr, KeyValue, MAX_POINTS, TrendOp};
 
@@ -101,6 +102,14 @@ enum Parent {
 enum Stop {
     Fail,
     Unsupported,
+}
+
+/// An MQE operation's error (a bool operation on a value that is not 1 or 0) is the
+/// evaluation's failure: no match.
+impl From<hotrule_mqe_engine::OpError> for Stop {
+    fn from(_: hotrule_mqe_engine::OpError) -> Stop {
+        Stop::Fail
+    }
 }
 
 /// An MQE result as far as the match depends on it: single value or time series, labeled,
@@ -420,53 +429,10 @@ fn trend_values(values: &mut Vec<Option<f64>>, op: TrendOp, range: usize) {
     }
 }
 
-/// Which scalar calculation `LROp` applies.
-#[derive(Debug, Clone, Copy)]
-enum Calc {
-    Binary(BinaryOp),
-    Compare(CompareOp),
-    Bool(BoolOp),
-}
-
-impl Calc {
-    fn apply(self, l: f64, r: f64) -> Result<f64, Stop> {
-        Ok(match self {
-            Calc::Binary(op) => match op {
-                BinaryOp::Add => l + r,
-                BinaryOp::Sub => l - r,
-                BinaryOp::Mul => l * r,
-                BinaryOp::Div => l / r,
-                BinaryOp::Mod => l % r,
-            },
-            Calc::Compare(op) => {
-                let b = match op {
-                    CompareOp::Eq => l == r,
-                    CompareOp::Neq => l != r,
-                    CompareOp::Gt => l > r,
-                    CompareOp::Lt => l < r,
-                    CompareOp::Gte => l >= r,
-                    CompareOp::Lte => l <= r,
-                };
-                if b { 1.0 } else { 0.0 }
-            }
-            Calc::Bool(op) => {
-                // Java's `(int) v` is 0 or 1: `v.trunc()` is 0 or 1, that is -1 < v < 2.
-                let is_bool = |v: f64| v > -1.0 && v < 2.0;
-                if !is_bool(l) || !is_bool(r) {
-                    return Err(Stop::Fail);
-                }
-                let (l, r) = (l == 1.0, r == 1.0);
-                let v = if op == BoolOp::And { l && r } else { l || r };
-                if v { 1.0 } else { 0.0 }
-            }
-        })
-    }
-}
-
 /// One point: empty when either side is.
 fn point(l: Option<f64>, r: Option<f64>, c: Calc) -> Result<Option<f64>, Stop> {
     match (l, r) {
-        (Some(l), Some(r)) => c.apply(l, r).map(Some),
+        (Some(l), Some(r)) => Ok(Some(c.apply(l, r)?)),
         _ => Ok(None),
     }
 }

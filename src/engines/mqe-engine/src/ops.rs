@@ -22,16 +22,19 @@ fn err<T>(m: &str) -> Result<T, OpError> {
     Err(OpError(m.to_string()))
 }
 
-/// Which scalar calculation `LROp` applies.
+/// Which scalar calculation `LROp` applies (public for evaluators that apply it point by point
+/// over their own data, as the alarm engine's compiled expressions do).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Calc {
+pub enum Calc {
     Binary(BinaryOp),
     Compare(CompareOp),
     Bool(BoolOp),
 }
 
 impl Calc {
-    fn apply(self, l: f64, r: f64) -> Result<f64, OpError> {
+    /// One point's value: `l op r` (a comparison or bool operation gives 1 or 0); a bool
+    /// operation on a value that is not 1 or 0 fails, as SkyWalking's does.
+    pub fn apply(self, l: f64, r: f64) -> Result<f64, OpError> {
         Ok(match self {
             Calc::Binary(op) => match op {
                 BinaryOp::Add => l + r,
