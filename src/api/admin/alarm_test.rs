@@ -91,11 +91,7 @@ fn test_request(params: &Params, now_ms: i64) -> Result<TestRequest, Refusal> {
         },
     };
     let (start_ms, end_ms) = query_range(text, now_ms, span_ms).map_err(invalid)?;
-    let verbose = match text("verbose").map(str::to_ascii_lowercase).as_deref() {
-        None | Some("false" | "0" | "no") => false,
-        Some("true" | "1" | "yes") => true,
-        Some(other) => return Err(invalid(format!("query parameter verbose: {other:?} is not true or false"))),
-    };
+    let verbose = crate::api::query::bool_param("verbose", text("verbose"))?.unwrap_or(false);
     Ok(TestRequest { start_ms, end_ms, verbose })
 }
 

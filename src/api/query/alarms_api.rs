@@ -72,12 +72,7 @@ pub fn alarm_request(pairs: &[(String, String)], now: i64) -> Result<(AlarmFilte
     if skip.saturating_add(page_size) > MAX_WINDOW {
         return Err(invalid(format!("query parameters pageNum {page_num} × pageSize {page_size} reach past record {MAX_WINDOW}; narrow the time range")));
     }
-    let cluster = match text("cluster").map(str::to_ascii_lowercase).as_deref() {
-        None => None,
-        Some("false" | "0" | "no") => Some(false),
-        Some("true" | "1" | "yes") => Some(true),
-        Some(other) => return Err(invalid(format!("query parameter cluster: {other:?} is not true or false"))),
-    };
+    let cluster = super::bool_param("cluster", text("cluster"))?;
     let owned = |name: &str| text(name).map(str::to_string);
     let filter = AlarmFilter {
         start_ms,

@@ -44,11 +44,7 @@ fn text<'a>(params: &'a HashMap<String, String>, name: &str) -> Option<&'a str> 
 }
 
 fn cluster_flag(params: &HashMap<String, String>) -> Result<bool, Outcome> {
-    match text(params, "cluster").map(str::to_ascii_lowercase).as_deref() {
-        None | Some("false" | "0" | "no") => Ok(false),
-        Some("true" | "1" | "yes") => Ok(true),
-        Some(other) => Err(invalid(format!("query parameter cluster: {other:?} is not true or false"))),
-    }
+    Ok(super::bool_param("cluster", text(params, "cluster"))?.unwrap_or(false))
 }
 
 /// A parsed read: which series, at which step, over which range, from where.

@@ -47,6 +47,18 @@ fn invalid(message: impl Into<String>) -> crate::control::outcome::Outcome {
     crate::control::outcome::Outcome::new(crate::control::outcome::ApplyStatus::InvalidParameter, message)
 }
 
+/// A true/false query parameter: `true`, `1` or `yes` / `false`, `0` or `no` in any case (the
+/// value as given, trimmed, empty meaning absent); none when absent, `invalid_parameter`
+/// naming `name` otherwise.
+pub fn bool_param(name: &str, value: Option<&str>) -> Result<Option<bool>, crate::control::outcome::Outcome> {
+    match value.map(str::to_ascii_lowercase).as_deref() {
+        None => Ok(None),
+        Some("false" | "0" | "no") => Ok(Some(false)),
+        Some("true" | "1" | "yes") => Ok(Some(true)),
+        Some(other) => Err(invalid(format!("query parameter {name}: {other:?} is not true or false"))),
+    }
+}
+
 /// How many times a cluster metric read is done when partial state moved under it.
 pub const READ_ATTEMPTS: usize = 3;
 

@@ -100,11 +100,7 @@ pub fn log_request(pairs: &[(String, String)], now: i64) -> Result<(LogFilter, L
         Some("oldest") => LogOrder::OldestFirst,
         Some(other) => return Err(invalid(format!("query parameter order: {other:?} is not newest or oldest"))),
     };
-    let cluster = match text("cluster").map(str::to_ascii_lowercase).as_deref() {
-        None | Some("false" | "0" | "no") => false,
-        Some("true" | "1" | "yes") => true,
-        Some(other) => return Err(invalid(format!("query parameter cluster: {other:?} is not true or false"))),
-    };
+    let cluster = super::bool_param("cluster", text("cluster"))?.unwrap_or(false);
     let (after, reach) = match (text("after"), cluster) {
         (None, false) => (None, LogsReach::Node),
         (None, true) => (None, LogsReach::Cluster { after: None }),
