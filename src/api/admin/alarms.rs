@@ -17,7 +17,7 @@ use super::forward::forward_if_not_main;
 use super::{AdminState, outcome_response};
 use crate::base::ids::Catalog;
 use crate::cluster::bus::messages::ForwardOp;
-use crate::control::alarms::live::{SETTINGS_NAME, Source, settings_key};
+use crate::control::alarms::live::{SETTINGS_NAME, Source};
 use crate::control::outcome::{ApplyStatus, Outcome};
 use crate::control::alarms::engine::RuleStatus;
 use crate::control::alarms::window::MetricValue;
@@ -121,7 +121,7 @@ pub async fn delete_settings(State(state): State<Arc<AdminState>>) -> Response {
 }
 
 async fn write_settings(state: &Arc<AdminState>, content: Option<Vec<u8>>) -> Response {
-    let forwarded = forward_if_not_main(state, || ForwardOp::AlarmSettings { key: settings_key(), content: content.clone() }).await;
+    let forwarded = forward_if_not_main(state, || ForwardOp::AlarmSettings { content: content.clone() }).await;
     if let Some(response) = forwarded {
         return response;
     }

@@ -97,7 +97,7 @@ async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
             Ok(op) => workflow.agent_op(&op).await,
             Err(e) => Outcome::new(ApplyStatus::InvalidParameter, format!("forwarded agent operation: {e}")),
         },
-        ForwardOp::AlarmSettings { content, .. } => workflow.alarm_settings_op(content.as_deref()).await,
+        ForwardOp::AlarmSettings { content } => workflow.alarm_settings_op(content.as_deref()).await,
         ForwardOp::ApplyStatus { apply_id, key, content_hash } => {
             let query = match (apply_id, key) {
                 (Some(id), _) => StatusQuery::ById(id),

@@ -86,9 +86,9 @@ pub enum ForwardOp {
     RollRollback { key: RuleKey },
     /// `force-commit-rolling`.
     RollForceCommit { key: RuleKey },
-    /// A push (`content`) or delete (`None`) of the runtime alarm settings; `key` is the
-    /// settings entry's. Appended.
-    AlarmSettings { key: RuleKey, content: Option<Vec<u8>> },
+    /// A push (`content`) or delete (`None`) of the runtime alarm settings (the one entry
+    /// `control::alarms::live::settings_key` names). Appended.
+    AlarmSettings { content: Option<Vec<u8>> },
 }
 
 impl ForwardOp {
@@ -101,8 +101,8 @@ impl ForwardOp {
             | ForwardOp::Agent { key, .. }
             | ForwardOp::RollStart { key, .. }
             | ForwardOp::RollRollback { key }
-            | ForwardOp::RollForceCommit { key }
-            | ForwardOp::AlarmSettings { key, .. } => Some(key),
+            | ForwardOp::RollForceCommit { key } => Some(key),
+            ForwardOp::AlarmSettings { .. } => Some(crate::control::alarms::live::settings_key()),
             ForwardOp::ApplyStatus { key, .. } => key.as_ref(),
         }
     }

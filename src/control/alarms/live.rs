@@ -29,8 +29,10 @@ use crate::base::ids::{Catalog, ContentHash, Revision, RuleKey, RuleName};
 pub const SETTINGS_NAME: &str = "alarm-settings";
 
 /// The key of the runtime settings entry.
-pub fn settings_key() -> RuleKey {
-    RuleKey::new(Catalog::AlarmSettings, RuleName::parse(SETTINGS_NAME).expect("a constant valid name"))
+pub fn settings_key() -> &'static RuleKey {
+    static KEY: std::sync::LazyLock<RuleKey> =
+        std::sync::LazyLock::new(|| RuleKey::new(Catalog::AlarmSettings, RuleName::parse(SETTINGS_NAME).expect("a constant valid name")));
+    &KEY
 }
 
 /// Why settings are refused.

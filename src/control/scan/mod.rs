@@ -290,10 +290,10 @@ impl Scanner {
         let by_key: BTreeMap<&RuleKey, &RuleEntry> = entries.iter().map(|e| (&e.key, e)).collect();
         // The alarm settings in force follow their entry (or its absence: the boot file).
         let alarm_settings = crate::control::alarms::live::settings_key();
-        if wanted(&alarm_settings)
+        if wanted(alarm_settings)
             && let Some(live) = self.runtime.alarm_settings()
         {
-            let pushed = by_key.get(&alarm_settings).filter(|e| e.status == EntryStatus::Active);
+            let pushed = by_key.get(alarm_settings).filter(|e| e.status == EntryStatus::Active);
             live.sync(pushed.map(|e| crate::control::alarms::live::Pushed { content: &e.content, revision: &e.revision }));
         }
         let now = Instant::now();

@@ -23,7 +23,7 @@ impl Workflow {
                     Ok((settings, _)) => format!("{} rule(s), {} hook(s)", settings.rules.len(), settings.hooks.len()),
                     Err(e) => return Outcome::new(ApplyStatus::CompileFailed, format!("alarm settings refused, the settings in force stay: {e}")),
                 };
-                self.write_object(&key, |prior, _| {
+                self.write_object(key, |prior, _| {
                     let hash = crate::base::ids::ContentHash::of(content);
                     Ok(match prior {
                         Some(prior) if prior.status == EntryStatus::Active && prior.content_hash == hash => {
@@ -35,7 +35,7 @@ impl Workflow {
                 .await
             }
             None => {
-                self.write_object(&key, |prior, _| match prior {
+                self.write_object(key, |prior, _| match prior {
                     Some(prior) if prior.status == EntryStatus::Active => {
                         Ok(Edit::Remove { message: "alarm settings deleted: every node returns to its boot file".to_string() })
                     }

@@ -397,7 +397,7 @@ async fn alarm_settings_are_validated_written_once_and_put_in_force_on_the_main(
     assert_eq!(refused.status, ApplyStatus::CompileFailed);
     assert!(refused.message.contains("bad_rule"), "{}", refused.message);
     assert_eq!(status(f.workflow.alarm_settings_op(None).await), ApplyStatus::NotFound);
-    assert!(f.store.get_entry(&settings_key()).await.expect("read").is_none());
+    assert!(f.store.get_entry(settings_key()).await.expect("read").is_none());
     assert!(f.peers.calls().is_empty());
 
     // Stored, told to the peers, in force here at once; b_rule is the one that starts fresh.
@@ -405,7 +405,7 @@ async fn alarm_settings_are_validated_written_once_and_put_in_force_on_the_main(
     assert_eq!(stored.status, ApplyStatus::Stored, "{}", stored.message);
     assert!(stored.message.contains("2 rule(s), 0 hook(s)") && stored.message.contains("(kept their state: a_rule; started fresh: b_rule)"), "{}", stored.message);
     assert!(stored.revision.is_some());
-    let entry = f.store.get_entry(&settings_key()).await.expect("read").expect("written");
+    let entry = f.store.get_entry(settings_key()).await.expect("read").expect("written");
     assert_eq!((entry.status, entry.content.as_slice()), (EntryStatus::Active, pushed.as_bytes()));
     assert_eq!(f.peers.calls(), vec![format!("notify {}", settings_key())]);
     assert_eq!(names(), vec!["a_rule", "b_rule"]);
@@ -418,7 +418,7 @@ async fn alarm_settings_are_validated_written_once_and_put_in_force_on_the_main(
     let deleted = f.workflow.alarm_settings_op(None).await;
     assert_eq!(deleted.status, ApplyStatus::Deleted, "{}", deleted.message);
     assert!(deleted.message.ends_with("(kept their state: a_rule; removed: b_rule)"), "{}", deleted.message);
-    let tombstone = f.store.get_entry(&settings_key()).await.expect("read").expect("tombstone");
+    let tombstone = f.store.get_entry(settings_key()).await.expect("read").expect("tombstone");
     assert_eq!(tombstone.status, EntryStatus::Deleted);
     assert!(tombstone.revision > entry.revision);
     assert_eq!(names(), vec!["a_rule"]);
