@@ -216,7 +216,9 @@ impl<'a> Ctx<'a> {
                 self.errors.push(verr("MisplacedDirective", path, format!("Directive '{}' not allowed here", d.name), d.pos));
                 continue;
             }
-            self.check_vars(&d.args, path);
+            if !self.check_vars(&d.args, path) {
+                continue;
+            }
             match coerce_args(self.schema, &def.args, &d.args, &self.vars) {
                 Ok(args) => {
                     let cond = args.get("if").and_then(Json::as_bool).unwrap_or(false);
@@ -228,10 +230,13 @@ impl<'a> Ctx<'a> {
         keep
     }
 
-    fn check_vars(&mut self, args: &[(String, Value)], path: &[String]) {
+    /// False (with errors recorded) when an argument uses an undeclared variable.
+    fn check_vars(&mut self, args: &[(String, Value)], path: &[String]) -> bool {
+        let before = self.errors.len();
         for (_, v) in args {
             self.check_var(v, path);
         }
+        self.errors.len() == before
     }
 
     /// Every `$name` used must be declared by the operation (recursion bounded by the parser).
@@ -368,9 +373,10 @@ impl<'a> Ctx<'a> {
             self.errors.push(verr("FieldUndefined", path, msg, f.pos));
             return None;
         };
-        self.check_vars(&f.args, path);
+        let vars_ok = self.check_vars(&f.args, path);
         let args = match coerce_args(self.schema, &def.args, &f.args, &self.vars) {
             Ok(a) => a,
+            Err(_) if !vars_ok => Map::new(),
             Err(e) => {
                 self.arg_error(e, path, f.pos);
                 Map::new()
