@@ -5,4 +5,5 @@
 pub mod admin;
 pub mod agents;
 pub mod client;
+pub mod graphql;
 pub mod query;

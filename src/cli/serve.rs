@@ -41,6 +41,10 @@ pub(super) struct ServeArgs {
     /// Bundled rules: <rules-dir>/<catalog>/<name>.yaml (rules.dir; default ./config/rules).
     #[arg(long)]
     rules_dir: Option<PathBuf>,
+    /// A built SkyWalking UI (booster-ui's dist/) to serve on the admin port, beside /graphql
+    /// (ui.dir).
+    #[arg(long)]
+    ui_dir: Option<PathBuf>,
     /// Seconds between periodic scans (rules.scan_interval; default 30).
     #[arg(long)]
     scan_interval: Option<u64>,
@@ -107,6 +111,7 @@ impl ServeArgs {
         put("admin.listen", self.admin_listen.clone());
         put("agents.data_listen", self.data_listen.clone());
         put("rules.dir", self.rules_dir.as_ref().map(|p| p.display().to_string()));
+        put("ui.dir", self.ui_dir.as_ref().map(|p| p.display().to_string()));
         put("rules.scan_interval", self.scan_interval.map(|s| format!("{s}s")));
         put("rules.self_heal_threshold", self.self_heal_threshold.map(|s| format!("{s}s")));
         put("admin.token", self.admin_token.clone().filter(|t| !t.is_empty()));

@@ -187,6 +187,7 @@ fn decode_sections(value: &Value, issues: &mut Vec<ConfigIssue>) -> RawConfig {
         storage: section::<crate::data::metrics::cells::config::RawStorage>(value, "storage", issues),
         rolling: section::<crate::control::rolling::roller::RawRolling>(value, "rolling", issues),
         alarms: section::<crate::control::alarms::config::RawAlarms>(value, "alarms", issues),
+        ui: section::<crate::config::model::RawUi>(value, "ui", issues),
     }
 }
 

@@ -359,6 +359,30 @@ pub struct RawConfig {
     /// Alarm rules (`alarm-settings.yml`) and their check schedule.
     #[serde(default)]
     pub alarms: crate::control::alarms::config::RawAlarms,
+    /// SkyWalking's UI: the dashboards `/graphql` serves, and an optional UI to serve.
+    #[serde(default)]
+    pub ui: RawUi,
+}
+
+fn default_ui_templates_dir() -> PathBuf {
+    PathBuf::from("./config/ui-templates")
+}
+
+/// `ui`: where the dashboards (`ui-initialized-templates` and `menu.yaml`) are, and a built
+/// SkyWalking UI (booster-ui's `dist/`) to serve on the admin port beside `/graphql`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUi {
+    #[serde(default = "default_ui_templates_dir")]
+    pub templates_dir: PathBuf,
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for RawUi {
+    fn default() -> Self {
+        RawUi { templates_dir: default_ui_templates_dir(), dir: None }
+    }
 }
 
 /// The validated configuration of a node.
@@ -395,6 +419,10 @@ pub struct NodeConfig {
     pub rolling: crate::control::rolling::roller::RollerSettings,
     /// Where the alarm rules come from and how often they are checked.
     pub alarms: crate::control::alarms::config::AlarmsConfig,
+    /// The dashboards dir (`ui.templates_dir`).
+    pub ui_templates_dir: PathBuf,
+    /// A built SkyWalking UI to serve (`ui.dir`); none: no UI.
+    pub ui_dir: Option<PathBuf>,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
 }

@@ -67,6 +67,11 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
     let retention = raw.storage.validate(&mut issue);
     let rolling = raw.rolling.validate(&mut issue);
     let alarms = raw.alarms.validate(&mut issue);
+    if let Some(dir) = &raw.ui.dir
+        && !dir.join("index.html").is_file()
+    {
+        issue("ui.dir", format!("{} has no index.html (a built UI: booster-ui's dist/)", dir.display()));
+    }
     let cluster = admin_listen.and_then(|admin| cluster_config(&raw, admin, &mut issue));
     let agents = admin_listen.and_then(|admin| agents_config(&raw, admin, &mut issue));
     let export = crate::data::export::config::validate(&raw.export, &mut issue);
@@ -98,6 +103,8 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             retention,
             rolling,
             alarms,
+            ui_templates_dir: raw.ui.templates_dir.clone(),
+            ui_dir: raw.ui.dir.clone(),
             raw,
         }),
         _ => Err(issues),

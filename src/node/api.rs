@@ -70,10 +70,22 @@ pub(super) struct AdminParts<'a> {
 
 /// The admin API's state (not ready until boot has finished), with the query service over the
 /// node's metric reader and log store.
-pub(super) fn admin_state(settings: &NodeSettings, parts: AdminParts<'_>) -> Arc<AdminState> {
+pub(super) fn admin_state(settings: &NodeSettings, parts: AdminParts<'_>) -> Result<Arc<AdminState>, NodeError> {
     let AdminParts { node_id, control, stores, dispatcher, agents, config, cluster, workers, telemetry, scrape } = parts;
     let cluster = cluster.map(|parts| parts.cluster.clone());
-    Arc::new(AdminState {
+    let query = Arc::new(
+        crate::api::query::QueryService::new(
+            node_id.clone(),
+            Some(stores.metric_reader.clone()),
+            cluster.clone(),
+            crate::api::query::QuerySettings::default(),
+        )
+        .with_logs(stores.log_store.clone())
+        .with_alarms(stores.alarm_store.clone()),
+    );
+    let graphql = crate::api::graphql::SkyWalkingQuery::new(query.clone(), Arc::new(ui_templates(settings)), ttl(&settings.retention))
+?;
+    Ok(Arc::new(AdminState {
         node_id: node_id.clone(),
         workflow: control.workflow.clone(),
         store: control.store.clone(),
@@ -90,15 +102,33 @@ pub(super) fn admin_state(settings: &NodeSettings, parts: AdminParts<'_>) -> Arc
         telemetry: telemetry.clone(),
         dispatcher: dispatcher.clone(),
         scrape: scrape.clone(),
-        query: Arc::new(
-            crate::api::query::QueryService::new(
-                node_id.clone(),
-                Some(stores.metric_reader.clone()),
-                cluster,
-                crate::api::query::QuerySettings::default(),
-            )
-            .with_logs(stores.log_store.clone())
-            .with_alarms(stores.alarm_store.clone()),
-        ),
-    })
+        query,
+        graphql: Arc::new(graphql),
+        ui_dir: settings.ui_dir.clone(),
+    }))
+}
+
+/// The dashboards of `ui.templates_dir`; none (with a warning) when it is absent or unreadable,
+/// since a node serves its data without them.
+fn ui_templates(settings: &NodeSettings) -> crate::api::graphql::templates::TemplateSet {
+    let Some(dir) = &settings.ui_templates_dir else { return Default::default() };
+    match crate::api::graphql::templates::TemplateSet::load(dir) {
+        Ok(set) => set,
+        Err(e) => {
+            tracing::warn!(error = %e, "ui templates not loaded; /graphql serves no dashboards");
+            Default::default()
+        }
+    }
+}
+
+/// Retention in whole days (rounded up), as `getMetricsTTL` / `getRecordsTTL` report it.
+fn ttl(retention: &crate::data::metrics::cells::Retention) -> crate::api::graphql::Ttl {
+    let days = |d: std::time::Duration| d.as_secs().div_ceil(86_400) as i64;
+    crate::api::graphql::Ttl {
+        minute_days: days(retention.minute),
+        hour_days: days(retention.hour),
+        day_days: days(retention.day),
+        log_days: days(retention.logs),
+        alarm_days: days(retention.alarms),
+    }
 }

@@ -18,6 +18,9 @@ pub enum NodeError {
     Tls(#[from] crate::base::tls::TlsError),
     #[error("remote-write export: {0}")]
     Export(#[from] crate::data::export::ExportError),
+    /// The query protocol's schema (a build defect: it is compiled in).
+    #[error(transparent)]
+    QueryProtocol(#[from] crate::api::graphql::ProtocolError),
     #[error("dispatch: {0}")]
     Dispatch(#[from] crate::data::evaluation::DispatchError),
     #[error("opening metric storage: {0}")]

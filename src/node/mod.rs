@@ -151,7 +151,7 @@ impl RunningNode {
                 telemetry: &telemetry,
                 scrape: &scrape_board,
             },
-        );
+        )?;
 
         // 6. Boot: one synchronous scan before the admin port serves anything.
         let boot_report = boot::boot(&control.scanner, &control.store, &control.clock).await;

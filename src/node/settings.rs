@@ -53,6 +53,10 @@ pub struct NodeSettings {
     pub rolling: crate::control::rolling::roller::RollerSettings,
     /// Alarm rules and their check schedule.
     pub alarms: crate::control::alarms::config::AlarmsConfig,
+    /// The dashboards `/graphql` serves (`ui.templates_dir`); none: no dashboards.
+    pub ui_templates_dir: Option<PathBuf>,
+    /// A built SkyWalking UI served on the admin port (`ui.dir`).
+    pub ui_dir: Option<PathBuf>,
 }
 
 impl NodeSettings {
@@ -79,6 +83,8 @@ impl NodeSettings {
             retention: crate::data::metrics::cells::Retention::default(),
             rolling: crate::control::rolling::roller::RollerSettings::for_test(),
             alarms: crate::control::alarms::config::AlarmsConfig::default(),
+            ui_templates_dir: None,
+            ui_dir: None,
         }
     }
 
@@ -111,6 +117,13 @@ impl NodeSettings {
             retention: config.retention,
             rolling: config.rolling.clone(),
             alarms: config.alarms.clone(),
+            ui_templates_dir: if config.ui_templates_dir.is_dir() {
+                Some(config.ui_templates_dir.clone())
+            } else {
+                tracing::warn!(dir = %config.ui_templates_dir.display(), "ui templates dir not found; /graphql serves no dashboards");
+                None
+            },
+            ui_dir: config.ui_dir.clone(),
         }
     }
 }

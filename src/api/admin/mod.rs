@@ -20,6 +20,7 @@ mod reads;
 mod rolling;
 mod rule_test;
 mod scrape;
+mod ui;
 mod writes;
 
 use std::sync::Arc;
@@ -77,6 +78,10 @@ pub struct AdminState {
     pub scrape: Arc<crate::data::ingest::ScrapeBoard>,
     /// Metric queries: this node's metric store and the cluster fan-out.
     pub query: Arc<crate::api::query::QueryService>,
+    /// SkyWalking's GraphQL query protocol (`POST /graphql`) over `query`.
+    pub graphql: Arc<crate::api::graphql::SkyWalkingQuery>,
+    /// A built SkyWalking UI served beside `/graphql` (`ui.dir`).
+    pub ui_dir: Option<std::path::PathBuf>,
 }
 
 /// What `GET /config` shows: the node's effective configuration with secrets redacted. The
@@ -229,13 +234,28 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/query/logs", get(query::logs))
         .route("/query/alarms", get(query::alarms))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
-    Router::new()
+    // SkyWalking's query protocol takes no query parameters; behind the same token.
+    let graphql = Router::new()
+        .route("/graphql", post(ui::graphql).layer(axum::extract::DefaultBodyLimit::max(ui::MAX_GRAPHQL_BODY_BYTES)))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    let router = Router::new()
         .route("/healthz", get(healthz))
+        .route("/healthcheck", get(ui::healthcheck))
         .merge(protected)
         .merge(logs)
-        .fallback(unknown_route)
-        .with_state(state)
-        .merge(prometheus)
+        .merge(graphql);
+    // With a UI dir, what no route takes is the UI's (its files are public build output).
+    let router = match state.ui_dir.clone() {
+        Some(dir) => router.fallback(move |request: Request| async move {
+            if request.method() == axum::http::Method::GET || request.method() == axum::http::Method::HEAD {
+                ui::static_file(dir, request).await
+            } else {
+                unknown_route(request).await
+            }
+        }),
+        None => router.fallback(unknown_route),
+    };
+    router.with_state(state).merge(prometheus)
 }
 
 async fn healthz() -> Response {

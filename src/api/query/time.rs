@@ -151,19 +151,29 @@ pub fn parse_query_time(text: &str) -> Result<i64, TimeError> {
 
 /// SkyWalking's `Duration` times: `yyyy-MM-dd`, `yyyy-MM-dd HH`, `yyyy-MM-dd HHmm`.
 fn parse_skywalking(text: &str) -> Option<i64> {
+    [0, 2, 4].into_iter().find_map(|digits| skywalking_time(text, digits))
+}
+
+/// A SkyWalking `Duration` time with exactly `time_digits` digits after the date: 0
+/// (`yyyy-MM-dd`, step DAY), 2 (`yyyy-MM-dd HH`, HOUR), 4 (`yyyy-MM-dd HHmm`, MINUTE) or 6
+/// (`yyyy-MM-dd HHmmss`, SECOND); UTC epoch milliseconds, none when it is not one.
+pub fn skywalking_time(text: &str, time_digits: usize) -> Option<i64> {
     let bytes = text.as_bytes();
     if !text.is_ascii() || bytes.len() < 10 || bytes[4] != b'-' || bytes[7] != b'-' {
         return None;
     }
     let digits = |part: &str| -> Option<i64> { part.bytes().all(|b| b.is_ascii_digit()).then(|| part.parse().ok())? };
     let (year, month, day) = (digits(&text[0..4])?, digits(&text[5..7])?, digits(&text[8..10])?);
-    let (hour, minute) = match &text[10..] {
-        "" => (0, 0),
-        time if time.len() == 3 && time.starts_with(' ') => (digits(&time[1..3])?, 0),
-        time if time.len() == 5 && time.starts_with(' ') => (digits(&time[1..3])?, digits(&time[3..5])?),
+    let time = &text[10..];
+    let (hour, minute, second) = match time_digits {
+        0 if time.is_empty() => (0, 0, 0),
+        2 | 4 | 6 if time.len() == time_digits + 1 && time.starts_with(' ') => {
+            let field = |i: usize| if i < time_digits { digits(&time[1 + i..3 + i]) } else { Some(0) };
+            (field(0)?, field(2)?, field(4)?)
+        }
         _ => return None,
     };
-    civil_ms(year, month, day, hour, minute, 0)
+    civil_ms(year, month, day, hour, minute, second)
 }
 
 /// A Prometheus duration: `5m`, `1h30m`, `250ms`, `1d`, `1w`, `1y`, or float seconds. In ms.

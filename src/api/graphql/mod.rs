@@ -1,0 +1,324 @@
+//! SkyWalking's GraphQL query protocol on the admin port (`POST /graphql`), so SkyWalking's own
+//! UI (booster-ui), `swctl` and other clients read hotrule's MAL and LAL data: metadata
+//! (layers, services, instances, endpoints), `execExpression` (MQE over the metric store),
+//! dashboards and the menu, logs and alarms. The schema is [`SCHEMA_SDL`] (copied field for field
+//! from `apache/skywalking-query-protocol`); `engines/graphql` parses, validates, introspects and
+//! shapes the answer, and this module resolves each root field.
+//!
+//! - **One request, one look.** booster-ui sends up to six aliased `execExpression` fields per
+//!   document; the metric definitions and the metadata catalog are read once per request
+//!   ([`Lookups`]), not once per field.
+//! - **Errors.** A malformed document is a top-level `errors` answer; a bad expression, entity or
+//!   duration is that field's `ExpressionResult.error`, so the rest of a batch survives; a store
+//!   failure is a field error with its path.
+//! - **In a cluster** every read is the cluster's (`QueryService` with `cluster` reach): values
+//!   merged exactly from every live node's cells, metadata from every node's entities.
+
+pub mod duration;
+pub mod expression;
+pub mod ids;
+pub mod metadata;
+pub mod records;
+pub mod templates;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use hotrule_graphql::{Prepared, Request, RootField, Schema};
+use serde_json::{Map, Value, json};
+
+use self::duration::QueryDuration;
+use self::expression::{Prefetched, Wanted};
+use self::metadata::Catalog;
+use self::templates::TemplateSet;
+use crate::api::query::{QueryService, Reach};
+use crate::data::metrics::{Granularity, MetricInfo};
+
+/// The schema hotrule serves (SDL).
+pub const SCHEMA_SDL: &str = include_str!("../../../proto/skywalking-query/hotrule.graphqls");
+
+/// What `version` answers: swctl reads the major version from it (≥ 9 selects the v2 metadata
+/// queries), so it starts with the SkyWalking release whose protocol this is.
+pub fn version() -> String {
+    format!("10.4.0-hotrule-{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// How many days back the metadata (services, instances, endpoints) is read from: a service is
+/// listed while it has a value in the last this many UTC days. `getMetricsTTL.metadata` says it.
+pub const METADATA_DAYS: i64 = 3;
+
+/// How long a metadata catalog is reused across requests.
+const CATALOG_FRESH: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Retention in days, as `getMetricsTTL` / `getRecordsTTL` report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ttl {
+    pub minute_days: i64,
+    pub hour_days: i64,
+    pub day_days: i64,
+    pub log_days: i64,
+    pub alarm_days: i64,
+}
+
+/// The query protocol's resolvers over one node's query service.
+pub struct SkyWalkingQuery {
+    schema: Schema,
+    query: Arc<QueryService>,
+    templates: Arc<TemplateSet>,
+    ttl: Ttl,
+    catalog: Mutex<Option<(Instant, Arc<Catalog>)>>,
+}
+
+/// Why the protocol could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("the query protocol schema does not parse: {0}")]
+    Schema(String),
+}
+
+/// What one request reads once and every field of it shares.
+#[derive(Default)]
+struct Lookups {
+    /// OAP's health score (0: healthy) and what is wrong, as the caller sees the node.
+    health: (i32, Option<String>),
+    metrics: Option<BTreeMap<String, MetricInfo>>,
+    catalog: Option<Arc<Catalog>>,
+}
+
+impl SkyWalkingQuery {
+    pub fn new(query: Arc<QueryService>, templates: Arc<TemplateSet>, ttl: Ttl) -> Result<SkyWalkingQuery, ProtocolError> {
+        let schema = Schema::parse(SCHEMA_SDL).map_err(|e| ProtocolError::Schema(e.to_string()))?;
+        Ok(SkyWalkingQuery { schema, query, templates, ttl, catalog: Mutex::new(None) })
+    }
+
+    /// Answers one `POST /graphql` body: the whole response body. `health` is the node's
+    /// health score and details, for `checkHealth`.
+    pub async fn execute(&self, body: &[u8], health: (i32, Option<String>)) -> Value {
+        let request = match Request::from_json(body) {
+            Ok(request) => request,
+            Err(errors) => return hotrule_graphql::error_response(&errors),
+        };
+        let prepared = match hotrule_graphql::prepare(&self.schema, &request) {
+            Ok(prepared) => prepared,
+            Err(errors) => return hotrule_graphql::error_response(&errors),
+        };
+        let resolved = self.resolve_all(&prepared, health).await;
+        hotrule_graphql::complete(&self.schema, &prepared, resolved)
+    }
+
+    async fn resolve_all(&self, prepared: &Prepared, health: (i32, Option<String>)) -> Vec<Result<Value, String>> {
+        let mut lookups = Lookups { health, ..Lookups::default() };
+        let mut out = Vec::with_capacity(prepared.fields.len());
+        for field in &prepared.fields {
+            out.push(self.resolve(field, &mut lookups).await);
+        }
+        out
+    }
+
+    fn reach(&self) -> Reach {
+        self.query.reach(true, None)
+    }
+
+    /// One root field.
+    async fn resolve(&self, field: &RootField, lookups: &mut Lookups) -> Result<Value, String> {
+        let args = &field.args;
+        let text = |name: &str| args.get(name).and_then(Value::as_str);
+        match field.name.as_str() {
+            "version" => Ok(json!(version())),
+            "checkHealth" => {
+                let (score, details) = &lookups.health;
+                Ok(json!({"score": score, "details": details}))
+            }
+            "getTimeInfo" => Ok(json!({"timezone": "+0000", "currentTimestamp": crate::base::clock::wall_clock_ms()})),
+            "getMetricsTTL" => Ok(json!({
+                "metadata": METADATA_DAYS, "minute": self.ttl.minute_days, "hour": self.ttl.hour_days, "day": self.ttl.day_days,
+                "coldMinute": -1, "coldHour": -1, "coldDay": -1,
+            })),
+            "getRecordsTTL" => Ok(json!({
+                "normal": self.ttl.alarm_days, "trace": 0, "zipkinTrace": 0, "log": self.ttl.log_days, "browserErrorLog": 0,
+                "coldNormal": -1, "coldTrace": -1, "coldZipkinTrace": -1, "coldLog": -1, "coldBrowserErrorLog": -1,
+            })),
+            "hasQueryTracesV2Support" => Ok(json!(false)),
+            "listLayers" => Ok(json!(self.catalog(lookups).await?.layers())),
+            "listServices" => {
+                let catalog = self.catalog(lookups).await?;
+                Ok(catalog.services(text("layer").filter(|l| !l.is_empty())).map(metadata::service_json).collect())
+            }
+            "getAllServices" => {
+                let catalog = self.catalog(lookups).await?;
+                let group = text("group").filter(|g| !g.is_empty());
+                Ok(catalog
+                    .services(None)
+                    .filter(|s| group.is_none_or(|g| ids::group_and_short_name(&s.name).0 == g))
+                    .map(metadata::service_json)
+                    .collect())
+            }
+            "getService" | "findService" => {
+                let catalog = self.catalog(lookups).await?;
+                let name = match field.name.as_str() {
+                    "getService" => text("serviceId").and_then(ids::service_name),
+                    _ => text("serviceName").map(str::to_string),
+                };
+                Ok(name.and_then(|n| catalog.service(&n).map(metadata::service_json)).unwrap_or(Value::Null))
+            }
+            "listInstances" => {
+                let catalog = self.catalog(lookups).await?;
+                let service = text("serviceId").and_then(ids::service_name);
+                Ok(service
+                    .and_then(|s| catalog.service(&s))
+                    .map(|s| s.instances.iter().map(|(name, attributes)| metadata::instance_json(&s.name, name, attributes)).collect())
+                    .unwrap_or_else(|| json!([])))
+            }
+            "getInstance" => {
+                let catalog = self.catalog(lookups).await?;
+                let found = text("instanceId").and_then(ids::child_names).and_then(|(service, instance)| {
+                    let entry = catalog.service(&service)?;
+                    entry.instances.get(&instance).map(|attributes| metadata::instance_json(&service, &instance, attributes))
+                });
+                Ok(found.unwrap_or(Value::Null))
+            }
+            "findEndpoint" => {
+                let catalog = self.catalog(lookups).await?;
+                let keyword = text("keyword").unwrap_or("");
+                let limit = args.get("limit").and_then(Value::as_i64).unwrap_or(0).clamp(0, 10_000) as usize;
+                let service = text("serviceId").and_then(ids::service_name);
+                Ok(service
+                    .and_then(|s| catalog.service(&s))
+                    .map(|s| s.endpoints.iter().filter(|e| e.contains(keyword)).take(limit).map(|e| metadata::endpoint_json(&s.name, e)).collect())
+                    .unwrap_or_else(|| json!([])))
+            }
+            "getEndpointInfo" => {
+                let catalog = self.catalog(lookups).await?;
+                let found = text("endpointId").and_then(ids::child_names).filter(|(service, endpoint)| {
+                    catalog.service(service).is_some_and(|s| s.endpoints.contains(endpoint))
+                });
+                Ok(found.map(|(service, endpoint)| metadata::endpoint_info_json(&service, &endpoint)).unwrap_or(Value::Null))
+            }
+            "getMenuItems" => {
+                let catalog = self.catalog(lookups).await?;
+                let layers = catalog.layers();
+                Ok(json!(templates::menu_json(&self.templates.menu, &|layer| layers.contains(layer))))
+            }
+            "getAllTemplates" => Ok(self.templates.enabled().map(templates::template_json).collect()),
+            "getTemplate" => Ok(text("id")
+                .and_then(|id| self.templates.templates.get(id))
+                .filter(|t| !t.disabled)
+                .map(templates::template_json)
+                .unwrap_or(Value::Null)),
+            "typeOfMetrics" => {
+                let metrics = self.metrics(lookups).await?;
+                Ok(json!(text("name").and_then(|n| metrics.get(n)).map_or("UNKNOWN", metrics_type)))
+            }
+            "listMetrics" => {
+                let metrics = self.metrics(lookups).await?;
+                let regex = match text("regex").filter(|r| !r.is_empty()) {
+                    Some(r) => Some(regex::Regex::new(&format!("^(?:{r})$")).map_err(|e| format!("regex: {e}"))?),
+                    None => None,
+                };
+                Ok(metrics
+                    .values()
+                    .filter(|info| regex.as_ref().is_none_or(|r| r.is_match(&info.name)))
+                    .map(|info| json!({"name": info.name, "type": metrics_type(info), "catalog": "METRICS"}))
+                    .collect())
+            }
+            "execExpression" => self.exec_expression(args, lookups).await,
+            other => records::resolve(self, other, args).await,
+        }
+    }
+
+    /// The metric definitions of every live node, once per request.
+    async fn metrics(&self, lookups: &mut Lookups) -> Result<BTreeMap<String, MetricInfo>, String> {
+        if let Some(metrics) = &lookups.metrics {
+            return Ok(metrics.clone());
+        }
+        let gathered = self.query.list(self.reach()).await.map_err(|e| e.to_string())?;
+        lookups.metrics = Some(gathered.metrics.clone());
+        Ok(gathered.metrics)
+    }
+
+    /// The metadata catalog: every entity with a day value in the last [`METADATA_DAYS`] days,
+    /// on every live node; reused for [`CATALOG_FRESH`].
+    async fn catalog(&self, lookups: &mut Lookups) -> Result<Arc<Catalog>, String> {
+        if let Some(catalog) = &lookups.catalog {
+            return Ok(catalog.clone());
+        }
+        let cached = self.catalog.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some((at, catalog)) = cached
+            && at.elapsed() < CATALOG_FRESH
+        {
+            lookups.catalog = Some(catalog.clone());
+            return Ok(catalog);
+        }
+        let now = crate::base::clock::wall_clock_ms();
+        let start = crate::api::query::time::floor_to(Granularity::Day, now) - (METADATA_DAYS - 1) * Granularity::Day.millis();
+        let filter = crate::data::metrics::SeriesFilter::default();
+        let gathered = self.query.read(&filter, Granularity::Day, start, now, self.reach()).await.map_err(|e| e.to_string())?;
+        let mut catalog = Catalog::from_entities(gathered.series.iter().map(|s| &s.entity));
+        records::add_log_services(self, &mut catalog, start, now).await;
+        let catalog = Arc::new(catalog);
+        *self.catalog.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), catalog.clone()));
+        lookups.catalog = Some(catalog.clone());
+        Ok(catalog)
+    }
+
+    /// `execExpression`: every problem of the expression, entity or duration is the result's
+    /// `error`; only a store failure is a field error.
+    async fn exec_expression(&self, args: &Map<String, Value>, lookups: &mut Lookups) -> Result<Value, String> {
+        let Some(text) = args.get("expression").and_then(Value::as_str) else { return Ok(expression::error_json("expression is required")) };
+        let duration = match args.get("duration").map(QueryDuration::from_input).unwrap_or(Err(duration::DurationError::Shape("required"))) {
+            Ok(d) => match d.bounded() {
+                Ok(d) => d,
+                Err(e) => return Ok(expression::error_json(e.to_string())),
+            },
+            Err(e) => return Ok(expression::error_json(e.to_string())),
+        };
+        let granularity = match duration.step {
+            hotrule_mqe_engine::Step::Minute => Granularity::Minute,
+            hotrule_mqe_engine::Step::Hour => Granularity::Hour,
+            hotrule_mqe_engine::Step::Day => Granularity::Day,
+            hotrule_mqe_engine::Step::Second => {
+                return Ok(expression::error_json("metrics are kept per minute, hour and day: step SECOND is not one of them"));
+            }
+        };
+        let expr = match hotrule_mqe_engine::parse(text) {
+            Ok(expr) => expr,
+            Err(e) => return Ok(expression::error_json(e.to_string())),
+        };
+        let wanted = Wanted::from_input(args.get("entity").unwrap_or(&Value::Null));
+        let metrics = self.metrics(lookups).await?;
+        let ranked = expression::ranked_metrics(&expr);
+        let window = duration.mqe();
+        // `increase(m, N)` / `rate(m, N)` read N steps before the window.
+        let read_from = window.extended_back(i64::from(expr.max_trend_range())).start_ms;
+        let mut source = Prefetched::default();
+        for name in expr.metric_names() {
+            let Some(info) = metrics.get(&name) else { continue };
+            let is_ranked = ranked.contains(&name);
+            let mut filter = wanted.filter(&name, info.scope);
+            if is_ranked && info.scope == hotrule_mal_engine::ScopeType::Service {
+                filter.service = None;
+            }
+            let gathered = self
+                .query
+                .read(&filter, granularity, read_from, duration.end_inclusive_ms(), self.reach())
+                .await
+                .map_err(|e| e.to_string())?;
+            source.add(info, &gathered.series, &wanted, is_ranked, &window);
+        }
+        Ok(expression::result_json(&hotrule_mqe_engine::evaluate(&expr, &source, &window)))
+    }
+
+    pub(crate) fn query(&self) -> &QueryService {
+        &self.query
+    }
+}
+
+/// `MetricsType` of a stored metric.
+fn metrics_type(info: &MetricInfo) -> &'static str {
+    match info.data_type {
+        hotrule_mal_engine::DataType::Single => "REGULAR_VALUE",
+        hotrule_mal_engine::DataType::Labeled | hotrule_mal_engine::DataType::HistogramPercentile => "LABELED_VALUE",
+        hotrule_mal_engine::DataType::Histogram => "HEATMAP",
+    }
+}
