@@ -8,6 +8,8 @@
 //! introspection (`types { fields { type { fields ...` ) cannot blow up.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 use serde_json::{Map, Value as Json};
 
@@ -29,12 +31,15 @@ struct Completer<'a> {
     errors: Vec<GraphQLError>,
     nodes: usize,
     path: Vec<PathSegment>,
+    /// Expanded `__Type` markers, built once per type name (introspection queries revisit
+    /// the same types many times).
+    types: HashMap<String, Rc<Json>>,
 }
 
 /// Builds the response body `{"data": ..., "errors": [...]}` (`errors` only when there are some).
 /// `resolved[i]` is the value of `prepared.fields[i]` (or its resolver's error message).
 pub fn complete(schema: &Schema, prepared: &Prepared, resolved: Vec<Result<Json, String>>) -> Json {
-    let mut c = Completer { schema, errors: Vec::new(), nodes: 0, path: Vec::new() };
+    let mut c = Completer { schema, errors: Vec::new(), nodes: 0, path: Vec::new(), types: HashMap::new() };
     let mut resolved: Vec<Option<Result<Json, String>>> = resolved.into_iter().map(Some).collect();
     let mut data = Map::new();
     let mut failed = false;
@@ -153,15 +158,21 @@ impl Completer<'_> {
 
     fn complete_object(&mut self, type_name: &str, fields: &[&RootField], value: &Json) -> Result<Json, Propagate> {
         let Some(first) = fields.first().copied() else { return Ok(Json::Null) };
-        let mut value = Cow::Borrowed(value);
         // A `__Type` marker stands for a named type; expand it only now that it is selected.
-        if type_name == "__Type"
-            && let Some(n) = value.get(TYPE_REF_KEY).and_then(Json::as_str)
-        {
-            value = Cow::Owned(type_json(self.schema, n).unwrap_or(Json::Null));
-        }
-        let Json::Object(obj) = value.as_ref() else {
-            return Err(self.error(format!("Expected an object of type '{type_name}', got {}", short(&value)), first));
+        let expanded = match value.get(TYPE_REF_KEY).and_then(Json::as_str) {
+            Some(n) if type_name == "__Type" => Some(match self.types.get(n) {
+                Some(t) => Rc::clone(t),
+                None => {
+                    let t = Rc::new(type_json(self.schema, n).unwrap_or(Json::Null));
+                    self.types.insert(n.to_string(), Rc::clone(&t));
+                    t
+                }
+            }),
+            _ => None,
+        };
+        let value = expanded.as_deref().unwrap_or(value);
+        let Json::Object(obj) = value else {
+            return Err(self.error(format!("Expected an object of type '{type_name}', got {}", short(value)), first));
         };
         let runtime = match self.schema.kind_of(type_name) {
             Some(TypeKind::Object) => type_name.to_string(),
@@ -219,11 +230,15 @@ impl Completer<'_> {
 fn filter_deprecated<'v>(runtime: &str, f: &RootField, child: &'v Json) -> Cow<'v, Json> {
     let wants_all = f.args.get("includeDeprecated").and_then(Json::as_bool).unwrap_or(true);
     match child {
-        Json::Array(items) if runtime.starts_with("__") && !wants_all => Cow::Owned(Json::Array(
-            items.iter().filter(|i| i.get("isDeprecated") != Some(&Json::Bool(true))).cloned().collect(),
+        Json::Array(items) if runtime.starts_with("__") && !wants_all && items.iter().any(is_deprecated) => Cow::Owned(Json::Array(
+            items.iter().filter(|i| !is_deprecated(i)).cloned().collect(),
         )),
         _ => Cow::Borrowed(child),
     }
+}
+
+fn is_deprecated(item: &Json) -> bool {
+    item.get("isDeprecated") == Some(&Json::Bool(true))
 }
 
 /// A short rendering of a value for error messages.
