@@ -107,7 +107,10 @@ pub fn coerce_literal(schema: &Schema, v: &Value, ty: &TypeRef, vars: &Map<Strin
     if let Value::Variable(name, _) = v {
         return match vars.get(name) {
             Some(Json::Null) if ty.is_non_null() => Err(format!("variable '${name}' is null but '{ty}' is non-null")),
-            Some(x) => Ok(Some(x.clone())),
+            // The value was coerced to the variable's declared type; coercing it again to
+            // this position's type stops e.g. a `String` variable from feeding an `Int`
+            // argument (graphql-java rejects that statically as VariableTypeMismatch).
+            Some(x) => coerce_json(schema, x, ty).map(Some).map_err(|e| format!("variable '${name}': {e}")),
             None if ty.is_non_null() => Err(format!("variable '${name}' is not provided for non-null type '{ty}'")),
             None => Ok(None),
         };
@@ -212,6 +215,8 @@ pub fn coerce_args(
     let mut out = Map::new();
     for d in defs {
         let provided = match given.iter().find(|(k, _)| *k == d.name) {
+            // An unset variable leaves the argument to its default (spec: CoerceArgumentValues).
+            Some((_, Value::Variable(n, _))) if !vars.contains_key(n) => None,
             Some((_, v)) => coerce_literal(schema, v, &d.ty, vars)
                 .map_err(|reason| ArgError::Wrong { name: d.name.clone(), literal: v.to_literal(), reason })?,
             None => None,

@@ -168,7 +168,7 @@ fn number(c: &mut Cursor<'_>, line: usize, col: usize) -> Result<Tok, SyntaxErro
         return Err(c.err(line, col, "Invalid syntax: expected digit in number"));
     }
     // The spec forbids leading zeros ("01"): they read as a likely mistake.
-    if s.len() - int_start > 1 && s[int_start..].starts_with('0') {
+    if s.len() - int_start > 1 && s.get(int_start..).is_some_and(|d| d.starts_with('0')) {
         return Err(c.err(line, col, format!("Invalid syntax: invalid number '{s}'")));
     }
     let mut float = false;

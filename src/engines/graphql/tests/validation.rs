@@ -113,6 +113,9 @@ fn variables() {
     assert!(e(json!({"n": 3, "ids": [null]}))[0].starts_with("Variable 'ids' has an invalid value"));
     assert!(e(json!({"n": 3000000000i64}))[0].starts_with("Variable 'n' has an invalid value"));
 
+    let mismatch = errs_vars("query($s: String) { need(x: $s, s: \"\") }", Some(json!({"s": "abc"})));
+    assert!(mismatch[0].contains("WrongType@[need]") && mismatch[0].contains("variable '$s'"), "{mismatch:?}");
+    assert!(errs_vars("query($s: String) { need(x: 1, s: $s) }", Some(json!({"s": null})))[0].contains("is null"));
     assert_eq!(errs("{ need(x: $nope, s: \"\") }"), ["Validation error (UndefinedVariable@[need]) : Undefined variable 'nope'"]);
     assert!(errs("query($x: Nope) { a { id } }")[0].contains("Unknown type 'Nope'"));
     assert!(errs("query($x: A) { a { id } }")[0].contains("NonInputTypeOnVariable"));
