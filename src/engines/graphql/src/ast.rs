@@ -60,6 +60,13 @@ impl Value {
         s
     }
 
+    /// The literal for an error message: long values are cut (a message must stay small even
+    /// when a fragment repeats a huge argument many times).
+    pub fn to_short_literal(&self) -> String {
+        let s = self.to_literal();
+        if s.chars().count() > 80 { format!("{}...", s.chars().take(80).collect::<String>()) } else { s }
+    }
+
     fn write_literal(&self, out: &mut String) {
         match self {
             Value::Variable(n, _) => {

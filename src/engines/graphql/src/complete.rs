@@ -23,6 +23,9 @@ use crate::sdl::TypeKind;
 /// Most JSON values one response may hold before completion stops with an error.
 pub const MAX_RESPONSE_NODES: usize = 500_000;
 
+/// Most errors one response lists.
+pub const MAX_RESPONSE_ERRORS: usize = 1_000;
+
 /// A null that must propagate to the nearest nullable parent; its error is already recorded.
 struct Propagate;
 
@@ -87,7 +90,7 @@ fn meta_value(schema: &Schema, prepared: &Prepared, f: &RootField) -> Json {
 impl Completer<'_> {
     /// Records an error at the current path; the field becomes null (or propagates when non-null).
     fn field_error(&mut self, message: String, field: &RootField, ty: &TypeRef) -> Result<Json, Propagate> {
-        self.errors.push(GraphQLError { message, locations: vec![field.location], path: self.path.clone() });
+        self.record(GraphQLError { message, locations: vec![field.location], path: self.path.clone() });
         if ty.is_non_null() { Err(Propagate) } else { Ok(Json::Null) }
     }
 
@@ -99,7 +102,7 @@ impl Completer<'_> {
                 let v = self.complete_inner(inner, fields, parent, value)?;
                 if v.is_null() {
                     let msg = format!("Cannot return null for non-nullable field {parent}.{}.", first.name);
-                    self.errors.push(GraphQLError { message: msg, locations: vec![first.location], path: self.path.clone() });
+                    self.record(GraphQLError { message: msg, locations: vec![first.location], path: self.path.clone() });
                     return Err(Propagate);
                 }
                 Ok(v)
@@ -109,8 +112,15 @@ impl Completer<'_> {
     }
 
     fn error(&mut self, message: String, field: &RootField) -> Propagate {
-        self.errors.push(GraphQLError { message, locations: vec![field.location], path: self.path.clone() });
+        self.record(GraphQLError { message, locations: vec![field.location], path: self.path.clone() });
         Propagate
+    }
+
+    /// Keeps at most `MAX_RESPONSE_ERRORS`; a huge list of bad items still gets nulls.
+    fn record(&mut self, e: GraphQLError) {
+        if self.errors.len() < MAX_RESPONSE_ERRORS {
+            self.errors.push(e);
+        }
     }
 
     /// Completes a list or named type (nullability is handled by the caller).
@@ -187,8 +197,9 @@ impl Completer<'_> {
         };
         // Collect fields (spec CollectFields): group by response key, keep first-seen order.
         let mut groups: Vec<(&str, Vec<&RootField>)> = Vec::new();
+        let mut index = HashMap::new();
         for f in fields {
-            self.collect(&runtime, &f.selection, &mut groups);
+            self.collect(&runtime, &f.selection, &mut groups, &mut index);
         }
         let mut out = Map::new();
         for (key, group) in groups {
@@ -209,16 +220,27 @@ impl Completer<'_> {
         Ok(Json::Object(out))
     }
 
-    fn collect<'s>(&self, runtime: &str, sels: &'s [Selected], groups: &mut Vec<(&'s str, Vec<&'s RootField>)>) {
+    /// `index` maps a response key to its slot in `groups` (a linear search would make wide
+    /// selections quadratic per object).
+    fn collect<'s>(
+        &self,
+        runtime: &str,
+        sels: &'s [Selected],
+        groups: &mut Vec<(&'s str, Vec<&'s RootField>)>,
+        index: &mut HashMap<&'s str, usize>,
+    ) {
         for s in sels {
             match s {
-                Selected::Field(f) => match groups.iter_mut().find(|(k, _)| *k == f.response_key) {
+                Selected::Field(f) => match index.get(f.response_key.as_str()).and_then(|&i| groups.get_mut(i)) {
                     Some((_, g)) => g.push(f),
-                    None => groups.push((&f.response_key, vec![f])),
+                    None => {
+                        index.insert(&f.response_key, groups.len());
+                        groups.push((&f.response_key, vec![f]));
+                    }
                 },
                 Selected::Cond { type_cond, selection } => {
                     if self.schema.applies(type_cond, runtime) {
-                        self.collect(runtime, selection, groups);
+                        self.collect(runtime, selection, groups, index);
                     }
                 }
             }

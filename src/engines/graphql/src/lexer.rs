@@ -295,13 +295,12 @@ pub fn dedent_block(raw: &str) -> String {
         })
         .collect();
     let blank = |l: &String| l.chars().all(|c| c == ' ' || c == '\t');
-    while out.first().is_some_and(blank) {
-        out.remove(0);
-    }
-    while out.last().is_some_and(blank) {
+    // Drop blank lines at both ends by index: repeated `remove(0)` would be quadratic.
+    let start = out.iter().position(|l| !blank(l)).unwrap_or(out.len());
+    while out.len() > start && out.last().is_some_and(blank) {
         out.pop();
     }
-    out.join("\n")
+    out.get(start..).unwrap_or_default().join("\n")
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value as Json};
 
 use crate::ast::{self, Document, OpKind, Value};
-use crate::coerce::{ArgError, coerce_args, coerce_json, coerce_literal};
+use crate::coerce::{ArgError, coerce_args, coerce_json, coerce_literal, json_size};
 use crate::error::GraphQLError;
 use crate::parser::parse_document;
 use crate::schema::{Schema, is_input};
@@ -62,6 +62,11 @@ pub struct Prepared {
     pub(crate) root_type: String,
 }
 
+/// Most errors one `prepare` reports; it stops validating after that many.
+pub const MAX_ERRORS: usize = 100;
+/// Most JSON values in all coerced field arguments of one operation.
+pub const MAX_ARGUMENT_VALUES: usize = 1_000_000;
+
 fn verr(rule: &str, path: &[String], msg: String, loc: (usize, usize)) -> GraphQLError {
     let at = if path.is_empty() { String::new() } else { format!("@[{}]", path.join("/")) };
     GraphQLError::at(format!("Validation error ({rule}{at}) : {msg}"), loc)
@@ -95,6 +100,7 @@ pub fn prepare(schema: &Schema, request: &Request) -> Result<Prepared, Vec<Graph
         var_names: op.vars.iter().map(|v| v.name.clone()).collect(),
         vars,
         count: 0,
+        arg_values: 0,
         errors: Vec::new(),
         frag_stack: Vec::new(),
     };
@@ -103,22 +109,27 @@ pub fn prepare(schema: &Schema, request: &Request) -> Result<Prepared, Vec<Graph
         return Err(cx.errors);
     }
     let mut prepared = Prepared { kind, fields: Vec::new(), root: Vec::new(), root_type };
+    // Response key -> slot in `prepared.root`.
+    let mut by_key: HashMap<String, usize> = HashMap::new();
     for s in selected {
         // The root type is an object type, so every fragment was inlined: only fields remain.
         let Selected::Field(f) = s else { continue };
-        let user = prepared.fields.iter_mut().find(|x| x.response_key == f.response_key);
-        let meta = prepared.root.iter_mut().find_map(|e| match e {
-            RootEntry::Meta(m) if m.response_key == f.response_key => Some(m),
-            _ => None,
+        let existing = by_key.get(&f.response_key).and_then(|&i| match prepared.root.get_mut(i) {
+            Some(RootEntry::User(u)) => prepared.fields.get_mut(*u),
+            Some(RootEntry::Meta(m)) => Some(m),
+            None => None,
         });
-        let existing = user.or(meta);
         match existing {
             // Same key, same field (checked by `fields_conflict`): one resolution, merged selections.
             Some(e) => e.selection.extend(f.selection),
-            None if f.name.starts_with("__") => prepared.root.push(RootEntry::Meta(f)),
             None => {
-                prepared.root.push(RootEntry::User(prepared.fields.len()));
-                prepared.fields.push(f);
+                by_key.insert(f.response_key.clone(), prepared.root.len());
+                if f.name.starts_with("__") {
+                    prepared.root.push(RootEntry::Meta(f));
+                } else {
+                    prepared.root.push(RootEntry::User(prepared.fields.len()));
+                    prepared.fields.push(f);
+                }
             }
         }
     }
@@ -130,9 +141,10 @@ pub fn prepare(schema: &Schema, request: &Request) -> Result<Prepared, Vec<Graph
 
 fn select_operation<'d>(doc: &'d Document, name: Option<&'d str>) -> Result<&'d ast::Operation, Vec<GraphQLError>> {
     let named = |n: &'d str| doc.operations.iter().filter(move |o| o.name.as_deref() == Some(n));
+    let mut seen = HashSet::new();
     for o in &doc.operations {
         if let Some(n) = &o.name
-            && named(n).count() > 1
+            && !seen.insert(n.as_str())
         {
             return Err(vec![GraphQLError::at(format!("There can be only one operation named '{n}'"), o.pos)]);
         }
@@ -153,8 +165,12 @@ fn select_operation<'d>(doc: &'d Document, name: Option<&'d str>) -> Result<&'d 
 fn coerce_variables(schema: &Schema, op: &ast::Operation, given: Option<&Map<String, Json>>) -> Result<Map<String, Json>, Vec<GraphQLError>> {
     let mut out = Map::new();
     let mut errors = Vec::new();
+    let mut seen = HashSet::new();
     for v in &op.vars {
-        if op.vars.iter().filter(|x| x.name == v.name).count() > 1 {
+        if errors.len() >= MAX_ERRORS {
+            break;
+        }
+        if !seen.insert(v.name.as_str()) {
             errors.push(GraphQLError::at(format!("There can be only one variable named '{}'", v.name), v.pos));
             continue;
         }
@@ -199,6 +215,8 @@ struct Ctx<'a> {
     var_names: HashSet<String>,
     vars: Map<String, Json>,
     count: usize,
+    /// JSON values in all coerced field arguments so far (see `MAX_ARGUMENT_VALUES`).
+    arg_values: usize,
     errors: Vec<GraphQLError>,
     frag_stack: Vec<&'a str>,
 }
@@ -271,7 +289,7 @@ impl<'a> Ctx<'a> {
             return out;
         }
         for sel in sels {
-            if self.count > MAX_FIELDS {
+            if self.count > MAX_FIELDS || self.errors.len() >= MAX_ERRORS || self.arg_values > MAX_ARGUMENT_VALUES {
                 return out;
             }
             match sel {
@@ -375,7 +393,17 @@ impl<'a> Ctx<'a> {
         };
         let vars_ok = self.check_vars(&f.args, path);
         let args = match coerce_args(self.schema, &def.args, &f.args, &self.vars) {
-            Ok(a) => a,
+            Ok(a) => {
+                // A fragment may repeat a huge literal or variable value thousands of times;
+                // the total is bounded so that fragment expansion cannot multiply memory.
+                self.arg_values += a.values().map(json_size).sum::<usize>();
+                if self.arg_values > MAX_ARGUMENT_VALUES {
+                    let msg = format!("more than {MAX_ARGUMENT_VALUES} values in field arguments (after fragment expansion)");
+                    self.errors.push(GraphQLError::at(msg, f.pos));
+                    return None;
+                }
+                a
+            }
             Err(_) if !vars_ok => Map::new(),
             Err(e) => {
                 self.arg_error(e, path, f.pos);

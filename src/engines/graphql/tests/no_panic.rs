@@ -154,3 +154,55 @@ fn deep_inputs_are_errors_not_crashes() {
     assert!(Schema::parse(&format!("type Query {{ a: {}Int{} }}", "[".repeat(n), "]".repeat(n))).is_err());
     assert!(Schema::parse(&format!("type Query {{ a(x: Int = {}1{}): Int }}", "[".repeat(n), "]".repeat(n))).is_err());
 }
+
+/// Inputs that would be quadratic or multiply memory with naive code; each must finish fast
+/// (this test takes seconds; a regression would take minutes).
+#[test]
+fn pathological_inputs_stay_bounded() {
+    let schema = Schema::parse(SDL).unwrap();
+    let start = std::time::Instant::now();
+    let n = 60_000;
+    // Many variables, many arguments, many operations, many input fields.
+    let vars: String = (0..n).map(|i| format!("$v{i}: Int ")).collect();
+    assert!(prepare(&schema, &Request::new(format!("query({vars}) {{ o {{ id }} }}"))).is_ok());
+    let dup_vars = "$v: Int ".repeat(n);
+    assert!(prepare(&schema, &Request::new(format!("query({dup_vars}) {{ o {{ id }} }}"))).is_err());
+    let args: String = (0..n).map(|i| format!("a{i}: 1 ")).collect();
+    assert!(prepare(&schema, &Request::new(format!("{{ o({args}) {{ id }} }}"))).is_err());
+    let dup_args = "first: 1 ".repeat(n);
+    assert!(prepare(&schema, &Request::new(format!("{{ o({dup_args}) {{ id }} }}"))).is_err());
+    let obj = "a: 1 ".repeat(n);
+    assert!(prepare(&schema, &Request::new(format!("{{ o(f: {{{obj}}}) {{ id }} }}"))).is_err());
+    let ops: String = (0..n / 2).map(|i| format!("query q{i} {{ o {{ id }} }} ")).collect();
+    let req = Request { query: ops, variables: None, operation_name: Some("q7".into()) };
+    assert!(prepare(&schema, &req).is_ok());
+    let blank = format!("{{ s(x: \"\"\"{}x\"\"\") }}", "\n".repeat(500_000));
+    assert_eq!(prepare(&schema, &Request::new(blank)).unwrap().fields[0].args["x"], "x");
+    // A wide selection: many distinct keys on one object type, over many list items.
+    let wide: String = (0..5_000).map(|i| format!("k{i}: id ")).collect();
+    let p = prepare(&schema, &Request::new(format!("{{ l {{ {wide} }} }}"))).unwrap();
+    let items: Vec<Value> = (0..50).map(|i| json!({"id": i})).collect();
+    let out = complete(&schema, &p, vec![Ok(Value::Array(items))]);
+    assert_eq!(out["data"]["l"][49]["k4999"], "49");
+    // A huge argument repeated through fragments: the argument budget stops it.
+    let big: String = (0..100_000).map(|i| format!("\"s{i}\" ")).collect();
+    let mut q = format!("{{ ...F0 }} fragment F14 on Query {{ o(f: {{a: 1, b: [{big}]}}) {{ id }} }}\n");
+    for i in 0..14 {
+        q.push_str(&format!("fragment F{i} on Query {{ ...F{} ...F{} }}\n", i + 1, i + 1));
+    }
+    let e = prepare(&schema, &Request::new(q)).unwrap_err();
+    assert!(e[0].message.contains("values in field arguments"), "{e:?}");
+    // The same with a bad literal: errors are capped and messages short.
+    let mut q = format!("{{ ...F0 }} fragment F12 on Query {{ o(first: [{big}]) {{ id }} }}\n");
+    for i in 0..12 {
+        q.push_str(&format!("fragment F{i} on Query {{ ...F{} ...F{} }}\n", i + 1, i + 1));
+    }
+    let e = prepare(&schema, &Request::new(q)).unwrap_err();
+    assert!(e.len() <= 100 && e.iter().all(|e| e.message.len() < 400), "{}", e.len());
+    // Thousands of completion errors are capped too.
+    let p = prepare(&schema, &Request::new("{ u { ... on O { e } } }")).unwrap();
+    let bad: Vec<Value> = (0..5_000).map(|_| json!({"__typename": "O", "e": "BAD"})).collect();
+    let out = complete(&schema, &p, vec![Ok(Value::Array(bad))]);
+    assert_eq!(out["errors"].as_array().unwrap().len(), 1_000);
+    assert!(start.elapsed() < std::time::Duration::from_secs(120));
+}
