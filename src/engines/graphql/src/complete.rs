@@ -67,7 +67,12 @@ pub fn complete(schema: &Schema, prepared: &Prepared, resolved: Vec<Result<Json,
             Ok(v) => {
                 data.insert(field.response_key.clone(), v);
             }
-            Err(Propagate) => failed = true,
+            // `data` is null now; like graphql-js, the remaining root fields are not completed
+            // (their errors would describe values nobody receives).
+            Err(Propagate) => {
+                failed = true;
+                break;
+            }
         }
     }
     let mut body = Map::new();
