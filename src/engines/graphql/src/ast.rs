@@ -164,6 +164,7 @@ pub struct Operation {
     pub kind: OpKind,
     pub name: Option<String>,
     pub vars: Vec<VarDef>,
+    pub directives: Vec<Directive>,
     pub selection: Vec<Selection>,
     pub pos: Pos,
 }
@@ -172,6 +173,7 @@ pub struct Operation {
 pub struct Fragment {
     pub name: String,
     pub type_cond: String,
+    pub directives: Vec<Directive>,
     pub selection: Vec<Selection>,
     pub pos: Pos,
 }

@@ -104,6 +104,12 @@ pub fn prepare(schema: &Schema, request: &Request) -> Result<Prepared, Vec<Graph
         errors: Vec::new(),
         frag_stack: Vec::new(),
     };
+    // Neither @skip nor @include (nor any other known directive) applies to operations or
+    // fragment definitions.
+    let defs_dirs = op.directives.iter().chain(doc.fragments.iter().flat_map(|f| f.directives.iter()));
+    for d in defs_dirs {
+        cx.misplaced_or_unknown(d, &[]);
+    }
     let selected = cx.selection_set(&root_type, &op.selection, &mut Vec::new(), 0);
     if !cx.errors.is_empty() {
         return Err(cx.errors);
@@ -222,18 +228,23 @@ struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    fn misplaced_or_unknown(&mut self, d: &ast::Directive, path: &[String]) {
+        if self.schema.directives.iter().any(|x| x.name == d.name) {
+            self.errors.push(verr("MisplacedDirective", path, format!("Directive '{}' not allowed here", d.name), d.pos));
+        } else {
+            self.errors.push(verr("UnknownDirective", path, format!("Unknown directive '{}'", d.name), d.pos));
+        }
+    }
+
     /// Whether `@skip`/`@include` keep the selection; unknown directives are errors.
     fn included(&mut self, dirs: &[ast::Directive], path: &[String]) -> bool {
         let mut keep = true;
         for d in dirs {
-            let Some(def) = self.schema.directives.iter().find(|x| x.name == d.name) else {
-                self.errors.push(verr("UnknownDirective", path, format!("Unknown directive '{}'", d.name), d.pos));
+            let def = self.schema.directives.iter().find(|x| x.name == d.name);
+            let Some(def) = def.filter(|_| matches!(d.name.as_str(), "skip" | "include")) else {
+                self.misplaced_or_unknown(d, path);
                 continue;
             };
-            if !matches!(d.name.as_str(), "skip" | "include") {
-                self.errors.push(verr("MisplacedDirective", path, format!("Directive '{}' not allowed here", d.name), d.pos));
-                continue;
-            }
             if !self.check_vars(&d.args, path) {
                 continue;
             }
@@ -298,10 +309,10 @@ impl<'a> Ctx<'a> {
                         out.push(Selected::Field(x));
                     }
                 }
+                // Skipped selections are still validated (validation is static, as in
+                // graphql-java and graphql-js), then dropped.
                 ast::Selection::Spread { name, directives, pos } => {
-                    if !self.included(directives, path) {
-                        continue;
-                    }
+                    let keep = self.included(directives, path);
                     let Some(frag) = self.frags.get(name.as_str()).copied() else {
                         self.errors.push(verr("UndefinedFragment", path, format!("Undefined fragment '{name}'"), *pos));
                         continue;
@@ -311,15 +322,21 @@ impl<'a> Ctx<'a> {
                         continue;
                     }
                     self.frag_stack.push(&frag.name);
-                    self.fragment(parent, &frag.type_cond, &frag.selection, path, depth, *pos, &mut out);
+                    let mut inner = Vec::new();
+                    self.fragment(parent, &frag.type_cond, &frag.selection, path, depth, *pos, &mut inner);
                     self.frag_stack.pop();
+                    if keep {
+                        out.extend(inner);
+                    }
                 }
                 ast::Selection::Inline { type_cond, directives, selection, pos } => {
-                    if !self.included(directives, path) {
-                        continue;
-                    }
+                    let keep = self.included(directives, path);
                     let cond = type_cond.as_deref().unwrap_or(parent);
-                    self.fragment(parent, cond, selection, path, depth, *pos, &mut out);
+                    let mut inner = Vec::new();
+                    self.fragment(parent, cond, selection, path, depth, *pos, &mut inner);
+                    if keep {
+                        out.extend(inner);
+                    }
                 }
             }
         }
@@ -383,9 +400,7 @@ impl<'a> Ctx<'a> {
             self.errors.push(GraphQLError::at(format!("Query is nested deeper than {MAX_DEPTH} fields"), f.pos));
             return None;
         }
-        if !self.included(&f.directives, path) {
-            return None;
-        }
+        let keep = self.included(&f.directives, path);
         let Some(def) = self.schema.field(parent, &f.name) else {
             let msg = format!("Field '{}' in type '{parent}' is undefined", f.name);
             self.errors.push(verr("FieldUndefined", path, msg, f.pos));
@@ -421,7 +436,7 @@ impl<'a> Ctx<'a> {
         } else if !leaf {
             selection = self.selection_set(def.ty.base(), &f.selection, path, depth + 1);
         }
-        Some(RootField { response_key: key, name: f.name.clone(), args, selection, location: f.pos })
+        keep.then(|| RootField { response_key: key, name: f.name.clone(), args, selection, location: f.pos })
     }
 
     /// Two fields under one response key must be the same field with the same arguments.
