@@ -53,6 +53,7 @@ fn schema_errors_carry_positions() {
         ("type Query { a: Int } union U = Query | Int", "not an object type", (1, 23)),
         ("type Query { a: Int } type __X { a: Int }", "reserved", (1, 23)),
         ("enum E {} type Query { a: E }", "no fields, values or members", (1, 1)),
+        ("type Query { a: Int }\ndirective @d on FIELD\n  directive @d on FIELD", "'@d' is defined more than once", (3, 3)),
     ];
     for (sdl, want, pos) in cases {
         match Schema::parse(sdl) {
