@@ -60,6 +60,13 @@ impl Value {
         s
     }
 
+    /// The literal for an error message: long values are cut (a message must stay small even
+    /// when a fragment repeats a huge argument many times).
+    pub fn to_short_literal(&self) -> String {
+        let s = self.to_literal();
+        if s.chars().count() > 80 { format!("{}...", s.chars().take(80).collect::<String>()) } else { s }
+    }
+
     fn write_literal(&self, out: &mut String) {
         match self {
             Value::Variable(n, _) => {
@@ -157,6 +164,7 @@ pub struct Operation {
     pub kind: OpKind,
     pub name: Option<String>,
     pub vars: Vec<VarDef>,
+    pub directives: Vec<Directive>,
     pub selection: Vec<Selection>,
     pub pos: Pos,
 }
@@ -165,6 +173,7 @@ pub struct Operation {
 pub struct Fragment {
     pub name: String,
     pub type_cond: String,
+    pub directives: Vec<Directive>,
     pub selection: Vec<Selection>,
     pub pos: Pos,
 }

@@ -3,6 +3,8 @@
 //! list position becomes a one-item list; an `ID` may be given as an integer and becomes a
 //! string; custom scalars (`Long`) pass through as given.
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value as Json};
 
 use crate::ast::{TypeRef, Value};
@@ -107,7 +109,10 @@ pub fn coerce_literal(schema: &Schema, v: &Value, ty: &TypeRef, vars: &Map<Strin
     if let Value::Variable(name, _) = v {
         return match vars.get(name) {
             Some(Json::Null) if ty.is_non_null() => Err(format!("variable '${name}' is null but '{ty}' is non-null")),
-            Some(x) => Ok(Some(x.clone())),
+            // The value was coerced to the variable's declared type; coercing it again to
+            // this position's type stops e.g. a `String` variable from feeding an `Int`
+            // argument (graphql-java rejects that statically as VariableTypeMismatch).
+            Some(x) => coerce_json(schema, x, ty).map(Some).map_err(|e| format!("variable '${name}': {e}")),
             None if ty.is_non_null() => Err(format!("variable '${name}' is not provided for non-null type '{ty}'")),
             None => Ok(None),
         };
@@ -132,7 +137,7 @@ pub fn coerce_literal(schema: &Schema, v: &Value, ty: &TypeRef, vars: &Map<Strin
         },
         TypeRef::Named(n) => {
             let Some(t) = schema.get(n) else { return Err(format!("unknown type '{n}'")) };
-            let bad = || format!("expected type '{n}' but was '{}'", v.to_literal());
+            let bad = || format!("expected type '{n}' but was '{}'", v.to_short_literal());
             let out = match (t.kind, n.as_str(), v) {
                 (TypeKind::Scalar, "Int", Value::Int(s)) => Json::from(s.parse::<i32>().map_err(|_| bad())?),
                 (TypeKind::Scalar, "Float", Value::Int(s) | Value::Float(s)) => {
@@ -147,11 +152,12 @@ pub fn coerce_literal(schema: &Schema, v: &Value, ty: &TypeRef, vars: &Map<Strin
                 (TypeKind::Enum, _, Value::Enum(e)) if t.enum_values.iter().any(|x| &x.name == e) => Json::String(e.clone()),
                 (TypeKind::InputObject, _, Value::Object(given)) => {
                     let mut out = Map::new();
+                    let mut seen = HashSet::new();
                     for (k, _) in given {
                         if !t.input_fields.iter().any(|f| &f.name == k) {
                             return Err(format!("unknown field '{k}' for input type '{n}'"));
                         }
-                        if given.iter().filter(|(x, _)| x == k).count() > 1 {
+                        if !seen.insert(k.as_str()) {
                             return Err(format!("field '{k}' is given more than once"));
                         }
                     }
@@ -194,6 +200,15 @@ fn literal_to_json(v: &Value, vars: &Map<String, Json>) -> Option<Json> {
     })
 }
 
+/// The number of JSON values in `v`, for the argument-size budget.
+pub fn json_size(v: &Json) -> usize {
+    match v {
+        Json::Array(a) => 1 + a.iter().map(json_size).sum::<usize>(),
+        Json::Object(m) => 1 + m.values().map(json_size).sum::<usize>(),
+        _ => 1,
+    }
+}
+
 /// Coerces a field's or directive's arguments: defaults applied, absent optional ones left out.
 pub fn coerce_args(
     schema: &Schema,
@@ -201,19 +216,22 @@ pub fn coerce_args(
     given: &[(String, Value)],
     vars: &Map<String, Json>,
 ) -> Result<Map<String, Json>, ArgError> {
-    for (i, (k, _)) in given.iter().enumerate() {
+    let mut seen = HashSet::new();
+    for (k, _) in given {
         if !defs.iter().any(|d| &d.name == k) {
             return Err(ArgError::Unknown(k.clone()));
         }
-        if given.iter().skip(i + 1).any(|(x, _)| x == k) {
+        if !seen.insert(k.as_str()) {
             return Err(ArgError::Duplicate(k.clone()));
         }
     }
     let mut out = Map::new();
     for d in defs {
         let provided = match given.iter().find(|(k, _)| *k == d.name) {
+            // An unset variable leaves the argument to its default (spec: CoerceArgumentValues).
+            Some((_, Value::Variable(n, _))) if !vars.contains_key(n) => None,
             Some((_, v)) => coerce_literal(schema, v, &d.ty, vars)
-                .map_err(|reason| ArgError::Wrong { name: d.name.clone(), literal: v.to_literal(), reason })?,
+                .map_err(|reason| ArgError::Wrong { name: d.name.clone(), literal: v.to_short_literal(), reason })?,
             None => None,
         };
         match provided {

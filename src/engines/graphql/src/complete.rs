@@ -8,6 +8,8 @@
 //! introspection (`types { fields { type { fields ...` ) cannot blow up.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 use serde_json::{Map, Value as Json};
 
@@ -21,6 +23,9 @@ use crate::sdl::TypeKind;
 /// Most JSON values one response may hold before completion stops with an error.
 pub const MAX_RESPONSE_NODES: usize = 500_000;
 
+/// Most errors one response lists.
+pub const MAX_RESPONSE_ERRORS: usize = 1_000;
+
 /// A null that must propagate to the nearest nullable parent; its error is already recorded.
 struct Propagate;
 
@@ -29,12 +34,15 @@ struct Completer<'a> {
     errors: Vec<GraphQLError>,
     nodes: usize,
     path: Vec<PathSegment>,
+    /// Expanded `__Type` markers, built once per type name (introspection queries revisit
+    /// the same types many times).
+    types: HashMap<String, Rc<Json>>,
 }
 
 /// Builds the response body `{"data": ..., "errors": [...]}` (`errors` only when there are some).
 /// `resolved[i]` is the value of `prepared.fields[i]` (or its resolver's error message).
 pub fn complete(schema: &Schema, prepared: &Prepared, resolved: Vec<Result<Json, String>>) -> Json {
-    let mut c = Completer { schema, errors: Vec::new(), nodes: 0, path: Vec::new() };
+    let mut c = Completer { schema, errors: Vec::new(), nodes: 0, path: Vec::new(), types: HashMap::new() };
     let mut resolved: Vec<Option<Result<Json, String>>> = resolved.into_iter().map(Some).collect();
     let mut data = Map::new();
     let mut failed = false;
@@ -59,7 +67,12 @@ pub fn complete(schema: &Schema, prepared: &Prepared, resolved: Vec<Result<Json,
             Ok(v) => {
                 data.insert(field.response_key.clone(), v);
             }
-            Err(Propagate) => failed = true,
+            // `data` is null now; like graphql-js, the remaining root fields are not completed
+            // (their errors would describe values nobody receives).
+            Err(Propagate) => {
+                failed = true;
+                break;
+            }
         }
     }
     let mut body = Map::new();
@@ -82,7 +95,7 @@ fn meta_value(schema: &Schema, prepared: &Prepared, f: &RootField) -> Json {
 impl Completer<'_> {
     /// Records an error at the current path; the field becomes null (or propagates when non-null).
     fn field_error(&mut self, message: String, field: &RootField, ty: &TypeRef) -> Result<Json, Propagate> {
-        self.errors.push(GraphQLError { message, locations: vec![field.location], path: self.path.clone() });
+        self.record(GraphQLError { message, locations: vec![field.location], path: self.path.clone() });
         if ty.is_non_null() { Err(Propagate) } else { Ok(Json::Null) }
     }
 
@@ -94,7 +107,7 @@ impl Completer<'_> {
                 let v = self.complete_inner(inner, fields, parent, value)?;
                 if v.is_null() {
                     let msg = format!("Cannot return null for non-nullable field {parent}.{}.", first.name);
-                    self.errors.push(GraphQLError { message: msg, locations: vec![first.location], path: self.path.clone() });
+                    self.record(GraphQLError { message: msg, locations: vec![first.location], path: self.path.clone() });
                     return Err(Propagate);
                 }
                 Ok(v)
@@ -104,8 +117,15 @@ impl Completer<'_> {
     }
 
     fn error(&mut self, message: String, field: &RootField) -> Propagate {
-        self.errors.push(GraphQLError { message, locations: vec![field.location], path: self.path.clone() });
+        self.record(GraphQLError { message, locations: vec![field.location], path: self.path.clone() });
         Propagate
+    }
+
+    /// Keeps at most `MAX_RESPONSE_ERRORS`; a huge list of bad items still gets nulls.
+    fn record(&mut self, e: GraphQLError) {
+        if self.errors.len() < MAX_RESPONSE_ERRORS {
+            self.errors.push(e);
+        }
     }
 
     /// Completes a list or named type (nullability is handled by the caller).
@@ -153,15 +173,21 @@ impl Completer<'_> {
 
     fn complete_object(&mut self, type_name: &str, fields: &[&RootField], value: &Json) -> Result<Json, Propagate> {
         let Some(first) = fields.first().copied() else { return Ok(Json::Null) };
-        let mut value = Cow::Borrowed(value);
         // A `__Type` marker stands for a named type; expand it only now that it is selected.
-        if type_name == "__Type"
-            && let Some(n) = value.get(TYPE_REF_KEY).and_then(Json::as_str)
-        {
-            value = Cow::Owned(type_json(self.schema, n).unwrap_or(Json::Null));
-        }
-        let Json::Object(obj) = value.as_ref() else {
-            return Err(self.error(format!("Expected an object of type '{type_name}', got {}", short(&value)), first));
+        let expanded = match value.get(TYPE_REF_KEY).and_then(Json::as_str) {
+            Some(n) if type_name == "__Type" => Some(match self.types.get(n) {
+                Some(t) => Rc::clone(t),
+                None => {
+                    let t = Rc::new(type_json(self.schema, n).unwrap_or(Json::Null));
+                    self.types.insert(n.to_string(), Rc::clone(&t));
+                    t
+                }
+            }),
+            _ => None,
+        };
+        let value = expanded.as_deref().unwrap_or(value);
+        let Json::Object(obj) = value else {
+            return Err(self.error(format!("Expected an object of type '{type_name}', got {}", short(value)), first));
         };
         let runtime = match self.schema.kind_of(type_name) {
             Some(TypeKind::Object) => type_name.to_string(),
@@ -176,8 +202,9 @@ impl Completer<'_> {
         };
         // Collect fields (spec CollectFields): group by response key, keep first-seen order.
         let mut groups: Vec<(&str, Vec<&RootField>)> = Vec::new();
+        let mut index = HashMap::new();
         for f in fields {
-            self.collect(&runtime, &f.selection, &mut groups);
+            self.collect(&runtime, &f.selection, &mut groups, &mut index);
         }
         let mut out = Map::new();
         for (key, group) in groups {
@@ -198,16 +225,27 @@ impl Completer<'_> {
         Ok(Json::Object(out))
     }
 
-    fn collect<'s>(&self, runtime: &str, sels: &'s [Selected], groups: &mut Vec<(&'s str, Vec<&'s RootField>)>) {
+    /// `index` maps a response key to its slot in `groups` (a linear search would make wide
+    /// selections quadratic per object).
+    fn collect<'s>(
+        &self,
+        runtime: &str,
+        sels: &'s [Selected],
+        groups: &mut Vec<(&'s str, Vec<&'s RootField>)>,
+        index: &mut HashMap<&'s str, usize>,
+    ) {
         for s in sels {
             match s {
-                Selected::Field(f) => match groups.iter_mut().find(|(k, _)| *k == f.response_key) {
+                Selected::Field(f) => match index.get(f.response_key.as_str()).and_then(|&i| groups.get_mut(i)) {
                     Some((_, g)) => g.push(f),
-                    None => groups.push((&f.response_key, vec![f])),
+                    None => {
+                        index.insert(&f.response_key, groups.len());
+                        groups.push((&f.response_key, vec![f]));
+                    }
                 },
                 Selected::Cond { type_cond, selection } => {
                     if self.schema.applies(type_cond, runtime) {
-                        self.collect(runtime, selection, groups);
+                        self.collect(runtime, selection, groups, index);
                     }
                 }
             }
@@ -219,11 +257,15 @@ impl Completer<'_> {
 fn filter_deprecated<'v>(runtime: &str, f: &RootField, child: &'v Json) -> Cow<'v, Json> {
     let wants_all = f.args.get("includeDeprecated").and_then(Json::as_bool).unwrap_or(true);
     match child {
-        Json::Array(items) if runtime.starts_with("__") && !wants_all => Cow::Owned(Json::Array(
-            items.iter().filter(|i| i.get("isDeprecated") != Some(&Json::Bool(true))).cloned().collect(),
+        Json::Array(items) if runtime.starts_with("__") && !wants_all && items.iter().any(is_deprecated) => Cow::Owned(Json::Array(
+            items.iter().filter(|i| !is_deprecated(i)).cloned().collect(),
         )),
         _ => Cow::Borrowed(child),
     }
+}
+
+fn is_deprecated(item: &Json) -> bool {
+    item.get("isDeprecated") == Some(&Json::Bool(true))
 }
 
 /// A short rendering of a value for error messages.

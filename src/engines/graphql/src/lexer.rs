@@ -168,7 +168,7 @@ fn number(c: &mut Cursor<'_>, line: usize, col: usize) -> Result<Tok, SyntaxErro
         return Err(c.err(line, col, "Invalid syntax: expected digit in number"));
     }
     // The spec forbids leading zeros ("01"): they read as a likely mistake.
-    if s.len() - int_start > 1 && s[int_start..].starts_with('0') {
+    if s.len() - int_start > 1 && s.get(int_start..).is_some_and(|d| d.starts_with('0')) {
         return Err(c.err(line, col, format!("Invalid syntax: invalid number '{s}'")));
     }
     let mut float = false;
@@ -295,13 +295,12 @@ pub fn dedent_block(raw: &str) -> String {
         })
         .collect();
     let blank = |l: &String| l.chars().all(|c| c == ' ' || c == '\t');
-    while out.first().is_some_and(blank) {
-        out.remove(0);
-    }
-    while out.last().is_some_and(blank) {
+    // Drop blank lines at both ends by index: repeated `remove(0)` would be quadratic.
+    let start = out.iter().position(|l| !blank(l)).unwrap_or(out.len());
+    while out.len() > start && out.last().is_some_and(blank) {
         out.pop();
     }
-    out.join("\n")
+    out.get(start..).unwrap_or_default().join("\n")
 }
 
 #[cfg(test)]

@@ -11,14 +11,21 @@
 //!    Introspection root fields (`__schema`, `__type`, `__typename`) are not in that list.
 //! 4. The caller resolves each root field to a JSON tree of the field's type (objects carry
 //!    their fields by field name) or an error message.
-//! 5. [`complete`] applies the selections to those trees (aliases, `__typename`, enum and
+//! 5. [`complete()`] applies the selections to those trees (aliases, `__typename`, enum and
 //!    scalar checks, null propagation), answers introspection from the schema, and returns
 //!    the response body. [`error_response`] renders errors from steps 2-3.
 //!
 //! Every stage bounds its work: documents up to [`MAX_DOCUMENT_BYTES`], nesting up to
 //! [`MAX_DEPTH`] (the parser counts depth instead of trusting the stack), at most
 //! [`MAX_FIELDS`] field occurrences after fragment expansion and [`MAX_ROOT_FIELDS`] root
-//! fields, and at most [`complete::MAX_RESPONSE_NODES`] values in a response.
+//! fields, and at most [`MAX_RESPONSE_NODES`] values ([`MAX_RESPONSE_ERRORS`] errors) in a response;
+//! coerced arguments hold at most [`MAX_ARGUMENT_VALUES`] values and `prepare` reports at
+//! most [`MAX_ERRORS`] errors.
+//!
+//! Response keys must keep the document's selection order, so this crate enables serde_json's
+//! `preserve_order` feature. Cargo unifies features: any package built in the same build as
+//! this one (e.g. the root package once it depends on it, or `cargo test --workspace`) gets
+//! insertion-ordered `serde_json::Map`s too, instead of sorted ones.
 //!
 //! Module map: `lexer` (tokens), `parser` + `ast` (executable documents), `sdl` + `schema`
 //! (type system), `coerce` (input values), `prepare` (validation), `complete` (execution
@@ -26,7 +33,7 @@
 
 mod ast;
 mod coerce;
-pub mod complete;
+mod complete;
 mod error;
 mod introspection;
 mod lexer;
@@ -37,10 +44,10 @@ mod sdl;
 
 use serde_json::{Map, Value as Json};
 
-pub use complete::complete;
+pub use complete::{MAX_RESPONSE_ERRORS, MAX_RESPONSE_NODES, complete};
 pub use error::{GraphQLError, PathSegment, SchemaError, error_response};
 pub use parser::MAX_DEPTH;
-pub use prepare::{OperationKind, Prepared, RootField, prepare};
+pub use prepare::{MAX_ARGUMENT_VALUES, MAX_ERRORS, OperationKind, Prepared, RootField, prepare};
 pub use schema::Schema;
 
 /// Largest accepted query document, in bytes.

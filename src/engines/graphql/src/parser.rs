@@ -222,8 +222,14 @@ impl Parser {
             let pos = self.pos();
             if self.is_punct('{') {
                 let selection = self.selection_set()?;
-                doc.operations.push(Operation { kind: OpKind::Query, name: None, vars: Vec::new(), selection, pos });
+                let (vars, directives) = (Vec::new(), Vec::new());
+                doc.operations.push(Operation { kind: OpKind::Query, name: None, vars, directives, selection, pos });
                 continue;
+            }
+            // Descriptions on operations and fragments (a newer spec addition) are accepted
+            // and ignored, as graphql-core does.
+            if matches!(self.peek(), Tok::Str(_)) && matches!(self.peek_at(1), Tok::Name(_)) {
+                self.bump();
             }
             let kw = self.name().map_err(|_| self.unexpected())?;
             match kw.as_str() {
@@ -235,9 +241,9 @@ impl Parser {
                     };
                     let name = if matches!(self.peek(), Tok::Name(_)) { Some(self.name()?) } else { None };
                     let vars = self.var_defs()?;
-                    self.directives(false)?;
+                    let directives = self.directives(false)?;
                     let selection = self.selection_set()?;
-                    doc.operations.push(Operation { kind, name, vars, selection, pos });
+                    doc.operations.push(Operation { kind, name, vars, directives, selection, pos });
                 }
                 "fragment" => {
                     let name = self.name()?;
@@ -246,9 +252,9 @@ impl Parser {
                     }
                     self.expect_keyword("on")?;
                     let type_cond = self.name()?;
-                    self.directives(false)?;
+                    let directives = self.directives(false)?;
                     let selection = self.selection_set()?;
-                    doc.fragments.push(Fragment { name, type_cond, selection, pos });
+                    doc.fragments.push(Fragment { name, type_cond, directives, selection, pos });
                 }
                 _ => {
                     self.i -= 1;

@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value as Json};
 
 use crate::ast::{self, Document, OpKind, Value};
-use crate::coerce::{ArgError, coerce_args, coerce_json, coerce_literal};
+use crate::coerce::{ArgError, coerce_args, coerce_json, coerce_literal, json_size};
 use crate::error::GraphQLError;
 use crate::parser::parse_document;
 use crate::schema::{Schema, is_input};
@@ -62,6 +62,11 @@ pub struct Prepared {
     pub(crate) root_type: String,
 }
 
+/// Most errors one `prepare` reports; it stops validating after that many.
+pub const MAX_ERRORS: usize = 100;
+/// Most JSON values in all coerced field arguments of one operation.
+pub const MAX_ARGUMENT_VALUES: usize = 1_000_000;
+
 fn verr(rule: &str, path: &[String], msg: String, loc: (usize, usize)) -> GraphQLError {
     let at = if path.is_empty() { String::new() } else { format!("@[{}]", path.join("/")) };
     GraphQLError::at(format!("Validation error ({rule}{at}) : {msg}"), loc)
@@ -95,30 +100,42 @@ pub fn prepare(schema: &Schema, request: &Request) -> Result<Prepared, Vec<Graph
         var_names: op.vars.iter().map(|v| v.name.clone()).collect(),
         vars,
         count: 0,
+        arg_values: 0,
         errors: Vec::new(),
         frag_stack: Vec::new(),
     };
+    // Neither @skip nor @include (nor any other known directive) applies to operations or
+    // fragment definitions.
+    let defs_dirs = op.directives.iter().chain(doc.fragments.iter().flat_map(|f| f.directives.iter()));
+    for d in defs_dirs {
+        cx.misplaced_or_unknown(d, &[]);
+    }
     let selected = cx.selection_set(&root_type, &op.selection, &mut Vec::new(), 0);
     if !cx.errors.is_empty() {
         return Err(cx.errors);
     }
     let mut prepared = Prepared { kind, fields: Vec::new(), root: Vec::new(), root_type };
+    // Response key -> slot in `prepared.root`.
+    let mut by_key: HashMap<String, usize> = HashMap::new();
     for s in selected {
         // The root type is an object type, so every fragment was inlined: only fields remain.
         let Selected::Field(f) = s else { continue };
-        let user = prepared.fields.iter_mut().find(|x| x.response_key == f.response_key);
-        let meta = prepared.root.iter_mut().find_map(|e| match e {
-            RootEntry::Meta(m) if m.response_key == f.response_key => Some(m),
-            _ => None,
+        let existing = by_key.get(&f.response_key).and_then(|&i| match prepared.root.get_mut(i) {
+            Some(RootEntry::User(u)) => prepared.fields.get_mut(*u),
+            Some(RootEntry::Meta(m)) => Some(m),
+            None => None,
         });
-        let existing = user.or(meta);
         match existing {
             // Same key, same field (checked by `fields_conflict`): one resolution, merged selections.
             Some(e) => e.selection.extend(f.selection),
-            None if f.name.starts_with("__") => prepared.root.push(RootEntry::Meta(f)),
             None => {
-                prepared.root.push(RootEntry::User(prepared.fields.len()));
-                prepared.fields.push(f);
+                by_key.insert(f.response_key.clone(), prepared.root.len());
+                if f.name.starts_with("__") {
+                    prepared.root.push(RootEntry::Meta(f));
+                } else {
+                    prepared.root.push(RootEntry::User(prepared.fields.len()));
+                    prepared.fields.push(f);
+                }
             }
         }
     }
@@ -130,9 +147,10 @@ pub fn prepare(schema: &Schema, request: &Request) -> Result<Prepared, Vec<Graph
 
 fn select_operation<'d>(doc: &'d Document, name: Option<&'d str>) -> Result<&'d ast::Operation, Vec<GraphQLError>> {
     let named = |n: &'d str| doc.operations.iter().filter(move |o| o.name.as_deref() == Some(n));
+    let mut seen = HashSet::new();
     for o in &doc.operations {
         if let Some(n) = &o.name
-            && named(n).count() > 1
+            && !seen.insert(n.as_str())
         {
             return Err(vec![GraphQLError::at(format!("There can be only one operation named '{n}'"), o.pos)]);
         }
@@ -153,8 +171,12 @@ fn select_operation<'d>(doc: &'d Document, name: Option<&'d str>) -> Result<&'d 
 fn coerce_variables(schema: &Schema, op: &ast::Operation, given: Option<&Map<String, Json>>) -> Result<Map<String, Json>, Vec<GraphQLError>> {
     let mut out = Map::new();
     let mut errors = Vec::new();
+    let mut seen = HashSet::new();
     for v in &op.vars {
-        if op.vars.iter().filter(|x| x.name == v.name).count() > 1 {
+        if errors.len() >= MAX_ERRORS {
+            break;
+        }
+        if !seen.insert(v.name.as_str()) {
             errors.push(GraphQLError::at(format!("There can be only one variable named '{}'", v.name), v.pos));
             continue;
         }
@@ -199,23 +221,30 @@ struct Ctx<'a> {
     var_names: HashSet<String>,
     vars: Map<String, Json>,
     count: usize,
+    /// JSON values in all coerced field arguments so far (see `MAX_ARGUMENT_VALUES`).
+    arg_values: usize,
     errors: Vec<GraphQLError>,
     frag_stack: Vec<&'a str>,
 }
 
 impl<'a> Ctx<'a> {
+    fn misplaced_or_unknown(&mut self, d: &ast::Directive, path: &[String]) {
+        if self.schema.directives.iter().any(|x| x.name == d.name) {
+            self.errors.push(verr("MisplacedDirective", path, format!("Directive '{}' not allowed here", d.name), d.pos));
+        } else {
+            self.errors.push(verr("UnknownDirective", path, format!("Unknown directive '{}'", d.name), d.pos));
+        }
+    }
+
     /// Whether `@skip`/`@include` keep the selection; unknown directives are errors.
     fn included(&mut self, dirs: &[ast::Directive], path: &[String]) -> bool {
         let mut keep = true;
         for d in dirs {
-            let Some(def) = self.schema.directives.iter().find(|x| x.name == d.name) else {
-                self.errors.push(verr("UnknownDirective", path, format!("Unknown directive '{}'", d.name), d.pos));
+            let def = self.schema.directives.iter().find(|x| x.name == d.name);
+            let Some(def) = def.filter(|_| matches!(d.name.as_str(), "skip" | "include")) else {
+                self.misplaced_or_unknown(d, path);
                 continue;
             };
-            if !matches!(d.name.as_str(), "skip" | "include") {
-                self.errors.push(verr("MisplacedDirective", path, format!("Directive '{}' not allowed here", d.name), d.pos));
-                continue;
-            }
             if !self.check_vars(&d.args, path) {
                 continue;
             }
@@ -271,7 +300,7 @@ impl<'a> Ctx<'a> {
             return out;
         }
         for sel in sels {
-            if self.count > MAX_FIELDS {
+            if self.count > MAX_FIELDS || self.errors.len() >= MAX_ERRORS || self.arg_values > MAX_ARGUMENT_VALUES {
                 return out;
             }
             match sel {
@@ -280,10 +309,10 @@ impl<'a> Ctx<'a> {
                         out.push(Selected::Field(x));
                     }
                 }
+                // Skipped selections are still validated (validation is static, as in
+                // graphql-java and graphql-js), then dropped.
                 ast::Selection::Spread { name, directives, pos } => {
-                    if !self.included(directives, path) {
-                        continue;
-                    }
+                    let keep = self.included(directives, path);
                     let Some(frag) = self.frags.get(name.as_str()).copied() else {
                         self.errors.push(verr("UndefinedFragment", path, format!("Undefined fragment '{name}'"), *pos));
                         continue;
@@ -293,15 +322,21 @@ impl<'a> Ctx<'a> {
                         continue;
                     }
                     self.frag_stack.push(&frag.name);
-                    self.fragment(parent, &frag.type_cond, &frag.selection, path, depth, *pos, &mut out);
+                    let mut inner = Vec::new();
+                    self.fragment(parent, &frag.type_cond, &frag.selection, path, depth, *pos, &mut inner);
                     self.frag_stack.pop();
+                    if keep {
+                        out.extend(inner);
+                    }
                 }
                 ast::Selection::Inline { type_cond, directives, selection, pos } => {
-                    if !self.included(directives, path) {
-                        continue;
-                    }
+                    let keep = self.included(directives, path);
                     let cond = type_cond.as_deref().unwrap_or(parent);
-                    self.fragment(parent, cond, selection, path, depth, *pos, &mut out);
+                    let mut inner = Vec::new();
+                    self.fragment(parent, cond, selection, path, depth, *pos, &mut inner);
+                    if keep {
+                        out.extend(inner);
+                    }
                 }
             }
         }
@@ -365,9 +400,7 @@ impl<'a> Ctx<'a> {
             self.errors.push(GraphQLError::at(format!("Query is nested deeper than {MAX_DEPTH} fields"), f.pos));
             return None;
         }
-        if !self.included(&f.directives, path) {
-            return None;
-        }
+        let keep = self.included(&f.directives, path);
         let Some(def) = self.schema.field(parent, &f.name) else {
             let msg = format!("Field '{}' in type '{parent}' is undefined", f.name);
             self.errors.push(verr("FieldUndefined", path, msg, f.pos));
@@ -375,7 +408,17 @@ impl<'a> Ctx<'a> {
         };
         let vars_ok = self.check_vars(&f.args, path);
         let args = match coerce_args(self.schema, &def.args, &f.args, &self.vars) {
-            Ok(a) => a,
+            Ok(a) => {
+                // A fragment may repeat a huge literal or variable value thousands of times;
+                // the total is bounded so that fragment expansion cannot multiply memory.
+                self.arg_values += a.values().map(json_size).sum::<usize>();
+                if self.arg_values > MAX_ARGUMENT_VALUES {
+                    let msg = format!("more than {MAX_ARGUMENT_VALUES} values in field arguments (after fragment expansion)");
+                    self.errors.push(GraphQLError::at(msg, f.pos));
+                    return None;
+                }
+                a
+            }
             Err(_) if !vars_ok => Map::new(),
             Err(e) => {
                 self.arg_error(e, path, f.pos);
@@ -393,7 +436,7 @@ impl<'a> Ctx<'a> {
         } else if !leaf {
             selection = self.selection_set(def.ty.base(), &f.selection, path, depth + 1);
         }
-        Some(RootField { response_key: key, name: f.name.clone(), args, selection, location: f.pos })
+        keep.then(|| RootField { response_key: key, name: f.name.clone(), args, selection, location: f.pos })
     }
 
     /// Two fields under one response key must be the same field with the same arguments.

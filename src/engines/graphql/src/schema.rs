@@ -169,7 +169,7 @@ impl Schema {
                         if is_builtin || ["include", "skip", "deprecated", "specifiedBy"].contains(&d.name.as_str()) {
                             continue;
                         }
-                        return Err(invalid(format!("directive '@{}' is defined more than once", d.name), (1, 1)));
+                        return Err(invalid(format!("directive '@{}' is defined more than once", d.name), d.pos));
                     }
                     s.directives.push(d);
                 }

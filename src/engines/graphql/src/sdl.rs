@@ -83,6 +83,7 @@ pub struct DirectiveDef {
     pub args: Vec<InputValueDef>,
     pub locations: Vec<String>,
     pub repeatable: bool,
+    pub pos: Pos,
 }
 
 /// One top-level SDL item.
@@ -148,7 +149,7 @@ pub fn parse_sdl(src: &str) -> Result<Vec<Definition>, SyntaxError> {
                 t.pos = pos;
                 Definition::Extend(t)
             }
-            "directive" => Definition::Directive(directive_def(&mut p, desc)?),
+            "directive" => Definition::Directive(directive_def(&mut p, desc, pos)?),
             other => Definition::Type(type_def(&mut p, other, desc, pos)?),
         };
         defs.push(def);
@@ -273,7 +274,7 @@ fn input_value(p: &mut Parser) -> Result<InputValueDef, SyntaxError> {
     Ok(InputValueDef { name, description, ty, default, deprecation: deprecation(&dirs), pos })
 }
 
-fn directive_def(p: &mut Parser, description: Option<String>) -> Result<DirectiveDef, SyntaxError> {
+fn directive_def(p: &mut Parser, description: Option<String>, pos: Pos) -> Result<DirectiveDef, SyntaxError> {
     p.expect_punct('@')?;
     let name = p.name()?;
     let args = arg_defs(p)?;
@@ -287,5 +288,5 @@ fn directive_def(p: &mut Parser, description: Option<String>) -> Result<Directiv
     while p.eat_punct('|') {
         locations.push(p.name()?);
     }
-    Ok(DirectiveDef { name, description, args, locations, repeatable })
+    Ok(DirectiveDef { name, description, args, locations, repeatable, pos })
 }

@@ -113,6 +113,9 @@ fn variables() {
     assert!(e(json!({"n": 3, "ids": [null]}))[0].starts_with("Variable 'ids' has an invalid value"));
     assert!(e(json!({"n": 3000000000i64}))[0].starts_with("Variable 'n' has an invalid value"));
 
+    let mismatch = errs_vars("query($s: String) { need(x: $s, s: \"\") }", Some(json!({"s": "abc"})));
+    assert!(mismatch[0].contains("WrongType@[need]") && mismatch[0].contains("variable '$s'"), "{mismatch:?}");
+    assert!(errs_vars("query($s: String) { need(x: 1, s: $s) }", Some(json!({"s": null})))[0].contains("is null"));
     assert_eq!(errs("{ need(x: $nope, s: \"\") }"), ["Validation error (UndefinedVariable@[need]) : Undefined variable 'nope'"]);
     assert!(errs("query($x: Nope) { a { id } }")[0].contains("Unknown type 'Nope'"));
     assert!(errs("query($x: A) { a { id } }")[0].contains("NonInputTypeOnVariable"));
@@ -166,6 +169,15 @@ fn fragments_and_directives() {
     assert!(errs("{ a { id @skip } }")[0].contains("MissingFieldArgument"));
     assert!(errs("{ a { id @deprecated } }")[0].contains("MisplacedDirective"));
     assert!(errs("{ search { id } }")[0].contains("Field 'id' in type 'Result' is undefined"));
+    // Validation is static: skipped selections are checked too.
+    assert!(errs("{ a { id @skip(if: true) { x } } }")[0].contains("SubselectionNotAllowed"));
+    assert!(errs("{ a { ... @skip(if: true) { nope } } }")[0].contains("FieldUndefined"));
+    assert!(errs("{ a { ...F @include(if: false) } } fragment F on A { nope }")[0].contains("FieldUndefined"));
+    assert!(errs("query @skip(if: true) { a { id } }")[0].contains("MisplacedDirective"));
+    assert!(errs("query { a { ...F } } fragment F on A @include(if: true) { id }")[0].contains("MisplacedDirective"));
+    assert!(errs("query @nope { a { id } }")[0].contains("UnknownDirective"));
+    // Descriptions on executable definitions are accepted and ignored.
+    assert!(errs("\"d\" query { a { ...F } } \"\"\"e\"\"\" fragment F on A { id }").is_empty());
     assert!(errs("{ a { x: id x: name } }")[0].contains("FieldsConflict"));
     assert!(errs("{ need(x: 1, s: \"\") need(x: 2, s: \"\") }")[0].contains("FieldsConflict"));
     // Same key, same field and arguments: merged into one root field.
