@@ -107,6 +107,11 @@ pub struct SelfMetrics {
     pub alarm_hook_dropped: CounterFamily,
     /// Alarm deliveries waiting (the one being tried included), by `hook`.
     pub alarm_hook_queue: GaugeFamily,
+    /// `POST /graphql` answers, by `outcome`: ok, field_error (data with errors), document_error
+    /// (a request refused whole: malformed, invalid against the schema).
+    pub graphql_requests: CounterFamily,
+    /// Time to answer one `POST /graphql`.
+    pub graphql_seconds: HistogramFamily,
 }
 
 impl Default for SelfMetrics {
@@ -172,6 +177,8 @@ impl SelfMetrics {
             alarm_hook_failures: counter(r, "alarm_hook_failures", "Failed alarm hook attempts and queue_full drops, by hook and reason"),
             alarm_hook_dropped: counter(r, "alarm_hook_dropped", "Alarm notifications never delivered, by hook and reason"),
             alarm_hook_queue: gauge(r, "alarm_hook_queue", "Alarm deliveries waiting, by hook"),
+            graphql_requests: counter(r, "graphql_requests", "POST /graphql answers, by outcome (ok, field_error, document_error)"),
+            graphql_seconds: histogram(r, "graphql_seconds", "Time to answer one POST /graphql", latency_histogram),
             registry: Mutex::new(registry),
         }
     }

@@ -38,7 +38,19 @@ pub async fn graphql(State(state): State<Arc<AdminState>>, body: Bytes) -> Respo
         let errors = json!({"errors": [{"message": format!("the request body is over {MAX_GRAPHQL_BODY_BYTES} bytes")}]});
         return (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(errors)).into_response();
     }
+    let started = std::time::Instant::now();
     let answer = state.graphql.execute(&body, health(&state)).await;
+    let outcome = match (answer.get("errors"), answer.get("data")) {
+        (None, _) => "ok",
+        (Some(_), Some(_)) => "field_error",
+        (Some(errors), _) => {
+            tracing::debug!(%errors, "graphql request refused");
+            "document_error"
+        }
+    };
+    let telemetry = &state.telemetry;
+    telemetry.graphql_requests.get_or_create(&crate::base::self_metrics::labels([("outcome", outcome)])).inc();
+    telemetry.graphql_seconds.get_or_create(&crate::base::self_metrics::labels([])).observe(started.elapsed().as_secs_f64());
     axum::Json(answer).into_response()
 }
 

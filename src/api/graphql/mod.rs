@@ -281,8 +281,14 @@ impl SkyWalkingQuery {
                 return Ok(expression::error_json("metrics are kept per minute, hour and day: step SECOND is not one of them"));
             }
         };
-        let expr = match hotrule_mqe_engine::parse(text) {
-            Ok(expr) => expr,
+        // As OAP: what follows a complete expression is ignored (a shipped dashboard relies on it).
+        let expr = match hotrule_mqe_engine::parse_lenient(text) {
+            Ok((expr, trailing)) => {
+                if let Some(trailing) = trailing {
+                    tracing::debug!(expression = text, %trailing, "execExpression: trailing tokens ignored, as OAP does");
+                }
+                expr
+            }
             Err(e) => return Ok(expression::error_json(e.to_string())),
         };
         let wanted = Wanted::from_input(args.get("entity").unwrap_or(&Value::Null));

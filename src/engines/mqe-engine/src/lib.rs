@@ -52,7 +52,7 @@ mod source;
 pub use ast::*;
 pub use eval::evaluate;
 pub use ops::OpError;
-pub use parser::{MAX_DEPTH, ParseError, parse};
+pub use parser::{MAX_DEPTH, ParseError, parse, parse_lenient};
 pub use result::{ExpressionResult, KeyValue, MQEValue, MQEValues, Owner, ResultType, format_value};
 pub use source::{
     Duration, LabeledSeries, MAX_POINTS, MemSource, MetricKind, MetricSource, SourceError, Step, TopNItem, TopNRequest,

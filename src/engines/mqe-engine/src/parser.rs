@@ -41,6 +41,18 @@ pub fn parse(input: &str) -> Result<Expr, ParseError> {
     Ok(e)
 }
 
+/// Parses one MQE expression as OAP's `execExpression` does: tokens after a complete expression
+/// are ignored (ANTLR's `parser.expression()` stops before them). The expression comes with
+/// the error [`parse`] would have reported for them, if any. SkyWalking's own dashboards depend
+/// on it (the Flink job manager's non-heap widget has an extra `)`).
+pub fn parse_lenient(input: &str) -> Result<(Expr, Option<ParseError>), ParseError> {
+    let tokens = tokenize(input)?;
+    let mut p = Parser { input, tokens, i: 0 };
+    let (e, _) = p.expr(0, 0)?;
+    let trailing = (p.peek() != &Tok::Eof).then(|| p.unexpected("extraneous input"));
+    Ok((e, trailing))
+}
+
 struct Parser<'a> {
     input: &'a str,
     tokens: Vec<Token>,
