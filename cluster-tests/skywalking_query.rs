@@ -409,3 +409,56 @@ async fn every_node_of_a_cluster_answers_the_clusters_values() {
         node.shutdown().await;
     }
 }
+
+// ---- a second, independent client ----
+
+/// A Python with `gql`: `$HOTRULE_GQL_PYTHON`, else the virtualenv `.ci/run` makes
+/// (`$HOTRULE_GQL_VENV`, default `~/.cache/hotrule-gql-venv`).
+fn gql_python() -> Option<std::path::PathBuf> {
+    if let Some(python) = std::env::var_os("HOTRULE_GQL_PYTHON") {
+        return Some(python.into());
+    }
+    let venv = std::env::var_os("HOTRULE_GQL_VENV")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".cache/hotrule-gql-venv")))?;
+    let python = venv.join("bin/python");
+    let works = std::process::Command::new(&python).args(["-c", "import gql.transport.requests, graphql"]).output().is_ok_and(|o| o.status.success());
+    works.then_some(python)
+}
+
+/// Python's `gql` fetches hotrule's schema by introspection, diffs it against SkyWalking's
+/// official `.graphqls` files, validates swctl's documents against it and sends them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gql_client_validates_swctls_documents_against_the_introspected_schema() {
+    let Some(python) = gql_python() else {
+        eprintln!("SKIP: the_gql_client_validates_swctls_documents: no Python with gql (run .ci/run, or set HOTRULE_GQL_PYTHON)");
+        return;
+    };
+    let t0 = t0();
+    let node = node_with(linux_store(t0)).await;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster-tests/fixtures/gql_client.py");
+    let schema_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engines/graphql/tests/data/skywalking-query-protocol");
+    let url = format!("http://{}/graphql", node.node.admin_addr);
+    let (start, end) = (minute_text(t0), minute_text(t0 + 9 * MINUTE));
+    let run = |expression: &str| {
+        let mut command = tokio::process::Command::new(&python);
+        command.arg(&script).arg(&url).arg(&schema_dir).args([HOST, expression, &start, &end, "MINUTE"]).kill_on_drop(true);
+        async move { tokio::time::timeout(Duration::from_secs(120), command.output()).await.expect("gql client finished").expect("gql client ran") }
+    };
+    let output = run("meter_vm_cpu_total_percentage").await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "gql client: {stderr}");
+    let answers: Json = serde_json::from_slice(&output.stdout).expect("the client's JSON");
+    assert!(answers["comparedTypes"].as_u64().is_some_and(|n| n >= 40), "{answers}");
+    assert!(answers["version"].as_str().is_some_and(|v| v.starts_with("10.")), "{answers}");
+    assert_eq!(answers["timeInfo"]["timezone"], "+0000");
+    assert_eq!(answers["findService"]["id"], HOST_ID);
+    assert_eq!(answers["layers"], json!(["OS_LINUX"]));
+    assert_eq!(answers["services"].as_array().map(Vec::len), Some(2), "{answers}");
+    let exec = &answers["exec"];
+    assert_eq!(exec["type"], "TIME_SERIES_VALUES", "{exec}");
+    let got: Vec<&str> = exec["results"][0]["values"].as_array().expect("values").iter().filter_map(|v| v["value"].as_str()).collect();
+    assert_eq!(got, ["10", "11", "12", "13", "14", "15", "16", "17", "18", "19"]);
+    assert!(answers["refused"].as_str().is_some_and(|r| r.contains("entity") || r.contains("duration")), "{answers}");
+    node.node.shutdown().await;
+}
