@@ -462,3 +462,131 @@ async fn the_gql_client_validates_swctls_documents_against_the_introspected_sche
     assert!(answers["refused"].as_str().is_some_and(|r| r.contains("entity") || r.contains("duration")), "{answers}");
     node.node.shutdown().await;
 }
+
+// ---- logs, alarms, the token ----
+
+fn kept_log(service: &str, timestamp_ms: i64, content: &str, tags: &[(&str, &str)]) -> hotrule::data::logs::KeptLog {
+    hotrule::data::logs::KeptLog {
+        rule: "NGINX:nginx".into(),
+        file: "lal/nginx".into(),
+        record: hotrule_lal_engine::LogRecord {
+            service: service.into(),
+            instance: format!("{service}-1"),
+            endpoint: String::new(),
+            layer: "NGINX".into(),
+            timestamp_ms,
+            trace_id: String::new(),
+            segment_id: String::new(),
+            span_id: None,
+            content_type: hotrule_lal_engine::ContentType::Text,
+            content: content.into(),
+            tags: tags.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            output_type: None,
+            fields: Default::default(),
+        },
+        received_ms: timestamp_ms,
+    }
+}
+
+/// `yyyy-MM-dd HHmmss` (UTC), a SECOND duration's format.
+fn second_text(ms: i64) -> String {
+    let minute = minute_text(ms);
+    format!("{minute}{:02}", ms.rem_euclid(MINUTE) / 1000)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_and_alarms_read_as_the_ui_and_swctl_ask() {
+    use hotrule::control::alarms::hooks::message::{AlarmMessage, Tag};
+    use hotrule::data::alarm_records::AlarmRecordWriter;
+    use hotrule::data::logs::LogWriter;
+    let t0 = t0();
+    let node = node_with(linux_store(t0)).await;
+    let client = &node.client;
+
+    eprintln!("[logs] a LAL-only service is listed in its layer; queryLogs filters and pages");
+    let writer: Arc<dyn LogWriter> = node.node.log_store.clone();
+    let logs: Vec<_> = (0..30)
+        .map(|i| {
+            let level = if i % 3 == 0 { "error" } else { "warn" };
+            kept_log("nginx-1", t0 + i * 1000, &format!("[{level}] request {i} upstream timed out"), &[("level", level), ("LOG_KIND", "NGINX_ERROR_LOG")])
+        })
+        .collect();
+    writer.write(&logs).expect("write logs");
+    let services = data(client, "{ listServices(layer: \"NGINX\") { id name } }", Json::Null).await;
+    assert_eq!(services["listServices"], json!([{"id": "bmdpbngtMQ==.1", "name": "nginx-1"}]), "{services}");
+    let query = "query queryLogs($condition: LogQueryCondition) { queryLogs(condition: $condition) { logs { serviceName serviceId serviceInstanceName serviceInstanceId endpointName endpointId traceId timestamp contentType content tags { key value } } } }";
+    let duration = json!({"start": second_text(t0 - 60_000), "end": second_text(t0 + 60_000), "step": "SECOND"});
+    let condition = |extra: Json| {
+        let mut c = json!({"serviceId": "bmdpbngtMQ==.1", "queryDuration": duration, "paging": {"pageNum": 1, "pageSize": 21}});
+        c.as_object_mut().expect("object").extend(extra.as_object().expect("object").clone());
+        json!({"condition": c})
+    };
+    let page = data(client, query, condition(json!({}))).await;
+    let listed = page["queryLogs"]["logs"].as_array().expect("logs");
+    assert_eq!(listed.len(), 21, "a full page (the UI asks 21 to know there is more)");
+    assert_eq!(listed[0]["content"], "[warn] request 29 upstream timed out", "newest first");
+    assert_eq!(listed[0]["serviceInstanceId"], "bmdpbngtMQ==.1_bmdpbngtMS0x");
+    assert_eq!(listed[0]["contentType"], "TEXT");
+    let second = data(client, query, condition(json!({"paging": {"pageNum": 2, "pageSize": 21}}))).await;
+    assert_eq!(second["queryLogs"]["logs"].as_array().map(Vec::len), Some(9), "the rest");
+    let keyed = data(client, query, condition(json!({"keywordsOfContent": ["error", "timed"], "excludingKeywordsOfContent": ["request 3 "], "tags": [{"key": "level", "value": "error"}]}))).await;
+    let contents: Vec<&str> = keyed["queryLogs"]["logs"].as_array().expect("logs").iter().filter_map(|l| l["content"].as_str()).collect();
+    assert_eq!(contents.len(), 9, "10 error logs but request 3: {contents:?}");
+    assert!(contents.iter().all(|c| c.contains("[error]") && !c.contains("request 3 ")), "{contents:?}");
+    // swctl sends an empty trace id with a duration: no trace filter.
+    let swctl = data(client, query, condition(json!({"relatedTrace": {"traceId": ""}}))).await;
+    assert_eq!(swctl["queryLogs"]["logs"].as_array().map(Vec::len), Some(21));
+    let keys = data(client, "query ($d: Duration!) { keys: queryLogTagAutocompleteKeys(duration: $d) values: queryLogTagAutocompleteValues(tagKey: \"level\", duration: $d) supportQueryLogsByKeywords }", json!({"d": duration})).await;
+    assert_eq!(keys, json!({"keys": ["LOG_KIND", "level"], "values": ["error", "warn"], "supportQueryLogsByKeywords": true}));
+
+    eprintln!("[alarms] getAlarm (10.x) and queryAlarms (11.0) over the alarm records");
+    let alarms: Arc<dyn AlarmRecordWriter> = node.node.alarm_store.clone();
+    let fire = |rule: &str, name: &str, at: i64, uuid: &str| AlarmMessage {
+        scope_id: 1,
+        scope: "SERVICE".into(),
+        name: name.into(),
+        id0: format!("{name}.1"),
+        rule_name: rule.into(),
+        alarm_message: format!("CPU of {name} is high"),
+        tags: vec![Tag::new("level", "WARNING")],
+        start_time: at,
+        expression: "sum(meter_vm_cpu_total_percentage > 90) >= 1".into(),
+        mqe_metrics_snapshot: [("meter_vm_cpu_total_percentage".to_string(), format!("[{{\"id\":\"{at}\",\"value\":95.5}}]"))].into(),
+        uuid: uuid.into(),
+        layers: vec!["OS_LINUX".into()],
+        ..AlarmMessage::default()
+    };
+    alarms.write(&[fire("cpu_rule", HOST, t0, "a1"), fire("cpu_rule", "host-2", t0 + 1000, "a2")], &[]).expect("write alarms");
+    let minutes = json!({"start": minute_text(t0 - MINUTE), "end": minute_text(t0 + MINUTE), "step": "MINUTE"});
+    let get_alarm = "query ($d: Duration!, $p: Pagination!, $k: String, $tags: [AlarmTag]) { getAlarm(duration: $d, paging: $p, keyword: $k, tags: $tags) { msgs { startTime recoveryTime scope id name message events { uuid } tags { key value } snapshot { expression metrics { name results { metric { labels { key value } } values { id value } } } } } } }";
+    let all = data(client, get_alarm, json!({"d": minutes, "p": {"pageNum": 1, "pageSize": 20}})).await;
+    let msgs = all["getAlarm"]["msgs"].as_array().expect("msgs");
+    assert_eq!(msgs.iter().map(|m| m["name"].as_str().unwrap_or("")).collect::<Vec<_>>(), ["host-2", HOST], "newest first");
+    assert_eq!(msgs[1]["scope"], "Service");
+    assert_eq!(msgs[1]["snapshot"]["metrics"][0]["results"][0]["values"][0]["value"], "95.5");
+    let keyword = data(client, get_alarm, json!({"d": minutes, "p": {"pageSize": 20}, "k": "host-2", "tags": [{"key": "level", "value": "WARNING"}]})).await;
+    assert_eq!(keyword["getAlarm"]["msgs"].as_array().map(Vec::len), Some(1), "{keyword}");
+    let query_alarms = "query ($c: AlarmQueryCondition!) { queryAlarms(condition: $c) { msgs { name } } }";
+    let by_entity = data(client, query_alarms, json!({"c": {"duration": minutes, "paging": {"pageSize": 20}, "entities": [{"serviceName": HOST, "normal": true}], "ruleNames": ["cpu_rule"], "layer": "OS_LINUX"}})).await;
+    assert_eq!(by_entity["queryAlarms"]["msgs"], json!([{"name": HOST}]));
+    let other_rule = data(client, query_alarms, json!({"c": {"duration": minutes, "paging": {"pageSize": 20}, "ruleNames": ["nope"]}})).await;
+    assert_eq!(other_rule["queryAlarms"]["msgs"], json!([]));
+    node.node.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graphql_takes_the_admin_token_and_healthcheck_is_open() {
+    let settings = NodeSettings { admin_token: Some("s3cret".into()), ..settings() };
+    let node = TestNode::start(NodeBuilder::new(settings).metric_reader(linux_store(t0())), Arc::new(MemKv::new())).await;
+    let anonymous = AdminClient::new(&node.node.admin_addr.to_string(), None).expect("client");
+    let body = serde_json::to_vec(&json!({"query": "{ version }"})).expect("body");
+    let refused = anonymous.post("/graphql", body.clone()).await.expect("request");
+    assert_eq!(refused.status.as_u16(), 401);
+    let health = anonymous.get("/healthcheck").await.expect("healthcheck");
+    assert_eq!(health.status.as_u16(), 200, "the stock UI image's proxy probes it without a token");
+    let with_token = AdminClient::new(&node.node.admin_addr.to_string(), Some("s3cret".into())).expect("client");
+    let answered = with_token.post("/graphql", body).await.expect("request");
+    assert_eq!(answered.status.as_u16(), 200);
+    assert!(answered.json().is_some_and(|b| b["data"]["version"].as_str().is_some_and(|v| v.starts_with("10."))));
+    node.node.shutdown().await;
+}
