@@ -302,8 +302,14 @@ impl SkyWalkingQuery {
             let Some(info) = metrics.get(&name) else { continue };
             let is_ranked = ranked.contains(&name);
             let mut filter = wanted.filter(&name, info.scope);
-            if is_ranked && info.scope == hotrule_mal_engine::ScopeType::Service {
-                filter.service = None;
+            if is_ranked {
+                // Every entity competes: of the entity's service for instance and endpoint
+                // metrics, of the whole store for service metrics.
+                filter.instance = None;
+                filter.endpoint = None;
+                if info.scope == hotrule_mal_engine::ScopeType::Service {
+                    filter.service = None;
+                }
             }
             let gathered = self
                 .query
