@@ -31,7 +31,8 @@ use serde_json::{Map, Value, json};
 use self::duration::QueryDuration;
 use self::expression::{Prefetched, Wanted};
 use self::metadata::Catalog;
-use self::templates::TemplateSet;
+use self::templates::{TemplateSet, TemplateStore};
+use crate::control::ui_templates::TemplateOp;
 use crate::api::query::{QueryService, Reach};
 use crate::data::metrics::{Granularity, MetricInfo};
 
@@ -66,6 +67,8 @@ pub struct SkyWalkingQuery {
     schema: Schema,
     query: Arc<QueryService>,
     templates: Arc<TemplateSet>,
+    /// Runtime template changes (stored entries, and the write path); none: read-only.
+    changes: Option<Arc<dyn TemplateStore>>,
     ttl: Ttl,
     catalog: Mutex<Option<(Instant, Arc<Catalog>)>>,
 }
@@ -89,7 +92,47 @@ struct Lookups {
 impl SkyWalkingQuery {
     pub fn new(query: Arc<QueryService>, templates: Arc<TemplateSet>, ttl: Ttl) -> Result<SkyWalkingQuery, ProtocolError> {
         let schema = Schema::parse(SCHEMA_SDL).map_err(|e| ProtocolError::Schema(e.to_string()))?;
-        Ok(SkyWalkingQuery { schema, query, templates, ttl, catalog: Mutex::new(None) })
+        Ok(SkyWalkingQuery { schema, query, templates, changes: None, ttl, catalog: Mutex::new(None) })
+    }
+
+    /// Serves `addTemplate` / `changeTemplate` / `disableTemplate` through `changes`, and lays
+    /// its stored templates over the bundled ones.
+    pub fn with_template_store(mut self, changes: Arc<dyn TemplateStore>) -> SkyWalkingQuery {
+        self.changes = Some(changes);
+        self
+    }
+
+    /// The bundled dashboards (without runtime changes).
+    pub fn bundled_templates(&self) -> &TemplateSet {
+        &self.templates
+    }
+
+    /// The dashboards in force on this node: the bundled ones with the stored changes laid
+    /// over them by id.
+    fn current_templates(&self) -> Result<Arc<TemplateSet>, String> {
+        let Some(changes) = &self.changes else { return Ok(self.templates.clone()) };
+        let stored = changes.list()?;
+        if stored.is_empty() {
+            return Ok(self.templates.clone());
+        }
+        Ok(Arc::new(self.templates.with_changes(stored.iter().cloned())))
+    }
+
+    /// One template mutation: `TemplateChangeStatus`. A refused input is answered before
+    /// anything is written.
+    async fn change_template(&self, op: TemplateOp) -> Value {
+        let id = op.id().to_string();
+        let status = |ok: bool, message: String| json!({"id": id, "status": ok, "message": message});
+        if let Err(e) = op.validate() {
+            return status(false, e.to_string());
+        }
+        let Some(changes) = &self.changes else {
+            return status(false, "dashboards cannot be changed on this node".to_string());
+        };
+        match changes.write(op).await {
+            Ok(message) => status(true, message),
+            Err(message) => status(false, message),
+        }
     }
 
     /// Answers one `POST /graphql` body: the whole response body. `health` is the node's
@@ -200,12 +243,22 @@ impl SkyWalkingQuery {
                 let layers = catalog.layers();
                 Ok(json!(templates::menu_json(&self.templates.menu, &|layer| layers.contains(layer))))
             }
-            "getAllTemplates" => Ok(self.templates.enabled().map(templates::template_json).collect()),
-            "getTemplate" => Ok(text("id")
-                .and_then(|id| self.templates.templates.get(id))
-                .filter(|t| !t.disabled)
-                .map(templates::template_json)
-                .unwrap_or(Value::Null)),
+            "getAllTemplates" => Ok(self.current_templates()?.enabled().map(templates::template_json).collect()),
+            "getTemplate" => {
+                let set = self.current_templates()?;
+                Ok(text("id").and_then(|id| set.templates.get(id)).filter(|t| !t.disabled).map(templates::template_json).unwrap_or(Value::Null))
+            }
+            "addTemplate" | "changeTemplate" => {
+                let setting = args.get("setting");
+                let field_of = |name: &str| setting.and_then(|s| s.get(name)).and_then(Value::as_str).unwrap_or_default().to_string();
+                let configuration = field_of("configuration");
+                let op = match field.name.as_str() {
+                    "addTemplate" => TemplateOp::Add { id: crate::control::ui_templates::new_id(), configuration },
+                    _ => TemplateOp::Change { id: field_of("id"), configuration },
+                };
+                Ok(self.change_template(op).await)
+            }
+            "disableTemplate" => Ok(self.change_template(TemplateOp::Disable { id: text("id").unwrap_or_default().to_string() }).await),
             "typeOfMetrics" => {
                 let metrics = self.metrics(lookups).await?;
                 Ok(json!(text("name").and_then(|n| metrics.get(n)).map_or("UNKNOWN", metrics_type)))
