@@ -11,6 +11,9 @@
 //! - **Errors.** A malformed document is a top-level `errors` answer; a bad expression, entity or
 //!   duration is that field's `ExpressionResult.error`, so the rest of a batch survives; a store
 //!   failure is a field error with its path.
+//! - **Dashboards** are the bundled ones with the runtime changes laid over them by id; the
+//!   mutations (`addTemplate` / `changeTemplate` / `disableTemplate`) go through a
+//!   [`TemplateStore`] the admin API implements (stored entries, written on the main).
 //! - **In a cluster** every read is the cluster's (`QueryService` with `cluster` reach): values
 //!   merged exactly from every live node's cells, metadata from every node's entities.
 
@@ -245,8 +248,17 @@ impl SkyWalkingQuery {
             }
             "getAllTemplates" => Ok(self.current_templates()?.enabled().map(templates::template_json).collect()),
             "getTemplate" => {
-                let set = self.current_templates()?;
-                Ok(text("id").and_then(|id| set.templates.get(id)).filter(|t| !t.disabled).map(templates::template_json).unwrap_or(Value::Null))
+                let Some(id) = text("id") else { return Ok(Value::Null) };
+                let stored = match &self.changes {
+                    Some(changes) => changes.list()?.iter().find(|t| t.id == id).cloned(),
+                    None => None,
+                };
+                Ok(stored
+                    .as_ref()
+                    .or_else(|| self.templates.templates.get(id))
+                    .filter(|t| !t.disabled)
+                    .map(templates::template_json)
+                    .unwrap_or(Value::Null))
             }
             "addTemplate" | "changeTemplate" => {
                 let setting = args.get("setting");
@@ -373,5 +385,113 @@ fn metrics_type(info: &MetricInfo) -> &'static str {
         hotrule_mal_engine::DataType::Single => "REGULAR_VALUE",
         hotrule_mal_engine::DataType::Labeled | hotrule_mal_engine::DataType::HistogramPercentile => "LABELED_VALUE",
         hotrule_mal_engine::DataType::Histogram => "HEATMAP",
+    }
+}
+
+#[cfg(test)]
+mod template_tests {
+    use std::sync::Mutex;
+
+    use super::templates::Template;
+    use super::*;
+
+    /// A store of runtime templates in memory: what was written, applied as the main would.
+    #[derive(Default)]
+    struct FakeStore {
+        stored: Mutex<Vec<Template>>,
+        writes: Mutex<Vec<TemplateOp>>,
+    }
+
+    impl TemplateStore for FakeStore {
+        fn list(&self) -> Result<Arc<Vec<Template>>, String> {
+            Ok(Arc::new(self.stored.lock().expect("lock").clone()))
+        }
+
+        fn write<'a>(&'a self, op: TemplateOp) -> crate::BoxFuture<'a, Result<String, String>> {
+            Box::pin(async move {
+                self.writes.lock().expect("lock").push(op.clone());
+                let template = match &op {
+                    TemplateOp::Add { id, configuration } | TemplateOp::Change { id, configuration } => {
+                        Template { id: id.clone(), configuration: configuration.clone(), disabled: false }
+                    }
+                    TemplateOp::Disable { id } => Template { id: id.clone(), configuration: "{}".into(), disabled: true },
+                };
+                let mut stored = self.stored.lock().expect("lock");
+                stored.retain(|t| t.id != template.id);
+                stored.push(template);
+                Ok("done".to_string())
+            })
+        }
+    }
+
+    fn protocol(store: Arc<FakeStore>) -> SkyWalkingQuery {
+        let query = Arc::new(QueryService::new(crate::base::ids::NodeId("t".into()), None, None, Default::default()));
+        let bundled = TemplateSet {
+            templates: [("B", "{\"b\":1}"), ("C", "{\"c\":1}")]
+                .into_iter()
+                .map(|(id, c)| (id.to_string(), Template { id: id.into(), configuration: c.into(), disabled: false }))
+                .collect(),
+            menu: Vec::new(),
+        };
+        let ttl = Ttl { minute_days: 1, hour_days: 1, day_days: 1, log_days: 1, alarm_days: 1 };
+        SkyWalkingQuery::new(query, Arc::new(bundled), ttl).expect("schema").with_template_store(store)
+    }
+
+    async fn run(protocol: &SkyWalkingQuery, query: &str, variables: Value) -> Value {
+        let body = serde_json::to_vec(&json!({"query": query, "variables": variables})).expect("body");
+        let answer = protocol.execute(&body, (0, None)).await;
+        assert!(answer.get("errors").is_none(), "{answer}");
+        answer["data"].clone()
+    }
+
+    fn ids(data: &Value) -> Vec<String> {
+        data["getAllTemplates"].as_array().expect("list").iter().map(|t| t["id"].as_str().expect("id").to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn mutations_reach_the_store_and_reads_lay_it_over_the_bundled_set() {
+        let store = Arc::new(FakeStore::default());
+        let protocol = protocol(store.clone());
+        let all = "{ getAllTemplates { id configuration } }";
+        assert_eq!(ids(&run(&protocol, all, Value::Null).await), ["B", "C"]);
+
+        let added = run(&protocol, "mutation { addTemplate(setting: {configuration: \"{\\\"a\\\":1}\"}) { id status message } }", Value::Null).await;
+        let id = added["addTemplate"]["id"].as_str().expect("id").to_string();
+        assert_eq!(added["addTemplate"]["status"], true, "{added}");
+        let change = "mutation($s: DashboardSetting!) { changeTemplate(setting: $s) { id status message } }";
+        let changed = run(&protocol, change, json!({"s": {"id": "B", "configuration": "{\"b\":2}"}})).await;
+        assert_eq!(changed["changeTemplate"], json!({"id": "B", "status": true, "message": "done"}));
+        run(&protocol, "mutation { disableTemplate(id: \"C\") { status } }", Value::Null).await;
+
+        let mut want = vec!["B".to_string(), id.clone()];
+        want.sort();
+        assert_eq!(ids(&run(&protocol, all, Value::Null).await), want);
+        let one = "query($id: String!) { getTemplate(id: $id) { id configuration } }";
+        assert_eq!(run(&protocol, one, json!({"id": "B"})).await["getTemplate"]["configuration"], "{\"b\":2}");
+        assert_eq!(run(&protocol, one, json!({"id": "C"})).await["getTemplate"], Value::Null, "disabled");
+        assert_eq!(run(&protocol, one, json!({"id": id})).await["getTemplate"]["configuration"], "{\"a\":1}");
+        assert_eq!(store.writes.lock().expect("lock").len(), 3);
+    }
+
+    #[tokio::test]
+    async fn refused_inputs_never_reach_the_store() {
+        let store = Arc::new(FakeStore::default());
+        let protocol = protocol(store.clone());
+        let change = "mutation($s: DashboardSetting!) { changeTemplate(setting: $s) { id status message } }";
+        for (id, configuration) in [("B", "not json"), ("B", "[]"), ("", "{}")] {
+            let answer = run(&protocol, change, json!({"s": {"id": id, "configuration": configuration}})).await;
+            assert_eq!(answer["changeTemplate"]["status"], false, "{answer}");
+            assert!(answer["changeTemplate"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{answer}");
+        }
+        let add = "mutation($s: NewDashboardSetting!) { addTemplate(setting: $s) { status } }";
+        assert_eq!(run(&protocol, add, json!({"s": {"configuration": "1"}})).await["addTemplate"]["status"], false);
+        assert!(store.writes.lock().expect("lock").is_empty());
+
+        // Without a store the protocol is read-only.
+        let query = Arc::new(QueryService::new(crate::base::ids::NodeId("t".into()), None, None, Default::default()));
+        let ttl = Ttl { minute_days: 1, hour_days: 1, day_days: 1, log_days: 1, alarm_days: 1 };
+        let read_only = SkyWalkingQuery::new(query, Arc::new(TemplateSet::default()), ttl).expect("schema");
+        let answer = run(&read_only, add, json!({"s": {"configuration": "{}"}})).await;
+        assert_eq!(answer["addTemplate"]["status"], false);
     }
 }
