@@ -28,6 +28,10 @@ pub enum Catalog {
     /// The alarm rules and hooks (`alarm-settings.yml`) pushed at runtime: one entry, replacing
     /// the boot file while it lives.
     AlarmSettings,
+    /// Dashboard templates changed at runtime over SkyWalking's GraphQL protocol
+    /// (`addTemplate` / `changeTemplate` / `disableTemplate`): one entry per template id, laid
+    /// over the bundled `ui-templates` by id.
+    UiTemplate,
 }
 
 impl Catalog {
@@ -48,7 +52,8 @@ impl Catalog {
         Catalog::AgentCommands,
     ];
 
-    /// True for the five rule catalogs, false for the agent catalogs and alarm settings.
+    /// True for the five rule catalogs, false for the agent catalogs, alarm settings and UI
+    /// templates.
     pub fn is_rule(self) -> bool {
         self.dsl().is_some()
     }
@@ -65,6 +70,7 @@ impl Catalog {
             Catalog::AgentInstanceConfigs => "agent-instance-configs",
             Catalog::AgentCommands => "agent-commands",
             Catalog::AlarmSettings => "alarm-settings",
+            Catalog::UiTemplate => "ui-template",
         }
     }
 
@@ -84,7 +90,8 @@ impl Catalog {
             | Catalog::AgentPipelineConfigs
             | Catalog::AgentInstanceConfigs
             | Catalog::AgentCommands
-            | Catalog::AlarmSettings => None,
+            | Catalog::AlarmSettings
+            | Catalog::UiTemplate => None,
         }
     }
 }
@@ -410,7 +417,7 @@ mod tests {
         assert_eq!(Catalog::parse("oal"), None);
         assert_eq!(Catalog::Lal.dsl(), Some(DslKind::Lal));
         assert_eq!(Catalog::TelegrafRules.dsl(), Some(DslKind::Mal));
-        for c in Catalog::AGENT.into_iter().chain([Catalog::AlarmSettings]) {
+        for c in Catalog::AGENT.into_iter().chain([Catalog::AlarmSettings, Catalog::UiTemplate]) {
             assert!(!c.is_rule());
             assert_eq!(Catalog::parse(c.as_str()), None, "rule routes refuse {c}");
         }

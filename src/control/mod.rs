@@ -13,4 +13,5 @@ pub mod rolling;
 pub mod rules;
 pub mod runtime;
 pub mod scan;
+pub mod ui_templates;
 pub mod workflow;

@@ -83,8 +83,15 @@ pub(super) fn admin_state(settings: &NodeSettings, parts: AdminParts<'_>) -> Res
         .with_logs(stores.log_store.clone())
         .with_alarms(stores.alarm_store.clone()),
     );
-    let graphql = crate::api::graphql::SkyWalkingQuery::new(query.clone(), Arc::new(ui_templates(settings)), ttl(&settings.retention))
-?;
+    let templates = Arc::new(ui_templates(settings));
+    let stored_templates = crate::api::admin::ui_templates::StoredTemplates::new(
+        control.workflow.clone(),
+        control.store.clone(),
+        cluster.clone(),
+        templates.clone(),
+    );
+    let graphql = crate::api::graphql::SkyWalkingQuery::new(query.clone(), templates, ttl(&settings.retention))?
+        .with_template_store(Arc::new(stored_templates));
     Ok(Arc::new(AdminState {
         node_id: node_id.clone(),
         workflow: control.workflow.clone(),

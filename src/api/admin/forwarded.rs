@@ -98,6 +98,10 @@ async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
             Err(e) => Outcome::new(ApplyStatus::InvalidParameter, format!("forwarded agent operation: {e}")),
         },
         ForwardOp::AlarmSettings { content } => workflow.alarm_settings_op(content.as_deref()).await,
+        ForwardOp::UiTemplate { op, .. } => match crate::control::ui_templates::TemplateOp::from_json(&op) {
+            Ok(op) => super::ui_templates::run(workflow, state.graphql.bundled_templates(), &op).await,
+            Err(e) => Outcome::new(ApplyStatus::InvalidParameter, format!("forwarded template operation: {e}")),
+        },
         ForwardOp::ApplyStatus { apply_id, key, content_hash } => {
             let query = match (apply_id, key) {
                 (Some(id), _) => StatusQuery::ById(id),

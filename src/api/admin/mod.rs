@@ -21,6 +21,7 @@ mod rolling;
 mod rule_test;
 mod scrape;
 mod ui;
+pub mod ui_templates;
 mod writes;
 
 use std::sync::Arc;

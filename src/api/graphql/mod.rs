@@ -11,6 +11,9 @@
 //! - **Errors.** A malformed document is a top-level `errors` answer; a bad expression, entity or
 //!   duration is that field's `ExpressionResult.error`, so the rest of a batch survives; a store
 //!   failure is a field error with its path.
+//! - **Dashboards** are the bundled ones with the runtime changes laid over them by id; the
+//!   mutations (`addTemplate` / `changeTemplate` / `disableTemplate`) go through a
+//!   [`TemplateStore`] the admin API implements (stored entries, written on the main).
 //! - **In a cluster** every read is the cluster's (`QueryService` with `cluster` reach): values
 //!   merged exactly from every live node's cells, metadata from every node's entities.
 
@@ -31,7 +34,8 @@ use serde_json::{Map, Value, json};
 use self::duration::QueryDuration;
 use self::expression::{Prefetched, Wanted};
 use self::metadata::Catalog;
-use self::templates::TemplateSet;
+use self::templates::{TemplateSet, TemplateStore};
+use crate::control::ui_templates::TemplateOp;
 use crate::api::query::{QueryService, Reach};
 use crate::data::metrics::{Granularity, MetricInfo};
 
@@ -66,6 +70,8 @@ pub struct SkyWalkingQuery {
     schema: Schema,
     query: Arc<QueryService>,
     templates: Arc<TemplateSet>,
+    /// Runtime template changes (stored entries, and the write path); none: read-only.
+    changes: Option<Arc<dyn TemplateStore>>,
     ttl: Ttl,
     catalog: Mutex<Option<(Instant, Arc<Catalog>)>>,
 }
@@ -89,7 +95,47 @@ struct Lookups {
 impl SkyWalkingQuery {
     pub fn new(query: Arc<QueryService>, templates: Arc<TemplateSet>, ttl: Ttl) -> Result<SkyWalkingQuery, ProtocolError> {
         let schema = Schema::parse(SCHEMA_SDL).map_err(|e| ProtocolError::Schema(e.to_string()))?;
-        Ok(SkyWalkingQuery { schema, query, templates, ttl, catalog: Mutex::new(None) })
+        Ok(SkyWalkingQuery { schema, query, templates, changes: None, ttl, catalog: Mutex::new(None) })
+    }
+
+    /// Serves `addTemplate` / `changeTemplate` / `disableTemplate` through `changes`, and lays
+    /// its stored templates over the bundled ones.
+    pub fn with_template_store(mut self, changes: Arc<dyn TemplateStore>) -> SkyWalkingQuery {
+        self.changes = Some(changes);
+        self
+    }
+
+    /// The bundled dashboards (without runtime changes).
+    pub fn bundled_templates(&self) -> &TemplateSet {
+        &self.templates
+    }
+
+    /// The dashboards in force on this node: the bundled ones with the stored changes laid
+    /// over them by id.
+    fn current_templates(&self) -> Result<Arc<TemplateSet>, String> {
+        let Some(changes) = &self.changes else { return Ok(self.templates.clone()) };
+        let stored = changes.list()?;
+        if stored.is_empty() {
+            return Ok(self.templates.clone());
+        }
+        Ok(Arc::new(self.templates.with_changes(stored.iter().cloned())))
+    }
+
+    /// One template mutation: `TemplateChangeStatus`. A refused input is answered before
+    /// anything is written.
+    async fn change_template(&self, op: TemplateOp) -> Value {
+        let id = op.id().to_string();
+        let status = |ok: bool, message: String| json!({"id": id, "status": ok, "message": message});
+        if let Err(e) = op.validate() {
+            return status(false, e.to_string());
+        }
+        let Some(changes) = &self.changes else {
+            return status(false, "dashboards cannot be changed on this node".to_string());
+        };
+        match changes.write(op).await {
+            Ok(message) => status(true, message),
+            Err(message) => status(false, message),
+        }
     }
 
     /// Answers one `POST /graphql` body: the whole response body. `health` is the node's
@@ -200,12 +246,31 @@ impl SkyWalkingQuery {
                 let layers = catalog.layers();
                 Ok(json!(templates::menu_json(&self.templates.menu, &|layer| layers.contains(layer))))
             }
-            "getAllTemplates" => Ok(self.templates.enabled().map(templates::template_json).collect()),
-            "getTemplate" => Ok(text("id")
-                .and_then(|id| self.templates.templates.get(id))
-                .filter(|t| !t.disabled)
-                .map(templates::template_json)
-                .unwrap_or(Value::Null)),
+            "getAllTemplates" => Ok(self.current_templates()?.enabled().map(templates::template_json).collect()),
+            "getTemplate" => {
+                let Some(id) = text("id") else { return Ok(Value::Null) };
+                let stored = match &self.changes {
+                    Some(changes) => changes.list()?.iter().find(|t| t.id == id).cloned(),
+                    None => None,
+                };
+                Ok(stored
+                    .as_ref()
+                    .or_else(|| self.templates.templates.get(id))
+                    .filter(|t| !t.disabled)
+                    .map(templates::template_json)
+                    .unwrap_or(Value::Null))
+            }
+            "addTemplate" | "changeTemplate" => {
+                let setting = args.get("setting");
+                let field_of = |name: &str| setting.and_then(|s| s.get(name)).and_then(Value::as_str).unwrap_or_default().to_string();
+                let configuration = field_of("configuration");
+                let op = match field.name.as_str() {
+                    "addTemplate" => TemplateOp::Add { id: crate::control::ui_templates::new_id(), configuration },
+                    _ => TemplateOp::Change { id: field_of("id"), configuration },
+                };
+                Ok(self.change_template(op).await)
+            }
+            "disableTemplate" => Ok(self.change_template(TemplateOp::Disable { id: text("id").unwrap_or_default().to_string() }).await),
             "typeOfMetrics" => {
                 let metrics = self.metrics(lookups).await?;
                 Ok(json!(text("name").and_then(|n| metrics.get(n)).map_or("UNKNOWN", metrics_type)))
@@ -332,5 +397,113 @@ fn metrics_type(info: &MetricInfo) -> &'static str {
         hotrule_mal_engine::DataType::Single => "REGULAR_VALUE",
         hotrule_mal_engine::DataType::Labeled | hotrule_mal_engine::DataType::HistogramPercentile => "LABELED_VALUE",
         hotrule_mal_engine::DataType::Histogram => "HEATMAP",
+    }
+}
+
+#[cfg(test)]
+mod template_tests {
+    use std::sync::Mutex;
+
+    use super::templates::Template;
+    use super::*;
+
+    /// A store of runtime templates in memory: what was written, applied as the main would.
+    #[derive(Default)]
+    struct FakeStore {
+        stored: Mutex<Vec<Template>>,
+        writes: Mutex<Vec<TemplateOp>>,
+    }
+
+    impl TemplateStore for FakeStore {
+        fn list(&self) -> Result<Arc<Vec<Template>>, String> {
+            Ok(Arc::new(self.stored.lock().expect("lock").clone()))
+        }
+
+        fn write<'a>(&'a self, op: TemplateOp) -> crate::BoxFuture<'a, Result<String, String>> {
+            Box::pin(async move {
+                self.writes.lock().expect("lock").push(op.clone());
+                let template = match &op {
+                    TemplateOp::Add { id, configuration } | TemplateOp::Change { id, configuration } => {
+                        Template { id: id.clone(), configuration: configuration.clone(), disabled: false }
+                    }
+                    TemplateOp::Disable { id } => Template { id: id.clone(), configuration: "{}".into(), disabled: true },
+                };
+                let mut stored = self.stored.lock().expect("lock");
+                stored.retain(|t| t.id != template.id);
+                stored.push(template);
+                Ok("done".to_string())
+            })
+        }
+    }
+
+    fn protocol(store: Arc<FakeStore>) -> SkyWalkingQuery {
+        let query = Arc::new(QueryService::new(crate::base::ids::NodeId("t".into()), None, None, Default::default()));
+        let bundled = TemplateSet {
+            templates: [("B", "{\"b\":1}"), ("C", "{\"c\":1}")]
+                .into_iter()
+                .map(|(id, c)| (id.to_string(), Template { id: id.into(), configuration: c.into(), disabled: false }))
+                .collect(),
+            menu: Vec::new(),
+        };
+        let ttl = Ttl { minute_days: 1, hour_days: 1, day_days: 1, log_days: 1, alarm_days: 1 };
+        SkyWalkingQuery::new(query, Arc::new(bundled), ttl).expect("schema").with_template_store(store)
+    }
+
+    async fn run(protocol: &SkyWalkingQuery, query: &str, variables: Value) -> Value {
+        let body = serde_json::to_vec(&json!({"query": query, "variables": variables})).expect("body");
+        let answer = protocol.execute(&body, (0, None)).await;
+        assert!(answer.get("errors").is_none(), "{answer}");
+        answer["data"].clone()
+    }
+
+    fn ids(data: &Value) -> Vec<String> {
+        data["getAllTemplates"].as_array().expect("list").iter().map(|t| t["id"].as_str().expect("id").to_string()).collect()
+    }
+
+    #[tokio::test]
+    async fn mutations_reach_the_store_and_reads_lay_it_over_the_bundled_set() {
+        let store = Arc::new(FakeStore::default());
+        let protocol = protocol(store.clone());
+        let all = "{ getAllTemplates { id configuration } }";
+        assert_eq!(ids(&run(&protocol, all, Value::Null).await), ["B", "C"]);
+
+        let added = run(&protocol, "mutation { addTemplate(setting: {configuration: \"{\\\"a\\\":1}\"}) { id status message } }", Value::Null).await;
+        let id = added["addTemplate"]["id"].as_str().expect("id").to_string();
+        assert_eq!(added["addTemplate"]["status"], true, "{added}");
+        let change = "mutation($s: DashboardSetting!) { changeTemplate(setting: $s) { id status message } }";
+        let changed = run(&protocol, change, json!({"s": {"id": "B", "configuration": "{\"b\":2}"}})).await;
+        assert_eq!(changed["changeTemplate"], json!({"id": "B", "status": true, "message": "done"}));
+        run(&protocol, "mutation { disableTemplate(id: \"C\") { status } }", Value::Null).await;
+
+        let mut want = vec!["B".to_string(), id.clone()];
+        want.sort();
+        assert_eq!(ids(&run(&protocol, all, Value::Null).await), want);
+        let one = "query($id: String!) { getTemplate(id: $id) { id configuration } }";
+        assert_eq!(run(&protocol, one, json!({"id": "B"})).await["getTemplate"]["configuration"], "{\"b\":2}");
+        assert_eq!(run(&protocol, one, json!({"id": "C"})).await["getTemplate"], Value::Null, "disabled");
+        assert_eq!(run(&protocol, one, json!({"id": id})).await["getTemplate"]["configuration"], "{\"a\":1}");
+        assert_eq!(store.writes.lock().expect("lock").len(), 3);
+    }
+
+    #[tokio::test]
+    async fn refused_inputs_never_reach_the_store() {
+        let store = Arc::new(FakeStore::default());
+        let protocol = protocol(store.clone());
+        let change = "mutation($s: DashboardSetting!) { changeTemplate(setting: $s) { id status message } }";
+        for (id, configuration) in [("B", "not json"), ("B", "[]"), ("", "{}")] {
+            let answer = run(&protocol, change, json!({"s": {"id": id, "configuration": configuration}})).await;
+            assert_eq!(answer["changeTemplate"]["status"], false, "{answer}");
+            assert!(answer["changeTemplate"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{answer}");
+        }
+        let add = "mutation($s: NewDashboardSetting!) { addTemplate(setting: $s) { status } }";
+        assert_eq!(run(&protocol, add, json!({"s": {"configuration": "1"}})).await["addTemplate"]["status"], false);
+        assert!(store.writes.lock().expect("lock").is_empty());
+
+        // Without a store the protocol is read-only.
+        let query = Arc::new(QueryService::new(crate::base::ids::NodeId("t".into()), None, None, Default::default()));
+        let ttl = Ttl { minute_days: 1, hour_days: 1, day_days: 1, log_days: 1, alarm_days: 1 };
+        let read_only = SkyWalkingQuery::new(query, Arc::new(TemplateSet::default()), ttl).expect("schema");
+        let answer = run(&read_only, add, json!({"s": {"configuration": "{}"}})).await;
+        assert_eq!(answer["addTemplate"]["status"], false);
     }
 }

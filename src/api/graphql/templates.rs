@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use yaml_rust2::{Yaml, YamlLoader};
@@ -18,6 +19,16 @@ pub enum TemplateError {
     Io { path: String, source: std::io::Error },
     #[error("{path}: {reason}")]
     Invalid { path: String, reason: String },
+}
+
+/// The runtime template changes as the GraphQL room sees them. The admin API implements it over
+/// the node's store and the single write path (a node that is not the main forwards the
+/// mutation there); this room never reaches the store or the workflow itself.
+pub trait TemplateStore: Send + Sync {
+    /// The runtime templates stored on this node, disabled ones included.
+    fn list(&self) -> Result<Arc<Vec<Template>>, String>;
+    /// Runs one mutation where writes run: `Ok` with what was done, or `Err` with why not.
+    fn write<'a>(&'a self, op: crate::control::ui_templates::TemplateOp) -> crate::BoxFuture<'a, Result<String, String>>;
 }
 
 /// One dashboard: its id, its configuration (JSON text, as the protocol carries it) and

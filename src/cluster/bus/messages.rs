@@ -89,6 +89,10 @@ pub enum ForwardOp {
     /// A push (`content`) or delete (`None`) of the runtime alarm settings (the one entry
     /// `control::alarms::live::settings_key` names). Appended.
     AlarmSettings { content: Option<Vec<u8>> },
+    /// A dashboard template mutation (`addTemplate` / `changeTemplate` / `disableTemplate`):
+    /// `op` is a [`TemplateOp`](crate::control::ui_templates::TemplateOp) as JSON, `key` the
+    /// entry it writes. Appended.
+    UiTemplate { key: RuleKey, op: Vec<u8> },
 }
 
 impl ForwardOp {
@@ -101,7 +105,8 @@ impl ForwardOp {
             | ForwardOp::Agent { key, .. }
             | ForwardOp::RollStart { key, .. }
             | ForwardOp::RollRollback { key }
-            | ForwardOp::RollForceCommit { key } => Some(key),
+            | ForwardOp::RollForceCommit { key }
+            | ForwardOp::UiTemplate { key, .. } => Some(key),
             ForwardOp::AlarmSettings { .. } => Some(crate::control::alarms::live::settings_key()),
             ForwardOp::ApplyStatus { key, .. } => key.as_ref(),
         }

@@ -16,6 +16,7 @@
 mod add_or_update;
 pub mod agent_objects;
 mod alarm_settings;
+mod ui_templates;
 pub mod apply_phase;
 pub mod error;
 pub mod faults;
