@@ -64,7 +64,7 @@ fn ready(test: &str) -> Option<PathBuf> {
 
 /// `base64(name).1`, as the UI addresses a service.
 fn service_id(name: &str) -> String {
-    format!("{}.1", hotrule::api::graphql::ids::base64(name.as_bytes()))
+    format!("{}.1", hotrule::base::base64::encode(name.as_bytes()))
 }
 
 fn ui_config(ui: &Path) -> String {

@@ -20,9 +20,50 @@ pub fn encode(bytes: &[u8]) -> String {
     out
 }
 
+/// The bytes of standard or URL-safe base64, padding optional (proto3 JSON accepts both
+/// alphabets; SkyWalking's ids use the standard one); none when it is not base64.
+pub fn decode(text: &str) -> Option<Vec<u8>> {
+    let digits = text.trim_end_matches('=');
+    if text.len() - digits.len() > 2 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in digits.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    // A single leftover digit carries fewer than 8 bits: not a valid encoding.
+    (bits < 6).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::encode;
+    use super::{decode, encode};
+
+    #[test]
+    fn decodes_what_it_encodes_in_either_alphabet() {
+        for plain in [&b""[..], b"f", b"fo", b"foo", b"foob", &[0xff, 0xfe, 0xfd]] {
+            assert_eq!(decode(&encode(plain)).as_deref(), Some(plain));
+        }
+        assert_eq!(decode("__4").as_deref(), Some(&[0xff, 0xfe][..]), "URL-safe, unpadded");
+        for bad in ["A", "Zg===", "!!", "Zm9v YQ"] {
+            assert_eq!(decode(bad), None, "{bad}");
+        }
+    }
 
     /// RFC 4648 §10's vectors, and SkyWalking's documented service id.
     #[test]

@@ -2,6 +2,7 @@
 //! the node's own metrics. Nothing here imports anything above it.
 
 pub mod base64;
+pub mod entity_ids;
 pub mod clock;
 pub mod duration;
 pub mod ids;

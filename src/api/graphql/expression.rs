@@ -21,7 +21,7 @@ use hotrule_mqe_engine::{
 };
 use serde_json::{Value, json};
 
-use super::ids;
+use crate::base::entity_ids as ids;
 use crate::control::alarms::window::MetricValue;
 use crate::data::metrics::{Entity, MetricInfo, Series, SeriesFilter};
 

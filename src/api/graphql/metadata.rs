@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hotrule_mal_engine::ScopeType;
 use serde_json::{Value, json};
 
-use super::ids;
+use crate::base::entity_ids as ids;
 use crate::data::metrics::Entity;
 
 /// One service: the layers it was seen in, its instances (with their attributes) and endpoints.

@@ -19,7 +19,6 @@
 
 pub mod duration;
 pub mod expression;
-pub mod ids;
 pub mod metadata;
 pub mod records;
 pub mod templates;
@@ -35,6 +34,7 @@ use self::duration::QueryDuration;
 use self::expression::{Prefetched, Wanted};
 use self::metadata::Catalog;
 use self::templates::{TemplateSet, TemplateStore};
+use crate::base::entity_ids as ids;
 use crate::control::ui_templates::TemplateOp;
 use crate::api::query::{QueryService, Reach};
 use crate::data::metrics::{Granularity, MetricInfo};

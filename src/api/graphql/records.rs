@@ -8,7 +8,8 @@ use serde_json::{Map, Value, json};
 
 use super::duration::QueryDuration;
 use super::metadata::Catalog;
-use super::{SkyWalkingQuery, ids};
+use super::SkyWalkingQuery;
+use crate::base::entity_ids as ids;
 use crate::data::alarm_records::{AlarmFilter, AlarmRecord};
 use crate::data::logs::{LogFilter, LogOrder, StoredLog};
 

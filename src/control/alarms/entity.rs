@@ -6,7 +6,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::base::base64;
 
 /// SkyWalking's scope catalogs that alarms see, with their `DefaultScopeDefine` ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -55,17 +54,10 @@ pub struct AlarmEntity {
     pub id1: String,
 }
 
-/// A service's id (MAL-fed services are always "normal": `.1`); a blank name is `_blank`.
-pub fn service_id(service: &str) -> String {
-    format!("{}.1", encoded(service))
-}
-
-fn encoded(name: &str) -> String {
-    if name.is_empty() { "_blank".to_string() } else { base64::encode(name.as_bytes()) }
-}
+pub use crate::base::entity_ids::service_id;
 
 fn child_id(service: &str, name: &str) -> String {
-    format!("{}_{}", service_id(service), encoded(name))
+    crate::base::entity_ids::instance_id(service, name)
 }
 
 impl AlarmEntity {

@@ -227,30 +227,6 @@ fn nested_values<T>(
 
 /// Standard or URL-safe base64, padding optional (proto3 JSON accepts both alphabets).
 pub(super) fn base64(text: &str) -> Option<Vec<u8>> {
-    let digits = text.trim_end_matches('=');
-    if text.len() - digits.len() > 2 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in digits.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    // A single leftover digit carries fewer than 8 bits: not a valid encoding.
-    (bits < 6).then_some(out)
+    crate::base::base64::decode(text)
 }
 
