@@ -88,28 +88,11 @@ fn last_half_hour() -> Value {
     json!({"start": text(now - 29 * 60_000), "end": text(now), "step": "MINUTE", "coldStage": false})
 }
 
-/// Every expression of one dashboard template (widgets nest in tabs).
-fn template_expressions(layer_dir: &str, file: &str) -> Vec<String> {
-    fn collect(value: &Value, out: &mut Vec<String>) {
-        match value {
-            Value::Object(map) => map.iter().for_each(|(k, v)| {
-                if k == "expressions" || k == "subExpressions" {
-                    out.extend(v.as_array().into_iter().flatten().filter_map(Value::as_str).filter(|e| !e.is_empty()).map(str::to_string));
-                } else {
-                    collect(v, out)
-                }
-            }),
-            Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
-            _ => {}
-        }
-    }
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/ui-templates").join(layer_dir).join(file);
-    let text = std::fs::read_to_string(&path).expect("template");
-    let json_start = text.find('[').expect("a JSON array");
-    let parsed: Value = serde_json::from_str(&text[json_start..]).expect("template JSON");
-    let mut out = Vec::new();
-    collect(&parsed, &mut out);
-    out
+/// Every expression of one bundled dashboard.
+fn template_expressions(id: &str) -> Vec<String> {
+    let set = hotrule::api::graphql::templates::TemplateSet::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("config/ui-templates")).expect("templates");
+    let configuration: Value = serde_json::from_str(&set.templates[id].configuration).expect("configuration");
+    hotrule::api::graphql::templates::expressions(&configuration)
 }
 
 /// Whether `expression` has at least one value for `service` in the last half hour.
@@ -183,7 +166,7 @@ async fn booster_ui_renders_the_linux_dashboard_of_a_node_exporter_host() {
     let node = HotruleNode::start(&dir.path().join("node"), &rules, &config, &[]).await;
 
     eprintln!("[linux] waiting until every expression of Linux-Service has a value for {HOST}");
-    let expressions = template_expressions("os_linux", "linux-service.json");
+    let expressions = template_expressions("Linux-Service");
     assert!(expressions.len() >= 20, "{expressions:?}");
     // A host without swap has no swap percentage (0 / 0): OAP shows that card empty too.
     let swapless = components::prom::exposition_value(&exporter.scrape().await, "node_memory_SwapTotal_bytes", &[]) == Some(0.0);

@@ -187,6 +187,29 @@ pub fn menu_json(menu: &[MenuEntry], active: &dyn Fn(&str) -> bool) -> Vec<Value
         .collect()
 }
 
+/// Every MQE expression a dashboard configuration's widgets send (`expressions` and
+/// `subExpressions`, wherever they nest: widgets sit inside tabs), in order, blanks left out.
+pub fn expressions(configuration: &Value) -> Vec<String> {
+    fn collect(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    if key == "expressions" || key == "subExpressions" {
+                        out.extend(child.as_array().into_iter().flatten().filter_map(Value::as_str).filter(|e| !e.trim().is_empty()).map(str::to_string));
+                    } else {
+                        collect(child, out);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| collect(item, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    collect(configuration, &mut out);
+    out
+}
+
 /// A `DashboardConfiguration`.
 pub fn template_json(template: &Template) -> Value {
     json!({"id": template.id, "configuration": template.configuration})
@@ -219,26 +242,11 @@ mod tests {
     /// construct the templates use is missing.
     #[test]
     fn every_bundled_expression_parses_and_runs() {
-        fn collect(value: &Value, out: &mut Vec<String>) {
-            match value {
-                Value::Object(map) => {
-                    for (key, child) in map {
-                        if key == "expressions" || key == "subExpressions" {
-                            out.extend(child.as_array().into_iter().flatten().filter_map(Value::as_str).filter(|e| !e.trim().is_empty()).map(str::to_string));
-                        } else {
-                            collect(child, out);
-                        }
-                    }
-                }
-                Value::Array(items) => items.iter().for_each(|item| collect(item, out)),
-                _ => {}
-            }
-        }
         let set = TemplateSet::load(&bundled()).expect("bundled templates");
         let mut expressions = Vec::new();
         for template in set.enabled() {
             let configuration: Value = serde_json::from_str(&template.configuration).expect("JSON");
-            collect(&configuration, &mut expressions);
+            expressions.extend(super::expressions(&configuration));
         }
         expressions.sort();
         expressions.dedup();
