@@ -22,10 +22,10 @@
 //! coerced arguments hold at most [`MAX_ARGUMENT_VALUES`] values and `prepare` reports at
 //! most [`MAX_ERRORS`] errors.
 //!
-//! Response keys must keep the document's selection order, so this crate enables serde_json's
-//! `preserve_order` feature. Cargo unifies features: any package built in the same build as
-//! this one (e.g. the root package once it depends on it, or `cargo test --workspace`) gets
-//! insertion-ordered `serde_json::Map`s too, instead of sorted ones.
+//! Response objects are `serde_json::Map`s, so their keys come out sorted, not in the document's
+//! selection order as the spec recommends: serde_json's `preserve_order` feature would give that
+//! order, but Cargo unifies features across a build, and the rest of hotrule relies on sorted
+//! maps. JSON clients (booster-ui, swctl, graphql-core) read objects by key.
 //!
 //! Module map: `lexer` (tokens), `parser` + `ast` (executable documents), `sdl` + `schema`
 //! (type system), `coerce` (input values), `prepare` (validation), `complete` (execution
