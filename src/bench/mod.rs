@@ -6,6 +6,7 @@ mod chaos;
 pub mod cluster;
 pub mod dispatch;
 pub mod etcd;
+pub mod graphql;
 pub mod handoff;
 pub mod ingest;
 mod ingest_node;
@@ -165,6 +166,11 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         requests: usize,
     },
+    /// SkyWalking's query protocol (issue 24): one booster-ui dashboard batch (six
+    /// `execExpression` of the Linux dashboard × one day at MINUTE step) over `POST /graphql`, on
+    /// one in-process node and on a 3-node in-process cluster whose nodes each hold a third of
+    /// the day; p50/p90/p99/max/mean, every answer checked.
+    Graphql(graphql::GraphqlArgs),
     /// Remote-write ingest (decode, evaluate, store): node_exporter-shaped requests over C
     /// connections for S seconds; accepted samples/s, errors, latency p50/p99. With
     /// `--against-prometheus`, the same stream against a real Prometheus first, side by side.
@@ -305,6 +311,7 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         }
         BenchCommand::Agents(args) => report(bench_agents(args).await),
         BenchCommand::Query { entities, requests } => report(query::run(entities, requests).await),
+        BenchCommand::Graphql(args) => report(graphql::run(&args).await),
         BenchCommand::Ingest(args) => report(ingest::run(args).await),
         BenchCommand::Handoff(args) => report(handoff::run(args).await),
         // CPU-bound on one thread, as `mal`: off the async scheduler's hands.
