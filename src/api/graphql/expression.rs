@@ -19,7 +19,7 @@ use hotrule_mal_engine::{DataType, ScopeType};
 use hotrule_mqe_engine::{
     Duration, Expr, ExpressionResult, KeyValue, LabeledSeries, MetricKind, MetricSource, Owner, SourceError, TopNItem, TopNRequest,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::base::entity_ids as ids;
 use crate::control::alarms::window::MetricValue;
@@ -313,31 +313,52 @@ impl MetricSource for Prefetched {
 }
 
 /// An `ExpressionResult` as the protocol renders it: values as strings with at most three
-/// decimals, `null` for a missing point.
-pub fn result_json(result: &ExpressionResult) -> Value {
-    let owner = |o: &Owner| {
-        json!({
-            "scope": o.scope, "serviceID": o.service_id, "serviceName": o.service_name, "normal": o.normal,
-            "serviceInstanceID": o.service_instance_id, "serviceInstanceName": o.service_instance_name,
-            "endpointID": o.endpoint_id, "endpointName": o.endpoint_name,
-        })
+/// decimals, `null` for a missing point. Takes the result, so ids and labels move into the
+/// answer (a day of minutes is thousands of values per expression).
+pub fn result_json(result: ExpressionResult) -> Value {
+    fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
+        Value::Object(entries.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    }
+    fn text(s: Option<String>) -> Value {
+        s.map_or(Value::Null, Value::String)
+    }
+    let owner = |o: Owner| {
+        object([
+            ("scope", text(o.scope)),
+            ("serviceID", text(o.service_id)),
+            ("serviceName", text(o.service_name)),
+            ("normal", o.normal.map_or(Value::Null, Value::Bool)),
+            ("serviceInstanceID", text(o.service_instance_id)),
+            ("serviceInstanceName", text(o.service_instance_name)),
+            ("endpointID", text(o.endpoint_id)),
+            ("endpointName", text(o.endpoint_name)),
+        ])
     };
     let results: Vec<Value> = result
         .results
-        .iter()
-        .map(|values| {
-            json!({
-                "metric": {"labels": values.labels.iter().map(|l| json!({"key": l.key, "value": l.value})).collect::<Vec<_>>()},
-                "values": values.values.iter().map(|v| json!({
-                    "id": v.id, "value": v.value_string(), "traceID": v.trace_id, "owner": v.owner.as_ref().map(owner),
-                })).collect::<Vec<_>>(),
-            })
+        .into_iter()
+        .map(|series| {
+            let labels = series.labels.into_iter().map(|l| object([("key", Value::String(l.key)), ("value", Value::String(l.value))])).collect();
+            let values = series
+                .values
+                .into_iter()
+                .map(|v| {
+                    let value = text(v.value_string());
+                    object([("id", text(v.id)), ("value", value), ("traceID", text(v.trace_id)), ("owner", v.owner.map_or(Value::Null, owner))])
+                })
+                .collect();
+            object([("metric", object([("labels", Value::Array(labels))])), ("values", Value::Array(values))])
         })
         .collect();
-    json!({"type": result.result_type.as_str(), "results": results, "error": result.error, "debuggingTrace": null})
+    object([
+        ("type", Value::String(result.result_type.as_str().to_string())),
+        ("results", Value::Array(results)),
+        ("error", text(result.error)),
+        ("debuggingTrace", Value::Null),
+    ])
 }
 
 /// An error result (type UNKNOWN), as OAP answers an expression it cannot run.
 pub fn error_json(message: impl Into<String>) -> Value {
-    result_json(&ExpressionResult::error(message))
+    result_json(ExpressionResult::error(message))
 }

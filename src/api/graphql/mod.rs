@@ -383,7 +383,7 @@ impl SkyWalkingQuery {
                 .map_err(|e| e.to_string())?;
             source.add(info, &gathered.series, &wanted, is_ranked, &window);
         }
-        Ok(expression::result_json(&hotrule_mqe_engine::evaluate(&expr, &source, &window)))
+        Ok(expression::result_json(hotrule_mqe_engine::evaluate(&expr, &source, &window)))
     }
 
     pub(crate) fn query(&self) -> &QueryService {

@@ -29,11 +29,25 @@ pub const MAX_RESPONSE_ERRORS: usize = 1_000;
 /// A null that must propagate to the nearest nullable parent; its error is already recorded.
 struct Propagate;
 
-struct Completer<'a> {
+/// One step of the path being completed, borrowed from the prepared document (a response of
+/// tens of thousands of values would otherwise allocate a key per value).
+#[derive(Clone, Copy)]
+enum Step<'p> {
+    Key(&'p str),
+    Index(usize),
+}
+
+/// The response keys an object selection completes, each with its merged field nodes.
+type Plan<'p> = Rc<Vec<(&'p str, Vec<&'p RootField>)>>;
+
+struct Completer<'a, 'p> {
     schema: &'a Schema,
     errors: Vec<GraphQLError>,
     nodes: usize,
-    path: Vec<PathSegment>,
+    path: Vec<Step<'p>>,
+    /// Collected fields per (first field node, node count, runtime type): every item of a list
+    /// of objects selects the same fields, so they are grouped once.
+    plans: HashMap<(usize, usize, String), Plan<'p>>,
     /// Expanded `__Type` markers, built once per type name (introspection queries revisit
     /// the same types many times).
     types: HashMap<String, Rc<Json>>,
@@ -42,7 +56,7 @@ struct Completer<'a> {
 /// Builds the response body `{"data": ..., "errors": [...]}` (`errors` only when there are some).
 /// `resolved[i]` is the value of `prepared.fields[i]` (or its resolver's error message).
 pub fn complete(schema: &Schema, prepared: &Prepared, resolved: Vec<Result<Json, String>>) -> Json {
-    let mut c = Completer { schema, errors: Vec::new(), nodes: 0, path: Vec::new(), types: HashMap::new() };
+    let mut c = Completer { schema, errors: Vec::new(), nodes: 0, path: Vec::new(), plans: HashMap::new(), types: HashMap::new() };
     let mut resolved: Vec<Option<Result<Json, String>>> = resolved.into_iter().map(Some).collect();
     let mut data = Map::new();
     let mut failed = false;
@@ -56,7 +70,7 @@ pub fn complete(schema: &Schema, prepared: &Prepared, resolved: Vec<Result<Json,
             RootEntry::Meta(f) => (f, Ok(meta_value(schema, prepared, f))),
         };
         let Some(def) = schema.field(&prepared.root_type, &field.name) else { continue };
-        c.path.push(PathSegment::Key(field.response_key.clone()));
+        c.path.push(Step::Key(&field.response_key));
         let fields = [field];
         let out = match value {
             Ok(v) => c.complete_value(&def.ty, &fields, &prepared.root_type, &v),
@@ -92,22 +106,33 @@ fn meta_value(schema: &Schema, prepared: &Prepared, f: &RootField) -> Json {
     }
 }
 
-impl Completer<'_> {
+impl<'p> Completer<'_, 'p> {
+    /// The current path, as an error carries it.
+    fn path(&self) -> Vec<PathSegment> {
+        self.path
+            .iter()
+            .map(|step| match step {
+                Step::Key(key) => PathSegment::Key(key.to_string()),
+                Step::Index(i) => PathSegment::Index(*i),
+            })
+            .collect()
+    }
+
     /// Records an error at the current path; the field becomes null (or propagates when non-null).
-    fn field_error(&mut self, message: String, field: &RootField, ty: &TypeRef) -> Result<Json, Propagate> {
-        self.record(GraphQLError { message, locations: vec![field.location], path: self.path.clone() });
+    fn field_error(&mut self, message: String, field: &'p RootField, ty: &TypeRef) -> Result<Json, Propagate> {
+        self.record(GraphQLError { message, locations: vec![field.location], path: self.path() });
         if ty.is_non_null() { Err(Propagate) } else { Ok(Json::Null) }
     }
 
     /// Completes `value` as `ty`; `fields` are the (merged) field nodes selecting it.
-    fn complete_value(&mut self, ty: &TypeRef, fields: &[&RootField], parent: &str, value: &Json) -> Result<Json, Propagate> {
+    fn complete_value(&mut self, ty: &TypeRef, fields: &[&'p RootField], parent: &str, value: &Json) -> Result<Json, Propagate> {
         let Some(first) = fields.first().copied() else { return Ok(Json::Null) };
         match ty {
             TypeRef::NonNull(inner) => {
                 let v = self.complete_inner(inner, fields, parent, value)?;
                 if v.is_null() {
                     let msg = format!("Cannot return null for non-nullable field {parent}.{}.", first.name);
-                    self.record(GraphQLError { message: msg, locations: vec![first.location], path: self.path.clone() });
+                    self.record(GraphQLError { message: msg, locations: vec![first.location], path: self.path() });
                     return Err(Propagate);
                 }
                 Ok(v)
@@ -116,8 +141,8 @@ impl Completer<'_> {
         }
     }
 
-    fn error(&mut self, message: String, field: &RootField) -> Propagate {
-        self.record(GraphQLError { message, locations: vec![field.location], path: self.path.clone() });
+    fn error(&mut self, message: String, field: &'p RootField) -> Propagate {
+        self.record(GraphQLError { message, locations: vec![field.location], path: self.path() });
         Propagate
     }
 
@@ -129,7 +154,7 @@ impl Completer<'_> {
     }
 
     /// Completes a list or named type (nullability is handled by the caller).
-    fn complete_inner(&mut self, ty: &TypeRef, fields: &[&RootField], parent: &str, value: &Json) -> Result<Json, Propagate> {
+    fn complete_inner(&mut self, ty: &TypeRef, fields: &[&'p RootField], parent: &str, value: &Json) -> Result<Json, Propagate> {
         let Some(first) = fields.first().copied() else { return Ok(Json::Null) };
         self.nodes += 1;
         if self.nodes > MAX_RESPONSE_NODES {
@@ -149,7 +174,7 @@ impl Completer<'_> {
                 };
                 let mut out = Vec::with_capacity(items.len());
                 for (i, item) in items.iter().enumerate() {
-                    self.path.push(PathSegment::Index(i));
+                    self.path.push(Step::Index(i));
                     let r = self.complete_value(inner, fields, parent, item);
                     self.path.pop();
                     out.push(r?);
@@ -171,7 +196,7 @@ impl Completer<'_> {
         }
     }
 
-    fn complete_object(&mut self, type_name: &str, fields: &[&RootField], value: &Json) -> Result<Json, Propagate> {
+    fn complete_object(&mut self, type_name: &str, fields: &[&'p RootField], value: &Json) -> Result<Json, Propagate> {
         let Some(first) = fields.first().copied() else { return Ok(Json::Null) };
         // A `__Type` marker stands for a named type; expand it only now that it is selected.
         let expanded = match value.get(TYPE_REF_KEY).and_then(Json::as_str) {
@@ -200,22 +225,17 @@ impl Completer<'_> {
                 }
             }
         };
-        // Collect fields (spec CollectFields): group by response key, keep first-seen order.
-        let mut groups: Vec<(&str, Vec<&RootField>)> = Vec::new();
-        let mut index = HashMap::new();
-        for f in fields {
-            self.collect(&runtime, &f.selection, &mut groups, &mut index);
-        }
+        let plan = self.plan(&runtime, fields);
         let mut out = Map::new();
-        for (key, group) in groups {
+        for (key, group) in plan.iter() {
             let Some(f) = group.first().copied() else { continue };
-            self.path.push(PathSegment::Key(key.to_string()));
+            self.path.push(Step::Key(key));
             let r = if f.name == "__typename" {
                 Ok(Json::String(runtime.clone()))
             } else if let Some(def) = self.schema.field(&runtime, &f.name) {
                 let child = obj.get(&f.name).unwrap_or(&Json::Null);
                 let child = filter_deprecated(&runtime, f, child);
-                self.complete_value(&def.ty, &group, &runtime, &child)
+                self.complete_value(&def.ty, group, &runtime, &child)
             } else {
                 Ok(Json::Null)
             };
@@ -225,14 +245,32 @@ impl Completer<'_> {
         Ok(Json::Object(out))
     }
 
+    /// The fields `fields` select on an object of type `runtime` (spec CollectFields: grouped by
+    /// response key, in first-seen order), collected once per field set and type.
+    fn plan(&mut self, runtime: &str, fields: &[&'p RootField]) -> Plan<'p> {
+        let first = fields.first().map_or(0, |f| *f as *const RootField as usize);
+        let key = (first, fields.len(), runtime.to_string());
+        if let Some(plan) = self.plans.get(&key) {
+            return Rc::clone(plan);
+        }
+        let mut groups: Vec<(&'p str, Vec<&'p RootField>)> = Vec::new();
+        let mut index = HashMap::new();
+        for f in fields {
+            self.collect(runtime, &f.selection, &mut groups, &mut index);
+        }
+        let plan = Rc::new(groups);
+        self.plans.insert(key, Rc::clone(&plan));
+        plan
+    }
+
     /// `index` maps a response key to its slot in `groups` (a linear search would make wide
     /// selections quadratic per object).
-    fn collect<'s>(
+    fn collect(
         &self,
         runtime: &str,
-        sels: &'s [Selected],
-        groups: &mut Vec<(&'s str, Vec<&'s RootField>)>,
-        index: &mut HashMap<&'s str, usize>,
+        sels: &'p [Selected],
+        groups: &mut Vec<(&'p str, Vec<&'p RootField>)>,
+        index: &mut HashMap<&'p str, usize>,
     ) {
         for s in sels {
             match s {
