@@ -104,17 +104,8 @@ async fn data(client: &AdminClient, query: &str, variables: Json) -> Json {
     body["data"].clone()
 }
 
-/// booster-ui's `execExpression` selection (`src/hooks/data.ts`), aliased as it aliases it.
-const EXPRESSION_FIELDS: &str = "type results { metric { labels { key value } } values { name: id value refId: traceID owner { scope serviceID serviceName normal serviceInstanceID serviceInstanceName endpointID endpointName } } } error";
-
-/// booster-ui's batch document for `expressions` (`useExpressionsProcessor.ts`).
-fn batch_document(count: usize) -> String {
-    let variables: Vec<String> = (0..count).map(|i| format!("$expression{i:02}: String!")).collect();
-    let fields: Vec<String> = (0..count)
-        .map(|i| format!("expression{i:02}: execExpression(expression: $expression{i:02}, entity: $entity, duration: $duration) {{ {EXPRESSION_FIELDS} }}"))
-        .collect();
-    format!("query queryData({}, $entity: Entity!, $duration: Duration!) {{ {} }}", variables.join(", "), fields.join("\n"))
-}
+/// booster-ui's batch document: six aliased `execExpression` fields (the benchmark's own).
+use hotrule::bench::graphql::batch_document;
 
 fn batch_variables(expressions: &[&str], entity: Json, duration: Json) -> Json {
     let mut variables = json!({"entity": entity, "duration": duration});
