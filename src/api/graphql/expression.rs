@@ -198,8 +198,8 @@ fn point_value(value: &crate::data::metrics::Value) -> Option<MetricValue> {
     }
 }
 
-/// `k1=v1,k2=v2` as labels sorted by key.
-fn label_set(key: &str) -> Vec<KeyValue> {
+/// `k1=v1,k2=v2` (a stored labeled value's key) as labels sorted by key.
+pub(super) fn label_set(key: &str) -> Vec<KeyValue> {
     let mut labels: Vec<KeyValue> = key
         .split(',')
         .filter(|part| !part.is_empty())

@@ -88,7 +88,7 @@ pub enum ProtocolError {
 struct Lookups {
     /// OAP's health score (0: healthy) and what is wrong, as the caller sees the node.
     health: (i32, Option<String>),
-    metrics: Option<BTreeMap<String, MetricInfo>>,
+    metrics: Option<Arc<BTreeMap<String, MetricInfo>>>,
     catalog: Option<Arc<Catalog>>,
 }
 
@@ -292,14 +292,16 @@ impl SkyWalkingQuery {
         }
     }
 
-    /// The metric definitions of every live node, once per request.
-    async fn metrics(&self, lookups: &mut Lookups) -> Result<BTreeMap<String, MetricInfo>, String> {
+    /// The metric definitions of every live node, read once per request and shared by its
+    /// fields.
+    async fn metrics(&self, lookups: &mut Lookups) -> Result<Arc<BTreeMap<String, MetricInfo>>, String> {
         if let Some(metrics) = &lookups.metrics {
             return Ok(metrics.clone());
         }
         let gathered = self.query.list(self.reach()).await.map_err(|e| e.to_string())?;
-        lookups.metrics = Some(gathered.metrics.clone());
-        Ok(gathered.metrics)
+        let metrics = Arc::new(gathered.metrics);
+        lookups.metrics = Some(metrics.clone());
+        Ok(metrics)
     }
 
     /// The metadata catalog: every entity with a day value in the last [`METADATA_DAYS`] days,

@@ -288,14 +288,7 @@ fn snapshot_results(text: &str) -> Value {
     series
         .into_iter()
         .map(|(labels, values)| {
-            let labels: Vec<Value> = labels
-                .split(',')
-                .filter(|p| !p.is_empty())
-                .map(|p| {
-                    let (k, v) = p.split_once('=').unwrap_or((p, ""));
-                    json!({"key": k, "value": v})
-                })
-                .collect();
+            let labels: Vec<Value> = super::expression::label_set(&labels).into_iter().map(|l| json!({"key": l.key, "value": l.value})).collect();
             json!({"metric": {"labels": labels}, "values": values})
         })
         .collect()
