@@ -101,6 +101,16 @@ impl AdminState {
         *self.admin_token.write().unwrap_or_else(|p| p.into_inner()) = token;
     }
 
+    /// Ready once boot has finished and while every background worker runs (`/readyz`,
+    /// `/healthcheck`); otherwise why not.
+    pub(crate) fn not_ready(&self) -> Option<NotReady> {
+        if !self.ready.load(Ordering::SeqCst) {
+            return Some(NotReady::Booting);
+        }
+        let dead = self.workers.dead();
+        (!dead.is_empty()).then_some(NotReady::Dead(dead))
+    }
+
     pub(crate) fn token(&self) -> Option<String> {
         self.admin_token.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -265,18 +275,35 @@ async fn healthz() -> Response {
 
 /// Ready once boot has finished, and as long as no worker has died.
 async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
-    if !state.ready.load(Ordering::SeqCst) {
-        return outcome_response(&Outcome::new(ApplyStatus::NotReady, "boot has not finished"), "", "");
-    }
-    let dead = state.workers.dead();
-    if dead.is_empty() {
-        return axum::Json(json!({"status": "ready", "node": state.node_id.0})).into_response();
-    }
-    let names: Vec<&str> = dead.iter().map(|(name, _)| *name).collect();
-    let outcome = Outcome::new(ApplyStatus::NotReady, format!("worker died: {}", names.join(", ")));
+    let dead = match state.not_ready() {
+        None => return axum::Json(json!({"status": "ready", "node": state.node_id.0})).into_response(),
+        Some(booting @ NotReady::Booting) => return outcome_response(&Outcome::new(ApplyStatus::NotReady, booting.message()), "", ""),
+        Some(dead) => dead,
+    };
+    let outcome = Outcome::new(ApplyStatus::NotReady, dead.message());
     let mut body = outcome_body(&outcome, "", "");
-    body["deadWorkers"] = dead.iter().map(|(name, panic)| (name.to_string(), json!(panic))).collect();
+    if let NotReady::Dead(workers) = &dead {
+        body["deadWorkers"] = workers.iter().map(|(name, panic)| (name.to_string(), json!(panic))).collect();
+    }
     (status_code(outcome.status), axum::Json(body)).into_response()
+}
+
+/// Why the node is not ready: boot has not finished, or background workers died (name, panic).
+pub(crate) enum NotReady {
+    Booting,
+    Dead(Vec<(&'static str, String)>),
+}
+
+impl NotReady {
+    pub(crate) fn message(&self) -> String {
+        match self {
+            NotReady::Booting => "boot has not finished".to_string(),
+            NotReady::Dead(workers) => {
+                let names: Vec<&str> = workers.iter().map(|(name, _)| *name).collect();
+                format!("worker died: {}", names.join(", "))
+            }
+        }
+    }
 }
 
 async fn config(State(state): State<Arc<AdminState>>) -> Response {

@@ -6,7 +6,6 @@
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use axum::body::Bytes;
 use axum::extract::{Request, State};
@@ -14,22 +13,23 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::AdminState;
+use super::{AdminState, NotReady};
 
 /// The largest GraphQL document body read (the protocol's own limit is 1 MiB of query text).
 pub const MAX_GRAPHQL_BODY_BYTES: usize = 2 * 1024 * 1024;
 
 /// The node's health as OAP scores it: 0 when ready with every worker alive.
+/// A node still booting scores 1; one with dead workers, how many died.
 pub fn health(state: &AdminState) -> (i32, Option<String>) {
-    if !state.ready.load(Ordering::SeqCst) {
-        return (1, Some("boot has not finished".into()));
-    }
-    let dead = state.workers.dead();
-    if dead.is_empty() {
-        (0, None)
-    } else {
-        let names: Vec<&str> = dead.iter().map(|(name, _)| *name).collect();
-        (dead.len() as i32, Some(format!("worker died: {}", names.join(", "))))
+    match state.not_ready() {
+        None => (0, None),
+        Some(why) => {
+            let score = match &why {
+                NotReady::Booting => 1,
+                NotReady::Dead(workers) => workers.len() as i32,
+            };
+            (score, Some(why.message()))
+        }
     }
 }
 
