@@ -310,6 +310,17 @@ impl fmt::Display for Revision {
     }
 }
 
+/// A random UUID (version 4) in its usual text form: what OAP draws for a new dashboard, and
+/// what a LoongCollector agent uses in its instance id.
+pub fn random_uuid() -> String {
+    use rand::Rng;
+    let mut bytes: [u8; 16] = rand::rng().random();
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

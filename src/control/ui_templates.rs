@@ -219,12 +219,7 @@ pub fn template_key(id: &str) -> RuleKey {
 
 /// A fresh template id: a random UUID (v4), as OAP draws for `addTemplate`.
 pub fn new_id() -> String {
-    use rand::Rng;
-    let mut bytes: [u8; 16] = rand::rng().random();
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    crate::base::ids::random_uuid()
 }
 
 #[cfg(test)]

@@ -22,7 +22,6 @@ mod client;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use rand::Rng;
 
 pub use bench::{AgentBenchReport, AgentBenchSettings, run_agents};
 pub use client::{AgentClient, RawReply, SimError};
@@ -106,20 +105,6 @@ pub struct SimAgent {
     onetime: BTreeMap<String, HeldCommand>,
 }
 
-fn random_uuid() -> String {
-    let mut bytes: [u8; 16] = rand::rng().random();
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
 
 /// The 3.x agent parses a detail as JSON and needs an object (it adds `"version"` to it).
 fn valid_detail(detail: &[u8]) -> bool {
@@ -132,7 +117,7 @@ fn valid_detail(detail: &[u8]) -> bool {
 impl SimAgent {
     /// A freshly started agent with nothing on disk.
     pub fn new(spec: SimAgentSpec, now_s: i64) -> SimAgent {
-        let instance_id = format!("{}_{}_{now_s}", random_uuid(), spec.ip);
+        let instance_id = format!("{}_{}_{now_s}", crate::base::ids::random_uuid(), spec.ip);
         SimAgent {
             spec,
             instance_id,
@@ -147,7 +132,7 @@ impl SimAgent {
     /// A process restart: new instance id, sequence from 0, configs reloaded from disk as
     /// APPLYING until the watcher confirms them.
     pub fn restart(&mut self, now_s: i64) {
-        self.instance_id = format!("{}_{}_{now_s}", random_uuid(), self.spec.ip);
+        self.instance_id = format!("{}_{}_{now_s}", crate::base::ids::random_uuid(), self.spec.ip);
         self.startup_time_s = now_s;
         self.sequence_num = 0;
         for held in self.pipeline.values_mut().chain(self.instance.values_mut()) {
@@ -198,7 +183,7 @@ impl SimAgent {
         let mut extras = std::collections::HashMap::new();
         extras.insert("osDetail".to_string(), b"Linux; sim".to_vec());
         proto::HeartbeatRequest {
-            request_id: random_uuid().into_bytes(),
+            request_id: crate::base::ids::random_uuid().into_bytes(),
             sequence_num: self.sequence_num,
             capabilities: self.spec.capabilities,
             instance_id: self.instance_id.clone().into_bytes(),
@@ -388,7 +373,7 @@ impl SimAgent {
             })
             .collect();
         let mut request = proto::FetchConfigRequest {
-            request_id: random_uuid().into_bytes(),
+            request_id: crate::base::ids::random_uuid().into_bytes(),
             instance_id: self.instance_id.clone().into_bytes(),
             ..Default::default()
         };
