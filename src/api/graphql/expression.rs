@@ -67,6 +67,19 @@ impl Wanted {
         filter
     }
 
+    /// The store filter of a metric of `scope` read under `top_n`: every entity competes, of
+    /// the entity's service for instance and endpoint metrics, of the whole store for service
+    /// metrics.
+    pub fn ranked_filter(&self, metric: &str, scope: ScopeType) -> SeriesFilter {
+        let mut filter = self.filter(metric, scope);
+        filter.instance = None;
+        filter.endpoint = None;
+        if scope == ScopeType::Service {
+            filter.service = None;
+        }
+        filter
+    }
+
     /// Why this entity input cannot name an entity of `scope`, if it cannot (OAP's
     /// `Entity.isValid`).
     pub fn missing(&self, scope: ScopeType) -> Option<&'static str> {

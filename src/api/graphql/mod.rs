@@ -368,16 +368,7 @@ impl SkyWalkingQuery {
         for name in expr.metric_names() {
             let Some(info) = metrics.get(&name) else { continue };
             let is_ranked = ranked.contains(&name);
-            let mut filter = wanted.filter(&name, info.scope);
-            if is_ranked {
-                // Every entity competes: of the entity's service for instance and endpoint
-                // metrics, of the whole store for service metrics.
-                filter.instance = None;
-                filter.endpoint = None;
-                if info.scope == hotrule_mal_engine::ScopeType::Service {
-                    filter.service = None;
-                }
-            }
+            let filter = if is_ranked { wanted.ranked_filter(&name, info.scope) } else { wanted.filter(&name, info.scope) };
             let gathered = self
                 .query
                 .read(&filter, granularity, read_from, duration.end_inclusive_ms(), self.reach())
