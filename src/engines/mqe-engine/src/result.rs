@@ -140,6 +140,11 @@ pub fn format_value(v: f64) -> String {
     if v.is_infinite() {
         return if v > 0.0 { "\u{221e}".to_string() } else { "-\u{221e}".to_string() };
     }
+    // Whole numbers (most stored values are longs) are their integer digits: the same text as
+    // the general path below, without its exact-decimal formatting.
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        return if v == 0.0 && v.is_sign_negative() { "-0".to_string() } else { (v as i64).to_string() };
+    }
     // Rust's fixed-precision formatting rounds the exact value half-to-even, as DecimalFormat does.
     let mut s = format!("{:.3}", v);
     if s.contains('.') {

@@ -383,6 +383,14 @@ fn value_strings_follow_decimal_format() {
     ] {
         assert_eq!(format_value(v), s, "{v}");
     }
+    // Whole numbers take a shortcut: the same text as fixed-point formatting with the zeros cut.
+    let general = |v: f64| {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    for v in [0.0, -0.0, 7.0, -7.0, 1e15, -1e15, 8.9e15, 9.1e15, 2f64.powi(53), -(2f64.powi(60))] {
+        assert_eq!(format_value(v), general(v), "{v}");
+    }
 }
 
 // MathematicalFunctionOp's round: BigDecimal.valueOf(x).setScale(n, HALF_UP) — the shortest
