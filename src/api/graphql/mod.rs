@@ -7,7 +7,10 @@
 //!
 //! - **One request, one look.** booster-ui sends up to six aliased `execExpression` fields per
 //!   document; the metric definitions and the metadata catalog are read once per request
-//!   ([`Lookups`]), not once per field.
+//!   ([`Lookups`]), not once per field. The expressions are evaluated concurrently, each reading
+//!   its metrics at once, so a batch's store reads (and cluster fan-outs) overlap.
+//! - **The answer is written once.** Resolvers give JSON trees; `hotrule-graphql` writes the
+//!   selected shape straight into the response body ([`Answer`]).
 //! - **Errors.** A malformed document is a top-level `errors` answer; a bad expression, entity or
 //!   duration is that field's `ExpressionResult.error`, so the rest of a batch survives; a store
 //!   failure is a field error with its path.
@@ -52,6 +55,10 @@ pub fn version() -> String {
 /// listed while it has a value in the last this many UTC days. `getMetricsTTL.metadata` says it.
 pub const METADATA_DAYS: i64 = 3;
 
+/// Most `execExpression` fields of one request evaluated at once (each reads its metrics at
+/// once: a store read each, and in a cluster a fan-out each).
+const PARALLEL_EXPRESSIONS: usize = 8;
+
 /// How long a metadata catalog is reused across requests.
 const CATALOG_FRESH: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -81,6 +88,34 @@ pub struct SkyWalkingQuery {
 pub enum ProtocolError {
     #[error("the query protocol schema does not parse: {0}")]
     Schema(String),
+}
+
+/// One request's answer: the response body (JSON text) and how it went.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub body: Vec<u8>,
+    pub outcome: Outcome,
+}
+
+/// How a request went, as `hotrule_graphql_requests_total{outcome}` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// No errors.
+    Ok,
+    /// Some fields failed; `data` holds the rest (or is null when a non-null root failed).
+    FieldError,
+    /// The body or document was refused before anything was resolved.
+    DocumentError,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::FieldError => "field_error",
+            Outcome::DocumentError => "document_error",
+        }
+    }
 }
 
 /// What one request reads once and every field of it shares.
@@ -140,26 +175,55 @@ impl SkyWalkingQuery {
 
     /// Answers one `POST /graphql` body: the whole response body. `health` is the node's
     /// health score and details, for `checkHealth`.
-    pub async fn execute(&self, body: &[u8], health: (i32, Option<String>)) -> Value {
+    pub async fn execute(&self, body: &[u8], health: (i32, Option<String>)) -> Answer {
+        let refused = |errors: &[hotrule_graphql::GraphQLError]| Answer {
+            body: serde_json::to_vec(&hotrule_graphql::error_response(errors)).unwrap_or_default(),
+            outcome: Outcome::DocumentError,
+        };
         let request = match Request::from_json(body) {
             Ok(request) => request,
-            Err(errors) => return hotrule_graphql::error_response(&errors),
+            Err(errors) => return refused(&errors),
         };
         let prepared = match hotrule_graphql::prepare(&self.schema, &request) {
             Ok(prepared) => prepared,
-            Err(errors) => return hotrule_graphql::error_response(&errors),
+            Err(errors) => return refused(&errors),
         };
         let resolved = self.resolve_all(&prepared, health).await;
-        hotrule_graphql::complete(&self.schema, &prepared, resolved)
+        let completed = hotrule_graphql::complete_body(&self.schema, &prepared, resolved);
+        let outcome = if completed.has_errors { Outcome::FieldError } else { Outcome::Ok };
+        Answer { body: completed.body, outcome }
     }
 
+    /// Every root field: the others in document order, then the `execExpression`s, up to
+    /// [`PARALLEL_EXPRESSIONS`] at once (a dashboard batch's reads overlap instead of queueing).
     async fn resolve_all(&self, prepared: &Prepared, health: (i32, Option<String>)) -> Vec<Result<Value, String>> {
         let mut lookups = Lookups { health, ..Lookups::default() };
-        let mut out = Vec::with_capacity(prepared.fields.len());
-        for field in &prepared.fields {
-            out.push(self.resolve(field, &mut lookups).await);
+        let mut out: Vec<Option<Result<Value, String>>> = prepared.fields.iter().map(|_| None).collect();
+        let mut expressions = Vec::new();
+        for (i, field) in prepared.fields.iter().enumerate() {
+            if field.name == "execExpression" {
+                expressions.push((i, field));
+            } else if let Some(slot) = out.get_mut(i) {
+                *slot = Some(self.resolve(field, &mut lookups).await);
+            }
         }
-        out
+        if !expressions.is_empty() {
+            let metrics = self.metrics(&mut lookups).await;
+            for chunk in expressions.chunks(PARALLEL_EXPRESSIONS) {
+                let runs = chunk.iter().map(|(_, field)| async {
+                    match &metrics {
+                        Ok(metrics) => self.exec_expression(&field.args, metrics).await,
+                        Err(e) => Err(e.clone()),
+                    }
+                });
+                for ((i, _), result) in chunk.iter().zip(futures_util::future::join_all(runs).await) {
+                    if let Some(slot) = out.get_mut(*i) {
+                        *slot = Some(result);
+                    }
+                }
+            }
+        }
+        out.into_iter().map(|r| r.unwrap_or_else(|| Err("the field was not resolved".to_string()))).collect()
     }
 
     fn reach(&self) -> Reach {
@@ -287,7 +351,10 @@ impl SkyWalkingQuery {
                     .map(|info| json!({"name": info.name, "type": metrics_type(info), "catalog": "METRICS"}))
                     .collect())
             }
-            "execExpression" => self.exec_expression(args, lookups).await,
+            "execExpression" => {
+                let metrics = self.metrics(lookups).await?;
+                self.exec_expression(args, &metrics).await
+            }
             other => records::resolve(self, other, args).await,
         }
     }
@@ -331,7 +398,7 @@ impl SkyWalkingQuery {
 
     /// `execExpression`: every problem of the expression, entity or duration is the result's
     /// `error`; only a store failure is a field error.
-    async fn exec_expression(&self, args: &Map<String, Value>, lookups: &mut Lookups) -> Result<Value, String> {
+    async fn exec_expression(&self, args: &Map<String, Value>, metrics: &BTreeMap<String, MetricInfo>) -> Result<Value, String> {
         let Some(text) = args.get("expression").and_then(Value::as_str) else { return Ok(expression::error_json("expression is required")) };
         let duration = match args.get("duration").map(QueryDuration::from_input).unwrap_or(Err(duration::DurationError::Shape("required"))) {
             Ok(d) => match d.bounded() {
@@ -359,21 +426,23 @@ impl SkyWalkingQuery {
             Err(e) => return Ok(expression::error_json(e.to_string())),
         };
         let wanted = Wanted::from_input(args.get("entity").unwrap_or(&Value::Null));
-        let metrics = self.metrics(lookups).await?;
         let ranked = expression::ranked_metrics(&expr);
         let window = duration.mqe();
         // `increase(m, N)` / `rate(m, N)` read N steps before the window.
         let read_from = window.extended_back(i64::from(expr.max_trend_range())).start_ms;
-        let mut source = Prefetched::default();
-        for name in expr.metric_names() {
-            let Some(info) = metrics.get(&name) else { continue };
+        // The expression's metrics are read at once; an unknown metric is the engine's to report.
+        let reads = expr.metric_names().into_iter().filter_map(|name| {
+            let info = metrics.get(&name)?;
             let is_ranked = ranked.contains(&name);
             let filter = if is_ranked { wanted.ranked_filter(&name, info.scope) } else { wanted.filter(&name, info.scope) };
-            let gathered = self
-                .query
-                .read(&filter, granularity, read_from, duration.end_inclusive_ms(), self.reach())
-                .await
-                .map_err(|e| e.to_string())?;
+            Some(async move {
+                let gathered = self.query.read(&filter, granularity, read_from, duration.end_inclusive_ms(), self.reach()).await;
+                (info, is_ranked, gathered)
+            })
+        });
+        let mut source = Prefetched::default();
+        for (info, is_ranked, gathered) in futures_util::future::join_all(reads).await {
+            let gathered = gathered.map_err(|e| e.to_string())?;
             source.add(info, &gathered.series, &wanted, is_ranked, &window);
         }
         Ok(expression::result_json(hotrule_mqe_engine::evaluate(&expr, &source, &window)))
@@ -445,6 +514,7 @@ mod template_tests {
     async fn run(protocol: &SkyWalkingQuery, query: &str, variables: Value) -> Value {
         let body = serde_json::to_vec(&json!({"query": query, "variables": variables})).expect("body");
         let answer = protocol.execute(&body, (0, None)).await;
+        let answer: Value = serde_json::from_slice(&answer.body).expect("the answer is JSON");
         assert!(answer.get("errors").is_none(), "{answer}");
         answer["data"].clone()
     }

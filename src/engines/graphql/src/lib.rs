@@ -11,9 +11,10 @@
 //!    Introspection root fields (`__schema`, `__type`, `__typename`) are not in that list.
 //! 4. The caller resolves each root field to a JSON tree of the field's type (objects carry
 //!    their fields by field name) or an error message.
-//! 5. [`complete()`] applies the selections to those trees (aliases, `__typename`, enum and
-//!    scalar checks, null propagation), answers introspection from the schema, and returns
-//!    the response body. [`error_response`] renders errors from steps 2-3.
+//! 5. [`complete_body`] applies the selections to those trees (aliases, `__typename`, enum and
+//!    scalar checks, null propagation), answers introspection from the schema, and writes
+//!    the response body as JSON text ([`complete()`] gives it as a JSON value).
+//!    [`error_response`] renders errors from steps 2-3.
 //!
 //! Every stage bounds its work: documents up to [`MAX_DOCUMENT_BYTES`], nesting up to
 //! [`MAX_DEPTH`] (the parser counts depth instead of trusting the stack), at most
@@ -22,10 +23,10 @@
 //! coerced arguments hold at most [`MAX_ARGUMENT_VALUES`] values and `prepare` reports at
 //! most [`MAX_ERRORS`] errors.
 //!
-//! Response objects are `serde_json::Map`s, so their keys come out sorted, not in the document's
-//! selection order as the spec recommends: serde_json's `preserve_order` feature would give that
-//! order, but Cargo unifies features across a build, and the rest of hotrule relies on sorted
-//! maps. JSON clients (booster-ui, swctl, graphql-core) read objects by key.
+//! The response body is written as text in the document's selection order, as the spec
+//! recommends ([`complete()`]'s JSON value has its keys sorted: serde_json's `preserve_order`
+//! feature would keep the order, but Cargo unifies features across a build, and the rest of
+//! hotrule relies on sorted maps).
 //!
 //! Module map: `lexer` (tokens), `parser` + `ast` (executable documents), `sdl` + `schema`
 //! (type system), `coerce` (input values), `prepare` (validation), `complete` (execution
@@ -44,7 +45,7 @@ mod sdl;
 
 use serde_json::{Map, Value as Json};
 
-pub use complete::{MAX_RESPONSE_ERRORS, MAX_RESPONSE_NODES, complete};
+pub use complete::{Completed, MAX_RESPONSE_ERRORS, MAX_RESPONSE_NODES, complete, complete_body};
 pub use error::{GraphQLError, PathSegment, SchemaError, error_response};
 pub use parser::MAX_DEPTH;
 pub use prepare::{MAX_ARGUMENT_VALUES, MAX_ERRORS, OperationKind, Prepared, RootField, prepare};

@@ -4,7 +4,6 @@
 //! themselves written in SDL below so that introspection queries are validated and completed
 //! by exactly the same code as user queries.
 
-use std::collections::HashMap;
 
 use crate::ast::TypeRef;
 use crate::error::SchemaError;
@@ -102,7 +101,7 @@ pub const BUILTIN_SCALARS: [&str; 5] = ["String", "Int", "Float", "Boolean", "ID
 /// A parsed and checked schema. Build once with [`Schema::parse`] and share.
 #[derive(Debug, Clone)]
 pub struct Schema {
-    pub(crate) types: HashMap<String, TypeDef>,
+    pub(crate) types: foldhash::HashMap<String, TypeDef>,
     /// Type names in introspection order: user types in source order, then built-ins.
     pub(crate) order: Vec<String>,
     pub(crate) directives: Vec<DirectiveDef>,
@@ -124,7 +123,7 @@ impl Schema {
         let builtins = parse_sdl(BUILTIN_SDL)?;
         let user = parse_sdl(sdl)?;
         let mut s = Schema {
-            types: HashMap::new(),
+            types: foldhash::HashMap::default(),
             order: Vec::new(),
             directives: Vec::new(),
             query: "Query".into(),

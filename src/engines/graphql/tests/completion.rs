@@ -162,3 +162,25 @@ fn response_size_is_bounded() {
     let out = complete(&s, &p, vec![]);
     assert!(out["errors"][0]["message"].as_str().unwrap().contains("response has more than"), "{}", out["errors"]);
 }
+
+#[test]
+fn the_body_is_written_in_selection_order_and_nulls_cut_what_was_written() {
+    let s = Schema::parse(SDL).unwrap();
+    let body = |q: &str, resolved: Vec<Result<Value, String>>| {
+        let p = prepare(&s, &Request::new(q)).unwrap_or_else(|e| panic!("{e:?}"));
+        let completed = hotrule_graphql::complete_body(&s, &p, resolved);
+        (String::from_utf8(completed.body).unwrap(), completed.has_errors, completed.data_null)
+    };
+    let (text, errors, null) = body("{ o { z: name n alias: opt } s }", vec![Ok(json!({"name": "x", "n": 1, "opt": "y"})), Ok(json!("t"))]);
+    assert_eq!(text, r#"{"data":{"o":{"z":"x","n":1,"alias":"y"},"s":"t"}}"#);
+    assert!(!errors && !null);
+    // `name` is non-null: `child` was half written when it failed, and is `null` in the body.
+    let (text, errors, null) = body("{ o { n child { n name } } }", vec![Ok(json!({"n": 1, "child": {"n": 2, "name": null}}))]);
+    let v: Value = serde_json::from_str(&text).expect("the body is JSON");
+    assert_eq!(v["data"], json!({"o": {"n": 1, "child": null}}));
+    assert!(text.starts_with(r#"{"data":{"o":{"n":1,"child":null}},"errors":[{"#), "{text}");
+    assert!(errors && !null);
+    let (text, errors, null) = body("{ nn { name } }", vec![Ok(json!({"name": null}))]);
+    assert!(text.starts_with(r#"{"data":null,"errors":["#), "{text}");
+    assert!(errors && null);
+}
