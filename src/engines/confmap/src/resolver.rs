@@ -16,7 +16,7 @@ use crate::converter::{ConvertError, Converter};
 use crate::decode::{DecodeError, from_value};
 use crate::expand::{ExpandError, Expander, unescape_dollars};
 use crate::merge::{Tracker, merge_maps, split_delimited_keys};
-use crate::provider::{Env, Provider, ProviderError, Providers};
+use crate::provider::{Env, EnvError, Provider, ProviderError, Providers, Retrieved};
 use crate::uri::{Uri, UriError, is_valid_scheme};
 use crate::value::{Map, Value};
 
@@ -116,13 +116,23 @@ impl Resolver {
         for uri in &self.uris {
             let source = uri.to_string();
             watched_files.extend(self.providers.watch_path(uri));
-            let retrieved =
-                self.providers
-                    .retrieve(uri)
-                    .map_err(|error| ResolveError::Retrieve {
+            let retrieved = match self.providers.retrieve(uri) {
+                Ok(retrieved) => retrieved,
+                // As the Collector: a whole source from an unset variable is an empty
+                // configuration, and a warning names the variable.
+                Err(ProviderError::Env(EnvError::Unset { name })) => {
+                    let warning = format!("source `{source}`: environment variable `{name}` is not set; the source is empty");
+                    tracing::warn!(source = %source, name, "{warning}");
+                    warnings.push(warning);
+                    Retrieved::from_value(Value::Null)
+                }
+                Err(error) => {
+                    return Err(ResolveError::Retrieve {
                         uri: source.clone(),
                         source: error,
-                    })?;
+                    });
+                }
+            };
             let (value, hint) = retrieved.into_parts();
             let conf = match value {
                 Value::Null => Map::new(),

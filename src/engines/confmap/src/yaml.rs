@@ -66,6 +66,9 @@ pub(crate) fn resolve_plain(text: &str) -> Value {
         value: Box::new(value),
         text: text.to_owned(),
     };
+    if let Some(number) = yaml11_octal(text) {
+        return inferred(Value::Int(number));
+    }
     match Yaml::from_str(text) {
         Yaml::Null => Value::Null,
         Yaml::Boolean(flag) => inferred(Value::Bool(flag)),
@@ -76,6 +79,20 @@ pub(crate) fn resolve_plain(text: &str) -> Value {
         },
         _ => Value::String(text.to_owned()),
     }
+}
+
+/// A YAML 1.1 octal integer (`0123` is 83, `-017` is -15), as the Collector's YAML reader
+/// resolves one (Go's `strconv.ParseInt(text, 0, 64)`); YAML 1.2 would read `0123` as 123. Only
+/// typed fields see the number: a string field still reads the text (`"0123"`).
+fn yaml11_octal(text: &str) -> Option<i64> {
+    let (negative, unsigned) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let digits = unsigned.strip_prefix('0').filter(|d| !d.is_empty() && d.bytes().all(|b| (b'0'..=b'7').contains(&b)))?;
+    let magnitude = i64::from_str_radix(digits, 8).ok()?;
+    Some(if negative { -magnitude } else { magnitude })
 }
 
 enum Frame {
@@ -316,7 +333,10 @@ mod tests {
             parse("a: \"0123\"\nb: 0123\nc: '8080'\nd: 1.10\ne: true\nf: ~\ng:\n").expect("valid");
         assert_eq!(value.get_path("a"), Some(&Value::String("0123".into())));
         let b = value.get_path("b").expect("b");
-        assert_eq!((b.typed(), b.as_str()), (&Value::Int(123), Some("0123")));
+        assert_eq!((b.typed(), b.as_str()), (&Value::Int(83), Some("0123")), "YAML 1.1 octal");
+        for (text, want) in [("-017", Value::Int(-15)), ("+07", Value::Int(7)), ("0", Value::Int(0)), ("08", Value::Int(8)), ("0o17", Value::Int(15))] {
+            assert_eq!(parse(&format!("x: {text}\n")).expect("valid").get_path("x").map(Value::typed), Some(&want), "{text}");
+        }
         assert_eq!(value.get_path("c"), Some(&Value::String("8080".into())));
         assert_eq!(value.get_path("d").and_then(Value::as_str), Some("1.10"));
         assert_eq!(value.get_path("e").and_then(Value::as_bool), Some(true));

@@ -66,7 +66,7 @@ fn a_source_must_be_a_map() {
 }
 
 #[test]
-fn env_sources_hold_yaml_and_an_unset_one_is_an_error() {
+fn env_sources_hold_yaml_and_an_unset_one_is_empty_with_a_warning() {
     let resolved = resolve(
         &["env:HOTRULE_CONFIG"],
         &[("HOTRULE_CONFIG", "server: {port: 3}")],
@@ -74,14 +74,20 @@ fn env_sources_hold_yaml_and_an_unset_one_is_an_error() {
     )
     .expect("resolves");
     assert_eq!(resolved.value.to_json(), json!({"server": {"port": 3}}));
-    let error = resolve(&["env:HOTRULE_CONFIG"], &[], []).expect_err("unset");
-    assert!(
-        matches!(&error, ResolveError::Retrieve { source: ProviderError::Env(EnvError::Unset { name }), .. } if name == "HOTRULE_CONFIG")
-    );
+    assert!(resolved.warnings.is_empty(), "{:?}", resolved.warnings);
+    // As the Collector: an empty configuration, and a warning naming the variable.
+    let resolved = resolve(&["env:HOTRULE_CONFIG"], &[], []).expect("an unset source is empty");
+    assert_eq!(resolved.value.to_json(), json!({}));
     assert_eq!(
-        error.to_string(),
-        "env:HOTRULE_CONFIG: environment variable `HOTRULE_CONFIG` is not set"
+        resolved.warnings,
+        vec!["source `env:HOTRULE_CONFIG`: environment variable `HOTRULE_CONFIG` is not set; the source is empty".to_string()]
     );
+    // The sources after it still count.
+    let resolved = resolve(&["env:UNSET", "env:SET"], &[("SET", "a: 1")], []).expect("resolves");
+    assert_eq!(resolved.value.to_json(), json!({"a": 1}));
+    // `env:X:?message` still refuses.
+    let error = resolve(&["env:HOTRULE_CONFIG:?say where"], &[], []).expect_err("required");
+    assert!(matches!(&error, ResolveError::Retrieve { source: ProviderError::Env(EnvError::Required { .. }), .. }), "{error}");
 }
 
 #[test]
