@@ -8,7 +8,9 @@
 //!   log-MAL file, read back from `GET /query/metrics`;
 //! - hotrule's own `/metrics` counting the logs by protocol and by rule outcome;
 //! - while logs flow: a structural change of `lal/nginx` shows the data boundary (no log sent
-//!   after the 200 is evaluated by the old rule, and none of them is lost).
+//!   after the 200 is evaluated by the old rule, and none of them is lost);
+//! - slow-SQL logs through the shipped `lal/mysql-slowsql.yaml` as the MySQL dashboard's
+//!   `top_n(top_n_database_statement, …)` records over SkyWalking's GraphQL protocol.
 //!
 //! A `hotrule` built without RocksDB cannot run `serve`: the test prints `SKIP: …` and passes.
 
@@ -287,4 +289,73 @@ async fn logs_over_both_apis_become_stored_logs_and_metrics_and_a_structural_cha
         after.len(),
         old_version
     );
+}
+
+/// `yyyy-MM-dd HHmm` in UTC, a SkyWalking minute Duration bound.
+fn minute_text(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    let minutes = ms.rem_euclid(86_400_000) / 60_000;
+    let (year, month, day) = hotrule_mal_engine::civil_from_days(days);
+    format!("{year:04}-{month:02}-{day:02} {:02}{:02}", minutes / 60, minutes % 60)
+}
+
+/// The MySQL dashboard's slow-SQL widget (`top_n(top_n_database_statement,10,des)`, a RECORD_LIST)
+/// over SkyWalking's GraphQL protocol: the shipped `lal/mysql-slowsql.yaml` turns slow-SQL logs
+/// into records, ranked by latency; logs of another kind and of another service are not records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_sql_logs_are_the_mysql_dashboards_top_n_records() {
+    let test = "slow_sql_logs_are_the_mysql_dashboards_top_n_records";
+    if !require_node(test) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = HotruleNode::start(&dir.path().join("node"), &dir.path().join("rules"), "", &[]).await;
+    assert_eq!(push_rule(&node, "lal", "mysql-slowsql", &corpus("lal/mysql-slowsql.yaml")).await, "structural_applied");
+
+    let now = unix_now_ms();
+    let slow = |service: &str, i: i64, kind: &str| {
+        let body = serde_json::json!({
+            "time": (now - i * 1000).to_string(), "id": format!("q{i}"), "service": service, "layer": "MYSQL",
+            "statement": format!("SELECT * FROM t{i} WHERE id = ?"), "query_time": 100 * i,
+        });
+        serde_json::json!({
+            "service": service, "layer": "MYSQL", "timestamp": now - i * 1000, "traceContext": {"traceId": format!("trace-{i}")},
+            "tags": {"data": [{"key": "LOG_KIND", "value": kind}]},
+            "body": {"json": {"json": body.to_string()}},
+        })
+    };
+    // Twelve slow statements of `mysql-1` (latency 100·i ms), one of another service, and a log
+    // of another kind (no slowSql fields, so not a record).
+    let mut logs: Vec<serde_json::Value> = (1..=12).map(|i| slow("mysql-1", i, "SLOW_SQL")).collect();
+    logs.push(slow("mysql-2", 50, "SLOW_SQL"));
+    logs.push(slow("mysql-1", 40, "GENERAL"));
+    let (status, body) = post_json(&format!("{}/v3/logs", node.data_url()), &serde_json::Value::Array(logs)).await;
+    assert_eq!(status, 200, "/v3/logs: {body}");
+
+    let query = "query ($e: String!, $entity: Entity!, $d: Duration!) { r: execExpression(expression: $e, entity: $entity, duration: $d) { type error results { values { id value traceID } } } }";
+    let variables = serde_json::json!({
+        "e": "top_n(top_n_database_statement,10,des)",
+        "entity": {"serviceName": "mysql-1", "normal": true},
+        "d": {"start": minute_text(now - 3_600_000), "end": minute_text(now + 60_000), "step": "MINUTE"},
+    });
+    let body = serde_json::json!({"query": query, "variables": variables}).to_string();
+    let answer = std::cell::RefCell::new(serde_json::Value::Null);
+    wait_until(WAIT, "the ten slowest statements are the widget's records", || async {
+        let (code, json, _) = node.post("/graphql", &[], &body).await;
+        let done = code == 200 && json["data"]["r"]["results"][0]["values"].as_array().is_some_and(|v| v.len() == 10);
+        *answer.borrow_mut() = json;
+        done
+    })
+    .await;
+    let answer = answer.into_inner();
+    let result = &answer["data"]["r"];
+    assert_eq!(result["type"], "RECORD_LIST", "{answer}");
+    assert_eq!(result["error"], serde_json::Value::Null, "{answer}");
+    let values = result["results"][0]["values"].as_array().expect("values");
+    eprintln!("[slow sql] top_n records: {}", serde_json::Value::Array(values.clone()));
+    let expected: Vec<serde_json::Value> = (3..=12)
+        .rev()
+        .map(|i| serde_json::json!({"id": format!("SELECT * FROM t{i} WHERE id = ?"), "value": (100 * i).to_string(), "traceID": format!("trace-{i}")}))
+        .collect();
+    assert_eq!(values, &expected, "slowest first, mysql-1 only, the GENERAL log left out");
 }

@@ -10,8 +10,12 @@
 //!   histogram as its buckets labeled `le` (OAP reads both as labeled values).
 //! - `top_n` ranks the entities by their mean over the duration (OAP's `sortMetrics` for the
 //!   MAL functions); `attr0..5` conditions are not kept by hotrule and match nothing but an
-//!   empty condition list. Sampled records (`top_n` of a `SAMPLED_RECORD` metric) are not stored:
-//!   such a metric is unknown here.
+//!   empty condition list.
+//! - Sampled records (`top_n` of a `SAMPLED_RECORD` metric, RECORD_LIST) are the kept logs of the
+//!   LAL output type that makes them ([`RECORD_METRICS`]): `top_n_database_statement` is the
+//!   `SlowSQL` logs of the entity's service in the duration (MySQL, PostgreSQL and Redis slow-SQL
+//!   rules), named by `statement`, valued by `latency`, with the log's trace id, as OAP's
+//!   `TopNDatabaseStatement` records. At most [`MAX_RECORDS_READ`] of the newest are ranked.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -140,6 +144,38 @@ pub fn kind_of(info: &MetricInfo) -> MetricKind {
     }
 }
 
+/// The sampled-record metrics hotrule serves, each with the LAL `outputType` whose kept logs are
+/// its records.
+pub const RECORD_METRICS: [(&str, &str); 1] = [("top_n_database_statement", "SlowSQL")];
+
+/// The most kept logs one record metric's `top_n` ranks (the newest in the duration).
+pub const MAX_RECORDS_READ: usize = crate::data::logs::MAX_LIMIT;
+
+/// The LAL output type whose logs are `metric`'s records, if it is a record metric.
+pub fn record_output_type(metric: &str) -> Option<&'static str> {
+    RECORD_METRICS.iter().find(|(name, _)| *name == metric).map(|(_, output)| *output)
+}
+
+/// The records of output type `output` among `logs`: each one with a numeric `latency` and a
+/// `statement` field, as OAP's `TopNDatabaseStatement` (name: the statement, value: the
+/// latency, trace id: the log's, when it has one).
+pub fn records_of(logs: &[crate::data::logs::StoredLog], output: &str) -> Vec<TopNItem> {
+    logs.iter()
+        .map(|l| &l.log.record)
+        .filter(|r| r.output_type.as_deref() == Some(output))
+        .filter_map(|r| {
+            let statement = r.fields.get("statement")?.as_str()?;
+            let latency = r.fields.get("latency")?.as_f64()?;
+            Some(TopNItem {
+                name: statement.to_string(),
+                value: latency,
+                trace_id: (!r.trace_id.is_empty()).then(|| r.trace_id.clone()),
+                owner: None,
+            })
+        })
+        .collect()
+}
+
 /// What one metric's read gave: its definition, the wanted entity's values by point (epoch ms),
 /// and (under `top_n`) every entity's mean over the duration.
 struct Read {
@@ -157,6 +193,8 @@ struct Read {
 #[derive(Default)]
 pub struct Prefetched {
     reads: HashMap<String, Read>,
+    /// Sampled-record metrics' records.
+    records: HashMap<String, Vec<TopNItem>>,
 }
 
 impl Prefetched {
@@ -186,6 +224,11 @@ impl Prefetched {
             read.ranked = rank(series, window);
         }
         self.reads.insert(info.name.clone(), read);
+    }
+
+    /// Adds a sampled-record metric's records (see [`records_of`]).
+    pub fn add_records(&mut self, name: &str, items: Vec<TopNItem>) {
+        self.records.insert(name.to_string(), items);
     }
 
     fn read(&self, name: &str) -> Result<Option<&Read>, SourceError> {
@@ -280,7 +323,10 @@ fn owner_of(entity: &Entity) -> (String, Owner) {
 
 impl MetricSource for Prefetched {
     fn metric_kind(&self, name: &str) -> Option<MetricKind> {
-        self.reads.get(name).map(|r| r.kind)
+        match self.reads.get(name) {
+            Some(read) => Some(read.kind),
+            None => self.records.contains_key(name).then_some(MetricKind::Record),
+        }
     }
 
     fn read_values(&self, name: &str, duration: &Duration) -> Result<Vec<Option<f64>>, SourceError> {
@@ -311,18 +357,25 @@ impl MetricSource for Prefetched {
         if !request.attrs.is_empty() {
             return Ok(Vec::new());
         }
-        let mut items = read.ranked.clone();
-        items.sort_by(|a, b| {
-            let order = a.value.total_cmp(&b.value).then_with(|| a.name.cmp(&b.name));
-            if request.order == hotrule_mqe_engine::Order::Asc { order } else { order.reverse() }
-        });
-        items.truncate(request.top_n);
-        Ok(items)
+        Ok(best(read.ranked.clone(), request))
     }
 
-    fn read_records(&self, _request: &TopNRequest<'_>, _duration: &Duration) -> Result<Vec<TopNItem>, SourceError> {
-        Ok(Vec::new())
+    fn read_records(&self, request: &TopNRequest<'_>, _duration: &Duration) -> Result<Vec<TopNItem>, SourceError> {
+        match self.records.get(request.metric) {
+            Some(items) if request.attrs.is_empty() => Ok(best(items.clone(), request)),
+            _ => Ok(Vec::new()),
+        }
     }
+}
+
+/// The first `request.top_n` of `items` in the request's order (ties by name).
+fn best(mut items: Vec<TopNItem>, request: &TopNRequest<'_>) -> Vec<TopNItem> {
+    items.sort_by(|a, b| {
+        let order = a.value.total_cmp(&b.value).then_with(|| a.name.cmp(&b.name));
+        if request.order == hotrule_mqe_engine::Order::Asc { order } else { order.reverse() }
+    });
+    items.truncate(request.top_n);
+    items
 }
 
 /// An `ExpressionResult` as the protocol renders it: values as strings with at most three

@@ -445,6 +445,19 @@ impl SkyWalkingQuery {
             let gathered = gathered.map_err(|e| e.to_string())?;
             source.add(info, &gathered.series, &wanted, is_ranked, &window);
         }
+        for name in expr.metric_names().into_iter().filter(|n| !metrics.contains_key(n)) {
+            let Some(output) = expression::record_output_type(&name) else { continue };
+            let filter = crate::data::logs::LogFilter {
+                service: (!wanted.service.is_empty()).then(|| wanted.service.clone()),
+                start_ms: duration.start_ms,
+                end_ms: duration.end_inclusive_ms(),
+                limit: expression::MAX_RECORDS_READ,
+                ..crate::data::logs::LogFilter::default()
+            };
+            let logs = self.query.read_cluster_logs(&filter, None, self.reach()).await.map_err(|e| e.to_string())?;
+            let logs: Vec<_> = logs.logs.into_iter().map(|l| l.stored).collect();
+            source.add_records(&name, expression::records_of(&logs, output));
+        }
         Ok(expression::result_json(hotrule_mqe_engine::evaluate(&expr, &source, &window)))
     }
 
