@@ -29,17 +29,26 @@ use serde_json::{Value, json};
 const WAIT: Duration = Duration::from_secs(180);
 const HOST: &str = "ui-host";
 
-/// The built UI, or why there is none.
+/// Where the shared fixtures keep the built UI, under some directory holding the checkout.
+const SHARED_UI: &str = "shared/fixtures/booster-ui/dist";
+
+/// The built UI, or why there is none: `$HOTRULE_BOOSTER_UI_DIR`, else the first
+/// `shared/fixtures/booster-ui/dist` beside the checkout or beside one of its parents.
 fn booster_ui() -> Result<PathBuf, String> {
-    let dir = match std::env::var_os("HOTRULE_BOOSTER_UI_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/booster-ui/dist"),
-    };
-    if dir.join("index.html").is_file() {
-        Ok(dir)
-    } else {
-        Err(format!("no built booster-ui at {} (set HOTRULE_BOOSTER_UI_DIR to its dist/)", dir.display()))
+    if let Some(dir) = std::env::var_os("HOTRULE_BOOSTER_UI_DIR") {
+        let dir = PathBuf::from(dir);
+        return match dir.join("index.html").is_file() {
+            true => Ok(dir),
+            false => Err(format!("HOTRULE_BOOSTER_UI_DIR={} has no index.html", dir.display())),
+        };
     }
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
+    checkout
+        .ancestors()
+        .skip(1)
+        .map(|parent| parent.join(SHARED_UI))
+        .find(|dir| dir.join("index.html").is_file())
+        .ok_or_else(|| format!("no built booster-ui at <a parent of {}>/{SHARED_UI} (set HOTRULE_BOOSTER_UI_DIR to its dist/)", checkout.display()))
 }
 
 fn artifacts() -> PathBuf {
