@@ -14,8 +14,14 @@
 //! - **Body read**: a request's body must arrive within `body_read_timeout` of its head; after
 //!   that, reading it fails and the handler answers its usual "unreadable body" error.
 //! - **Declared length**: a `Content-Length` above the listener's `max_body_bytes` is answered
-//!   `413` without reading anything. Routes with a smaller limit check their own (and answer in
-//!   their own error format) before reading.
+//!   `413` without handing the request to a route. Routes with a smaller limit check their own
+//!   (and answer in their own error format) before reading.
+//! - **Lingering read**: a client still sending a body the server will not use (an early 413, a
+//!   route that answered without reading) would see a reset instead of the answer if the
+//!   connection closed under it. So, as nginx's lingering close, the rest of such a body is read
+//!   and dropped before the answer goes out — at most [`LINGER_BYTES`] within [`LINGER_TIME`];
+//!   a body beyond that (or one behind `Expect: 100-continue`, which the client has not sent)
+//!   is not read, and the answer closes the connection.
 //!
 //! Shutdown: `stop` ends accepting and shuts every connection down gracefully; [`serve`] returns
 //! when the last one has closed.
@@ -48,6 +54,12 @@ pub const MIN_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 /// It must stay below every server's idle timeout: a request sent on a connection the server
 /// closes at that moment fails (and a POST is not retried).
 pub const CLIENT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The most of an unused request body read (and dropped) so that the client gets its answer.
+pub const LINGER_BYTES: u64 = 16 << 20;
+
+/// The longest a lingering read of an unused body may take.
+pub const LINGER_TIME: Duration = Duration::from_secs(5);
 
 /// At most one "connection refused" warning per listener per this interval; the rest are counted.
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
@@ -257,19 +269,38 @@ where
 }
 
 /// One request: the declared length checked, the body put under its deadline, the peer address
-/// attached, then the router.
+/// attached, then the router; what the answer left of the body is read and dropped (bounded).
 async fn handle(app: Router, request: Request<Incoming>, peer: SocketAddr, limits: Limits) -> Response<Body> {
-    if let Some(length) = declared_length(request.headers()).filter(|length| *length > limits.max_body_bytes) {
-        let message = format!("request body of {length} bytes declared; this listener accepts at most {}\n", limits.max_body_bytes);
-        return too_large(message);
-    }
+    let declared = declared_length(request.headers());
+    let expects_continue = request
+        .headers()
+        .get(header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     let (mut parts, body) = request.into_parts();
-    parts.extensions.insert(ConnectInfo(peer));
-    let body = Body::new(TimedBody::new(body, limits.body_read_timeout));
-    match app.oneshot(Request::from_parts(parts, body)).await {
-        Ok(response) => response,
-        Err(never) => match never {},
+    let body = SharedBody(Arc::new(std::sync::Mutex::new(TimedBody::new(body, limits.body_read_timeout))));
+    let mut response = match declared.filter(|length| *length > limits.max_body_bytes) {
+        Some(length) => {
+            too_large(format!("request body of {length} bytes declared; this listener accepts at most {}\n", limits.max_body_bytes))
+        }
+        None => {
+            parts.extensions.insert(ConnectInfo(peer));
+            match app.oneshot(Request::from_parts(parts, Body::new(body.clone()))).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+    };
+    if hyper::body::Body::is_end_stream(&body) {
+        return response;
     }
+    // Unread body bytes are left on the connection: it cannot carry another request. The answer
+    // goes out now; the rest of the body is read and dropped meanwhile, so that a client still
+    // sending reads the answer instead of a reset (nginx's lingering close).
+    response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    if !expects_continue && declared.is_none_or(|length| length <= LINGER_BYTES) {
+        tokio::spawn(async move { body.drain(LINGER_BYTES, LINGER_TIME).await });
+    }
+    response
 }
 
 /// The early 413, in the admin API's error shape (`applyStatus` + `message`): the admin listener
@@ -280,9 +311,64 @@ fn too_large(message: String) -> Response<Body> {
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
     response.headers_mut().insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
-    // The body is not read: the connection cannot be reused.
-    response.headers_mut().insert(header::CONNECTION, header::HeaderValue::from_static("close"));
     response
+}
+
+/// A request body the route reads while [`handle`] keeps a handle on it, to read what the route
+/// left once it has answered.
+#[derive(Clone)]
+struct SharedBody(Arc<std::sync::Mutex<TimedBody>>);
+
+impl SharedBody {
+    fn lock(&self) -> std::sync::MutexGuard<'_, TimedBody> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads and drops the rest of the body: whether it ended within `max_bytes` and `within`
+    /// (and the body deadline). A failed read ends it too, as not ended.
+    async fn drain(&self, max_bytes: u64, within: Duration) -> bool {
+        let mut read = 0u64;
+        let reading = async {
+            loop {
+                if hyper::body::Body::is_end_stream(&*self.lock()) {
+                    return true;
+                }
+                let next = std::future::poll_fn(|cx| hyper::body::Body::poll_frame(Pin::new(&mut *self.lock()), cx)).await;
+                match next {
+                    None => return true,
+                    Some(Ok(frame)) => {
+                        read += frame.data_ref().map_or(0, |d| d.len() as u64);
+                        if read > max_bytes {
+                            return false;
+                        }
+                    }
+                    Some(Err(_)) => return false,
+                }
+            }
+        };
+        let ended = tokio::time::timeout(within, reading).await.unwrap_or(false);
+        if read > 0 {
+            tracing::debug!(bytes = read, ended, "read and dropped the unused rest of a request body");
+        }
+        ended
+    }
+}
+
+impl hyper::body::Body for SharedBody {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        hyper::body::Body::poll_frame(Pin::new(&mut *self.lock()), cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.lock().is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.lock().size_hint()
+    }
 }
 
 /// The body did not arrive within the listener's body-read timeout.

@@ -21,6 +21,7 @@ fn limits(max_connections: usize) -> Limits {
 fn app() -> Router {
     Router::new()
         .route("/", get(|| async { "ok" }))
+        .route("/refuse", post(|| async { (StatusCode::PAYLOAD_TOO_LARGE, "refused unread") }))
         .route("/slow", get(|| async {
             tokio::time::sleep(Duration::from_millis(900)).await;
             "slow"
@@ -165,4 +166,70 @@ fn declared_lengths_are_read_leniently() {
     assert!(declares_more_than(&headers, 1024));
     headers.insert(header::CONTENT_LENGTH, header::HeaderValue::from_static("12"));
     assert!(!declares_more_than(&headers, 1024));
+}
+
+/// Sends a request head and `body_bytes` of body, then reads the answer, as a client that writes
+/// its whole upload before reading does (Python's `urllib`): what it read, or why the upload
+/// failed (such a client gives up on a reset or broken pipe and never sees the answer).
+async fn upload(addr: SocketAddr, path: &str, body_bytes: usize) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let head = format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {body_bytes}\r\n\r\n");
+    let sent = tokio::time::timeout(Duration::from_secs(10), async {
+        stream.write_all(head.as_bytes()).await?;
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut left = body_bytes;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            stream.write_all(&chunk[..n]).await?;
+            left -= n;
+        }
+        Ok::<_, std::io::Error>(())
+    })
+    .await;
+    match sent {
+        Ok(Ok(())) => read_until_close(&mut stream, Duration::from_secs(10)).await.unwrap_or_default(),
+        Ok(Err(e)) => format!("the upload failed: {e}"),
+        Err(_) => "the upload did not finish within 10 s".to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_still_sending_an_oversized_body_reads_its_413() {
+    let (addr, stop, _task) = start(limits(8)).await;
+    // 12 MiB against a 1 KiB limit: more than the loopback socket buffers hold, so the client
+    // is still writing when the 413 is ready. Closing then (without the lingering read) resets
+    // the connection under it: its write fails and it never reads the answer.
+    for attempt in 0..5 {
+        let answer = upload(addr, "/echo", 12 << 20).await;
+        assert!(answer.starts_with("HTTP/1.1 413"), "attempt {attempt}: {answer:?}");
+        assert!(answer.contains("payload_too_large"), "attempt {attempt}: {answer}");
+    }
+    stop.cancel();
+    // A route that answers without reading the body (the listener itself takes any length): the same.
+    let (addr, stop, _task) = start(Limits { max_body_bytes: u64::MAX, ..limits(8) }).await;
+    for attempt in 0..5 {
+        let answer = upload(addr, "/refuse", 12 << 20).await;
+        assert!(answer.starts_with("HTTP/1.1 413") && answer.ends_with("refused unread"), "attempt {attempt}: {answer:?}");
+    }
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_body_past_the_lingering_bound_is_not_read_and_the_connection_closes() {
+    let (addr, stop, _task) = start(limits(8)).await;
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let head = format!("POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n", LINGER_BYTES + 1);
+    stream.write_all(head.as_bytes()).await.expect("write");
+    let answer = read_until_close(&mut stream, Duration::from_secs(2)).await.expect("answered at once");
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.to_ascii_lowercase().contains("connection: close"), "{answer}");
+    // `Expect: 100-continue`: the client waits for the answer; nothing is read.
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(b"POST /refuse HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n")
+        .await
+        .expect("write");
+    let answer = read_until_close(&mut stream, Duration::from_secs(2)).await.expect("answered at once");
+    assert!(answer.starts_with("HTTP/1.1 413") && !answer.contains("100 Continue"), "{answer}");
+    stop.cancel();
 }
