@@ -2,10 +2,13 @@
 //! data listeners all go through [`serve`]; the limits are one [`ListenLimits`] in the node's
 //! configuration (`limits:` section, see `docs/security.md`).
 //!
-//! - **Connections**: at most `max_connections` at once per listener. A connection accepted
-//!   beyond that is closed at once (the peer sees a reset or EOF), so a flood of idle
-//!   connections cannot take the process to its file limit; refusals are counted and logged at
-//!   most once per interval.
+//! - **Connections**: at most `max_connections` at once per listener, so a flood cannot take the
+//!   process to its file limit. At the limit a new connection is admitted by closing the one
+//!   that has waited longest without a request in flight (an idle keep-alive, or a client that
+//!   never finished a request head), as nginx resets its timed-out connections under load: slow
+//!   or idle clients cannot lock an operator out for a whole header timeout. Only when every
+//!   connection has a request in flight is the new one closed at once (the peer sees a reset or
+//!   EOF); refusals are counted and logged at most once per interval.
 //! - **Header read**: hyper's `header_read_timeout` (a `TokioTimer` drives it). It runs from the
 //!   moment the connection starts waiting for a request head, so it also covers the wait
 //!   between keep-alive requests.
@@ -152,12 +155,22 @@ where
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let connections = TaskTracker::new();
     let refusals = RefusalLog::default();
+    let open = Arc::new(OpenConnections::default());
     loop {
         let (io, peer) = tokio::select! {
             () = stop.cancelled() => break,
             accepted = listener.accept() => accepted,
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => Some(slot),
+            // At the limit: close the connection that has waited longest without a request,
+            // and take its slot once it is released.
+            Err(_) if open.evict_longest_waiting() => {
+                tokio::time::timeout(EVICTION_WAIT, slots.clone().acquire_owned()).await.ok().and_then(Result::ok)
+            }
+            Err(_) => None,
+        };
+        let Some(slot) = slot else {
             // Dropping the stream closes it: at the limit a connection costs one accept.
             drop(io);
             refusals.note(what, peer, limits.max_connections);
@@ -165,14 +178,66 @@ where
         };
         let app = app.clone();
         let stop = stop.clone();
+        let open = open.clone();
         connections.spawn(async move {
             let _slot = slot;
-            serve_connection(io, peer, app, limits, stop).await;
+            let (id, activity, evicted) = open.add();
+            serve_connection(io, peer, app, limits, stop, activity, evicted).await;
+            open.remove(id);
         });
     }
     drop(listener);
     connections.close();
     connections.wait().await;
+}
+
+/// How long an accept at the limit waits for an evicted connection to release its slot.
+const EVICTION_WAIT: Duration = Duration::from_secs(1);
+
+/// The open connections of one listener: each one's activity, and how to close it.
+#[derive(Default)]
+struct OpenConnections {
+    next: AtomicU64,
+    by_id: std::sync::Mutex<std::collections::HashMap<u64, (Arc<Activity>, CancellationToken)>>,
+}
+
+impl OpenConnections {
+    fn add(&self) -> (u64, Arc<Activity>, CancellationToken) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let activity = Arc::new(Activity {
+            in_flight: AtomicUsize::new(0),
+            last: std::sync::Mutex::new(Instant::now()),
+            ended: tokio::sync::Notify::new(),
+        });
+        let evicted = CancellationToken::new();
+        self.lock().insert(id, (activity.clone(), evicted.clone()));
+        (id, activity, evicted)
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// Closes the connection that has waited longest without a request in flight (not one
+    /// already being closed); whether there was one.
+    fn evict_longest_waiting(&self) -> bool {
+        let open = self.lock();
+        let victim = open
+            .values()
+            .filter(|(activity, evicted)| activity.in_flight.load(Ordering::SeqCst) == 0 && !evicted.is_cancelled())
+            .min_by_key(|(activity, _)| *activity.last.lock().unwrap_or_else(|p| p.into_inner()));
+        match victim {
+            Some((_, evicted)) => {
+                evicted.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, (Arc<Activity>, CancellationToken)>> {
+        self.by_id.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// What a connection's idle watch reads: requests in flight and when the last one started or
@@ -219,15 +284,17 @@ impl Drop for InFlight {
     }
 }
 
-async fn serve_connection<I>(io: I, peer: SocketAddr, app: Router, limits: Limits, stop: CancellationToken)
-where
+async fn serve_connection<I>(
+    io: I,
+    peer: SocketAddr,
+    app: Router,
+    limits: Limits,
+    stop: CancellationToken,
+    activity: Arc<Activity>,
+    evicted: CancellationToken,
+) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let activity = Arc::new(Activity {
-        in_flight: AtomicUsize::new(0),
-        last: std::sync::Mutex::new(Instant::now()),
-        ended: tokio::sync::Notify::new(),
-    });
     let service_activity = activity.clone();
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
         let in_flight = InFlight::start(&service_activity);
@@ -261,6 +328,16 @@ where
                 }
             }
             () = stop.cancelled(), if !closing => {
+                closing = true;
+                connection.as_mut().graceful_shutdown();
+            }
+            // Closed to admit a new connection at the limit: it had no request in flight.
+            () = evicted.cancelled(), if !closing => {
+                tracing::debug!(%peer, "connection closed to admit a new one at the listener's limit");
+                if activity.in_flight.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                // A request began after it was picked: let that one finish.
                 closing = true;
                 connection.as_mut().graceful_shutdown();
             }

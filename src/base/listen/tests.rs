@@ -18,10 +18,18 @@ fn limits(max_connections: usize) -> Limits {
     }
 }
 
+/// How many `/held` requests have reached their handler (one test uses the route).
+static HELD_STARTED: AtomicUsize = AtomicUsize::new(0);
+
 fn app() -> Router {
     Router::new()
         .route("/", get(|| async { "ok" }))
         .route("/refuse", post(|| async { (StatusCode::PAYLOAD_TOO_LARGE, "refused unread") }))
+        .route("/held", get(|| async {
+            HELD_STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(900)).await;
+            "held"
+        }))
         .route("/slow", get(|| async {
             tokio::time::sleep(Duration::from_millis(900)).await;
             "slow"
@@ -68,31 +76,55 @@ async fn get_root(addr: SocketAddr) -> Option<String> {
 }
 
 #[tokio::test]
-async fn an_idle_flood_is_refused_then_closed_and_service_resumes() {
+async fn at_the_limit_the_longest_waiting_idle_connection_makes_room() {
     let (addr, stop, task) = start(limits(4)).await;
     let mut idle = Vec::new();
     for _ in 0..4 {
         idle.push(TcpStream::connect(addr).await.expect("connect"));
     }
-    // Over the limit: closed at once, not left hanging.
-    let mut extra = TcpStream::connect(addr).await.expect("connect");
-    let _ = extra.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").await;
+    // Four connections that never send a request fill the listener. A fifth with a request is
+    // served at once: the one that has waited longest is closed to make room.
     let started = Instant::now();
-    let answer = read_until_close(&mut extra, Duration::from_secs(3)).await.expect("closed within 3 s");
-    assert!(!answer.contains("200 OK"), "refused, not served: {answer}");
-    assert!(started.elapsed() < Duration::from_secs(3));
-    // The idle ones are closed by the header timeout; then a request is served.
-    for stream in &mut idle {
-        assert!(read_until_close(stream, Duration::from_secs(5)).await.is_some(), "idle connection closed");
+    let answer = get_root(addr).await.expect("answered");
+    assert!(answer.starts_with("HTTP/1.1 200"), "served, not refused: {answer}");
+    assert!(started.elapsed() < limits(4).header_read_timeout, "before any idle one timed out");
+    let first = read_until_close(&mut idle[0], Duration::from_millis(200)).await;
+    assert_eq!(first.as_deref(), Some(""), "the first idle connection was closed for it");
+    // A flood of new idle connections keeps evicting the oldest; a request still gets through.
+    for _ in 0..20 {
+        idle.push(TcpStream::connect(addr).await.expect("connect"));
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut served = false;
-    while Instant::now() < deadline && !served {
-        served = get_root(addr).await.is_some_and(|answer| answer.starts_with("HTTP/1.1 200"));
-    }
-    assert!(served, "a new request is served once the idle connections are gone");
+    let answer = get_root(addr).await.expect("answered during the flood");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(5), task).await.expect("stops").expect("joins");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_limit_with_every_connection_busy_a_new_one_is_refused() {
+    let (addr, stop, _task) = start(limits(2)).await;
+    let before = HELD_STARTED.load(std::sync::atomic::Ordering::SeqCst);
+    let mut busy = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        stream.write_all(b"GET /held HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await.expect("write");
+        busy.push(stream);
+    }
+    // Both requests are in flight (the handler sleeps 900 ms): nothing may be cut.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while HELD_STARTED.load(std::sync::atomic::Ordering::SeqCst) < before + 2 {
+        assert!(Instant::now() < deadline, "the held requests did not start");
+        tokio::task::yield_now().await;
+    }
+    let mut extra = TcpStream::connect(addr).await.expect("connect");
+    let _ = extra.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").await;
+    let answer = read_until_close(&mut extra, Duration::from_secs(3)).await.unwrap_or_default();
+    assert!(!answer.contains("200 OK"), "refused, not served: {answer}");
+    for stream in &mut busy {
+        let answer = read_until_close(stream, Duration::from_secs(5)).await.expect("answered");
+        assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("held"), "the busy ones finish: {answer}");
+    }
+    stop.cancel();
 }
 
 #[tokio::test]
