@@ -422,7 +422,7 @@ fn gql_python() -> Option<std::path::PathBuf> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gql_client_validates_swctls_documents_against_the_introspected_schema() {
     let Some(python) = gql_python() else {
-        eprintln!("SKIP: the_gql_client_validates_swctls_documents: no Python with gql (run .ci/run, or set HOTRULE_GQL_PYTHON)");
+        hotrule::base::skips::skip("the_gql_client_validates_swctls_documents", "no Python with gql (run .ci/run, or set HOTRULE_GQL_PYTHON)");
         return;
     };
     let t0 = t0();

@@ -65,7 +65,7 @@ fn ready(test: &str) -> Option<PathBuf> {
     match booster_ui() {
         Ok(dir) => Some(dir),
         Err(why) => {
-            eprintln!("SKIP: {test}: {why}");
+            hotrule::base::skips::skip(test, &why);
             None
         }
     }

@@ -14,8 +14,7 @@ pub fn require_alertmanager(test: &str) -> bool {
     if which(ALERTMANAGER).is_some() {
         return true;
     }
-    eprintln!("SKIP: {test}: {ALERTMANAGER} not installed; apt-get install prometheus-alertmanager");
-    false
+    hotrule::base::skips::skip(test, &format!("{ALERTMANAGER} not installed; apt-get install prometheus-alertmanager"))
 }
 
 /// Every alert goes to a receiver without integrations: the test reads alerts through the API.

@@ -52,11 +52,8 @@ pub fn require(test: &str, names: &[&str]) -> bool {
     if missing.is_empty() {
         return true;
     }
-    eprintln!(
-        "SKIP: {test}: {} not installed; apt-get install prometheus prometheus-node-exporter (promtool comes with prometheus)",
-        missing.join(", ")
-    );
-    false
+    let why = format!("{} not installed; apt-get install prometheus prometheus-node-exporter (promtool comes with prometheus)", missing.join(", "));
+    hotrule::base::skips::skip(test, &why)
 }
 
 /// A port that was free a moment ago (bind 0, read, release).
@@ -391,8 +388,7 @@ pub fn require_node(test: &str) -> bool {
     if cfg!(feature = "rocksdb") {
         return true;
     }
-    eprintln!("SKIP: {test}: this build of hotrule has no RocksDB (built without the `rocksdb` feature), so `hotrule serve` cannot run");
-    false
+    hotrule::base::skips::skip(test, "this build of hotrule has no RocksDB (built without the `rocksdb` feature), so `hotrule serve` cannot run")
 }
 
 /// The modules the OTLP fixture imports.
@@ -424,9 +420,10 @@ pub fn otlp_python() -> Option<PathBuf> {
 pub fn require_otlp_python(test: &str) -> Option<PathBuf> {
     let found = otlp_python();
     if found.is_none() {
-        eprintln!(
-            "SKIP: {test}: no Python with opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http; .ci/run installs them \
-             (python3 -m venv ~/.cache/hotrule-otlp-venv && ~/.cache/hotrule-otlp-venv/bin/pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http)"
+        hotrule::base::skips::skip(
+            test,
+            "no Python with opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http; .ci/run installs them \
+             (python3 -m venv ~/.cache/hotrule-otlp-venv && ~/.cache/hotrule-otlp-venv/bin/pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http)",
         );
     }
     found

@@ -9,5 +9,6 @@ pub mod ids;
 pub mod owner;
 pub mod listen;
 pub mod self_metrics;
+pub mod skips;
 pub mod tls;
 pub mod worker;

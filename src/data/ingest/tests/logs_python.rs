@@ -33,10 +33,10 @@ fn python() -> Option<PathBuf> {
 #[tokio::test]
 async fn the_python_otlp_log_exporter_is_taken_and_mapped() {
     let Some(python) = python() else {
-        eprintln!(
-            "SKIP: the_python_otlp_log_exporter_is_taken_and_mapped: no Python with opentelemetry-sdk and \
-             opentelemetry-exporter-otlp-proto-http (python3 -m venv ~/.cache/hotrule-otlp-venv && \
-             ~/.cache/hotrule-otlp-venv/bin/pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http)"
+        crate::base::skips::skip(
+            "the_python_otlp_log_exporter_is_taken_and_mapped",
+            "no Python with opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http (python3 -m venv ~/.cache/hotrule-otlp-venv && \
+             ~/.cache/hotrule-otlp-venv/bin/pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-http)",
         );
         return;
     };
