@@ -230,7 +230,7 @@ impl SkyWalkingQuery {
         self.query.reach(true, None)
     }
 
-    /// One root field.
+    /// One root field other than `execExpression` (which [`Self::resolve_all`] evaluates).
     async fn resolve(&self, field: &RootField, lookups: &mut Lookups) -> Result<Value, String> {
         let args = &field.args;
         let text = |name: &str| args.get(name).and_then(Value::as_str);
@@ -350,10 +350,6 @@ impl SkyWalkingQuery {
                     .filter(|info| regex.as_ref().is_none_or(|r| r.is_match(&info.name)))
                     .map(|info| json!({"name": info.name, "type": metrics_type(info), "catalog": "METRICS"}))
                     .collect())
-            }
-            "execExpression" => {
-                let metrics = self.metrics(lookups).await?;
-                self.exec_expression(args, &metrics).await
             }
             other => records::resolve(self, other, args).await,
         }
