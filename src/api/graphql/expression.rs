@@ -15,7 +15,8 @@
 //!   LAL output type that makes them ([`RECORD_METRICS`]): `top_n_database_statement` is the
 //!   `SlowSQL` logs of the entity's service in the duration (MySQL, PostgreSQL and Redis slow-SQL
 //!   rules), named by `statement`, valued by `latency`, with the log's trace id, as OAP's
-//!   `TopNDatabaseStatement` records. At most [`MAX_RECORDS_READ`] of the newest are ranked.
+//!   `TopNDatabaseStatement` records. The newest [`MAX_RECORDS_READ`] logs of the service in the
+//!   duration are looked through.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -148,7 +149,8 @@ pub fn kind_of(info: &MetricInfo) -> MetricKind {
 /// its records.
 pub const RECORD_METRICS: [(&str, &str); 1] = [("top_n_database_statement", "SlowSQL")];
 
-/// The most kept logs one record metric's `top_n` ranks (the newest in the duration).
+/// The most kept logs one record metric's `top_n` looks through (the service's newest in the
+/// duration).
 pub const MAX_RECORDS_READ: usize = crate::data::logs::MAX_LIMIT;
 
 /// The LAL output type whose logs are `metric`'s records, if it is a record metric.
