@@ -6,9 +6,11 @@
 //! Nothing here knows about HTTP, storage or async.
 
 mod error;
+mod eval;
 mod plan;
 
 pub use error::Error;
+pub use eval::{Labels, Loaded, Series, Value, eval_instant, load_key};
 pub use plan::{Limits, SelectorLoad, TimeWindow, selectors_to_load};
 pub use promql_parser::parser::Expr;
 

@@ -1,7 +1,7 @@
 //! What an expression needs from the store: one [`SelectorLoad`] per selector, with the absolute
 //! window of sample timestamps its evaluation can look at (offsets, `@`, ranges, lookback and
 //! subqueries applied). The windows are inclusive on both ends, so a caller that loads them never
-//! misses a sample; the evaluator applies Prometheus' left-open `(t - range, t]` itself.
+//! misses a sample; the evaluator applies the exact window of the Prometheus version it matches.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
