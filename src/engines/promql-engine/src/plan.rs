@@ -29,6 +29,8 @@ pub struct TimeWindow {
 /// One selector of the expression and the samples its evaluation may read.
 #[derive(Debug, Clone)]
 pub struct SelectorLoad {
+    /// The key under which the evaluator looks up this selector's series in [`crate::Loaded`].
+    pub key: String,
     /// The metric name, when the selector names one (`foo{…}` or `{__name__="foo"}`).
     pub metric: Option<String>,
     pub matchers: Matchers,
@@ -77,6 +79,7 @@ fn walk(expr: &Expr, query: EvalRange, range: EvalRange, lookback_ms: i64, loads
         Expr::VectorSelector(selector) => {
             let shifted = shift(range, query, selector.at.as_ref(), selector.offset.as_ref())?;
             loads.push(SelectorLoad {
+                key: crate::eval::load_key(selector),
                 metric: selector.name.clone(),
                 matchers: selector.matchers.clone(),
                 window: TimeWindow { start_ms: shifted.start_ms.saturating_sub(lookback_ms), end_ms: shifted.end_ms },
@@ -87,6 +90,7 @@ fn walk(expr: &Expr, query: EvalRange, range: EvalRange, lookback_ms: i64, loads
             let selector = &matrix.vs;
             let shifted = shift(range, query, selector.at.as_ref(), selector.offset.as_ref())?;
             loads.push(SelectorLoad {
+                key: crate::eval::load_key(selector),
                 metric: selector.name.clone(),
                 matchers: selector.matchers.clone(),
                 window: TimeWindow { start_ms: shifted.start_ms.saturating_sub(millis(matrix.range)), end_ms: shifted.end_ms },
