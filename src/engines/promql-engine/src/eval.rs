@@ -107,7 +107,20 @@ impl<'a> Evaluator<'a> {
             }
             Expr::Call(call) => self.call(call.func.name, &call.args.args, t_ms),
             Expr::Aggregate(aggregate) => Err(Error::Unsupported { construct: format!("aggregation {}", aggregate.op) }),
-            Expr::Binary(binary) => Err(Error::Unsupported { construct: format!("binary operator {}", binary.op) }),
+            Expr::Binary(binary) => {
+                let op = binary.op.to_string();
+                let lhs = self.eval(&binary.lhs, t_ms)?;
+                let rhs = self.eval(&binary.rhs, t_ms)?;
+                if matches!((&lhs, &rhs), (Value::Vector(_), Value::Vector(_))) {
+                    return Err(Error::Unsupported { construct: format!("binary operator {op} between two vectors") });
+                }
+                let return_bool = binary.modifier.as_ref().is_some_and(|modifier| modifier.return_bool);
+                let value = crate::arith::scalar_binop(&op, return_bool, lhs, rhs)?;
+                if let Value::Vector(samples) = &value {
+                    self.count(samples.len())?;
+                }
+                Ok(value)
+            }
             Expr::Subquery(_) => Err(Error::Unsupported { construct: "subquery".to_string() }),
             Expr::Extension(_) => Err(Error::Unsupported { construct: "extension expression".to_string() }),
         }
