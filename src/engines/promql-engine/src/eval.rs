@@ -127,6 +127,29 @@ impl<'a> Evaluator<'a> {
     }
 
     fn call(&mut self, name: &str, args: &[Box<Expr>], t_ms: i64) -> Result<Value, Error> {
+        if name == "time" {
+            return Ok(Value::Scalar(t_ms, t_ms as f64 / 1000.0));
+        }
+        let math: Option<fn(f64) -> f64> = match name {
+            "abs" => Some(f64::abs),
+            "ceil" => Some(f64::ceil),
+            "floor" => Some(f64::floor),
+            "exp" => Some(f64::exp),
+            "ln" => Some(f64::ln),
+            "log2" => Some(f64::log2),
+            "log10" => Some(f64::log10),
+            "sqrt" => Some(f64::sqrt),
+            _ => None,
+        };
+        if let Some(math) = math {
+            let Some(arg) = args.first() else {
+                return Err(Error::Unsupported { construct: format!("function {name} without an argument") });
+            };
+            let Value::Vector(samples) = self.eval(arg, t_ms)? else {
+                return Err(Error::Unsupported { construct: format!("function {name} over a non-vector argument") });
+            };
+            return Ok(Value::Vector(samples.into_iter().map(|(labels, at, v)| (without_name(labels), at, math(v))).collect()));
+        }
         let over_time: fn(&[(i64, f64)]) -> f64 = match name {
             "sum_over_time" => |s| s.iter().map(|(_, v)| v).sum(),
             "count_over_time" => |s| s.len() as f64,
@@ -237,6 +260,15 @@ mod tests {
         assert_eq!(last[0].0.get("__name__").map(String::as_str), Some("up"));
         let Ok(Value::Vector(sum)) = eval("sum_over_time(up[2m])", 300_000, 100) else { panic!() };
         assert_eq!(sum[0].0.get("__name__"), None);
+    }
+
+    #[test]
+    fn math_functions_apply_per_sample_and_drop_the_name() {
+        assert_eq!(single(eval("sqrt(up)", 240_000, 100)), 2.0);
+        assert_eq!(single(eval("-abs(-up)", 240_000, 100)), -4.0);
+        assert_eq!(eval("time()", 1500, 100), Ok(Value::Scalar(1500, 1.5)));
+        let Ok(Value::Vector(floor)) = eval("floor(up)", 240_000, 100) else { panic!() };
+        assert_eq!(floor[0].0.get("__name__"), None);
     }
 
     #[test]
