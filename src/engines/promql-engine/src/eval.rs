@@ -106,7 +106,18 @@ impl<'a> Evaluator<'a> {
                 Ok(Value::Matrix(out))
             }
             Expr::Call(call) => self.call(call.func.name, &call.args.args, t_ms),
-            Expr::Aggregate(aggregate) => Err(Error::Unsupported { construct: format!("aggregation {}", aggregate.op) }),
+            Expr::Aggregate(aggregate) => {
+                let op = aggregate.op.to_string();
+                if aggregate.param.is_some() {
+                    return Err(Error::Unsupported { construct: format!("aggregation {op}") });
+                }
+                let Value::Vector(samples) = self.eval(&aggregate.expr, t_ms)? else {
+                    return Err(Error::Unsupported { construct: format!("aggregation {op} over a non-vector") });
+                };
+                let out = crate::aggregate::aggregate(&op, aggregate.modifier.as_ref(), samples, t_ms)?;
+                self.count(out.len())?;
+                Ok(Value::Vector(out))
+            }
             Expr::Binary(binary) => {
                 let op = binary.op.to_string();
                 let lhs = self.eval(&binary.lhs, t_ms)?;
@@ -272,8 +283,19 @@ mod tests {
     }
 
     #[test]
+    fn sum_by_keeps_the_listed_labels_and_without_drops_the_name() {
+        let Ok(Value::Vector(by)) = eval("sum by (job) (up)", 240_000, 100) else { panic!() };
+        assert_eq!(by.len(), 1);
+        assert_eq!(by[0].0.get("job").map(String::as_str), Some("a"));
+        assert_eq!(by[0].2, 4.0);
+        let Ok(Value::Vector(without)) = eval("max without (job) (up)", 240_000, 100) else { panic!() };
+        assert!(without[0].0.is_empty());
+        assert_eq!(single(eval("count(up)", 240_000, 100)), 1.0);
+    }
+
+    #[test]
     fn the_sample_limit_and_unsupported_constructs_are_errors() {
         assert_eq!(eval("count_over_time(up[10m])", 540_000, 5), Err(Error::TooManySamples { limit: 5 }));
-        assert!(matches!(eval("sum(up)", 0, 100), Err(Error::Unsupported { construct }) if construct.contains("sum")));
+        assert!(matches!(eval("topk(1, up)", 0, 100), Err(Error::Unsupported { construct }) if construct.contains("topk")));
     }
 }

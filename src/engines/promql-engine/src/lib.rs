@@ -5,6 +5,7 @@
 //! time windows the expression needs, reads them from its store, and hands them back for evaluation.
 //! Nothing here knows about HTTP, storage or async.
 
+mod aggregate;
 mod arith;
 mod error;
 mod eval;
