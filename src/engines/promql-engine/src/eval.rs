@@ -161,6 +161,29 @@ impl<'a> Evaluator<'a> {
             };
             return Ok(Value::Vector(samples.into_iter().map(|(labels, at, v)| (without_name(labels), at, math(v))).collect()));
         }
+        if let Some((is_counter, is_rate)) = match name {
+            "rate" => Some((true, true)),
+            "increase" => Some((true, false)),
+            "delta" => Some((false, false)),
+            _ => None,
+        } {
+            let Some(Expr::MatrixSelector(matrix)) = args.first().map(|arg| arg.as_ref()) else {
+                return Err(Error::Unsupported { construct: format!("function {name} over a non-selector argument") });
+            };
+            let range_end = self.instant_of(&matrix.vs, t_ms);
+            let range_ms = i64::try_from(matrix.range.as_millis()).unwrap_or(i64::MAX);
+            let Value::Matrix(series) = self.eval(&Expr::MatrixSelector(matrix.clone()), t_ms)? else {
+                return Err(Error::Unsupported { construct: format!("function {name} over a non-range argument") });
+            };
+            let window = (range_end.saturating_sub(range_ms), range_end, range_ms);
+            let out = series
+                .into_iter()
+                .filter_map(|s| {
+                    crate::rate::extrapolated_rate(&s.samples, window, is_counter, is_rate).map(|v| (without_name(s.labels), t_ms, v))
+                })
+                .collect();
+            return Ok(Value::Vector(out));
+        }
         let over_time: fn(&[(i64, f64)]) -> f64 = match name {
             "sum_over_time" => |s| s.iter().map(|(_, v)| v).sum(),
             "count_over_time" => |s| s.len() as f64,
@@ -291,6 +314,17 @@ mod tests {
         let Ok(Value::Vector(without)) = eval("max without (job) (up)", 240_000, 100) else { panic!() };
         assert!(without[0].0.is_empty());
         assert_eq!(single(eval("count(up)", 240_000, 100)), 1.0);
+    }
+
+    #[test]
+    fn rate_and_increase_extrapolate_like_prometheus() {
+        // Samples 0..=4 at one a minute, window [0, 4m]: no extrapolation needed, increase is 4.
+        assert_eq!(single(eval("increase(up[4m])", 240_000, 100)), 4.0);
+        // Window [30s, 4m30s] holds 1..=4 (3 over 180s); each edge extrapolates 30s (< 1.1 * 60s):
+        // 3 * 240 / 180 = 4, and rate divides by the 240s range.
+        assert!((single(eval("increase(up[4m])", 270_000, 100)) - 4.0).abs() < 1e-12);
+        assert!((single(eval("rate(up[4m])", 270_000, 100)) - 4.0 / 240.0).abs() < 1e-12);
+        assert_eq!(eval("rate(up[30s])", 270_000, 100), Ok(Value::Vector(vec![])));
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod arith;
 mod error;
 mod eval;
 mod plan;
+mod rate;
 
 pub use error::Error;
 pub use eval::{Labels, Loaded, Series, Value, eval_instant, load_key};
