@@ -413,22 +413,16 @@ fn arithmetic(op: BinaryOp, l: Val, r: Val) -> Result<Val, EvalError> {
     }))
 }
 
-/// `ProcessRegistry.generateVirtual{Local,Remote}Process(service, instance[, address])`.
-/// SkyWalking returns an encoded process id; hotrule returns a readable, stable one.
+/// `ProcessRegistry.generateVirtual{Local,Remote,}Process(service, instance[, address or name])`,
+/// as SkyWalking's `ProcessRegistry`: a local process is the virtual process named
+/// `UNKNOWN_LOCAL`, a remote one is named by its address, and `generateVirtualProcess` takes the
+/// name. SkyWalking returns an encoded process id; hotrule returns a readable, stable one.
 fn process_registry(method: &str, args: &[Val]) -> Result<Val, EvalError> {
     let arg = |i: usize| args.get(i).map_or_else(String::new, Val::display);
+    let virtual_process = |name: String| Ok(Val::Str(format!("virtual:{}:{}:{name}", arg(0), arg(1))));
     match method {
-        "generateVirtualLocalProcess" => Ok(Val::Str(format!(
-            "virtual:{}:{}:UNKNOWN_LOCAL",
-            arg(0),
-            arg(1)
-        ))),
-        "generateVirtualRemoteProcess" => Ok(Val::Str(format!(
-            "virtual:{}:{}:{}",
-            arg(0),
-            arg(1),
-            arg(2)
-        ))),
+        "generateVirtualLocalProcess" => virtual_process("UNKNOWN_LOCAL".to_string()),
+        "generateVirtualRemoteProcess" | "generateVirtualProcess" => virtual_process(arg(2)),
         _ => Err(EvalError::UnknownFunction {
             name: format!("ProcessRegistry.{method}"),
         }),

@@ -387,3 +387,16 @@ fn native_log_json_is_read() {
     let record = &run1("filter {\n  sink {}\n}", &l).persisted[0];
     assert_eq!((record.segment_id.as_str(), record.span_id), ("s", Some(3)));
 }
+
+#[test]
+fn process_registry_names_virtual_processes_for_every_upstream_method() {
+    let dsl = "filter {\n  json {}\n  extractor {\n    tag local: ProcessRegistry.generateVirtualLocalProcess(parsed.service as String, parsed.instance as String) as String\n    tag remote: ProcessRegistry.generateVirtualRemoteProcess(parsed.service as String, parsed.instance as String, parsed.address as String) as String\n    tag named: ProcessRegistry.generateVirtualProcess(parsed.service as String, parsed.instance as String, 'UNKNOWN_REMOTE') as String\n  }\n  sink {}\n}";
+    let out = run1(
+        dsl,
+        &log("GENERAL", Body::Json(r#"{"service":"s","instance":"i","address":"10.0.0.9:80"}"#.into())),
+    );
+    let record = &out.persisted[0];
+    assert_eq!(record.tag("local"), Some("virtual:s:i:UNKNOWN_LOCAL"));
+    assert_eq!(record.tag("remote"), Some("virtual:s:i:10.0.0.9:80"));
+    assert_eq!(record.tag("named"), Some("virtual:s:i:UNKNOWN_REMOTE"), "the upstream k8s-service rule's call evaluates");
+}
