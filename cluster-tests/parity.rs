@@ -222,6 +222,30 @@ async fn the_apply_status_surface_on_one_node() {
     assert_eq!(code, 2, "{err}");
 }
 
+/// `loaderStats.pending` counts the rule files waiting to apply on the node: a commit whose local
+/// finish was deferred is one until a scan applies it.
+#[cfg(feature = "failpoints")]
+#[tokio::test]
+async fn loader_stats_count_the_files_waiting_to_apply() {
+    let _serial = SERIAL.lock().await;
+    let mut settings = NodeSettings::for_test();
+    // No periodic scan during the test: only the one it runs.
+    settings.scan.interval = std::time::Duration::from_secs(3600);
+    let (node, _kv) = TestNode::in_memory(settings).await;
+    let pending = |list: &Value| list["loaderStats"]["pending"].as_u64();
+    expect(node.push("otel-rules", "lp", &rule("x_total.sum(['svc'])", SERVICE), &[]).await, 200, "structural_applied");
+    assert_eq!(pending(&node.list().await), Some(0), "applied: nothing waits");
+
+    fail::cfg(hotrule::control::workflow::faults::AFTER_PERSIST, "return(test)").expect("failpoint");
+    let deferred = node.push("otel-rules", "lp", &rule("x_total.sum(['svc', 'instance'])", SERVICE), &[("allowStorageChange", "true")]).await;
+    fail::remove(hotrule::control::workflow::faults::AFTER_PERSIST);
+    expect(deferred, 500, "commit_deferred");
+    assert_eq!(pending(&node.list().await), Some(1), "committed, not yet running here");
+
+    node.node.state.scanner.run_once(true).await;
+    assert_eq!(pending(&node.list().await), Some(0), "the scan applied it");
+}
+
 /// SkyWalking's e2e `mal-storage` flow (`test/e2e-v2/cases/runtime-rule/`), phase by phase,
 /// against one node.
 #[tokio::test]

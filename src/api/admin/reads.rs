@@ -211,6 +211,7 @@ pub struct ListCache {
     versions: (u64, u64, u64, Option<Catalog>),
     rows: Arc<Vec<(RuleKey, Vec<u8>)>>,
     active: usize,
+    pending: usize,
 }
 
 /// The `/runtime/rule/list` envelope for this node, as JSON bytes.
@@ -222,21 +223,24 @@ pub fn list_view(state: &AdminState, filter: Option<Catalog>) -> Vec<u8> {
     let versions = (state.runtime.version(), state.store.version(), state.runtime.claims.version(), filter);
     let cached = {
         let cache = state.list_cache.lock().unwrap_or_else(|p| p.into_inner());
-        cache.as_ref().filter(|c| c.versions == versions).map(|c| (c.rows.clone(), c.active))
+        cache.as_ref().filter(|c| c.versions == versions).map(|c| (c.rows.clone(), c.active, c.pending))
     };
-    let (rows, active) = cached.unwrap_or_else(|| {
+    let (rows, active, pending) = cached.unwrap_or_else(|| {
         let layers = claimed_layers(state);
-        let (rows, active) = state
-            .runtime
-            .with_all(|runtime| state.store.with_entry_index(|index| render_rows(state, runtime, index, &layers, filter)));
+        let (rows, active, pending) = state.runtime.with_all(|runtime| {
+            state.store.with_entry_index(|index| {
+                let (rows, active) = render_rows(state, runtime, index, &layers, filter);
+                (rows, active, pending_files(state, runtime, index, filter))
+            })
+        });
         *state.list_cache.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(ListCache { versions, rows: rows.clone(), active });
-        (rows, active)
+            Some(ListCache { versions, rows: rows.clone(), active, pending });
+        (rows, active, pending)
     });
     let head = json!({
         "generatedAt": now_ms(),
         "node": state.node_id.0,
-        "loaderStats": {"active": active, "pending": 0},
+        "loaderStats": {"active": active, "pending": pending},
         "alarmResets": state.runtime.alarm_reset_count(),
         "lastScanTime": state.scanner.last_scan_ms(),
     })
@@ -278,6 +282,49 @@ fn claimed_layers(state: &AdminState) -> BTreeMap<RuleKey, Vec<LayerDefinition>>
             .map(|(key, held)| (key.clone(), held.layers.clone()))
             .collect()
     })
+}
+
+/// The rule files waiting to apply on this node: what the next scan would load or unload
+/// (the scan's own plan over the same entries, runtime and bundled files; tombstone purges and
+/// self-heals are not applies). Files a roll holds are left out: the roll drives them, and its
+/// status says how far it got.
+fn pending_files(
+    state: &AdminState,
+    runtime: &BTreeMap<RuleKey, RuleRuntime>,
+    index: &BTreeMap<RuleKey, EntryMeta>,
+    filter: Option<Catalog>,
+) -> usize {
+    use crate::control::scan::plan::{Action, LocalView, PlanInput, plan};
+    let wanted = |key: &RuleKey| key.catalog.is_rule() && filter.is_none_or(|c| key.catalog == c);
+    let stored: Vec<EntryMeta> = index.values().filter(|m| wanted(&m.key)).cloned().collect();
+    let local: BTreeMap<RuleKey, LocalView> = runtime
+        .iter()
+        .filter(|(key, _)| wanted(key))
+        .map(|(key, r)| {
+            let loaded = r.loaded.as_ref().map(|l| (l.content_hash.clone(), l.kind));
+            (key.clone(), LocalView { loaded, peer_suspended_for: None })
+        })
+        .collect();
+    let bundled: BTreeMap<RuleKey, ContentHash> =
+        state.bundled.iter().filter(|b| wanted(&b.key)).map(|b| (b.key.clone(), b.hash.clone())).collect();
+    let rolled: Vec<RuleKey> = state.store.roll_hashes().into_iter().map(|(key, _)| key).collect();
+    let input = PlanInput {
+        stored: &stored,
+        local: &local,
+        bundled: &bundled,
+        now_ms: 0,
+        self_heal_after: std::time::Duration::MAX,
+        tombstone_retention: std::time::Duration::MAX,
+        rolling: &BTreeMap::new(),
+    };
+    plan(&input)
+        .iter()
+        .filter_map(|action| match action {
+            Action::LoadEntry(key) | Action::LoadBundled(key) | Action::Unload(key) => Some(key),
+            Action::SelfHeal(_) | Action::PurgeTombstone(_) | Action::LoadRolling(_) => None,
+        })
+        .filter(|key| !rolled.contains(key))
+        .count()
 }
 
 fn render_rows(
