@@ -38,6 +38,36 @@ pub fn eval_instant(expr: &Expr, t_ms: i64, lookback_ms: i64, loaded: &Loaded, l
     evaluator.eval(expr, t_ms)
 }
 
+/// Evaluates `expr` at `start_ms`, `start_ms + step_ms`, ... up to `end_ms` inclusive, as a
+/// Prometheus range query: each output series holds its points in time order; a series absent at
+/// a step has no point there. Only a scalar or an instant vector can be a range query's result
+/// (Prometheus' "invalid expression type … for range query").
+pub fn eval_range(expr: &Expr, start_ms: i64, end_ms: i64, step_ms: i64, lookback_ms: i64, loaded: &Loaded, limits: &Limits) -> Result<Value, Error> {
+    if step_ms <= 0 {
+        return Err(Error::Unsupported { construct: "a range query step of zero or less".to_string() });
+    }
+    let mut evaluator = Evaluator { query_start_ms: start_ms, query_end_ms: end_ms, lookback_ms, loaded, limits, samples: 0 };
+    let mut by_labels: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
+    let mut t = start_ms;
+    while t <= end_ms {
+        match evaluator.eval(expr, t)? {
+            Value::Scalar(_, value) => by_labels.entry(Labels::new()).or_default().push((t, value)),
+            Value::Vector(samples) => {
+                for (labels, _, value) in samples {
+                    by_labels.entry(labels).or_default().push((t, value));
+                }
+            }
+            Value::String(..) => return Err(Error::Unsupported { construct: "a string as a range query's result".to_string() }),
+            Value::Matrix(_) => return Err(Error::Unsupported { construct: "a range vector as a range query's result".to_string() }),
+        }
+        t = match t.checked_add(step_ms) {
+            Some(next) => next,
+            None => break,
+        };
+    }
+    Ok(Value::Matrix(by_labels.into_iter().map(|(labels, samples)| Series { labels, samples }).collect()))
+}
+
 struct Evaluator<'a> {
     query_start_ms: i64,
     query_end_ms: i64,

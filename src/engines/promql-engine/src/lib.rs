@@ -13,7 +13,7 @@ mod plan;
 mod rate;
 
 pub use error::Error;
-pub use eval::{Labels, Loaded, Series, Value, eval_instant, load_key};
+pub use eval::{Labels, Loaded, Series, Value, eval_instant, eval_range, load_key};
 pub use plan::{Limits, SelectorLoad, TimeWindow, selectors_to_load};
 pub use promql_parser::parser::Expr;
 
