@@ -1,4 +1,5 @@
-//! The simple aggregations (sum avg min max count group) with `by`/`without`, as Prometheus 2.42's
+//! The simple aggregations (sum avg min max count group, and stddev/stdvar as population
+//! statistics by Welford's method like Prometheus 2.42) with `by`/`without`, as Prometheus 2.42's
 //! `aggregation`: `by` keeps only the listed labels, `without` drops the listed ones and `__name__`.
 
 use std::collections::BTreeMap;
@@ -31,14 +32,16 @@ struct Group {
 
 /// Aggregates `samples` (evaluated at `t_ms`) with `op`.
 pub fn aggregate(op: &str, modifier: Option<&LabelModifier>, samples: Vec<(Labels, i64, f64)>, t_ms: i64) -> Result<Vec<(Labels, i64, f64)>, Error> {
-    if !matches!(op, "sum" | "avg" | "min" | "max" | "count" | "group") {
+    if !matches!(op, "sum" | "avg" | "min" | "max" | "count" | "group" | "stddev" | "stdvar") {
         return Err(Error::Unsupported { construct: format!("aggregation {op}") });
     }
     let mut groups: BTreeMap<Labels, Group> = BTreeMap::new();
     for (labels, _, v) in samples {
         let key = group_labels(&labels, modifier);
         let Some(group) = groups.get_mut(&key) else {
-            groups.insert(key, Group { value: v, mean: v, count: 1.0 });
+            // stddev/stdvar accumulate the sum of squared deviations, which starts at zero.
+            let value = if matches!(op, "stddev" | "stdvar") { 0.0 } else { v };
+            groups.insert(key, Group { value, mean: v, count: 1.0 });
             continue;
         };
         group.count += 1.0;
@@ -66,6 +69,11 @@ pub fn aggregate(op: &str, modifier: Option<&LabelModifier>, samples: Vec<(Label
                     group.value = v;
                 }
             }
+            "stddev" | "stdvar" => {
+                let delta = v - group.mean;
+                group.mean += delta / group.count;
+                group.value += delta * (v - group.mean);
+            }
             _ => {}
         }
     }
@@ -76,6 +84,8 @@ pub fn aggregate(op: &str, modifier: Option<&LabelModifier>, samples: Vec<(Label
                 "avg" => group.mean,
                 "count" => group.count,
                 "group" => 1.0,
+                "stdvar" => group.value / group.count,
+                "stddev" => (group.value / group.count).sqrt(),
                 _ => group.value,
             };
             (labels, t_ms, value)
