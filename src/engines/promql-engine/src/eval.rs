@@ -1,12 +1,13 @@
 //! Instant evaluation over loaded series, with Prometheus 2.42 semantics (the version Debian
 //! ships): an instant selector takes the newest sample in `[t - lookback, t]`, a range selector
 //! the samples in `[t - range, t]` (both ends closed in 2.x). This first subset evaluates literals,
-//! selectors (offset, `@`), unary minus and the cheap `*_over_time` functions; anything else is
+//! selectors (offset, `@`), unary minus, the cheap `*_over_time` functions and binary operators
+//! (vector/vector one-to-one with `on`/`ignoring`, and `and`/`or`/`unless`); anything else is
 //! [`Error::Unsupported`] naming the construct.
 
 use std::collections::BTreeMap;
 
-use promql_parser::parser::{AtModifier, Expr, Offset, VectorSelector};
+use promql_parser::parser::{AtModifier, Expr, Offset, VectorMatchCardinality, VectorSelector};
 
 use crate::error::Error;
 use crate::plan::Limits;
@@ -122,10 +123,22 @@ impl<'a> Evaluator<'a> {
                 let op = binary.op.to_string();
                 let lhs = self.eval(&binary.lhs, t_ms)?;
                 let rhs = self.eval(&binary.rhs, t_ms)?;
-                if matches!((&lhs, &rhs), (Value::Vector(_), Value::Vector(_))) {
-                    return Err(Error::Unsupported { construct: format!("binary operator {op} between two vectors") });
-                }
                 let return_bool = binary.modifier.as_ref().is_some_and(|modifier| modifier.return_bool);
+                if let (Value::Vector(l), Value::Vector(r)) = (&lhs, &rhs) {
+                    let modifier = binary.modifier.as_ref();
+                    let matching = modifier.and_then(|m| m.matching.as_ref());
+                    let (l, r) = (l.clone(), r.clone());
+                    let out = if matches!(op.as_str(), "and" | "or" | "unless") {
+                        crate::arith::set_op(&op, matching, l, r)?
+                    } else {
+                        if modifier.is_some_and(|m| matches!(m.card, VectorMatchCardinality::ManyToOne(_) | VectorMatchCardinality::OneToMany(_))) {
+                            return Err(Error::Unsupported { construct: "group_left/group_right".to_string() });
+                        }
+                        crate::arith::vector_vector(&op, return_bool, matching, l, r)?
+                    };
+                    self.count(out.len())?;
+                    return Ok(Value::Vector(out));
+                }
                 let value = crate::arith::scalar_binop(&op, return_bool, lhs, rhs)?;
                 if let Value::Vector(samples) = &value {
                     self.count(samples.len())?;
