@@ -154,6 +154,9 @@ impl<'a> Evaluator<'a> {
         if name == "time" {
             return Ok(Value::Scalar(t_ms, t_ms as f64 / 1000.0));
         }
+        if let Some(value) = self.call_instant(name, args, t_ms)? {
+            return Ok(value);
+        }
         let math: Option<fn(f64) -> f64> = match name {
             "abs" => Some(f64::abs),
             "ceil" => Some(f64::ceil),
@@ -223,6 +226,74 @@ impl<'a> Evaluator<'a> {
                 })
                 .collect(),
         ))
+    }
+
+    /// A scalar argument, evaluated at `t_ms`.
+    fn scalar_arg(&mut self, name: &str, args: &[Box<Expr>], index: usize, t_ms: i64) -> Result<f64, Error> {
+        match args.get(index).map(|arg| self.eval(arg, t_ms)).transpose()? {
+            Some(Value::Scalar(_, v)) => Ok(v),
+            _ => Err(Error::Unsupported { construct: format!("function {name} without scalar argument {}", index + 1) }),
+        }
+    }
+
+    fn vector_arg(&mut self, name: &str, args: &[Box<Expr>], t_ms: i64) -> Result<Vec<(Labels, i64, f64)>, Error> {
+        match args.first().map(|arg| self.eval(arg, t_ms)).transpose()? {
+            Some(Value::Vector(samples)) => Ok(samples),
+            _ => Err(Error::Unsupported { construct: format!("function {name} over a non-vector argument") }),
+        }
+    }
+
+    /// The instant functions with extra arguments or whole-vector behaviour (Prometheus 2.42's
+    /// funcClamp*, funcRound, funcSort*, funcVector, funcScalar); `None` when `name` is not one.
+    fn call_instant(&mut self, name: &str, args: &[Box<Expr>], t_ms: i64) -> Result<Option<Value>, Error> {
+        let per_sample = |samples: Vec<(Labels, i64, f64)>, f: &dyn Fn(f64) -> f64| -> Value {
+            Value::Vector(samples.into_iter().map(|(labels, at, v)| (without_name(labels), at, f(v))).collect())
+        };
+        Ok(Some(match name {
+            "clamp" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                let (min, max) = (self.scalar_arg(name, args, 1, t_ms)?, self.scalar_arg(name, args, 2, t_ms)?);
+                if max < min {
+                    return Ok(Some(Value::Vector(Vec::new())));
+                }
+                per_sample(samples, &|v| min.max(max.min(v)))
+            }
+            "clamp_min" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                let min = self.scalar_arg(name, args, 1, t_ms)?;
+                per_sample(samples, &|v| min.max(v))
+            }
+            "clamp_max" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                let max = self.scalar_arg(name, args, 1, t_ms)?;
+                per_sample(samples, &|v| max.min(v))
+            }
+            "round" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                let to_nearest = if args.len() > 1 { self.scalar_arg(name, args, 1, t_ms)? } else { 1.0 };
+                let inverse = 1.0 / to_nearest;
+                per_sample(samples, &|v| (v * inverse + 0.5).floor() / inverse)
+            }
+            "sort" | "sort_desc" => {
+                let mut samples = self.vector_arg(name, args, t_ms)?;
+                // NaN first in both orders, as Prometheus' vectorByValueHeap / vectorByReverseValueHeap.
+                let descending = name == "sort_desc";
+                samples.sort_by(|a, b| match (a.2.is_nan(), b.2.is_nan()) {
+                    (true, true) => std::cmp::Ordering::Equal,
+                    (true, false) => std::cmp::Ordering::Less,
+                    (false, true) => std::cmp::Ordering::Greater,
+                    _ if descending => b.2.total_cmp(&a.2),
+                    _ => a.2.total_cmp(&b.2),
+                });
+                Value::Vector(samples)
+            }
+            "vector" => Value::Vector(vec![(Labels::new(), t_ms, self.scalar_arg(name, args, 0, t_ms)?)]),
+            "scalar" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                Value::Scalar(t_ms, if samples.len() == 1 { samples[0].2 } else { f64::NAN })
+            }
+            _ => return Ok(None),
+        }))
     }
 
     /// The instant a selector reads at: `@` pins it, then `offset` moves it back.
