@@ -200,6 +200,17 @@ impl<'a> Evaluator<'a> {
                 .collect();
             return Ok(Value::Vector(out));
         }
+        if let Some(range_fn) = crate::rate::range_function(name) {
+            let Some(arg) = args.first() else {
+                return Err(Error::Unsupported { construct: format!("function {name} without an argument") });
+            };
+            let Value::Matrix(series) = self.eval(arg, t_ms)? else {
+                return Err(Error::Unsupported { construct: format!("function {name} over a non-range argument") });
+            };
+            return Ok(Value::Vector(
+                series.into_iter().filter_map(|s| range_fn(&s.samples).map(|v| (without_name(s.labels), t_ms, v))).collect(),
+            ));
+        }
         let over_time: fn(&[(i64, f64)]) -> f64 = match name {
             "sum_over_time" => |s| s.iter().map(|(_, v)| v).sum(),
             "count_over_time" => |s| s.len() as f64,
