@@ -109,8 +109,19 @@ impl<'a> Evaluator<'a> {
             Expr::Call(call) => self.call(call.func.name, &call.args.args, t_ms),
             Expr::Aggregate(aggregate) => {
                 let op = aggregate.op.to_string();
-                if aggregate.param.is_some() {
-                    return Err(Error::Unsupported { construct: format!("aggregation {op}") });
+                if let Some(param) = &aggregate.param {
+                    if !matches!(op.as_str(), "topk" | "bottomk" | "quantile") {
+                        return Err(Error::Unsupported { construct: format!("aggregation {op}") });
+                    }
+                    let Value::Scalar(_, param) = self.eval(param, t_ms)? else {
+                        return Err(Error::Unsupported { construct: format!("aggregation {op} with a non-scalar parameter") });
+                    };
+                    let Value::Vector(samples) = self.eval(&aggregate.expr, t_ms)? else {
+                        return Err(Error::Unsupported { construct: format!("aggregation {op} over a non-vector") });
+                    };
+                    let out = crate::aggregate::aggregate_with_param(&op, param, aggregate.modifier.as_ref(), samples, t_ms);
+                    self.count(out.len())?;
+                    return Ok(Value::Vector(out));
                 }
                 let Value::Vector(samples) = self.eval(&aggregate.expr, t_ms)? else {
                     return Err(Error::Unsupported { construct: format!("aggregation {op} over a non-vector") });
@@ -425,6 +436,6 @@ mod tests {
     #[test]
     fn the_sample_limit_and_unsupported_constructs_are_errors() {
         assert_eq!(eval("count_over_time(up[10m])", 540_000, 5), Err(Error::TooManySamples { limit: 5 }));
-        assert!(matches!(eval("topk(1, up)", 0, 100), Err(Error::Unsupported { construct }) if construct.contains("topk")));
+        assert!(matches!(eval("count_values(\"v\", up)", 0, 100), Err(Error::Unsupported { construct }) if construct.contains("count_values")));
     }
 }
