@@ -50,14 +50,32 @@ pub fn set_op(op: &str, matching: Option<&LabelModifier>, lhs: Vec<Sample>, rhs:
 
 /// Arithmetic or comparison between two vectors with one-to-one matching (`on`/`ignoring`), as
 /// Prometheus 2.42's `VectorBinop`; `group_left`/`group_right` are not supported yet.
+#[cfg(test)]
 pub fn vector_vector(op: &str, return_bool: bool, matching: Option<&LabelModifier>, lhs: Vec<Sample>, rhs: Vec<Sample>) -> Result<Vec<Sample>, Error> {
+    group_binop(op, return_bool, matching, None, lhs, rhs)
+}
+
+/// `group_left(include)` (`Some((false, include))`) or `group_right(include)` (`Some((true, include))`)
+/// as Prometheus 2.42's `VectorBinop`: the "many" side is iterated, the "one" side must be unique per
+/// match group, and the include labels are copied from the "one" side (deleted when it lacks them).
+pub fn group_binop(
+    op: &str,
+    return_bool: bool,
+    matching: Option<&LabelModifier>,
+    group: Option<(bool, &[String])>,
+    lhs: Vec<Sample>,
+    rhs: Vec<Sample>,
+) -> Result<Vec<Sample>, Error> {
+    let swapped = matches!(group, Some((true, _)));
+    let (lhs, rhs) = if swapped { (rhs, lhs) } else { (lhs, rhs) };
+    let one_side = if swapped { "left" } else { "right" };
     let mut right: BTreeMap<Labels, (Labels, f64)> = BTreeMap::new();
     for (labels, _, v) in rhs {
         let sig = signature(&labels, matching);
         if let Some((first, _)) = right.get(&sig) {
             return Err(Error::Execution {
                 message: format!(
-                    "found duplicate series for the match group {} on the right hand-side of the operation: [{}, {}];many-to-many matching not allowed: matching labels must be unique on one side",
+                    "found duplicate series for the match group {} on the {one_side} hand-side of the operation: [{}, {}];many-to-many matching not allowed: matching labels must be unique on one side",
                     show(&sig),
                     show(first),
                     show(&labels)
@@ -70,8 +88,10 @@ pub fn vector_vector(op: &str, return_bool: bool, matching: Option<&LabelModifie
     let mut out = Vec::new();
     for (labels, t, l) in lhs {
         let sig = signature(&labels, matching);
-        let Some((_, r)) = right.get(&sig) else { continue };
-        let (value, comparison) = apply(op, l, *r)?;
+        let Some((one_labels, r)) = right.get(&sig) else { continue };
+        let (left_value, right_value) = if swapped { (*r, l) } else { (l, *r) };
+        let (value, comparison) = apply(op, left_value, right_value)?;
+        let l = left_value;
         let value = match comparison {
             None => value,
             Some(holds) if return_bool => {
@@ -84,6 +104,23 @@ pub fn vector_vector(op: &str, return_bool: bool, matching: Option<&LabelModifie
             Some(true) => l,
             Some(false) => continue,
         };
+        if let Some((_, include)) = group {
+            let mut result = labels;
+            if comparison.is_none() || return_bool {
+                result.remove("__name__");
+            }
+            for name in include {
+                match one_labels.get(name) {
+                    Some(value) => result.insert(name.clone(), value.clone()),
+                    None => result.remove(name),
+                };
+            }
+            if !matched.insert(result.clone()) {
+                return Err(Error::Execution { message: "multiple matches for labels: grouping labels must ensure unique matches".to_string() });
+            }
+            out.push((result, t, value));
+            continue;
+        }
         if !matched.insert(sig) {
             return Err(Error::Execution {
                 message: "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)".to_string(),

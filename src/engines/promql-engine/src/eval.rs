@@ -2,7 +2,7 @@
 //! ships): an instant selector takes the newest sample in `[t - lookback, t]`, a range selector
 //! the samples in `[t - range, t]` (both ends closed in 2.x). This first subset evaluates literals,
 //! selectors (offset, `@`), unary minus, the cheap `*_over_time` functions and binary operators
-//! (vector/vector one-to-one with `on`/`ignoring`, and `and`/`or`/`unless`); anything else is
+//! (vector/vector with `on`/`ignoring`/`group_left`/`group_right`, and `and`/`or`/`unless`); anything else is
 //! [`Error::Unsupported`] naming the construct.
 
 use std::collections::BTreeMap;
@@ -142,10 +142,12 @@ impl<'a> Evaluator<'a> {
                     let out = if matches!(op.as_str(), "and" | "or" | "unless") {
                         crate::arith::set_op(&op, matching, l, r)?
                     } else {
-                        if modifier.is_some_and(|m| matches!(m.card, VectorMatchCardinality::ManyToOne(_) | VectorMatchCardinality::OneToMany(_))) {
-                            return Err(Error::Unsupported { construct: "group_left/group_right".to_string() });
-                        }
-                        crate::arith::vector_vector(&op, return_bool, matching, l, r)?
+                        let group = match modifier.map(|m| &m.card) {
+                            Some(VectorMatchCardinality::ManyToOne(include)) => Some((false, include.labels.as_slice())),
+                            Some(VectorMatchCardinality::OneToMany(include)) => Some((true, include.labels.as_slice())),
+                            _ => None,
+                        };
+                        crate::arith::group_binop(&op, return_bool, matching, group, l, r)?
                     };
                     self.count(out.len())?;
                     return Ok(Value::Vector(out));
