@@ -49,7 +49,7 @@ pub fn set_op(op: &str, matching: Option<&LabelModifier>, lhs: Vec<Sample>, rhs:
 }
 
 /// Arithmetic or comparison between two vectors with one-to-one matching (`on`/`ignoring`), as
-/// Prometheus 2.42's `VectorBinop`; `group_left`/`group_right` are not supported yet.
+/// Prometheus 2.42's `VectorBinop` (see [`group_binop`] for `group_left`/`group_right`).
 #[cfg(test)]
 pub fn vector_vector(op: &str, return_bool: bool, matching: Option<&LabelModifier>, lhs: Vec<Sample>, rhs: Vec<Sample>) -> Result<Vec<Sample>, Error> {
     group_binop(op, return_bool, matching, None, lhs, rhs)

@@ -312,6 +312,66 @@ impl<'a> Evaluator<'a> {
                 Value::Vector(samples)
             }
             "vector" => Value::Vector(vec![(Labels::new(), t_ms, self.scalar_arg(name, args, 0, t_ms)?)]),
+            "label_replace" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                let mut strings = Vec::new();
+                for index in 1..5 {
+                    match args.get(index).map(|arg| self.eval(arg, t_ms)).transpose()? {
+                        Some(Value::String(_, text)) => strings.push(text),
+                        _ => return Err(Error::Unsupported { construct: format!("function {name} without string argument {}", index + 1) }),
+                    }
+                }
+                let (dst, replacement, src, pattern) = (&strings[0], &strings[1], &strings[2], &strings[3]);
+                let regex = regex::Regex::new(&format!("^(?s:{pattern})$"))
+                    .map_err(|error| Error::Execution { message: format!("invalid regular expression in label_replace(): {pattern}: {error}") })?;
+                let valid_name = !dst.is_empty()
+                    && dst.chars().enumerate().all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
+                if !valid_name {
+                    return Err(Error::Execution { message: format!("invalid destination label name in label_replace(): {dst}") });
+                }
+                let mut out = Vec::with_capacity(samples.len());
+                let mut seen = std::collections::BTreeSet::new();
+                for (mut labels, at, v) in samples {
+                    let source = labels.get(src.as_str()).cloned().unwrap_or_default();
+                    if let Some(captures) = regex.captures(&source) {
+                        let mut result = String::new();
+                        captures.expand(replacement, &mut result);
+                        if result.is_empty() {
+                            labels.remove(dst.as_str());
+                        } else {
+                            labels.insert(dst.clone(), result);
+                        }
+                    }
+                    if !seen.insert(labels.clone()) {
+                        return Err(Error::Execution { message: "vector cannot contain metrics with the same labelset".to_string() });
+                    }
+                    out.push((labels, at, v));
+                }
+                Value::Vector(out)
+            }
+            "absent" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                if !samples.is_empty() {
+                    return Ok(Some(Value::Vector(Vec::new())));
+                }
+                // The labels of the selector's equality matchers (not __name__), as Prometheus' createLabelsForAbsentFunction.
+                let mut labels = Labels::new();
+                if let Some(Expr::VectorSelector(selector)) = args.first().map(|arg| arg.as_ref()) {
+                    let mut repeated = std::collections::BTreeSet::new();
+                    for matcher in &selector.matchers.matchers {
+                        if matcher.name == "__name__" || !matches!(matcher.op, promql_parser::label::MatchOp::Equal) {
+                            continue;
+                        }
+                        if labels.insert(matcher.name.clone(), matcher.value.clone()).is_some() {
+                            repeated.insert(matcher.name.clone());
+                        }
+                    }
+                    for name in repeated {
+                        labels.remove(&name);
+                    }
+                }
+                Value::Vector(vec![(labels, t_ms, 1.0)])
+            }
             "scalar" => {
                 let samples = self.vector_arg(name, args, t_ms)?;
                 Value::Scalar(t_ms, if samples.len() == 1 { samples[0].2 } else { f64::NAN })
