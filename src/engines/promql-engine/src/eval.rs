@@ -349,6 +349,35 @@ impl<'a> Evaluator<'a> {
                 }
                 Value::Vector(out)
             }
+            "label_join" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                let mut strings = Vec::new();
+                for index in 1..args.len() {
+                    match self.eval(&args[index], t_ms)? {
+                        Value::String(_, text) => strings.push(text),
+                        _ => return Err(Error::Unsupported { construct: format!("function {name} without string argument {}", index + 1) }),
+                    }
+                }
+                let [dst, separator, sources @ ..] = strings.as_slice() else {
+                    return Err(Error::Unsupported { construct: format!("function {name} with too few arguments") });
+                };
+                let mut out = Vec::with_capacity(samples.len());
+                let mut seen = std::collections::BTreeSet::new();
+                for (mut labels, at, v) in samples {
+                    let joined: Vec<String> = sources.iter().map(|src| labels.get(src).cloned().unwrap_or_default()).collect();
+                    let joined = joined.join(separator);
+                    if joined.is_empty() {
+                        labels.remove(dst);
+                    } else {
+                        labels.insert(dst.clone(), joined);
+                    }
+                    if !seen.insert(labels.clone()) {
+                        return Err(Error::Execution { message: "vector cannot contain metrics with the same labelset".to_string() });
+                    }
+                    out.push((labels, at, v));
+                }
+                Value::Vector(out)
+            }
             "absent" => {
                 let samples = self.vector_arg(name, args, t_ms)?;
                 if !samples.is_empty() {
