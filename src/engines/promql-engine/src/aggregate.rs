@@ -131,7 +131,7 @@ pub fn aggregate_with_param(op: &str, param: f64, modifier: Option<&LabelModifie
 }
 
 /// Prometheus' `quantile`: linear interpolation between the closest ranks.
-fn quantile(q: f64, mut values: Vec<f64>) -> f64 {
+pub fn quantile(q: f64, mut values: Vec<f64>) -> f64 {
     if values.is_empty() || q.is_nan() {
         return f64::NAN;
     }

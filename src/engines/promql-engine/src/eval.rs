@@ -311,6 +311,22 @@ impl<'a> Evaluator<'a> {
                 });
                 Value::Vector(samples)
             }
+            "quantile_over_time" => {
+                let q = self.scalar_arg(name, args, 0, t_ms)?;
+                let Some(Value::Matrix(series)) = args.get(1).map(|arg| self.eval(arg, t_ms)).transpose()? else {
+                    return Err(Error::Unsupported { construct: format!("function {name} over a non-range argument") });
+                };
+                Value::Vector(
+                    series
+                        .into_iter()
+                        .filter(|s| !s.samples.is_empty())
+                        .map(|s| {
+                            let values = s.samples.iter().map(|(_, v)| *v).collect();
+                            (without_name(s.labels), t_ms, crate::aggregate::quantile(q, values))
+                        })
+                        .collect(),
+                )
+            }
             "vector" => Value::Vector(vec![(Labels::new(), t_ms, self.scalar_arg(name, args, 0, t_ms)?)]),
             "label_replace" => {
                 let samples = self.vector_arg(name, args, t_ms)?;

@@ -10,9 +10,9 @@
 //! vector/vector matching (`on`/`ignoring`/`group_left`/`group_right`, `bool`, `and`/`or`/`unless`),
 //! the aggregations sum avg min max count group stddev stdvar topk bottomk quantile, the range
 //! functions rate increase delta irate idelta deriv changes resets and `*_over_time` (avg min max
-//! sum count last present stddev stdvar), and the instant functions abs ceil floor exp ln log2
+//! sum count last present stddev stdvar quantile), and the instant functions abs ceil floor exp ln log2
 //! log10 sqrt round clamp clamp_min clamp_max sort sort_desc vector scalar time label_replace
-//! label_join absent. Everything else (count_values, histogram_quantile, quantile_over_time,
+//! label_join absent. Everything else (count_values, histogram_quantile,
 //! timestamp, absent_over_time, subqueries) is [`Error::Unsupported`]; there is no range evaluation
 //! (`eval_range`) yet.
 
