@@ -1,4 +1,5 @@
-//! The simple aggregations (sum avg min max count group) with `by`/`without`, as Prometheus 2.42's
+//! The simple aggregations (sum avg min max count group, and stddev/stdvar as population
+//! statistics by Welford's method like Prometheus 2.42) with `by`/`without`, as Prometheus 2.42's
 //! `aggregation`: `by` keeps only the listed labels, `without` drops the listed ones and `__name__`.
 
 use std::collections::BTreeMap;
@@ -31,14 +32,16 @@ struct Group {
 
 /// Aggregates `samples` (evaluated at `t_ms`) with `op`.
 pub fn aggregate(op: &str, modifier: Option<&LabelModifier>, samples: Vec<(Labels, i64, f64)>, t_ms: i64) -> Result<Vec<(Labels, i64, f64)>, Error> {
-    if !matches!(op, "sum" | "avg" | "min" | "max" | "count" | "group") {
+    if !matches!(op, "sum" | "avg" | "min" | "max" | "count" | "group" | "stddev" | "stdvar") {
         return Err(Error::Unsupported { construct: format!("aggregation {op}") });
     }
     let mut groups: BTreeMap<Labels, Group> = BTreeMap::new();
     for (labels, _, v) in samples {
         let key = group_labels(&labels, modifier);
         let Some(group) = groups.get_mut(&key) else {
-            groups.insert(key, Group { value: v, mean: v, count: 1.0 });
+            // stddev/stdvar accumulate the sum of squared deviations, which starts at zero.
+            let value = if matches!(op, "stddev" | "stdvar") { 0.0 } else { v };
+            groups.insert(key, Group { value, mean: v, count: 1.0 });
             continue;
         };
         group.count += 1.0;
@@ -66,6 +69,11 @@ pub fn aggregate(op: &str, modifier: Option<&LabelModifier>, samples: Vec<(Label
                     group.value = v;
                 }
             }
+            "stddev" | "stdvar" => {
+                let delta = v - group.mean;
+                group.mean += delta / group.count;
+                group.value += delta * (v - group.mean);
+            }
             _ => {}
         }
     }
@@ -76,9 +84,68 @@ pub fn aggregate(op: &str, modifier: Option<&LabelModifier>, samples: Vec<(Label
                 "avg" => group.mean,
                 "count" => group.count,
                 "group" => 1.0,
+                "stdvar" => group.value / group.count,
+                "stddev" => (group.value / group.count).sqrt(),
                 _ => group.value,
             };
             (labels, t_ms, value)
         })
         .collect())
+}
+
+/// topk/bottomk (keeping each chosen sample's own labels) and quantile (per group, with
+/// Prometheus 2.42's linear interpolation) with their scalar parameter.
+pub fn aggregate_with_param(op: &str, param: f64, modifier: Option<&LabelModifier>, samples: Vec<(Labels, i64, f64)>, t_ms: i64) -> Vec<(Labels, i64, f64)> {
+    let mut groups: BTreeMap<Labels, Vec<(Labels, i64, f64)>> = BTreeMap::new();
+    for sample in samples {
+        groups.entry(group_labels(&sample.0, modifier)).or_default().push(sample);
+    }
+    let mut out = Vec::new();
+    for (key, mut members) in groups {
+        match op {
+            "quantile" => {
+                let values: Vec<f64> = members.iter().map(|s| s.2).collect();
+                out.push((key, t_ms, quantile(param, values)));
+            }
+            _ => {
+                // k as Prometheus' int64 conversion; below 1 yields nothing.
+                if param.is_nan() || param < 1.0 {
+                    continue;
+                }
+                let k = if param >= members.len() as f64 { members.len() } else { param as usize };
+                let bottom = op == "bottomk";
+                // NaN ranks last for both topk and bottomk.
+                members.sort_by(|a, b| match (a.2.is_nan(), b.2.is_nan()) {
+                    (true, true) => std::cmp::Ordering::Equal,
+                    (true, false) => std::cmp::Ordering::Greater,
+                    (false, true) => std::cmp::Ordering::Less,
+                    _ if bottom => a.2.total_cmp(&b.2),
+                    _ => b.2.total_cmp(&a.2),
+                });
+                members.truncate(k);
+                out.extend(members.into_iter().map(|(labels, _, v)| (labels, t_ms, v)));
+            }
+        }
+    }
+    out
+}
+
+/// Prometheus' `quantile`: linear interpolation between the closest ranks.
+pub fn quantile(q: f64, mut values: Vec<f64>) -> f64 {
+    if values.is_empty() || q.is_nan() {
+        return f64::NAN;
+    }
+    if q < 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if q > 1.0 {
+        return f64::INFINITY;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len() as f64;
+    let rank = q * (n - 1.0);
+    let lower = rank.floor().max(0.0);
+    let upper = (lower + 1.0).min(n - 1.0);
+    let weight = rank - rank.floor();
+    values[lower as usize] * (1.0 - weight) + values[upper as usize] * weight
 }

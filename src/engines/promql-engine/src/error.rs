@@ -10,6 +10,9 @@ pub enum Error {
     Unsupported { construct: String },
     #[error("query processing would load too many samples into memory (limit {limit})")]
     TooManySamples { limit: usize },
+    /// An execution error Prometheus reports at evaluation (e.g. "many-to-many matching not allowed").
+    #[error("{message}")]
+    Execution { message: String },
     #[error("query timed out")]
     Timeout,
 }

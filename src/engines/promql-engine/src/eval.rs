@@ -1,12 +1,13 @@
 //! Instant evaluation over loaded series, with Prometheus 2.42 semantics (the version Debian
 //! ships): an instant selector takes the newest sample in `[t - lookback, t]`, a range selector
 //! the samples in `[t - range, t]` (both ends closed in 2.x). This first subset evaluates literals,
-//! selectors (offset, `@`), unary minus and the cheap `*_over_time` functions; anything else is
+//! selectors (offset, `@`), unary minus, the cheap `*_over_time` functions and binary operators
+//! (vector/vector with `on`/`ignoring`/`group_left`/`group_right`, and `and`/`or`/`unless`); anything else is
 //! [`Error::Unsupported`] naming the construct.
 
 use std::collections::BTreeMap;
 
-use promql_parser::parser::{AtModifier, Expr, Offset, VectorSelector};
+use promql_parser::parser::{AtModifier, Expr, Offset, VectorMatchCardinality, VectorSelector};
 
 use crate::error::Error;
 use crate::plan::Limits;
@@ -138,8 +139,19 @@ impl<'a> Evaluator<'a> {
             Expr::Call(call) => self.call(call.func.name, &call.args.args, t_ms),
             Expr::Aggregate(aggregate) => {
                 let op = aggregate.op.to_string();
-                if aggregate.param.is_some() {
-                    return Err(Error::Unsupported { construct: format!("aggregation {op}") });
+                if let Some(param) = &aggregate.param {
+                    if !matches!(op.as_str(), "topk" | "bottomk" | "quantile") {
+                        return Err(Error::Unsupported { construct: format!("aggregation {op}") });
+                    }
+                    let Value::Scalar(_, param) = self.eval(param, t_ms)? else {
+                        return Err(Error::Unsupported { construct: format!("aggregation {op} with a non-scalar parameter") });
+                    };
+                    let Value::Vector(samples) = self.eval(&aggregate.expr, t_ms)? else {
+                        return Err(Error::Unsupported { construct: format!("aggregation {op} over a non-vector") });
+                    };
+                    let out = crate::aggregate::aggregate_with_param(&op, param, aggregate.modifier.as_ref(), samples, t_ms);
+                    self.count(out.len())?;
+                    return Ok(Value::Vector(out));
                 }
                 let Value::Vector(samples) = self.eval(&aggregate.expr, t_ms)? else {
                     return Err(Error::Unsupported { construct: format!("aggregation {op} over a non-vector") });
@@ -152,10 +164,24 @@ impl<'a> Evaluator<'a> {
                 let op = binary.op.to_string();
                 let lhs = self.eval(&binary.lhs, t_ms)?;
                 let rhs = self.eval(&binary.rhs, t_ms)?;
-                if matches!((&lhs, &rhs), (Value::Vector(_), Value::Vector(_))) {
-                    return Err(Error::Unsupported { construct: format!("binary operator {op} between two vectors") });
-                }
                 let return_bool = binary.modifier.as_ref().is_some_and(|modifier| modifier.return_bool);
+                if let (Value::Vector(l), Value::Vector(r)) = (&lhs, &rhs) {
+                    let modifier = binary.modifier.as_ref();
+                    let matching = modifier.and_then(|m| m.matching.as_ref());
+                    let (l, r) = (l.clone(), r.clone());
+                    let out = if matches!(op.as_str(), "and" | "or" | "unless") {
+                        crate::arith::set_op(&op, matching, l, r)?
+                    } else {
+                        let group = match modifier.map(|m| &m.card) {
+                            Some(VectorMatchCardinality::ManyToOne(include)) => Some((false, include.labels.as_slice())),
+                            Some(VectorMatchCardinality::OneToMany(include)) => Some((true, include.labels.as_slice())),
+                            _ => None,
+                        };
+                        crate::arith::group_binop(&op, return_bool, matching, group, l, r)?
+                    };
+                    self.count(out.len())?;
+                    return Ok(Value::Vector(out));
+                }
                 let value = crate::arith::scalar_binop(&op, return_bool, lhs, rhs)?;
                 if let Value::Vector(samples) = &value {
                     self.count(samples.len())?;
@@ -170,6 +196,9 @@ impl<'a> Evaluator<'a> {
     fn call(&mut self, name: &str, args: &[Box<Expr>], t_ms: i64) -> Result<Value, Error> {
         if name == "time" {
             return Ok(Value::Scalar(t_ms, t_ms as f64 / 1000.0));
+        }
+        if let Some(value) = self.call_instant(name, args, t_ms)? {
+            return Ok(value);
         }
         let math: Option<fn(f64) -> f64> = match name {
             "abs" => Some(f64::abs),
@@ -214,6 +243,17 @@ impl<'a> Evaluator<'a> {
                 .collect();
             return Ok(Value::Vector(out));
         }
+        if let Some(range_fn) = crate::rate::range_function(name) {
+            let Some(arg) = args.first() else {
+                return Err(Error::Unsupported { construct: format!("function {name} without an argument") });
+            };
+            let Value::Matrix(series) = self.eval(arg, t_ms)? else {
+                return Err(Error::Unsupported { construct: format!("function {name} over a non-range argument") });
+            };
+            return Ok(Value::Vector(
+                series.into_iter().filter_map(|s| range_fn(&s.samples).map(|v| (without_name(s.labels), t_ms, v))).collect(),
+            ));
+        }
         let over_time: fn(&[(i64, f64)]) -> f64 = match name {
             "sum_over_time" => |s| s.iter().map(|(_, v)| v).sum(),
             "count_over_time" => |s| s.len() as f64,
@@ -240,6 +280,179 @@ impl<'a> Evaluator<'a> {
                 })
                 .collect(),
         ))
+    }
+
+    /// A scalar argument, evaluated at `t_ms`.
+    fn scalar_arg(&mut self, name: &str, args: &[Box<Expr>], index: usize, t_ms: i64) -> Result<f64, Error> {
+        match args.get(index).map(|arg| self.eval(arg, t_ms)).transpose()? {
+            Some(Value::Scalar(_, v)) => Ok(v),
+            _ => Err(Error::Unsupported { construct: format!("function {name} without scalar argument {}", index + 1) }),
+        }
+    }
+
+    fn vector_arg(&mut self, name: &str, args: &[Box<Expr>], t_ms: i64) -> Result<Vec<(Labels, i64, f64)>, Error> {
+        match args.first().map(|arg| self.eval(arg, t_ms)).transpose()? {
+            Some(Value::Vector(samples)) => Ok(samples),
+            _ => Err(Error::Unsupported { construct: format!("function {name} over a non-vector argument") }),
+        }
+    }
+
+    /// The instant functions with extra arguments or whole-vector behaviour (Prometheus 2.42's
+    /// funcClamp*, funcRound, funcSort*, funcVector, funcScalar); `None` when `name` is not one.
+    fn call_instant(&mut self, name: &str, args: &[Box<Expr>], t_ms: i64) -> Result<Option<Value>, Error> {
+        let per_sample = |samples: Vec<(Labels, i64, f64)>, f: &dyn Fn(f64) -> f64| -> Value {
+            Value::Vector(samples.into_iter().map(|(labels, at, v)| (without_name(labels), at, f(v))).collect())
+        };
+        Ok(Some(match name {
+            "clamp" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                let (min, max) = (self.scalar_arg(name, args, 1, t_ms)?, self.scalar_arg(name, args, 2, t_ms)?);
+                if max < min {
+                    return Ok(Some(Value::Vector(Vec::new())));
+                }
+                per_sample(samples, &|v| min.max(max.min(v)))
+            }
+            "clamp_min" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                let min = self.scalar_arg(name, args, 1, t_ms)?;
+                per_sample(samples, &|v| min.max(v))
+            }
+            "clamp_max" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                let max = self.scalar_arg(name, args, 1, t_ms)?;
+                per_sample(samples, &|v| max.min(v))
+            }
+            "round" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                let to_nearest = if args.len() > 1 { self.scalar_arg(name, args, 1, t_ms)? } else { 1.0 };
+                let inverse = 1.0 / to_nearest;
+                per_sample(samples, &|v| (v * inverse + 0.5).floor() / inverse)
+            }
+            "sort" | "sort_desc" => {
+                let mut samples = self.vector_arg(name, args, t_ms)?;
+                // NaN first in both orders, as Prometheus' vectorByValueHeap / vectorByReverseValueHeap.
+                let descending = name == "sort_desc";
+                samples.sort_by(|a, b| match (a.2.is_nan(), b.2.is_nan()) {
+                    (true, true) => std::cmp::Ordering::Equal,
+                    (true, false) => std::cmp::Ordering::Less,
+                    (false, true) => std::cmp::Ordering::Greater,
+                    _ if descending => b.2.total_cmp(&a.2),
+                    _ => a.2.total_cmp(&b.2),
+                });
+                Value::Vector(samples)
+            }
+            "quantile_over_time" => {
+                let q = self.scalar_arg(name, args, 0, t_ms)?;
+                let Some(Value::Matrix(series)) = args.get(1).map(|arg| self.eval(arg, t_ms)).transpose()? else {
+                    return Err(Error::Unsupported { construct: format!("function {name} over a non-range argument") });
+                };
+                Value::Vector(
+                    series
+                        .into_iter()
+                        .filter(|s| !s.samples.is_empty())
+                        .map(|s| {
+                            let values = s.samples.iter().map(|(_, v)| *v).collect();
+                            (without_name(s.labels), t_ms, crate::aggregate::quantile(q, values))
+                        })
+                        .collect(),
+                )
+            }
+            "vector" => Value::Vector(vec![(Labels::new(), t_ms, self.scalar_arg(name, args, 0, t_ms)?)]),
+            "label_replace" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                let mut strings = Vec::new();
+                for index in 1..5 {
+                    match args.get(index).map(|arg| self.eval(arg, t_ms)).transpose()? {
+                        Some(Value::String(_, text)) => strings.push(text),
+                        _ => return Err(Error::Unsupported { construct: format!("function {name} without string argument {}", index + 1) }),
+                    }
+                }
+                let (dst, replacement, src, pattern) = (&strings[0], &strings[1], &strings[2], &strings[3]);
+                let regex = regex::Regex::new(&format!("^(?s:{pattern})$"))
+                    .map_err(|error| Error::Execution { message: format!("invalid regular expression in label_replace(): {pattern}: {error}") })?;
+                let valid_name = !dst.is_empty()
+                    && dst.chars().enumerate().all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
+                if !valid_name {
+                    return Err(Error::Execution { message: format!("invalid destination label name in label_replace(): {dst}") });
+                }
+                let mut out = Vec::with_capacity(samples.len());
+                let mut seen = std::collections::BTreeSet::new();
+                for (mut labels, at, v) in samples {
+                    let source = labels.get(src.as_str()).cloned().unwrap_or_default();
+                    if let Some(captures) = regex.captures(&source) {
+                        let mut result = String::new();
+                        captures.expand(replacement, &mut result);
+                        if result.is_empty() {
+                            labels.remove(dst.as_str());
+                        } else {
+                            labels.insert(dst.clone(), result);
+                        }
+                    }
+                    if !seen.insert(labels.clone()) {
+                        return Err(Error::Execution { message: "vector cannot contain metrics with the same labelset".to_string() });
+                    }
+                    out.push((labels, at, v));
+                }
+                Value::Vector(out)
+            }
+            "label_join" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                let mut strings = Vec::new();
+                for index in 1..args.len() {
+                    match self.eval(&args[index], t_ms)? {
+                        Value::String(_, text) => strings.push(text),
+                        _ => return Err(Error::Unsupported { construct: format!("function {name} without string argument {}", index + 1) }),
+                    }
+                }
+                let [dst, separator, sources @ ..] = strings.as_slice() else {
+                    return Err(Error::Unsupported { construct: format!("function {name} with too few arguments") });
+                };
+                let mut out = Vec::with_capacity(samples.len());
+                let mut seen = std::collections::BTreeSet::new();
+                for (mut labels, at, v) in samples {
+                    let joined: Vec<String> = sources.iter().map(|src| labels.get(src).cloned().unwrap_or_default()).collect();
+                    let joined = joined.join(separator);
+                    if joined.is_empty() {
+                        labels.remove(dst);
+                    } else {
+                        labels.insert(dst.clone(), joined);
+                    }
+                    if !seen.insert(labels.clone()) {
+                        return Err(Error::Execution { message: "vector cannot contain metrics with the same labelset".to_string() });
+                    }
+                    out.push((labels, at, v));
+                }
+                Value::Vector(out)
+            }
+            "absent" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                if !samples.is_empty() {
+                    return Ok(Some(Value::Vector(Vec::new())));
+                }
+                // The labels of the selector's equality matchers (not __name__), as Prometheus' createLabelsForAbsentFunction.
+                let mut labels = Labels::new();
+                if let Some(Expr::VectorSelector(selector)) = args.first().map(|arg| arg.as_ref()) {
+                    let mut repeated = std::collections::BTreeSet::new();
+                    for matcher in &selector.matchers.matchers {
+                        if matcher.name == "__name__" || !matches!(matcher.op, promql_parser::label::MatchOp::Equal) {
+                            continue;
+                        }
+                        if labels.insert(matcher.name.clone(), matcher.value.clone()).is_some() {
+                            repeated.insert(matcher.name.clone());
+                        }
+                    }
+                    for name in repeated {
+                        labels.remove(&name);
+                    }
+                }
+                Value::Vector(vec![(labels, t_ms, 1.0)])
+            }
+            "scalar" => {
+                let samples = self.vector_arg(name, args, t_ms)?;
+                Value::Scalar(t_ms, if samples.len() == 1 { samples[0].2 } else { f64::NAN })
+            }
+            _ => return Ok(None),
+        }))
     }
 
     /// The instant a selector reads at: `@` pins it, then `offset` moves it back.
@@ -360,6 +573,6 @@ mod tests {
     #[test]
     fn the_sample_limit_and_unsupported_constructs_are_errors() {
         assert_eq!(eval("count_over_time(up[10m])", 540_000, 5), Err(Error::TooManySamples { limit: 5 }));
-        assert!(matches!(eval("topk(1, up)", 0, 100), Err(Error::Unsupported { construct }) if construct.contains("topk")));
+        assert!(matches!(eval("count_values(\"v\", up)", 0, 100), Err(Error::Unsupported { construct }) if construct.contains("count_values")));
     }
 }

@@ -69,8 +69,9 @@ fn run(script: &str) -> usize {
             let mut expected: BTreeMap<Labels, f64> = BTreeMap::new();
             while let Some(body) = lines.peek().filter(|l| l.starts_with(' ')) {
                 let body = body.trim();
-                let split = body.rfind(' ').unwrap_or_else(|| panic!("bad sample {body}"));
-                let labels = if body[..split].trim() == "{}" { Labels::new() } else { labels_of(body[..split].trim()) };
+                // A bare number is a scalar result, compared as the empty label set.
+                let split = body.rfind(' ').unwrap_or(0);
+                let labels = if body[..split].trim() == "{}" || split == 0 { Labels::new() } else { labels_of(body[..split].trim()) };
                 expected.insert(labels, body[split..].trim().parse().unwrap_or_else(|_| panic!("bad sample {body}")));
                 lines.next();
             }
