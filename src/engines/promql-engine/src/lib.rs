@@ -1,5 +1,5 @@
-//! PromQL for hotrule: parsing (with `promql-parser`), the plan of what to load, and (to come)
-//! evaluation with Prometheus' semantics over series the caller loaded.
+//! PromQL for hotrule: parsing (with `promql-parser`), the plan of what to load, and evaluation
+//! with Prometheus' semantics over series the caller loaded.
 //!
 //! The crate is pure: the caller parses, asks [`selectors_to_load`] which series and which absolute
 //! time windows the expression needs, reads them from its store, and hands them back for evaluation.
@@ -13,8 +13,8 @@
 //! sum count last present stddev stdvar quantile), and the instant functions abs ceil floor exp ln log2
 //! log10 sqrt round clamp clamp_min clamp_max sort sort_desc vector scalar time label_replace
 //! label_join absent. Everything else (count_values, histogram_quantile,
-//! timestamp, absent_over_time, subqueries) is [`Error::Unsupported`]; there is no range evaluation
-//! (`eval_range`) yet.
+//! timestamp, absent_over_time, subqueries) is [`Error::Unsupported`]. [`eval_range`] is the
+//! instant evaluation at every step, gathered per series.
 
 mod aggregate;
 mod arith;
