@@ -21,6 +21,7 @@ use crate::data::metrics::SeriesFilter;
 use crate::data::metrics::prom::Labels;
 
 use super::prom_eval::{self, MAX_POINTS_PER_SERIES, PromSeries};
+use hotrule_promql_engine::Value as EngineValue;
 use super::promql::{self, Query, Selector};
 use super::time::{floor_to, parse_duration, parse_prom_time, prom_timestamp, prom_value};
 use super::{Missing, QueryError, QueryService, Reach};
@@ -46,6 +47,7 @@ pub enum ErrorType {
     Execution,
     Internal,
     Unavailable,
+    Timeout,
 }
 
 impl ErrorType {
@@ -55,6 +57,7 @@ impl ErrorType {
             ErrorType::Execution => "execution",
             ErrorType::Internal => "internal",
             ErrorType::Unavailable => "unavailable",
+            ErrorType::Timeout => "timeout",
         }
     }
 
@@ -63,7 +66,7 @@ impl ErrorType {
             ErrorType::BadData => StatusCode::BAD_REQUEST,
             ErrorType::Execution => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorType::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorType::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorType::Unavailable | ErrorType::Timeout => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 }
@@ -84,6 +87,18 @@ impl From<QueryError> for ApiError {
             QueryError::NoStorage | QueryError::NoLogStorage | QueryError::NoAlarmStorage => ErrorType::Unavailable,
             QueryError::Store(_) | QueryError::LogStore(_) | QueryError::AlarmStore(_) => ErrorType::Execution,
             QueryError::Task(_) => ErrorType::Internal,
+        };
+        ApiError(kind, e.to_string())
+    }
+}
+
+impl From<hotrule_promql_engine::Error> for ApiError {
+    fn from(e: hotrule_promql_engine::Error) -> ApiError {
+        use hotrule_promql_engine::Error;
+        let kind = match &e {
+            Error::Parse { .. } | Error::Unsupported { .. } => ErrorType::BadData,
+            Error::TooManySamples { .. } | Error::Execution { .. } => ErrorType::Execution,
+            Error::Timeout => ErrorType::Timeout,
         };
         ApiError(kind, e.to_string())
     }
@@ -199,11 +214,6 @@ impl Form {
     }
 }
 
-fn parse_query(form: &Form) -> Result<Query, ApiError> {
-    let text = form.get("query").unwrap_or("");
-    promql::parse(text).map_err(|e| ApiError::bad(e.to_string()))
-}
-
 fn warnings(missing: &[Missing]) -> Vec<String> {
     missing.iter().map(Missing::warning).collect()
 }
@@ -243,25 +253,82 @@ async fn query(State(service): State<Arc<QueryService>>, uri: Uri, headers: Head
 }
 
 async fn instant_query(service: &QueryService, form: &Form) -> Result<Response, ApiError> {
-    let query = parse_query(form)?;
+    let expr = hotrule_promql_engine::parse(form.get("query").unwrap_or(""))?;
     let t = form.time("time", now_ms() as i64)?;
     let lookback = lookback(service, form)?;
     let reach = form.reach(service)?;
     let limit = form.limit()?;
-    match query {
-        Query::Scalar(value) => Ok(success(json!({"resultType": "scalar", "result": [prom_timestamp(t), prom_value(value)]}), Vec::new())),
-        Query::Selector(selector) => {
-            let granularity = crate::data::metrics::Granularity::Minute;
-            let (series, missing) = select(service, &selector, granularity, t - lookback, t, reach).await?;
-            let mut result: Vec<Value> = prom_eval::instant(&series, t, lookback)
+    let (loaded, missing) = load(service, &expr, crate::data::metrics::Granularity::Minute, (t, t), lookback, reach).await?;
+    let value = hotrule_promql_engine::eval_instant(&expr, t, lookback, &loaded, &limits())?;
+    let mut warnings = warnings(&missing);
+    let data = match value {
+        EngineValue::Scalar(_, v) => json!({"resultType": "scalar", "result": [prom_timestamp(t), prom_value(v)]}),
+        EngineValue::String(_, text) => json!({"resultType": "string", "result": [prom_timestamp(t), text]}),
+        EngineValue::Vector(samples) => {
+            let mut result: Vec<Value> = samples
                 .into_iter()
-                .map(|(labels, v)| json!({"metric": metric_json(&labels), "value": [prom_timestamp(t), prom_value(v)]}))
+                .map(|(labels, _, v)| json!({"metric": metric_json(&labels), "value": [prom_timestamp(t), prom_value(v)]}))
                 .collect();
-            let mut warnings = warnings(&missing);
             truncate(&mut result, limit, &mut warnings);
-            Ok(success(json!({"resultType": "vector", "result": result}), warnings))
+            json!({"resultType": "vector", "result": result})
         }
+        EngineValue::Matrix(series) => {
+            let mut result: Vec<MatrixSeries> = series.into_iter().map(|s| matrix_series(s.labels, s.samples)).collect();
+            truncate(&mut result, limit, &mut warnings);
+            return Ok(success(Matrix { result_type: "matrix", result }, warnings));
+        }
+    };
+    Ok(success(data, warnings))
+}
+
+/// Most samples one query may load and produce (Prometheus' `--query.max-samples` default).
+pub const MAX_SAMPLES: usize = 50_000_000;
+
+/// How long one query's evaluation may take once its series are read (Prometheus'
+/// `--query.timeout` default). The `timeout` parameter bounds the cluster read instead: a peer
+/// that has not answered by then is left out and named in `warnings`.
+pub const QUERY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The evaluation bounds of one query, from now: [`MAX_SAMPLES`] and [`QUERY_TIMEOUT`].
+fn limits() -> hotrule_promql_engine::Limits {
+    hotrule_promql_engine::Limits { max_samples: MAX_SAMPLES, deadline: std::time::Instant::now() + QUERY_TIMEOUT }
+}
+
+/// Reads every selector of `expr` over the window its evaluation from `range.0` to `range.1`
+/// needs, at `granularity`; each selector's series as the engine wants them (its matchers
+/// applied here: the store narrows by metric and the entity's equality matchers only).
+async fn load(
+    service: &QueryService,
+    expr: &hotrule_promql_engine::Expr,
+    granularity: crate::data::metrics::Granularity,
+    range: (i64, i64),
+    lookback: i64,
+    reach: Reach,
+) -> Result<(hotrule_promql_engine::Loaded, Vec<Missing>), ApiError> {
+    let mut loaded = hotrule_promql_engine::Loaded::new();
+    let mut missing = Vec::new();
+    for selection in hotrule_promql_engine::selectors_to_load(expr, range.0, range.1, lookback)? {
+        if loaded.contains_key(&selection.key) {
+            continue;
+        }
+        let fixed = |label: &str| selection.fixed(label).map(str::to_string);
+        let filter = SeriesFilter {
+            metric: selection.metric.clone().unwrap_or_default(),
+            service: fixed("service"),
+            instance: fixed("service_instance"),
+            endpoint: fixed("endpoint"),
+        };
+        let window = selection.window;
+        let gathered = service.read(&filter, granularity, floor_to(granularity, window.start_ms), window.end_ms, reach).await?;
+        let series = prom_eval::to_prom_series(&gathered.series, &[])
+            .into_iter()
+            .filter(|s| selection.selects(&s.labels))
+            .map(|s| hotrule_promql_engine::Series { labels: s.labels, samples: s.samples })
+            .collect();
+        missing.extend(gathered.missing);
+        loaded.insert(selection.key, series);
     }
+    Ok((loaded, missing))
 }
 
 fn lookback(service: &QueryService, form: &Form) -> Result<i64, ApiError> {
@@ -293,28 +360,21 @@ async fn range_query(service: &QueryService, form: &Form) -> Result<Response, Ap
     if (end - start) / step > MAX_POINTS_PER_SERIES {
         return Err(ApiError::bad("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"));
     }
-    let query = parse_query(form)?;
-    let lookback = lookback(service, form)?;
+    let expr = hotrule_promql_engine::parse(form.get("query").unwrap_or(""))?;
+    let granularity = prom_eval::granularity_for_step(step);
+    // An hour or day value holds for its whole bucket: up to the next bucket's start, exclusive
+    // (the lookback window `[t - lookback, t]` is closed, as in Prometheus 2.x).
+    let lookback = lookback(service, form)?.max(granularity.millis() - 1);
     let reach = form.reach(service)?;
     let limit = form.limit()?;
-    match query {
-        Query::Scalar(value) => {
-            let steps = (0..=(end - start) / step).map(|k| (start + k * step, value)).collect();
-            Ok(success(Matrix { result_type: "matrix", result: vec![matrix_series(Labels::new(), steps)] }, Vec::new()))
-        }
-        Query::Selector(selector) => {
-            let granularity = prom_eval::granularity_for_step(step);
-            let lookback = lookback.max(granularity.millis());
-            let (series, missing) = select(service, &selector, granularity, start - lookback, end, reach).await?;
-            let mut result: Vec<MatrixSeries> = prom_eval::range(&series, start, end, step, lookback)
-                .into_iter()
-                .map(|(labels, values)| matrix_series(labels, values))
-                .collect();
-            let mut warnings = warnings(&missing);
-            truncate(&mut result, limit, &mut warnings);
-            Ok(success(Matrix { result_type: "matrix", result }, warnings))
-        }
-    }
+    let (loaded, missing) = load(service, &expr, granularity, (start, end), lookback, reach).await?;
+    let EngineValue::Matrix(series) = hotrule_promql_engine::eval_range(&expr, start, end, step, lookback, &loaded, &limits())? else {
+        return Err(ApiError(ErrorType::Internal, "a range evaluation gave no matrix".to_string()));
+    };
+    let mut result: Vec<MatrixSeries> = series.into_iter().map(|s| matrix_series(s.labels, s.samples)).collect();
+    let mut warnings = warnings(&missing);
+    truncate(&mut result, limit, &mut warnings);
+    Ok(success(Matrix { result_type: "matrix", result }, warnings))
 }
 
 /// The window of a metadata call: `start`/`end` or the last 24 hours.

@@ -37,6 +37,24 @@ pub struct SelectorLoad {
     pub window: TimeWindow,
 }
 
+impl SelectorLoad {
+    /// The value an equality matcher (`label="v"`) of the selector fixes, if there is one.
+    pub fn fixed(&self, label: &str) -> Option<&str> {
+        self.matchers
+            .matchers
+            .iter()
+            .find(|m| m.name == label && matches!(m.op, promql_parser::label::MatchOp::Equal))
+            .map(|m| m.value.as_str())
+    }
+
+    /// Whether a series with `labels` is one of the selector's: its metric name and every matcher
+    /// (a missing label matches as the empty string, as in Prometheus).
+    pub fn selects(&self, labels: &crate::Labels) -> bool {
+        self.metric.as_ref().is_none_or(|name| labels.get("__name__") == Some(name))
+            && self.matchers.matchers.iter().all(|m| m.is_match(labels.get(&m.name).map_or("", String::as_str)))
+    }
+}
+
 /// The evaluation range of a subtree: instants from `start_ms` to `end_ms`.
 #[derive(Debug, Clone, Copy)]
 struct EvalRange {
