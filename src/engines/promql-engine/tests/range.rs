@@ -58,3 +58,11 @@ fn a_range_vector_or_a_bad_step_is_refused() {
     assert!(matches!(run("m[5m]", 0, 60_000, 60_000), Err(Error::Unsupported { .. })));
     assert!(matches!(run("m", 0, 60_000, 0), Err(Error::Unsupported { .. })));
 }
+
+#[test]
+fn regex_matchers_are_fully_anchored_as_in_prometheus() {
+    let Ok(hotrule_promql_engine::Expr::VectorSelector(selector)) = parse("m{a=~\"1|2\"}") else { panic!("a selector") };
+    let matcher = &selector.matchers.matchers[0];
+    assert!(matcher.is_match("1") && matcher.is_match("2"));
+    assert!(!matcher.is_match("12") && !matcher.is_match("21") && !matcher.is_match("x1"));
+}
