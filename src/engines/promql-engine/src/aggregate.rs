@@ -10,7 +10,7 @@ use crate::error::Error;
 use crate::eval::Labels;
 
 /// The output labels of a sample's group.
-fn group_labels(labels: &Labels, modifier: Option<&LabelModifier>) -> Labels {
+pub(crate) fn group_labels(labels: &Labels, modifier: Option<&LabelModifier>) -> Labels {
     match modifier {
         None => Labels::new(),
         Some(LabelModifier::Include(by)) => {

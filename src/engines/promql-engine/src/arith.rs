@@ -14,15 +14,9 @@ type Sample = (Labels, i64, f64);
 /// The match signature of a sample's labels, as Prometheus 2.42's `signatureFunc`: `on` keeps the
 /// listed labels, `ignoring` (and no modifier) drops the listed ones and always `__name__`.
 fn signature(labels: &Labels, matching: Option<&LabelModifier>) -> Labels {
+    // `on` / `ignoring` pick labels as an aggregation's `by` / `without` do.
     match matching {
-        Some(LabelModifier::Include(on)) => {
-            labels.iter().filter(|(name, _)| on.labels.contains(name)).map(|(k, v)| (k.clone(), v.clone())).collect()
-        }
-        Some(LabelModifier::Exclude(ignoring)) => labels
-            .iter()
-            .filter(|(name, _)| name.as_str() != "__name__" && !ignoring.labels.contains(name))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
+        Some(modifier) => crate::aggregate::group_labels(labels, Some(modifier)),
         None => labels.iter().filter(|(name, _)| name.as_str() != "__name__").map(|(k, v)| (k.clone(), v.clone())).collect(),
     }
 }
