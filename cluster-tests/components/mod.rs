@@ -336,7 +336,15 @@ async fn promtool(args: &[String]) -> Result<String, String> {
 
 /// `promtool query instant -o json <server> <expr>`, parsed.
 pub async fn promtool_instant(server: &str, expr: &str) -> Result<Vec<PromSample>, String> {
-    let args = ["query", "instant", "-o", "json", server, expr].map(String::from);
+    promtool_instant_at(server, expr, None).await
+}
+
+/// `promtool query instant -o json [--time=<time>] <server> <expr>` (time in RFC 3339 or Unix
+/// seconds), parsed.
+pub async fn promtool_instant_at(server: &str, expr: &str, time: Option<&str>) -> Result<Vec<PromSample>, String> {
+    let mut args: Vec<String> = ["query", "instant", "-o", "json"].map(String::from).to_vec();
+    args.extend(time.map(|t| format!("--time={t}")));
+    args.extend([server.to_string(), expr.to_string()]);
     let text = promtool(&args).await?;
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("promtool printed no JSON ({e}): {text}"))?;
     parse_vector(&json)

@@ -13,6 +13,7 @@ mod ingest_node;
 pub mod lal_node;
 pub mod logs;
 pub mod mal;
+pub mod promql;
 pub mod query;
 mod prometheus;
 pub mod store;

@@ -78,6 +78,9 @@ pub struct RunningNode {
     pub alarm_store: Arc<crate::data::alarm_records::store::AlarmRecordStore>,
     /// The node's own metrics (`/metrics`).
     pub telemetry: Arc<SelfMetrics>,
+    /// Where dispatch writes metric values: the store, then the remote-write exporter when
+    /// `export.remote_write` is set ([`RunningNode::metric_writer`]).
+    dispatch_writer: Arc<dyn MetricWriter>,
     /// The OTLP log exporter (`export.otlp_logs`), a [`crate::data::logs::LogWriter`] for kept logs;
     /// none when log export is off.
     pub log_exporter: Option<Arc<crate::data::export::otlp_logs::OtlpLogExporter>>,
@@ -193,6 +196,7 @@ impl RunningNode {
             log_store: stores.log_store,
             alarm_store: stores.alarm_store,
             telemetry,
+            dispatch_writer: stores.metric_writer,
             log_exporter: stores.log_exporter,
             shutdown,
             servers,
@@ -200,9 +204,10 @@ impl RunningNode {
         })
     }
 
-    /// Where dispatch writes computed metric values.
+    /// Where dispatch writes computed metric values: the store, then the remote-write exporter
+    /// (when configured), which marks each value's minute for export.
     pub fn metric_writer(&self) -> Arc<dyn MetricWriter> {
-        self.metric_store.clone()
+        self.dispatch_writer.clone()
     }
 
     /// What queries and export read.
