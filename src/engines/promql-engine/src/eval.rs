@@ -491,7 +491,7 @@ mod tests {
     use crate::parse;
 
     fn limits(max_samples: usize) -> Limits {
-        Limits { max_samples, deadline: std::time::Instant::now() + std::time::Duration::from_secs(3600) }
+        Limits { max_samples, deadline: std::time::Instant::now() + std::time::Duration::from_secs(3600), default_subquery_step_ms: 60_000 }
     }
 
     fn loaded() -> Loaded {

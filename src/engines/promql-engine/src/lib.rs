@@ -25,7 +25,7 @@ mod rate;
 
 pub use error::Error;
 pub use eval::{Labels, Loaded, Series, Value, eval_instant, eval_range, load_key};
-pub use plan::{Limits, SelectorLoad, TimeWindow, selectors_to_load};
+pub use plan::{DEFAULT_SUBQUERY_STEP_MS, Limits, SelectorLoad, TimeWindow, selectors_to_load};
 pub use promql_parser::parser::Expr;
 
 /// Parses a PromQL expression. Any syntax error becomes [`Error::Parse`] with the parser's message.

@@ -17,7 +17,14 @@ pub struct Limits {
     pub max_samples: usize,
     /// When the evaluation gives up with [`Error::Timeout`].
     pub deadline: std::time::Instant,
+    /// The step of a subquery written without one (`x[5m:]`): Prometheus' global
+    /// `evaluation_interval`, [`DEFAULT_SUBQUERY_STEP_MS`] unless configured. Zero or less is
+    /// refused when such a subquery is evaluated.
+    pub default_subquery_step_ms: i64,
 }
+
+/// Prometheus' default global `evaluation_interval` (1m), the step of a subquery without one.
+pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
 
 /// An absolute window of sample timestamps, in Unix milliseconds, both ends included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +75,19 @@ pub fn selectors_to_load(expr: &Expr, start_ms: i64, end_ms: i64, lookback_ms: i
     let query = EvalRange { start_ms, end_ms };
     let mut loads = Vec::new();
     walk(expr, query, query, lookback_ms, &mut loads)?;
-    Ok(loads)
+    // Selectors that differ only in offset or `@` share a key (and the caller loads each key once):
+    // one load per key, over the hull of their windows.
+    let mut merged: Vec<SelectorLoad> = Vec::with_capacity(loads.len());
+    for load in loads {
+        match merged.iter_mut().find(|seen| seen.key == load.key) {
+            Some(seen) => {
+                seen.window.start_ms = seen.window.start_ms.min(load.window.start_ms);
+                seen.window.end_ms = seen.window.end_ms.max(load.window.end_ms);
+            }
+            None => merged.push(load),
+        }
+    }
+    Ok(merged)
 }
 
 fn walk(expr: &Expr, query: EvalRange, range: EvalRange, lookback_ms: i64, loads: &mut Vec<SelectorLoad>) -> Result<(), Error> {
@@ -216,6 +235,11 @@ mod tests {
             windows("a + on(x) group_left b", 10 * MIN, 10 * MIN),
             vec![named("a", 5 * MIN, 10 * MIN), named("b", 5 * MIN, 10 * MIN)]
         );
+    }
+
+    #[test]
+    fn selectors_differing_in_offset_share_one_load_over_both_windows() {
+        assert_eq!(windows("up - up offset 1h", 100 * MIN, 100 * MIN), vec![named("up", 35 * MIN, 100 * MIN)]);
     }
 
     #[test]

@@ -60,7 +60,7 @@ fn random_queries_never_panic() {
             let samples = (0..50).map(|i| (i * 15_000, i as f64)).collect();
             loaded.entry(load.key).or_default().push(Series { labels: BTreeMap::new(), samples });
         }
-        let limits = Limits { max_samples: 1000, deadline: std::time::Instant::now() + std::time::Duration::from_secs(5) };
+        let limits = Limits { max_samples: 1000, deadline: std::time::Instant::now() + std::time::Duration::from_secs(5), default_subquery_step_ms: 60_000 };
         let _ = eval_instant(&expr, 600_000, 300_000, &loaded, &limits);
         evaluated += 1;
     }

@@ -28,7 +28,7 @@ fn loaded_for(query: &str, start_ms: i64, end_ms: i64) -> Loaded {
 }
 
 fn run(query: &str, start_ms: i64, end_ms: i64, step_ms: i64) -> Result<Value, Error> {
-    let limits = Limits { max_samples: 1_000_000, deadline: Instant::now() + Duration::from_secs(10) };
+    let limits = Limits { max_samples: 1_000_000, deadline: Instant::now() + Duration::from_secs(10), default_subquery_step_ms: 60_000 };
     let expr = parse(query).expect("parses");
     eval_range(&expr, start_ms, end_ms, step_ms, 300_000, &loaded_for(query, start_ms, end_ms), &limits)
 }
