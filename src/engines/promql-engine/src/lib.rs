@@ -18,8 +18,11 @@
 
 mod aggregate;
 mod arith;
+mod call;
 mod error;
 mod eval;
+mod functions;
+mod histogram;
 mod plan;
 mod rate;
 
