@@ -1,9 +1,9 @@
 //! Instant evaluation over loaded series, with Prometheus 2.42 semantics (the version Debian
 //! ships): an instant selector takes the newest sample in `[t - lookback, t]`, a range selector
-//! the samples in `[t - range, t]` (both ends closed in 2.x). This first subset evaluates literals,
-//! selectors (offset, `@`), unary minus, the cheap `*_over_time` functions and binary operators
-//! (vector/vector with `on`/`ignoring`/`group_left`/`group_right`, and `and`/`or`/`unless`); anything else is
-//! [`Error::Unsupported`] naming the construct.
+//! the samples in `[t - range, t]` (both ends closed in 2.x), a subquery evaluates its expression
+//! at the step multiples in its window. This module owns the expression walk, selection,
+//! subqueries, aggregation and operator dispatch; function calls are in `call.rs`. What is not
+//! evaluated is [`Error::Unsupported`] naming the construct.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +14,8 @@ use crate::plan::Limits;
 
 pub type Labels = BTreeMap<String, String>;
 
-/// One loaded series: its labels (with `__name__`) and samples ordered by time (ms, value).
+/// One loaded series: its labels (with `__name__`) and samples ordered by time (ms, value), as
+/// the evaluator bisects them. A value with the bits of Prometheus' stale marker ends the series.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
     pub labels: Labels,
@@ -119,12 +120,10 @@ impl<'a> Evaluator<'a> {
                 let range_ms = i64::try_from(matrix.range.as_millis()).unwrap_or(i64::MAX);
                 let mut out = Vec::new();
                 for series in self.series_of(&matrix.vs) {
-                    let samples: Vec<(i64, f64)> = series
-                        .samples
-                        .iter()
-                        .copied()
-                        .filter(|(ts, v)| *ts <= at && *ts >= at.saturating_sub(range_ms) && !is_stale(*v))
-                        .collect();
+                    let first = series.samples.partition_point(|(ts, _)| *ts < at.saturating_sub(range_ms));
+                    let after = series.samples.partition_point(|(ts, _)| *ts <= at);
+                    let window = series.samples.get(first..after).unwrap_or_default();
+                    let samples: Vec<(i64, f64)> = window.iter().copied().filter(|(_, v)| !is_stale(*v)).collect();
                     self.count(samples.len())?;
                     if !samples.is_empty() {
                         out.push(Series { labels: series.labels.clone(), samples });
@@ -200,8 +199,11 @@ impl<'a> Evaluator<'a> {
         let at = self.instant_of(selector, t_ms);
         let mut out = Vec::new();
         for series in self.series_of(selector) {
-            let newest = series.samples.iter().rev().find(|(ts, _)| *ts <= at && *ts >= at.saturating_sub(self.lookback_ms));
+            // The samples are in time order: the newest at or before `at` is found by bisection.
+            let after = series.samples.partition_point(|(ts, _)| *ts <= at);
+            let newest = after.checked_sub(1).and_then(|i| series.samples.get(i));
             if let Some((ts, value)) = newest
+                && *ts >= at.saturating_sub(self.lookback_ms)
                 && !is_stale(*value)
             {
                 out.push((series.labels.clone(), *ts, *value));
@@ -232,7 +234,10 @@ impl<'a> Evaluator<'a> {
         let mut by_labels: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
         while inner_t <= end {
             match self.eval(&subquery.expr, inner_t)? {
-                Value::Scalar(_, value) => by_labels.entry(Labels::new()).or_default().push((inner_t, value)),
+                Value::Scalar(_, value) => {
+                    self.count(1)?;
+                    by_labels.entry(Labels::new()).or_default().push((inner_t, value));
+                }
                 Value::Vector(samples) => {
                     self.count(samples.len())?;
                     for (labels, _, value) in samples {
