@@ -400,6 +400,34 @@ mod tests {
     }
 
     #[test]
+    fn a_subquery_without_a_step_uses_the_default_step_from_the_limits() {
+        let expr = parse("count_over_time(up[10m:])").unwrap_or_else(|error| panic!("{error}"));
+        let with_step = |step_ms| {
+            let limits = Limits { default_subquery_step_ms: step_ms, ..limits(1000) };
+            single(eval_instant(&expr, 600_000, 300_000, &loaded(), &limits))
+        };
+        // Instants 0, 1m, ..., 10m (both window ends included), or 0, 2m, ..., 10m.
+        assert_eq!(with_step(60_000), 11.0);
+        assert_eq!(with_step(120_000), 6.0);
+        let zero = Limits { default_subquery_step_ms: 0, ..limits(1000) };
+        assert!(matches!(eval_instant(&expr, 600_000, 300_000, &loaded(), &zero), Err(Error::Unsupported { .. })));
+    }
+
+    #[test]
+    fn subquery_instants_are_aligned_to_absolute_multiples_of_the_step() {
+        // Window [30s, 5m30s] with a 1m step: instants 1m..5m, values 1..5 (offset moves it back 1m).
+        assert_eq!(single(eval("sum_over_time(up[5m:1m])", 330_000, 1000)), 15.0);
+        assert_eq!(single(eval("sum_over_time(up[5m:1m] offset 1m)", 390_000, 1000)), 15.0);
+        assert_eq!(single(eval("sum_over_time(up[5m:1m] @ 330)", 0, 1000)), 15.0);
+    }
+
+    #[test]
+    fn timestamp_of_a_selector_is_the_sample_time_otherwise_the_evaluation_time() {
+        assert_eq!(single(eval("timestamp(up)", 150_000, 100)), 120.0);
+        assert_eq!(single(eval("timestamp(-up)", 150_000, 100)), 150.0);
+    }
+
+    #[test]
     fn the_sample_limit_and_unsupported_constructs_are_errors() {
         assert_eq!(eval("count_over_time(up[10m])", 540_000, 5), Err(Error::TooManySamples { limit: 5 }));
         // Native histograms are not stored, so their functions stay unsupported, by name.

@@ -230,6 +230,16 @@ mod tests {
     }
 
     #[test]
+    fn a_pinned_subquery_pins_its_inner_windows_whatever_the_query_range() {
+        // `@ 600` ends the subquery at 10m; its 10m range starts at 0; the lookback adds 5m.
+        assert_eq!(windows("max_over_time(up[10m:] @ 600)", 0, 100 * MIN), vec![named("up", -5 * MIN, 10 * MIN)]);
+        assert_eq!(
+            windows("sum_over_time(rate(http[1m])[5m:1m] @ end() offset 5m)", 50 * MIN, 100 * MIN),
+            vec![named("http", 89 * MIN, 95 * MIN)]
+        );
+    }
+
+    #[test]
     fn every_selector_of_a_binary_expression_is_listed() {
         assert_eq!(
             windows("a + on(x) group_left b", 10 * MIN, 10 * MIN),
