@@ -424,6 +424,9 @@ mod tests {
     #[test]
     fn timestamp_of_a_selector_is_the_sample_time_otherwise_the_evaluation_time() {
         assert_eq!(single(eval("timestamp(up)", 150_000, 100)), 120.0);
+        // As 2.42: with `@`, timestamp() reads at the pin and ignores the offset.
+        assert_eq!(single(eval("timestamp(up @ 300 offset 1m)", 0, 100)), 300.0);
+        assert_eq!(single(eval("up @ 300 offset 1m", 0, 100)), 4.0);
         assert_eq!(single(eval("timestamp(-up)", 150_000, 100)), 150.0);
     }
 

@@ -135,6 +135,15 @@ fn walk(expr: &Expr, query: EvalRange, range: EvalRange, lookback_ms: i64, loads
             Ok(())
         }
         Expr::Call(call) => {
+            // 2.42's timestamp() drops the offset of a selector pinned by `@` (see `call.rs`).
+            if call.func.name == "timestamp"
+                && let Some(Expr::VectorSelector(selector)) = call.args.args.first().map(|arg| crate::call::unwrap_parens(arg))
+                && selector.at.is_some()
+            {
+                let mut pinned = selector.clone();
+                pinned.offset = None;
+                return walk(&Expr::VectorSelector(pinned), query, range, lookback_ms, loads);
+            }
             for arg in &call.args.args {
                 walk(arg, query, range, lookback_ms, loads)?;
             }
@@ -237,6 +246,12 @@ mod tests {
             windows("sum_over_time(rate(http[1m])[5m:1m] @ end() offset 5m)", 50 * MIN, 100 * MIN),
             vec![named("http", 89 * MIN, 95 * MIN)]
         );
+    }
+
+    #[test]
+    fn timestamp_of_a_pinned_selector_reads_at_the_pin_without_the_offset() {
+        assert_eq!(windows("timestamp(up @ 600 offset 1m)", 0, 0), vec![named("up", 5 * MIN, 10 * MIN)]);
+        assert_eq!(windows("timestamp(up offset 1m)", 10 * MIN, 10 * MIN), vec![named("up", 4 * MIN, 9 * MIN)]);
     }
 
     #[test]
