@@ -5,12 +5,13 @@
 //! subqueries, aggregation and operator dispatch; function calls are in `call.rs`. What is not
 //! evaluated is [`Error::Unsupported`] naming the construct.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use promql_parser::parser::{AggregateExpr, AtModifier, BinaryExpr, Expr, Offset, SubqueryExpr, VectorMatchCardinality, VectorSelector};
+use promql_parser::parser::{AggregateExpr, AtModifier, BinaryExpr, Expr, Offset, VectorMatchCardinality, VectorSelector};
 
 use crate::error::Error;
 use crate::plan::Limits;
+use crate::subquery::SubqueryCache;
 
 pub type Labels = BTreeMap<String, String>;
 
@@ -36,7 +37,7 @@ pub enum Value {
 
 /// Evaluates `expr` at `t_ms`. `start_ms`/`end_ms` of an instant query are both `t_ms`.
 pub fn eval_instant(expr: &Expr, t_ms: i64, lookback_ms: i64, loaded: &Loaded, limits: &Limits) -> Result<Value, Error> {
-    let mut evaluator = Evaluator { query_start_ms: t_ms, query_end_ms: t_ms, lookback_ms, loaded, limits, samples: 0 };
+    let mut evaluator = Evaluator::new(t_ms, t_ms, lookback_ms, loaded, limits);
     evaluator.eval(expr, t_ms)
 }
 
@@ -48,13 +49,19 @@ pub fn eval_range(expr: &Expr, start_ms: i64, end_ms: i64, step_ms: i64, lookbac
     if step_ms <= 0 {
         return Err(Error::Unsupported { construct: "a range query step of zero or less".to_string() });
     }
-    let mut evaluator = Evaluator { query_start_ms: start_ms, query_end_ms: end_ms, lookback_ms, loaded, limits, samples: 0 };
+    let mut evaluator = Evaluator::new(start_ms, end_ms, lookback_ms, loaded, limits);
     let mut by_labels: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
+    let mut output_points: usize = 0;
     let mut t = start_ms;
     while t <= end_ms {
+        evaluator.samples = output_points;
         match evaluator.eval(expr, t)? {
-            Value::Scalar(_, value) => by_labels.entry(Labels::new()).or_default().push((t, value)),
+            Value::Scalar(_, value) => {
+                output_points += 1;
+                by_labels.entry(Labels::new()).or_default().push((t, value));
+            }
             Value::Vector(samples) => {
+                output_points += samples.len();
                 for (labels, _, value) in samples {
                     by_labels.entry(labels).or_default().push((t, value));
                 }
@@ -75,9 +82,15 @@ pub(crate) struct Evaluator<'a> {
     query_end_ms: i64,
     lookback_ms: i64,
     loaded: &'a Loaded,
-    limits: &'a Limits,
+    pub(crate) limits: &'a Limits,
+    /// Samples selected and points produced so far: in an instant query all of them, in a range
+    /// query those of the current step plus the output gathered so far (Prometheus bounds the
+    /// samples held at once, not the sum over every step).
     samples: usize,
+    /// The inner results of each subquery node, reused by later steps (see `subquery.rs`).
+    pub(crate) subqueries: HashMap<usize, SubqueryCache>,
 }
+
 
 /// The key under which a selector's series are loaded: the selector without offset and `@`.
 pub fn load_key(selector: &VectorSelector) -> String {
@@ -88,7 +101,11 @@ pub fn load_key(selector: &VectorSelector) -> String {
 }
 
 impl<'a> Evaluator<'a> {
-    fn count(&mut self, points: usize) -> Result<(), Error> {
+    fn new(query_start_ms: i64, query_end_ms: i64, lookback_ms: i64, loaded: &'a Loaded, limits: &'a Limits) -> Evaluator<'a> {
+        Evaluator { query_start_ms, query_end_ms, lookback_ms, loaded, limits, samples: 0, subqueries: HashMap::new() }
+    }
+
+    pub(crate) fn count(&mut self, points: usize) -> Result<(), Error> {
         if std::time::Instant::now() >= self.limits.deadline {
             return Err(Error::Timeout);
         }
@@ -213,55 +230,13 @@ impl<'a> Evaluator<'a> {
         Ok(out)
     }
 
-    /// A subquery at `t_ms`, as Prometheus 2.42: the inner expression is evaluated at the absolute
-    /// multiples of the step from the first at or after `end - range` through `end` (`end` being
-    /// `t_ms` moved by `@` and `offset`). Gives the series and the window `(end - range, end, range)`.
-    pub(crate) fn subquery(&mut self, subquery: &SubqueryExpr, t_ms: i64) -> Result<(Vec<Series>, crate::rate::Window), Error> {
-        let end = self.instant_with(subquery.at.as_ref(), subquery.offset.as_ref(), t_ms);
-        let range_ms = millis(subquery.range);
-        let step_ms = match subquery.step.map(millis) {
-            Some(step) if step > 0 => step,
-            _ => self.limits.default_subquery_step_ms,
-        };
-        if step_ms <= 0 {
-            return Err(Error::Unsupported { construct: "a subquery without a step when the default step is zero".to_string() });
-        }
-        let start = end.saturating_sub(range_ms);
-        let mut inner_t = start.div_euclid(step_ms).saturating_mul(step_ms);
-        if inner_t < start {
-            inner_t = inner_t.saturating_add(step_ms);
-        }
-        let mut by_labels: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
-        while inner_t <= end {
-            match self.eval(&subquery.expr, inner_t)? {
-                Value::Scalar(_, value) => {
-                    self.count(1)?;
-                    by_labels.entry(Labels::new()).or_default().push((inner_t, value));
-                }
-                Value::Vector(samples) => {
-                    self.count(samples.len())?;
-                    for (labels, _, value) in samples {
-                        by_labels.entry(labels).or_default().push((inner_t, value));
-                    }
-                }
-                _ => return Err(Error::Unsupported { construct: "a subquery over a range vector or string".to_string() }),
-            }
-            inner_t = match inner_t.checked_add(step_ms) {
-                Some(next) => next,
-                None => break,
-            };
-        }
-        let series = by_labels.into_iter().map(|(labels, samples)| Series { labels, samples }).collect();
-        Ok((series, (start, end, range_ms)))
-    }
-
     /// The instant a selector reads at: `@` pins it, then `offset` moves it back.
     pub(crate) fn instant_of(&self, selector: &VectorSelector, t_ms: i64) -> i64 {
         self.instant_with(selector.at.as_ref(), selector.offset.as_ref(), t_ms)
     }
 
     /// The instant `@ at` and `offset` give at evaluation time `t_ms`.
-    fn instant_with(&self, at: Option<&AtModifier>, offset: Option<&Offset>, t_ms: i64) -> i64 {
+    pub(crate) fn instant_with(&self, at: Option<&AtModifier>, offset: Option<&Offset>, t_ms: i64) -> i64 {
         let pinned = match at {
             None => t_ms,
             Some(AtModifier::Start) => self.query_start_ms,

@@ -34,6 +34,7 @@ mod functions;
 mod histogram;
 mod plan;
 mod rate;
+mod subquery;
 
 pub use error::Error;
 pub use eval::{Labels, Loaded, Series, Value, eval_instant, eval_range, load_key};

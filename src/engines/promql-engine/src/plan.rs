@@ -13,7 +13,8 @@ use crate::error::Error;
 /// Bounds for one query's evaluation.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Samples loaded plus points produced, at most (Prometheus' --query.max-samples, simplified).
+    /// Samples selected plus points produced, at most (Prometheus' --query.max-samples,
+    /// simplified); in a range query, those of one step plus the output gathered so far.
     pub max_samples: usize,
     /// When the evaluation gives up with [`Error::Timeout`].
     pub deadline: std::time::Instant,
