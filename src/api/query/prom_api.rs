@@ -289,9 +289,14 @@ pub const MAX_SAMPLES: usize = 50_000_000;
 /// that has not answered by then is left out and named in `warnings`.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The evaluation bounds of one query, from now: [`MAX_SAMPLES`] and [`QUERY_TIMEOUT`].
+/// The evaluation bounds of one query, from now: [`MAX_SAMPLES`], [`QUERY_TIMEOUT`], and the
+/// default subquery step of Prometheus (1m, its default `evaluation_interval`).
 fn limits() -> hotrule_promql_engine::Limits {
-    hotrule_promql_engine::Limits { max_samples: MAX_SAMPLES, deadline: std::time::Instant::now() + QUERY_TIMEOUT }
+    hotrule_promql_engine::Limits {
+        max_samples: MAX_SAMPLES,
+        deadline: std::time::Instant::now() + QUERY_TIMEOUT,
+        default_subquery_step_ms: hotrule_promql_engine::DEFAULT_SUBQUERY_STEP_MS,
+    }
 }
 
 /// Reads every selector of `expr` over the window its evaluation from `range.0` to `range.1`

@@ -1,4 +1,4 @@
-//! The simple aggregations (sum avg min max count group, and stddev/stdvar as population
+//! The aggregations (sum avg min max count group, topk bottomk quantile count_values, and stddev/stdvar as population
 //! statistics by Welford's method like Prometheus 2.42) with `by`/`without`, as Prometheus 2.42's
 //! `aggregation`: `by` keeps only the listed labels, `without` drops the listed ones and `__name__`.
 
@@ -95,7 +95,17 @@ pub fn aggregate(op: &str, modifier: Option<&LabelModifier>, samples: Vec<(Label
 
 /// topk/bottomk (keeping each chosen sample's own labels) and quantile (per group, with
 /// Prometheus 2.42's linear interpolation) with their scalar parameter.
-pub fn aggregate_with_param(op: &str, param: f64, modifier: Option<&LabelModifier>, samples: Vec<(Labels, i64, f64)>, t_ms: i64) -> Vec<(Labels, i64, f64)> {
+pub fn aggregate_with_param(
+    op: &str,
+    param: f64,
+    modifier: Option<&LabelModifier>,
+    samples: Vec<(Labels, i64, f64)>,
+    t_ms: i64,
+) -> Result<Vec<(Labels, i64, f64)>, Error> {
+    // 2.42's convertibleToInt64 check on k (NaN fails it too).
+    if op != "quantile" && !(-9.223_372_036_854_776e18..=9.223_372_036_854_776e18).contains(&param) {
+        return Err(Error::Execution { message: format!("Scalar value {} overflows int64", go_float(param)) });
+    }
     let mut groups: BTreeMap<Labels, Vec<(Labels, i64, f64)>> = BTreeMap::new();
     for sample in samples {
         groups.entry(group_labels(&sample.0, modifier)).or_default().push(sample);
@@ -109,7 +119,7 @@ pub fn aggregate_with_param(op: &str, param: f64, modifier: Option<&LabelModifie
             }
             _ => {
                 // k as Prometheus' int64 conversion; below 1 yields nothing.
-                if param.is_nan() || param < 1.0 {
+                if param < 1.0 {
                     continue;
                 }
                 let k = if param >= members.len() as f64 { members.len() } else { param as usize };
@@ -127,7 +137,42 @@ pub fn aggregate_with_param(op: &str, param: f64, modifier: Option<&LabelModifie
             }
         }
     }
-    out
+    Ok(out)
+}
+
+/// `count_values("label", v)`: each sample's value, formatted as Go's
+/// `strconv.FormatFloat(v, 'f', -1, 64)`, becomes `label` (replacing any label of that name);
+/// then samples are counted by `by` plus `label`, or `without` (which may drop `label` too).
+pub fn count_values(label: &str, modifier: Option<&LabelModifier>, samples: Vec<(Labels, i64, f64)>, t_ms: i64) -> Result<Vec<(Labels, i64, f64)>, Error> {
+    let valid = !label.is_empty() && label.chars().enumerate().all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
+    if !valid {
+        return Err(Error::Execution { message: format!("invalid label name {label:?}") });
+    }
+    let mut counts: BTreeMap<Labels, f64> = BTreeMap::new();
+    for (mut labels, _, v) in samples {
+        labels.insert(label.to_string(), go_float(v));
+        let key = match modifier {
+            Some(LabelModifier::Include(by)) => {
+                labels.into_iter().filter(|(name, _)| name == label || by.labels.contains(name)).collect()
+            }
+            Some(LabelModifier::Exclude(_)) => group_labels(&labels, modifier),
+            None => labels.into_iter().filter(|(name, _)| name == label).collect(),
+        };
+        *counts.entry(key).or_default() += 1.0;
+    }
+    Ok(counts.into_iter().map(|(labels, count)| (labels, t_ms, count)).collect())
+}
+
+/// Go's `strconv.FormatFloat(v, 'f', -1, 64)`: the shortest decimal that reads back as `v`, never
+/// in exponent form (as Rust's `Display` of f64), with Go's spelling of infinities.
+pub(crate) fn go_float(v: f64) -> String {
+    if v == f64::INFINITY {
+        "+Inf".to_string()
+    } else if v == f64::NEG_INFINITY {
+        "-Inf".to_string()
+    } else {
+        v.to_string()
+    }
 }
 
 /// Prometheus' `quantile`: linear interpolation between the closest ranks.
@@ -141,7 +186,13 @@ pub fn quantile(q: f64, mut values: Vec<f64>) -> f64 {
     if q > 1.0 {
         return f64::INFINITY;
     }
-    values.sort_by(f64::total_cmp);
+    // NaN sorts first, as 2.42's vectorByValueHeap.
+    values.sort_by(|a, b| match (a.is_nan(), b.is_nan()) {
+        (true, true) => std::cmp::Ordering::Equal,
+        (true, false) => std::cmp::Ordering::Less,
+        (false, true) => std::cmp::Ordering::Greater,
+        _ => a.total_cmp(b),
+    });
     let n = values.len() as f64;
     let rank = q * (n - 1.0);
     let lower = rank.floor().max(0.0);

@@ -100,7 +100,7 @@ pub fn group_binop(
         };
         if let Some((_, include)) = group {
             let mut result = labels;
-            if comparison.is_none() || return_bool {
+            if drops_name(op) || return_bool {
                 result.remove("__name__");
             }
             for name in include {
@@ -129,12 +129,17 @@ pub fn group_binop(
             }
             None => labels,
         };
-        if comparison.is_none() || return_bool {
+        if drops_name(op) || return_bool {
             result.remove("__name__");
         }
         out.push((result, t, value));
     }
     Ok(out)
+}
+
+/// Whether an arithmetic result loses `__name__` (2.42's shouldDropMetricName: not `atan2`).
+fn drops_name(op: &str) -> bool {
+    matches!(op, "+" | "-" | "*" | "/" | "^" | "%")
 }
 
 /// `op` applied to two numbers; `None` for a comparison that is false.
@@ -146,6 +151,8 @@ fn apply(op: &str, lhs: f64, rhs: f64) -> Result<(f64, Option<bool>), Error> {
         "/" => (lhs / rhs, None),
         "%" => (lhs % rhs, None),
         "^" => (lhs.powf(rhs), None),
+        // Go's math.Atan2(y, x) with the left operand as y.
+        "atan2" => (lhs.atan2(rhs), None),
         "==" => (lhs, Some(lhs == rhs)),
         "!=" => (lhs, Some(lhs != rhs)),
         ">" => (lhs, Some(lhs > rhs)),
@@ -163,13 +170,14 @@ pub fn scalar_binop(op: &str, return_bool: bool, lhs: Value, rhs: Value) -> Resu
             let (value, comparison) = apply(op, l, r)?;
             Ok(Value::Scalar(t, comparison.map_or(value, |holds| if holds { 1.0 } else { 0.0 })))
         }
-        (Value::Vector(samples), Value::Scalar(_, r)) => vector_scalar(return_bool, samples, |v| apply(op, v, r)),
-        (Value::Scalar(_, l), Value::Vector(samples)) => vector_scalar(return_bool, samples, |v| apply(op, l, v)),
+        (Value::Vector(samples), Value::Scalar(_, r)) => vector_scalar(drops_name(op), return_bool, samples, |v| apply(op, v, r)),
+        (Value::Scalar(_, l), Value::Vector(samples)) => vector_scalar(drops_name(op), return_bool, samples, |v| apply(op, l, v)),
         _ => Err(Error::Unsupported { construct: format!("binary operator {op} between these operand types") }),
     }
 }
 
 fn vector_scalar(
+    drop_name: bool,
     return_bool: bool,
     samples: Vec<(Labels, i64, f64)>,
     apply_to: impl Fn(f64) -> Result<(f64, Option<bool>), Error>,
@@ -179,7 +187,9 @@ fn vector_scalar(
         let (value, comparison) = apply_to(v)?;
         let value = match comparison {
             None => {
-                labels.remove("__name__");
+                if drop_name {
+                    labels.remove("__name__");
+                }
                 value
             }
             Some(holds) if return_bool => {

@@ -13,11 +13,19 @@ use crate::error::Error;
 /// Bounds for one query's evaluation.
 #[derive(Debug, Clone)]
 pub struct Limits {
-    /// Samples loaded plus points produced, at most (Prometheus' --query.max-samples, simplified).
+    /// Samples selected plus points produced, at most (Prometheus' --query.max-samples,
+    /// simplified); in a range query, those of one step plus the output gathered so far.
     pub max_samples: usize,
     /// When the evaluation gives up with [`Error::Timeout`].
     pub deadline: std::time::Instant,
+    /// The step of a subquery written without one (`x[5m:]`): Prometheus' global
+    /// `evaluation_interval`, [`DEFAULT_SUBQUERY_STEP_MS`] unless configured. Zero or less is
+    /// refused when such a subquery is evaluated.
+    pub default_subquery_step_ms: i64,
 }
+
+/// Prometheus' default global `evaluation_interval` (1m), the step of a subquery without one.
+pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
 
 /// An absolute window of sample timestamps, in Unix milliseconds, both ends included.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +76,19 @@ pub fn selectors_to_load(expr: &Expr, start_ms: i64, end_ms: i64, lookback_ms: i
     let query = EvalRange { start_ms, end_ms };
     let mut loads = Vec::new();
     walk(expr, query, query, lookback_ms, &mut loads)?;
-    Ok(loads)
+    // Selectors that differ only in offset or `@` share a key (and the caller loads each key once):
+    // one load per key, over the hull of their windows.
+    let mut merged: Vec<SelectorLoad> = Vec::with_capacity(loads.len());
+    for load in loads {
+        match merged.iter_mut().find(|seen| seen.key == load.key) {
+            Some(seen) => {
+                seen.window.start_ms = seen.window.start_ms.min(load.window.start_ms);
+                seen.window.end_ms = seen.window.end_ms.max(load.window.end_ms);
+            }
+            None => merged.push(load),
+        }
+    }
+    Ok(merged)
 }
 
 fn walk(expr: &Expr, query: EvalRange, range: EvalRange, lookback_ms: i64, loads: &mut Vec<SelectorLoad>) -> Result<(), Error> {
@@ -116,6 +136,15 @@ fn walk(expr: &Expr, query: EvalRange, range: EvalRange, lookback_ms: i64, loads
             Ok(())
         }
         Expr::Call(call) => {
+            // 2.42's timestamp() drops the offset of a selector pinned by `@` (see `call.rs`).
+            if call.func.name == "timestamp"
+                && let Some(Expr::VectorSelector(selector)) = call.args.args.first().map(|arg| crate::call::unwrap_parens(arg))
+                && selector.at.is_some()
+            {
+                let mut pinned = selector.clone();
+                pinned.offset = None;
+                return walk(&Expr::VectorSelector(pinned), query, range, lookback_ms, loads);
+            }
             for arg in &call.args.args {
                 walk(arg, query, range, lookback_ms, loads)?;
             }
@@ -211,11 +240,32 @@ mod tests {
     }
 
     #[test]
+    fn a_pinned_subquery_pins_its_inner_windows_whatever_the_query_range() {
+        // `@ 600` ends the subquery at 10m; its 10m range starts at 0; the lookback adds 5m.
+        assert_eq!(windows("max_over_time(up[10m:] @ 600)", 0, 100 * MIN), vec![named("up", -5 * MIN, 10 * MIN)]);
+        assert_eq!(
+            windows("sum_over_time(rate(http[1m])[5m:1m] @ end() offset 5m)", 50 * MIN, 100 * MIN),
+            vec![named("http", 89 * MIN, 95 * MIN)]
+        );
+    }
+
+    #[test]
+    fn timestamp_of_a_pinned_selector_reads_at_the_pin_without_the_offset() {
+        assert_eq!(windows("timestamp(up @ 600 offset 1m)", 0, 0), vec![named("up", 5 * MIN, 10 * MIN)]);
+        assert_eq!(windows("timestamp(up offset 1m)", 10 * MIN, 10 * MIN), vec![named("up", 4 * MIN, 9 * MIN)]);
+    }
+
+    #[test]
     fn every_selector_of_a_binary_expression_is_listed() {
         assert_eq!(
             windows("a + on(x) group_left b", 10 * MIN, 10 * MIN),
             vec![named("a", 5 * MIN, 10 * MIN), named("b", 5 * MIN, 10 * MIN)]
         );
+    }
+
+    #[test]
+    fn selectors_differing_in_offset_share_one_load_over_both_windows() {
+        assert_eq!(windows("up - up offset 1h", 100 * MIN, 100 * MIN), vec![named("up", 35 * MIN, 100 * MIN)]);
     }
 
     #[test]
