@@ -449,9 +449,11 @@ type Labeled = (BTreeMap<String, String>, Vec<(i64, f64)>);
 
 fn series_difference(a: &[Labeled], b: &[Labeled], ordered: bool) -> Option<String> {
     if ordered {
-        let order = |s: &[Labeled]| s.iter().map(|(labels, _)| labels.clone()).collect::<Vec<_>>();
-        if order(a) != order(b) {
-            return Some(format!("order {:?} vs {:?}", order(a), order(b)));
+        // `sort` orders by value; the order of equal values (and of NaNs) is the sort's own.
+        let order = |s: &[Labeled]| s.iter().filter_map(|(_, points)| points.first().map(|(_, v)| *v)).collect::<Vec<_>>();
+        let (va, vb) = (order(a), order(b));
+        if va.len() != vb.len() || va.iter().zip(&vb).any(|(x, y)| !close(*x, *y)) {
+            return Some(format!("order of values {va:?} vs {vb:?}"));
         }
     }
     let index = |s: &[Labeled]| s.iter().map(|(labels, points)| (labels.clone(), points.clone())).collect::<BTreeMap<_, _>>();
@@ -501,6 +503,8 @@ mod tests {
         let swapped = Answer::Series { kind: "vector".into(), series: vec![series("y", 2.0), series("x", 1.0)] };
         assert_eq!(difference(&one, &swapped, false), None);
         assert!(difference(&one, &swapped, true).is_some());
+        let tied = |first: &str, second: &str| Answer::Series { kind: "vector".into(), series: vec![series(first, f64::NAN), series(second, f64::NAN)] };
+        assert_eq!(difference(&tied("x", "y"), &tied("y", "x"), true), None, "equal values may come in either order");
         let other = Answer::Series { kind: "vector".into(), series: vec![series("x", 1.0), series("y", 2.5)] };
         assert!(difference(&one, &other, false).is_some_and(|d| d.contains("2.5")));
         let error = |t: &str| Answer::Error { error_type: t.into(), message: String::new() };
