@@ -137,9 +137,9 @@ async fn instant_queries_answer_vectors_and_scalars_in_prometheus_form() {
 async fn bad_queries_are_400_bad_data_naming_the_construct() {
     let node = node_with(Some(sample_store()), None).await;
     let cases = [
-        ("histogram_quantile(0.9, meter_cpu)", "unsupported PromQL construct"),
-        ("count_values(\"v\", meter_cpu)", "unsupported PromQL construct"),
-        ("max_over_time(meter_cpu[5m:1m])", "unsupported PromQL construct"),
+        // Native histograms: hotrule stores classic `le` buckets only.
+        ("histogram_count(meter_cpu)", "unsupported PromQL construct: function histogram_count"),
+        ("histogram_fraction(0, 1, meter_cpu)", "unsupported PromQL construct: function histogram_fraction"),
         ("{service=~\".*\"}", "at least one non-empty matcher"),
         ("meter_cpu{", "parse error"),
         ("", "parse error"),
@@ -184,6 +184,24 @@ async fn grafanas_first_panels_are_answered() {
     let (_, body) = get(&node.client, "/api/v1/query", &[("query", "rate(meter_cpu{service=\"a\"}[5m])"), ("time", &at)]).await;
     let rate: f64 = value_of(&body, Some("a")).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
     assert!((rate - 1.0 / 60.0).abs() < 1e-9, "{body}");
+    node.node.shutdown().await;
+}
+
+/// The configured bounds (`query.max_samples`, `query.evaluation_interval`) are the ones a query
+/// meets: over the cap is `422 execution`, and a subquery without a step takes the interval.
+#[tokio::test]
+async fn the_configured_query_bounds_hold() {
+    let query = hotrule::api::query::QuerySettings { max_samples: 12, subquery_step_ms: 2 * MINUTE, ..Default::default() };
+    let settings = NodeSettings { query, ..NodeSettings::for_test() };
+    let node = TestNode::start(NodeBuilder::new(settings).metric_reader(sample_store()), Arc::new(MemKv::new())).await;
+    let at = secs(T0 + 9 * MINUTE);
+    let (status, body) = get(&node.client, "/api/v1/query", &[("query", "meter_cpu[10m]"), ("time", &at)]).await;
+    assert_eq!((status, body["errorType"].as_str()), (422, Some("execution")), "{body}");
+    assert!(body["error"].as_str().is_some_and(|e| e.contains("too many samples into memory (limit 12)")), "{body}");
+    // Minutes 0..=9 of `a`: a 2-minute step from minute 1 to 9 sees minutes 2, 4, 6, 8 (4 samples).
+    let (status, body) = get(&node.client, "/api/v1/query", &[("query", "count_over_time(meter_cpu{service=\"a\"}[8m:])"), ("time", &at)]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["result"][0]["value"][1], "4", "{body}");
     node.node.shutdown().await;
 }
 

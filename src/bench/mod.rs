@@ -172,6 +172,10 @@ pub enum BenchCommand {
     /// one in-process node and on a 3-node in-process cluster whose nodes each hold a third of
     /// the day; p50/p90/p99/max/mean, every answer checked.
     Graphql(graphql::GraphqlArgs),
+    /// PromQL (issue 25): Grafana's Node Exporter Full, 20 panels x 24 h at a 1-minute step as
+    /// range queries, against an in-process node and a real Prometheus holding the same series
+    /// (the node's remote-write export), alternating; panel and dashboard p50/p99 side by side.
+    Promql(promql::PromqlArgs),
     /// Remote-write ingest (decode, evaluate, store): node_exporter-shaped requests over C
     /// connections for S seconds; accepted samples/s, errors, latency p50/p99. With
     /// `--against-prometheus`, the same stream against a real Prometheus first, side by side.
@@ -313,6 +317,7 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         BenchCommand::Agents(args) => report(bench_agents(args).await),
         BenchCommand::Query { entities, requests } => report(query::run(entities, requests).await),
         BenchCommand::Graphql(args) => report(graphql::run(&args).await),
+        BenchCommand::Promql(args) => report(promql::run(&args).await),
         BenchCommand::Ingest(args) => report(ingest::run(args).await),
         BenchCommand::Handoff(args) => report(handoff::run(args).await),
         // CPU-bound on one thread, as `mal`: off the async scheduler's hands.

@@ -481,6 +481,153 @@ fn series_difference(a: &[Labeled], b: &[Labeled], ordered: bool) -> Option<Stri
     None
 }
 
+/// What `bench promql` runs.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PromqlArgs {
+    /// Timed dashboard loads per server (after two warm-up loads each).
+    #[arg(long, default_value_t = 20)]
+    pub loads: usize,
+    /// Hosts stored (`vm-1` is the dashboard's; the others are what its reads skip).
+    #[arg(long, default_value_t = 10)]
+    pub hosts: usize,
+    /// Panel queries in flight at once, as a browser sends a dashboard's panels.
+    #[arg(long, default_value_t = 6)]
+    pub concurrency: usize,
+    /// Where the node's RocksDB store and Prometheus' TSDB go (removed afterwards).
+    #[arg(long, default_value = "./bench-data/promql")]
+    pub dir: std::path::PathBuf,
+    /// The metric store on the in-memory key space instead of RocksDB (any build).
+    #[arg(long)]
+    pub in_memory: bool,
+}
+
+/// A day: what each panel reads, at a minute step.
+const DAY_MINUTES: i64 = 1440;
+
+/// The 20 panels of Grafana's Node Exporter Full dashboard (id 1860) that the vm rules' metrics
+/// cover, rewritten on `meter_vm_*` for host `vm-1`.
+pub const PANELS: [&str; 20] = [
+    r#"100 * (1 - avg(rate(meter_vm_cpu_average_used{mode="idle", service="vm-1"}[5m])))"#,
+    r#"scalar(meter_vm_cpu_load1{service="vm-1"}) * 100 / count(count(meter_vm_cpu_average_used{service="vm-1"}) by (mode))"#,
+    r#"(1 - (meter_vm_memory_available{service="vm-1"} / meter_vm_memory_total{service="vm-1"})) * 100"#,
+    r#"meter_vm_memory_swap_percentage{service="vm-1"}"#,
+    r#"100 - meter_vm_filesystem_percentage{service="vm-1", mountpoint="/"}"#,
+    r#"sum by (mode) (irate(meter_vm_cpu_average_used{service="vm-1"}[5m])) * 100"#,
+    r#"meter_vm_memory_total{service="vm-1"} - meter_vm_memory_available{service="vm-1"} - meter_vm_memory_buff_cache{service="vm-1"}"#,
+    r#"meter_vm_memory_buff_cache{service="vm-1"}"#,
+    r#"irate(meter_vm_network_receive{service="vm-1"}[5m]) * 8"#,
+    r#"irate(meter_vm_network_transmit{service="vm-1"}[5m]) * 8"#,
+    r#"meter_vm_filesystem_percentage{service="vm-1"}"#,
+    r#"rate(meter_vm_disk_read{service="vm-1"}[5m])"#,
+    r#"rate(meter_vm_disk_written{service="vm-1"}[5m])"#,
+    r#"meter_vm_cpu_load1{service="vm-1"}"#,
+    r#"meter_vm_cpu_load5{service="vm-1"}"#,
+    r#"meter_vm_cpu_load15{service="vm-1"}"#,
+    r#"meter_vm_tcp_curr_estab{service="vm-1"}"#,
+    r#"meter_vm_tcp_tw{service="vm-1"}"#,
+    r#"meter_vm_sockets_used{service="vm-1"}"#,
+    r#"meter_vm_filefd_allocated{service="vm-1"}"#,
+];
+
+/// The panels' range: the whole day at a minute step.
+fn day() -> Eval {
+    Eval::Range { start_ms: START_MS, end_ms: START_MS + DAY_MINUTES * MINUTE_MS, step_ms: MINUTE_MS }
+}
+
+/// Latencies of one server: every panel query, and every whole dashboard load.
+#[derive(Default)]
+struct Timings {
+    panels: Vec<Duration>,
+    loads: Vec<Duration>,
+}
+
+impl Timings {
+    fn line(&self, what: &str) -> String {
+        let (mut panels, mut loads) = (self.panels.clone(), self.loads.clone());
+        panels.sort();
+        loads.sort();
+        format!(
+            "{what}: panel query p50 {:.2?} p99 {:.2?} ({} queries); dashboard load p50 {:.2?} p99 {:.2?} ({} loads)",
+            super::store::percentile(&panels, 0.5),
+            super::store::percentile(&panels, 0.99),
+            panels.len(),
+            super::store::percentile(&loads, 0.5),
+            super::store::percentile(&loads, 0.99),
+            loads.len()
+        )
+    }
+}
+
+/// One dashboard load: the 20 panels, `concurrency` at a time; each answer must be a full day.
+async fn load_dashboard(client: &AdminClient, concurrency: usize, timings: &mut Timings) -> Result<(), String> {
+    use futures_util::StreamExt;
+    let started = Instant::now();
+    let day = day();
+    let asks = PANELS.iter().map(|panel| async move {
+        let asked = Instant::now();
+        let answer = ask(client, panel, &day).await;
+        (panel, answer, asked.elapsed())
+    });
+    let answers: Vec<_> = futures_util::stream::iter(asks).buffer_unordered(concurrency.max(1)).collect().await;
+    timings.loads.push(started.elapsed());
+    for (panel, answer, took) in answers {
+        match answer {
+            Answer::Series { series, .. } if !series.is_empty() && series.iter().all(|(_, points)| points.len() > DAY_MINUTES as usize / 2) => {
+                timings.panels.push(took);
+            }
+            other => return Err(format!("{panel}: not a day of points: {other:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// `hotrule bench promql`.
+pub async fn run(args: &PromqlArgs) -> Result<(), String> {
+    if args.hosts == 0 || args.loads == 0 {
+        return Err("--hosts and --loads must be at least 1".into());
+    }
+    let store = if args.in_memory || !cfg!(feature = "rocksdb") { "the in-memory key space" } else { "RocksDB" };
+    println!(
+        "Grafana's Node Exporter Full: {} panels x 24 h at a 1-minute step for vm-1, {} at a time; {} hosts stored; metric store on {store}",
+        PANELS.len(),
+        args.concurrency,
+        args.hosts
+    );
+    println!("load average before: {}", super::store::load_average());
+    let _ = std::fs::remove_dir_all(&args.dir);
+    let filled = Instant::now();
+    let pair = Pair::start(&args.dir, args.hosts, DAY_MINUTES, args.in_memory).await?;
+    println!("{} samples written to the node and exported to Prometheus in {:.1?}", pair.samples, filled.elapsed());
+    let result = async {
+        // Both answer every panel alike before anything is timed.
+        for panel in PANELS {
+            let (hotrule, oracle) = pair.ask(panel, &day()).await;
+            if let Some(why) = difference(&hotrule, &oracle, false) {
+                return Err(format!("{panel}: hotrule and Prometheus differ: {why}"));
+            }
+        }
+        println!("all {} panels answer alike on both", PANELS.len());
+        let (mut hotrule, mut prometheus) = (Timings::default(), Timings::default());
+        for _ in 0..2 {
+            load_dashboard(&pair.hotrule, args.concurrency, &mut Timings::default()).await?;
+            load_dashboard(&pair.oracle, args.concurrency, &mut Timings::default()).await?;
+        }
+        // Alternating, so both see the same machine.
+        for _ in 0..args.loads {
+            load_dashboard(&pair.hotrule, args.concurrency, &mut hotrule).await?;
+            load_dashboard(&pair.oracle, args.concurrency, &mut prometheus).await?;
+        }
+        println!("{}", hotrule.line("hotrule   "));
+        println!("{}", prometheus.line("Prometheus"));
+        Ok(())
+    }
+    .await;
+    pair.shutdown().await;
+    println!("load average after: {}", super::store::load_average());
+    let _ = std::fs::remove_dir_all(&args.dir);
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -188,6 +188,7 @@ fn decode_sections(value: &Value, issues: &mut Vec<ConfigIssue>) -> RawConfig {
         rolling: section::<crate::control::rolling::roller::RawRolling>(value, "rolling", issues),
         alarms: section::<crate::control::alarms::config::RawAlarms>(value, "alarms", issues),
         ui: section::<crate::config::model::RawUi>(value, "ui", issues),
+        query: section::<crate::api::query::RawQuery>(value, "query", issues),
     }
 }
 

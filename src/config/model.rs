@@ -362,6 +362,9 @@ pub struct RawConfig {
     /// SkyWalking's UI: the dashboards `/graphql` serves, and an optional UI to serve.
     #[serde(default)]
     pub ui: RawUi,
+    /// PromQL and query reads: lookback, timeout, sample cap, subquery step, peer deadline.
+    #[serde(default)]
+    pub query: crate::api::query::RawQuery,
 }
 
 fn default_ui_templates_dir() -> PathBuf {
@@ -423,6 +426,8 @@ pub struct NodeConfig {
     pub ui_templates_dir: PathBuf,
     /// A built SkyWalking UI to serve (`ui.dir`); none: no UI.
     pub ui_dir: Option<PathBuf>,
+    /// How queries are evaluated and bounded (`query`).
+    pub query: crate::api::query::QuerySettings,
     /// The tree it came from (for printing, origins and diffs).
     pub raw: RawConfig,
 }

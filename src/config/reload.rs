@@ -50,6 +50,7 @@ pub fn diff(old: &NodeConfig, new: &NodeConfig) -> Delta {
     check(old.alarms != new.alarms, "alarms", false);
     check(old.ui_templates_dir != new.ui_templates_dir, "ui.templates_dir", false);
     check(old.ui_dir != new.ui_dir, "ui.dir", false);
+    check(old.query != new.query, "query", false);
     let without_token = |a: &AgentsConfig| AgentServiceSettings { agent_token: None, ..a.service.clone() };
     check(without_token(&old.agents) != without_token(&new.agents), "agents", false);
     delta

@@ -397,3 +397,20 @@ async fn the_reload_worker_applies_a_watched_file_edit_off_the_async_threads() {
     let report = runner.shutdown(Duration::from_secs(5)).await;
     assert!(report.aborted.is_empty());
 }
+
+#[test]
+fn the_query_section_sets_promqls_bounds_and_refuses_zeroes() {
+    let defaults = load(&ConfigSources::default(), env(&[])).expect("defaults are valid").config.query;
+    assert_eq!(defaults, crate::api::query::QuerySettings::default(), "Prometheus' own defaults");
+    assert_eq!((defaults.max_samples, defaults.timeout, defaults.subquery_step_ms), (50_000_000, Duration::from_secs(120), 60_000));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let uri = file(&dir, "q.yaml", "query:\n  lookback_delta: 2m\n  timeout: 5s\n  max_samples: 1000\n  evaluation_interval: 30s\n  fan_out_timeout: 1s\n");
+    let q = load(&sources(vec![uri]), env(&[])).expect("valid").config.query;
+    assert_eq!((q.lookback_ms, q.timeout, q.max_samples, q.subquery_step_ms, q.fan_out_timeout), (120_000, Duration::from_secs(5), 1000, 30_000, Duration::from_secs(1)));
+    let uri = file(&dir, "bad.yaml", "query:\n  max_samples: 0\n  timeout: 0s\n  evaluation_interval: 0s\n");
+    let keys: Vec<String> = errors(load(&sources(vec![uri]), env(&[]))).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, ["query.timeout", "query.evaluation_interval", "query.max_samples"]);
+    let uri = file(&dir, "typo.yaml", "query:\n  max_sample: 10\n");
+    let issues = errors(load(&sources(vec![uri]), env(&[])));
+    assert!(issues.iter().any(|(k, m)| k == "query.max_sample" && m.contains("did you mean `query.max_samples`")), "{issues:?}");
+}

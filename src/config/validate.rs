@@ -67,6 +67,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
     let retention = raw.storage.validate(&mut issue);
     let rolling = raw.rolling.validate(&mut issue);
     let alarms = raw.alarms.validate(&mut issue);
+    let query = raw.query.validate(&mut issue);
     if let Some(dir) = &raw.ui.dir
         && !dir.join("index.html").is_file()
     {
@@ -105,6 +106,7 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             alarms,
             ui_templates_dir: raw.ui.templates_dir.clone(),
             ui_dir: raw.ui.dir.clone(),
+            query,
             raw,
         }),
         _ => Err(issues),

@@ -78,7 +78,7 @@ pub(super) fn admin_state(settings: &NodeSettings, parts: AdminParts<'_>) -> Res
             node_id.clone(),
             Some(stores.metric_reader.clone()),
             cluster.clone(),
-            crate::api::query::QuerySettings::default(),
+            settings.query.clone(),
         )
         .with_logs(stores.log_store.clone())
         .with_alarms(stores.alarm_store.clone()),

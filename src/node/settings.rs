@@ -57,6 +57,8 @@ pub struct NodeSettings {
     pub ui_templates_dir: Option<PathBuf>,
     /// A built SkyWalking UI served on the admin port (`ui.dir`).
     pub ui_dir: Option<PathBuf>,
+    /// How queries are evaluated and bounded (`query`).
+    pub query: crate::api::query::QuerySettings,
 }
 
 impl NodeSettings {
@@ -85,6 +87,7 @@ impl NodeSettings {
             alarms: crate::control::alarms::config::AlarmsConfig::default(),
             ui_templates_dir: None,
             ui_dir: None,
+            query: crate::api::query::QuerySettings::default(),
         }
     }
 
@@ -124,6 +127,7 @@ impl NodeSettings {
                 None
             },
             ui_dir: config.ui_dir.clone(),
+            query: config.query.clone(),
         }
     }
 }

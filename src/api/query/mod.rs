@@ -62,13 +62,22 @@ pub fn bool_param(name: &str, value: Option<&str>) -> Result<Option<bool>, crate
 /// How many times a cluster metric read is done when partial state moved under it.
 pub const READ_ATTEMPTS: usize = 3;
 
-/// How queries behave; defaults from named functions.
-#[derive(Debug, Clone)]
+/// How queries behave; defaults from named functions (the `query` section of the node
+/// configuration, [`RawQuery`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct QuerySettings {
     /// How long a cluster-wide read waits for one peer.
     pub fan_out_timeout: Duration,
     /// The Prometheus lookback: an instant value is the latest point within this before `time`.
     pub lookback_ms: i64,
+    /// How long one PromQL evaluation may take once its series are read (Prometheus'
+    /// `--query.timeout`): `503 timeout` past it.
+    pub timeout: Duration,
+    /// Samples one PromQL query may hold at once (Prometheus' `--query.max-samples`):
+    /// `422 execution` past it.
+    pub max_samples: usize,
+    /// The step of a subquery written without one (Prometheus' `evaluation_interval`).
+    pub subquery_step_ms: i64,
 }
 
 pub fn default_fan_out_timeout() -> Duration {
@@ -80,9 +89,100 @@ pub fn default_lookback_ms() -> i64 {
     5 * 60_000
 }
 
+/// Prometheus's default `--query.timeout`.
+pub fn default_query_timeout() -> Duration {
+    Duration::from_secs(120)
+}
+
+/// Prometheus's default `--query.max-samples`.
+pub const DEFAULT_MAX_SAMPLES: usize = 50_000_000;
+
 impl Default for QuerySettings {
     fn default() -> QuerySettings {
-        QuerySettings { fan_out_timeout: default_fan_out_timeout(), lookback_ms: default_lookback_ms() }
+        QuerySettings {
+            fan_out_timeout: default_fan_out_timeout(),
+            lookback_ms: default_lookback_ms(),
+            timeout: default_query_timeout(),
+            max_samples: DEFAULT_MAX_SAMPLES,
+            subquery_step_ms: hotrule_promql_engine::DEFAULT_SUBQUERY_STEP_MS,
+        }
+    }
+}
+
+/// `query:` as read: each key defaults to Prometheus' own default.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQuery {
+    /// Prometheus' `--query.lookback-delta`.
+    #[serde(default = "raw_lookback_delta")]
+    pub lookback_delta: crate::base::duration::DurationSetting,
+    /// Prometheus' `--query.timeout`.
+    #[serde(default = "raw_timeout")]
+    pub timeout: crate::base::duration::DurationSetting,
+    /// Prometheus' `--query.max-samples`.
+    #[serde(default = "raw_max_samples")]
+    pub max_samples: usize,
+    /// Prometheus' `evaluation_interval`: the step of a subquery written without one.
+    #[serde(default = "raw_evaluation_interval")]
+    pub evaluation_interval: crate::base::duration::DurationSetting,
+    /// How long a cluster-wide read waits for one peer.
+    #[serde(default = "raw_fan_out_timeout")]
+    pub fan_out_timeout: crate::base::duration::DurationSetting,
+}
+
+fn raw_lookback_delta() -> crate::base::duration::DurationSetting {
+    crate::base::duration::DurationSetting(Duration::from_millis(default_lookback_ms() as u64))
+}
+fn raw_timeout() -> crate::base::duration::DurationSetting {
+    crate::base::duration::DurationSetting(default_query_timeout())
+}
+fn raw_max_samples() -> usize {
+    DEFAULT_MAX_SAMPLES
+}
+fn raw_evaluation_interval() -> crate::base::duration::DurationSetting {
+    crate::base::duration::DurationSetting(Duration::from_millis(hotrule_promql_engine::DEFAULT_SUBQUERY_STEP_MS as u64))
+}
+fn raw_fan_out_timeout() -> crate::base::duration::DurationSetting {
+    crate::base::duration::DurationSetting(default_fan_out_timeout())
+}
+
+impl Default for RawQuery {
+    fn default() -> RawQuery {
+        RawQuery {
+            lookback_delta: raw_lookback_delta(),
+            timeout: raw_timeout(),
+            max_samples: raw_max_samples(),
+            evaluation_interval: raw_evaluation_interval(),
+            fan_out_timeout: raw_fan_out_timeout(),
+        }
+    }
+}
+
+impl RawQuery {
+    /// The settings; every duration must be positive (at least a millisecond) and `max_samples`
+    /// at least 1.
+    pub fn validate(&self, issue: &mut impl FnMut(&str, String)) -> QuerySettings {
+        let millis = |key: &str, value: Duration, issue: &mut dyn FnMut(&str, String)| -> i64 {
+            let ms = i64::try_from(value.as_millis()).unwrap_or(i64::MAX);
+            if ms < 1 {
+                issue(key, "must be at least 1ms".into());
+            }
+            ms.max(1)
+        };
+        let lookback_ms = millis("query.lookback_delta", self.lookback_delta.0, issue);
+        millis("query.timeout", self.timeout.0, issue);
+        let subquery_step_ms = millis("query.evaluation_interval", self.evaluation_interval.0, issue);
+        millis("query.fan_out_timeout", self.fan_out_timeout.0, issue);
+        if self.max_samples == 0 {
+            issue("query.max_samples", "must be at least 1".into());
+        }
+        QuerySettings {
+            fan_out_timeout: self.fan_out_timeout.0,
+            lookback_ms,
+            timeout: self.timeout.0,
+            max_samples: self.max_samples.max(1),
+            subquery_step_ms,
+        }
     }
 }
 

@@ -259,7 +259,7 @@ async fn instant_query(service: &QueryService, form: &Form) -> Result<Response, 
     let reach = form.reach(service)?;
     let limit = form.limit()?;
     let (loaded, missing) = load(service, &expr, crate::data::metrics::Granularity::Minute, (t, t), lookback, reach).await?;
-    let value = hotrule_promql_engine::eval_instant(&expr, t, lookback, &loaded, &limits())?;
+    let value = hotrule_promql_engine::eval_instant(&expr, t, lookback, &loaded, &limits(service))?;
     let mut warnings = warnings(&missing);
     let data = match value {
         EngineValue::Scalar(_, v) => json!({"resultType": "scalar", "result": [prom_timestamp(t), prom_value(v)]}),
@@ -281,21 +281,14 @@ async fn instant_query(service: &QueryService, form: &Form) -> Result<Response, 
     Ok(success(data, warnings))
 }
 
-/// Most samples one query may load and produce (Prometheus' `--query.max-samples` default).
-pub const MAX_SAMPLES: usize = 50_000_000;
-
-/// How long one query's evaluation may take once its series are read (Prometheus'
-/// `--query.timeout` default). The `timeout` parameter bounds the cluster read instead: a peer
-/// that has not answered by then is left out and named in `warnings`.
-pub const QUERY_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The evaluation bounds of one query, from now: [`MAX_SAMPLES`], [`QUERY_TIMEOUT`], and the
-/// default subquery step of Prometheus (1m, its default `evaluation_interval`).
-fn limits() -> hotrule_promql_engine::Limits {
+/// The evaluation bounds of one query, from now: `query.max_samples`, `query.timeout` and
+/// `query.evaluation_interval` (the default subquery step).
+fn limits(service: &QueryService) -> hotrule_promql_engine::Limits {
+    let settings = &service.settings;
     hotrule_promql_engine::Limits {
-        max_samples: MAX_SAMPLES,
-        deadline: std::time::Instant::now() + QUERY_TIMEOUT,
-        default_subquery_step_ms: hotrule_promql_engine::DEFAULT_SUBQUERY_STEP_MS,
+        max_samples: settings.max_samples,
+        deadline: std::time::Instant::now() + settings.timeout,
+        default_subquery_step_ms: settings.subquery_step_ms,
     }
 }
 
@@ -373,7 +366,7 @@ async fn range_query(service: &QueryService, form: &Form) -> Result<Response, Ap
     let reach = form.reach(service)?;
     let limit = form.limit()?;
     let (loaded, missing) = load(service, &expr, granularity, (start, end), lookback, reach).await?;
-    let EngineValue::Matrix(series) = hotrule_promql_engine::eval_range(&expr, start, end, step, lookback, &loaded, &limits())? else {
+    let EngineValue::Matrix(series) = hotrule_promql_engine::eval_range(&expr, start, end, step, lookback, &loaded, &limits(service))? else {
         return Err(ApiError(ErrorType::Internal, "a range evaluation gave no matrix".to_string()));
     };
     let mut result: Vec<MatrixSeries> = series.into_iter().map(|s| matrix_series(s.labels, s.samples)).collect();
