@@ -5,7 +5,8 @@
 //!   handlers are in `http::query`; this module computes their bodies.
 //! - The Prometheus HTTP API subset ([`prom_api`]): `/api/v1/query`, `/query_range`, `/series`,
 //!   `/labels`, `/label/{name}/values`, `/status/buildinfo`, `/metadata`, for Grafana and
-//!   `promtool`. Vector selectors only ([`promql`]); labels from `metrics::prom`.
+//!   `promtool`. PromQL is parsed by `promql-parser` and evaluated by the pure `promql-engine`
+//!   crate; labels from `metrics::prom`.
 //!
 //! - `/query/logs` ([`logs_api`]): the kept logs of the node's log store (with `cluster=true`,
 //!   of every live node's, merged by time), filtered and paged.
@@ -22,13 +23,10 @@
 
 pub mod alarms_api;
 pub mod json_api;
-mod lexer;
 pub mod logs_api;
-pub mod matcher;
 pub mod memory;
 pub mod prom_api;
 pub mod prom_eval;
-pub mod promql;
 pub mod time;
 
 use std::collections::BTreeMap;

@@ -21,8 +21,7 @@ use crate::data::metrics::SeriesFilter;
 use crate::data::metrics::prom::Labels;
 
 use super::prom_eval::{self, MAX_POINTS_PER_SERIES, PromSeries};
-use hotrule_promql_engine::Value as EngineValue;
-use super::promql::{self, Query, Selector};
+use hotrule_promql_engine::{Expr, SelectorLoad, TimeWindow, Value as EngineValue};
 use super::time::{floor_to, parse_duration, parse_prom_time, prom_timestamp, prom_value};
 use super::{Missing, QueryError, QueryService, Reach};
 
@@ -218,20 +217,19 @@ fn warnings(missing: &[Missing]) -> Vec<String> {
     missing.iter().map(Missing::warning).collect()
 }
 
-/// The filter a selector's equality matchers allow (the rest is matched after reading).
-fn filter_of(selector: &Selector) -> SeriesFilter {
-    SeriesFilter {
-        metric: selector.metric_name().unwrap_or("").to_string(),
-        service: selector.fixed("service").map(str::to_string),
-        instance: selector.fixed("service_instance").map(str::to_string),
-        endpoint: selector.fixed("endpoint").map(str::to_string),
-    }
-}
-
-/// The Prometheus series of `selector` read at `granularity` over `[start_ms, end_ms]`.
-async fn select(service: &QueryService, selector: &Selector, granularity: crate::data::metrics::Granularity, start_ms: i64, end_ms: i64, reach: Reach) -> Result<(Vec<PromSeries>, Vec<Missing>), ApiError> {
-    let gathered = service.read(&filter_of(selector), granularity, floor_to(granularity, start_ms), end_ms, reach).await?;
-    Ok((prom_eval::to_prom_series(&gathered.series, &selector.matchers), gathered.missing))
+/// The Prometheus series `selection` selects, read at `granularity` over its window: the store
+/// narrows by metric and the entity's equality matchers, the rest of the matchers apply here.
+async fn select(service: &QueryService, selection: &SelectorLoad, granularity: crate::data::metrics::Granularity, reach: Reach) -> Result<(Vec<PromSeries>, Vec<Missing>), ApiError> {
+    let fixed = |label: &str| selection.fixed(label).map(str::to_string);
+    let filter = SeriesFilter {
+        metric: selection.metric.clone().unwrap_or_default(),
+        service: fixed("service"),
+        instance: fixed("service_instance"),
+        endpoint: fixed("endpoint"),
+    };
+    let window = selection.window;
+    let gathered = service.read(&filter, granularity, floor_to(granularity, window.start_ms), window.end_ms, reach).await?;
+    Ok((prom_eval::to_prom_series(&gathered.series, |labels| selection.selects(labels)), gathered.missing))
 }
 
 fn metric_json(labels: &Labels) -> Value {
@@ -309,21 +307,9 @@ async fn load(
         if loaded.contains_key(&selection.key) {
             continue;
         }
-        let fixed = |label: &str| selection.fixed(label).map(str::to_string);
-        let filter = SeriesFilter {
-            metric: selection.metric.clone().unwrap_or_default(),
-            service: fixed("service"),
-            instance: fixed("service_instance"),
-            endpoint: fixed("endpoint"),
-        };
-        let window = selection.window;
-        let gathered = service.read(&filter, granularity, floor_to(granularity, window.start_ms), window.end_ms, reach).await?;
-        let series = prom_eval::to_prom_series(&gathered.series, &[])
-            .into_iter()
-            .filter(|s| selection.selects(&s.labels))
-            .map(|s| hotrule_promql_engine::Series { labels: s.labels, samples: s.samples })
-            .collect();
-        missing.extend(gathered.missing);
+        let (series, not_answered) = select(service, &selection, granularity, reach).await?;
+        missing.extend(not_answered);
+        let series = series.into_iter().map(|s| hotrule_promql_engine::Series { labels: s.labels, samples: s.samples }).collect();
         loaded.insert(selection.key, series);
     }
     Ok((loaded, missing))
@@ -385,28 +371,34 @@ fn window(form: &Form) -> Result<(i64, i64), ApiError> {
     Ok((start, end))
 }
 
-fn selectors(form: &Form) -> Result<Vec<Selector>, ApiError> {
+/// The `match[]` series selectors, parsed as PromQL; each must be a vector selector.
+fn selectors(form: &Form) -> Result<Vec<Expr>, ApiError> {
     form.all("match[]")
         .into_iter()
-        .map(|text| match promql::parse(text) {
-            Ok(Query::Selector(selector)) => Ok(selector),
-            Ok(Query::Scalar(_)) => Err(ApiError::bad(format!("invalid parameter \"match[]\": {text:?} is not a vector selector"))),
+        .map(|text| match hotrule_promql_engine::parse(text) {
+            Ok(expr @ Expr::VectorSelector(_)) => Ok(expr),
+            Ok(_) => Err(ApiError::bad(format!("invalid parameter \"match[]\": {text:?} is not a vector selector"))),
             Err(e) => Err(ApiError::bad(format!("invalid parameter \"match[]\": {e}"))),
         })
         .collect()
 }
 
 /// The label sets of every series `selectors` select in the window (all series without any).
-async fn matching(service: &QueryService, form: &Form, selectors: &[Selector]) -> Result<(Vec<Labels>, Vec<Missing>), ApiError> {
+async fn matching(service: &QueryService, form: &Form, selectors: &[Expr]) -> Result<(Vec<Labels>, Vec<Missing>), ApiError> {
     let (start, end) = window(form)?;
     let reach = form.reach(service)?;
     let granularity = prom_eval::granularity_for_window(end - start);
-    let everything = [Selector { matchers: Vec::new() }];
-    let selectors = if selectors.is_empty() { &everything[..] } else { selectors };
+    let mut selections = Vec::new();
+    for selector in selectors {
+        selections.extend(hotrule_promql_engine::selectors_to_load(selector, start, end, 0)?);
+    }
+    if selectors.is_empty() {
+        selections.push(SelectorLoad::everything(TimeWindow { start_ms: start, end_ms: end }));
+    }
     let mut sets = std::collections::BTreeSet::new();
     let mut missing = Vec::new();
-    for selector in selectors {
-        let (series, not_answered) = select(service, selector, granularity, start, end, reach).await?;
+    for selection in &selections {
+        let (series, not_answered) = select(service, selection, granularity, reach).await?;
         sets.extend(series.into_iter().map(|s| s.labels));
         for m in not_answered {
             if !missing.contains(&m) {

@@ -9,8 +9,6 @@ use std::collections::BTreeMap;
 use crate::data::metrics::prom::{Labels, expand, series_labels};
 use crate::data::metrics::{Granularity, Series, Value};
 
-use super::matcher::{Matcher, matches_all};
-
 /// The most points per series a range query may ask for (Prometheus's limit).
 pub const MAX_POINTS_PER_SERIES: i64 = 11_000;
 
@@ -44,15 +42,15 @@ pub fn granularity_for_window(window_ms: i64) -> Granularity {
     }
 }
 
-/// The stored series as Prometheus series, keeping those whose labels pass `matchers`; sorted by
-/// labels. Entities that map to the same labels share one series.
-pub fn to_prom_series(series: &[Series], matchers: &[Matcher]) -> Vec<PromSeries> {
+/// The stored series as Prometheus series, keeping those whose labels `keep` accepts (a
+/// selector's matchers); sorted by labels. Entities that map to the same labels share one series.
+pub fn to_prom_series(series: &[Series], keep: impl Fn(&Labels) -> bool) -> Vec<PromSeries> {
     let mut by_labels: BTreeMap<Labels, Vec<(i64, f64)>> = BTreeMap::new();
     for one in series {
         // Single values carry the entity's labels alone: built and matched once per series.
         if one.points.iter().all(|p| matches!(p.value, Value::Single(_))) {
             let labels = series_labels(&one.metric, &one.entity);
-            if matches_all(matchers, &labels) {
+            if keep(&labels) {
                 let samples = by_labels.entry(labels).or_default();
                 samples.extend(one.points.iter().filter_map(|p| match p.value {
                     Value::Single(v) => Some((p.start_ms, v as f64)),
@@ -63,7 +61,7 @@ pub fn to_prom_series(series: &[Series], matchers: &[Matcher]) -> Vec<PromSeries
         }
         for point in &one.points {
             for (labels, value) in expand(&one.metric, &one.entity, &point.value) {
-                if matches_all(matchers, &labels) {
+                if keep(&labels) {
                     by_labels.entry(labels).or_default().push((point.start_ms, value));
                 }
             }
@@ -89,7 +87,6 @@ pub fn to_prom_series(series: &[Series], matchers: &[Matcher]) -> Vec<PromSeries
 mod tests {
     use super::*;
     use crate::data::metrics::{Entity, Point};
-    use crate::api::query::matcher::MatchOp;
     use hotrule_mal_engine::ScopeType;
 
     fn series(service: &str, points: &[(i64, i64)]) -> Series {
@@ -103,14 +100,13 @@ mod tests {
     }
 
     #[test]
-    fn matchers_filter_expanded_series() {
+    fn the_selectors_test_filters_expanded_series() {
         let stored = vec![series("a", &[(0, 1)]), series("b", &[(0, 2)])];
-        let only_b = [Matcher::new("service", MatchOp::Equal, "b").expect("matcher")];
-        let got = to_prom_series(&stored, &only_b);
+        let got = to_prom_series(&stored, |labels| labels.get("service").is_some_and(|s| s == "b"));
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].labels.get("service").map(String::as_str), Some("b"));
         assert_eq!(got[0].samples, vec![(0, 2.0)]);
-        assert_eq!(to_prom_series(&stored, &[]).len(), 2);
+        assert_eq!(to_prom_series(&stored, |_| true).len(), 2);
     }
 
     #[test]

@@ -46,6 +46,11 @@ pub struct SelectorLoad {
 }
 
 impl SelectorLoad {
+    /// Every series over `window`: what the series API lists without `match[]`.
+    pub fn everything(window: TimeWindow) -> SelectorLoad {
+        SelectorLoad { key: String::new(), metric: None, matchers: Matchers::empty(), window }
+    }
+
     /// The value an equality matcher (`label="v"`) of the selector fixes, if there is one.
     pub fn fixed(&self, label: &str) -> Option<&str> {
         self.matchers
@@ -115,6 +120,7 @@ fn walk(expr: &Expr, query: EvalRange, range: EvalRange, lookback_ms: i64, loads
         }
         Expr::NumberLiteral(_) | Expr::StringLiteral(_) => Ok(()),
         Expr::VectorSelector(selector) => {
+            refuse_or_matchers(selector)?;
             let shifted = shift(range, query, selector.at.as_ref(), selector.offset.as_ref())?;
             loads.push(SelectorLoad {
                 key: crate::eval::load_key(selector),
@@ -126,6 +132,7 @@ fn walk(expr: &Expr, query: EvalRange, range: EvalRange, lookback_ms: i64, loads
         }
         Expr::MatrixSelector(matrix) => {
             let selector = &matrix.vs;
+            refuse_or_matchers(selector)?;
             let shifted = shift(range, query, selector.at.as_ref(), selector.offset.as_ref())?;
             loads.push(SelectorLoad {
                 key: crate::eval::load_key(selector),
@@ -151,6 +158,16 @@ fn walk(expr: &Expr, query: EvalRange, range: EvalRange, lookback_ms: i64, loads
             Ok(())
         }
         Expr::Extension(_) => Err(Error::Unsupported { construct: "extension expression".to_string() }),
+    }
+}
+
+/// `{a="x" or b="y"}` is Prometheus 3's; 2.42 refuses it, and so does hotrule (its matchers
+/// would otherwise be read as one conjunction).
+fn refuse_or_matchers(selector: &promql_parser::parser::VectorSelector) -> Result<(), Error> {
+    if selector.matchers.or_matchers.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Unsupported { construct: "`or` between label matchers".to_string() })
     }
 }
 
@@ -266,6 +283,12 @@ mod tests {
     #[test]
     fn selectors_differing_in_offset_share_one_load_over_both_windows() {
         assert_eq!(windows("up - up offset 1h", 100 * MIN, 100 * MIN), vec![named("up", 35 * MIN, 100 * MIN)]);
+    }
+
+    #[test]
+    fn or_between_label_matchers_is_refused_as_in_prometheus_2() {
+        let expr = parse(r#"up{a="x" or b="y"}"#).unwrap_or_else(|error| panic!("{error}"));
+        assert!(matches!(selectors_to_load(&expr, 0, 0, MIN), Err(Error::Unsupported { construct }) if construct.contains("or")));
     }
 
     #[test]
