@@ -113,6 +113,22 @@ async fn the_corpus_agrees_with_a_real_prometheus() {
             (None, Some(reason)) => unexpected.push(format!("`{}` agrees, but the corpus says it differs ({reason})", case.query)),
         }
     }
+    // By design: a range query's step of an hour or more reads hour buckets (each a whole
+    // hour's value, `avg` truncated to an integer as SkyWalking's), where Prometheus reads the raw
+    // minute samples. The hour value is the minutes' average, as Prometheus computes it.
+    let cpu = r#"meter_vm_cpu_load1{service="vm-1"}"#;
+    let hourly = Eval::Range { start_ms: START_MS + 60 * 60_000, end_ms: START_MS + 300 * 60_000, step_ms: 3_600_000 };
+    let (hotrule, oracle) = pair.ask(cpu, &hourly).await;
+    let why = difference(&hotrule, &oracle, false).expect("an hour step reads hour buckets, not Prometheus' minute samples");
+    let _ = writeln!(report, "- By design, `{cpu}` ({hourly}): a step of 1h or more reads hour buckets, not minute samples. Seen: {why}");
+    let Answer::Series { series, .. } = &hotrule else { panic!("{hotrule:?}") };
+    for (t_ms, value) in &series[0].1 {
+        let minutes_of_the_hour = format!("floor(avg_over_time({cpu}[59m] @ {}))", (t_ms + 59 * 60_000) / 1000);
+        let (_, average) = pair.ask(&minutes_of_the_hour, &Eval::Instant { t_ms: *t_ms }).await;
+        let Answer::Series { series: averaged, .. } = &average else { panic!("{average:?}") };
+        assert_eq!(averaged[0].1[0].1, *value, "the hour at +{}m is its minutes' average", (t_ms - START_MS) / 60_000);
+    }
+
     println!("{report}");
     if let Ok(path) = std::env::var("HOTRULE_PROMQL_REPORT") {
         std::fs::write(&path, &report).expect("write the report");
