@@ -231,9 +231,17 @@ async fn an_otlp_client_library_feeds_a_rule_with_known_values() {
     let service = format!("service=\"{OTLP_SERVICE}\"");
     wait_value(&node, &format!("meter_e2e_otlp_temperature{{{service}}}"), scenario::OTLP_TEMPERATURE).await;
     wait_value(&node, &format!("meter_e2e_otlp_requests{{{service}}}"), scenario::OTLP_REQUESTS).await;
+    // The Prometheus API shows the histogram as Prometheus does: cumulative, the last bound +Inf.
+    let mut cumulative = 0;
     for (bound, count) in scenario::OTLP_LATENCY_BUCKETS {
-        wait_value(&node, &format!("meter_e2e_otlp_latency{{{service},le=\"{bound}\"}}"), count as f64).await;
+        cumulative += count;
+        let le = if bound == i64::MAX { "+Inf".to_string() } else { bound.to_string() };
+        wait_value(&node, &format!("meter_e2e_otlp_latency{{{service},le=\"{le}\"}}"), cumulative as f64).await;
     }
+    // 5 observations ≤ 5 ms, 3 more ≤ 50 ms, 2 more ≤ 500 ms: the 7th of 10 is 2/3 into (5, 50].
+    let p70 = format!("histogram_quantile(0.7, meter_e2e_otlp_latency{{{service}}})");
+    let p70 = api_query(&node.client, &p70).await.expect("histogram_quantile");
+    assert!(p70.len() == 1 && (p70[0].value - 35.0).abs() < 1e-9, "p70 is 35 ms: {p70:?}");
     for (rank, value) in scenario::OTLP_PERCENTILES {
         wait_value(&node, &format!("meter_e2e_otlp_latency_percentile{{{service},p=\"{rank}\"}}"), value).await;
     }

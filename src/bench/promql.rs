@@ -4,8 +4,8 @@
 //!
 //! - **Data.** `minutes` minutes from 2025-01-01T00:00Z of metrics shaped like the Linux (vm)
 //!   rules' output, for `hosts` hosts: gauges, labeled values (cpu mode, mountpoint), counters
-//!   (one with a reset), a SkyWalking histogram (`le` per bucket) and a labeled cumulative `le`
-//!   histogram with `+Inf`, negative values, and gaps (one host misses twelve minutes every four
+//!   (one with a reset), a SkyWalking histogram (per-bucket counts, shown cumulative with `+Inf`)
+//!   and a labeled cumulative `le` histogram with `+Inf`, negative values, and gaps (one host misses twelve minutes every four
 //!   hours, another one minute every 97). They are written as dispatch writes what it evaluated:
 //!   `MetricValue`s through the node's metric writer.
 //! - **Both hold the same series.** The node's own remote-write exporter sends what the node
@@ -133,8 +133,9 @@ pub fn values(hosts: usize, minutes: impl Iterator<Item = i64>) -> Vec<MetricVal
             value("meter_vm_udp_inuse", gauge((m + 2 * k) % 5), avg);
             value("meter_vm_filefd_allocated", gauge(1000 + (m * 13 + k) % 300), avg);
             value("meter_vm_clock_skew", gauge((m * 29 + k * 7) % 201 - 100), avg);
-            // A SkyWalking histogram: a count per bucket, `le` its bound.
-            let buckets = [0, 10, 50, 100, 500].iter().enumerate().map(|(i, bound)| (*bound, (m * (i as i64 + 1) + k) % 20)).collect();
+            // A SkyWalking histogram: a count per bucket keyed by its upper bound in ms, the
+            // `Infinity` bucket as Long.MAX_VALUE (the query API shows it cumulative, `+Inf`).
+            let buckets = [10, 50, 100, 500, i64::MAX].iter().enumerate().map(|(i, bound)| (*bound, (m * (i as i64 + 1) + k) % 20)).collect();
             value("meter_vm_disk_latency", Value::Histogram { labels: String::new(), buckets, percentiles: Vec::new() }, Downsampling::Sum);
             // A Prometheus-style histogram kept by its `le` label: cumulative over the bounds
             // and counting up over time.

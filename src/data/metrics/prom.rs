@@ -7,7 +7,11 @@
 //!   `source_service_instance`, `dest_service_instance`, `detect_point`, `layer`), and `scope`
 //!   names the entity's scope.
 //! - A labeled value becomes one series per key, its `k=v` pairs as labels.
-//! - A histogram becomes one series per bucket with `le` (the bucket's upper bound, as stored).
+//! - A histogram becomes a Prometheus classic histogram: one series per bucket with `le` (the
+//!   bucket's upper bound, as stored; SkyWalking's `Long.MAX_VALUE` bound of the `Infinity`
+//!   bucket as `+Inf`) and the **cumulative** count up to it, so `histogram_quantile` reads it as
+//!   Prometheus reads `_bucket` series. (SkyWalking stores per-bucket counts; `/query/metrics`
+//!   shows those.)
 //! - A histogram percentile becomes one series per rank with `p`, computed as SkyWalking does:
 //!   the key of the first bucket whose running count reaches `round(total × rank / 100)`.
 
@@ -69,12 +73,17 @@ pub fn expand(metric: &str, entity: &Entity, value: &Value) -> Vec<(Labels, f64)
             let mut with_group = base;
             add_key_labels(&mut with_group, group);
             if percentiles.is_empty() {
-                buckets
+                let mut ascending = buckets.clone();
+                ascending.sort_by_key(|(bound, _)| *bound);
+                let mut running = 0.0;
+                ascending
                     .iter()
                     .map(|(bound, count)| {
                         let mut labels = with_group.clone();
-                        labels.insert("le".to_string(), bound.to_string());
-                        (labels, *count as f64)
+                        let le = if *bound == i64::MAX { "+Inf".to_string() } else { bound.to_string() };
+                        labels.insert("le".to_string(), le);
+                        running += *count as f64;
+                        (labels, running)
                     })
                     .collect()
             } else {
@@ -182,6 +191,16 @@ mod tests {
         assert_eq!(percentile(&buckets, 90), 500);
         assert_eq!(percentile(&[], 99), 0);
         assert_eq!(percentile(&[(100, 0)], 99), 0);
+    }
+
+    #[test]
+    fn a_histogram_is_a_classic_prometheus_histogram() {
+        // SkyWalking's per-bucket counts, `Infinity` stored as Long.MAX_VALUE, in any order.
+        let value = Value::Histogram { labels: "status=200".into(), buckets: vec![(50, 3), (5, 5), (i64::MAX, 1), (500, 2)], percentiles: vec![] };
+        let samples = expand("latency", &service("s"), &value);
+        let got: Vec<(String, f64)> = samples.iter().map(|(l, v)| (l["le"].clone(), *v)).collect();
+        assert_eq!(got, vec![("5".into(), 5.0), ("50".into(), 8.0), ("500".into(), 10.0), ("+Inf".into(), 11.0)]);
+        assert!(samples.iter().all(|(l, _)| l.get("status").map(String::as_str) == Some("200")));
     }
 
     #[test]
