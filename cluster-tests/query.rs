@@ -205,6 +205,38 @@ async fn the_configured_query_bounds_hold() {
     node.node.shutdown().await;
 }
 
+/// Pathological queries (a subquery of a million steps a second, over a month) run off the async
+/// workers: with both of this runtime's two workers' worth of them in flight, the node still
+/// answers at once, and each ends at `query.timeout` with `503 timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pathological_queries_time_out_without_stalling_the_node() {
+    let query = hotrule::api::query::QuerySettings { timeout: Duration::from_secs(2), max_samples: usize::MAX, max_concurrency: 2, ..Default::default() };
+    let settings = NodeSettings { query, ..NodeSettings::for_test() };
+    let node = TestNode::start(NodeBuilder::new(settings).metric_reader(sample_store()), Arc::new(MemKv::new())).await;
+    let at = secs(T0 + 9 * MINUTE);
+    let heavy = |client: AdminClient, at: String| {
+        tokio::spawn(async move { get(&client, "/api/v1/query", &[("query", "count_over_time(meter_cpu[30d:1ms])"), ("time", &at)]).await })
+    };
+    let running = [heavy(node.client.clone(), at.clone()), heavy(node.client.clone(), at.clone())];
+    let mut answered_meanwhile = 0;
+    let started = Instant::now();
+    for _ in 0..1000 {
+        if running.iter().all(|task| task.is_finished()) || started.elapsed() > Duration::from_secs(30) {
+            break;
+        }
+        let asked = Instant::now();
+        let health = node.client.get("/healthz").await.expect("healthz");
+        assert!(health.status.is_success() && asked.elapsed() < Duration::from_secs(1), "healthz took {:?}", asked.elapsed());
+        answered_meanwhile += usize::from(!running.iter().all(|task| task.is_finished()));
+    }
+    assert!(answered_meanwhile > 0, "the node answered while the heavy queries ran");
+    for task in running {
+        let (status, body) = task.await.expect("the heavy query's task");
+        assert_eq!((status, body["errorType"].as_str()), (503, Some("timeout")), "{body}");
+    }
+    node.node.shutdown().await;
+}
+
 #[tokio::test]
 async fn range_queries_step_from_start_to_end_and_validate_their_parameters() {
     let node = node_with(Some(sample_store()), None).await;

@@ -407,9 +407,9 @@ fn the_query_section_sets_promqls_bounds_and_refuses_zeroes() {
     let uri = file(&dir, "q.yaml", "query:\n  lookback_delta: 2m\n  timeout: 5s\n  max_samples: 1000\n  evaluation_interval: 30s\n  fan_out_timeout: 1s\n");
     let q = load(&sources(vec![uri]), env(&[])).expect("valid").config.query;
     assert_eq!((q.lookback_ms, q.timeout, q.max_samples, q.subquery_step_ms, q.fan_out_timeout), (120_000, Duration::from_secs(5), 1000, 30_000, Duration::from_secs(1)));
-    let uri = file(&dir, "bad.yaml", "query:\n  max_samples: 0\n  timeout: 0s\n  evaluation_interval: 0s\n");
+    let uri = file(&dir, "bad.yaml", "query:\n  max_samples: 0\n  timeout: 0s\n  evaluation_interval: 0s\n  max_concurrency: 0\n");
     let keys: Vec<String> = errors(load(&sources(vec![uri]), env(&[]))).into_iter().map(|(k, _)| k).collect();
-    assert_eq!(keys, ["query.timeout", "query.evaluation_interval", "query.max_samples"]);
+    assert_eq!(keys, ["query.timeout", "query.evaluation_interval", "query.max_samples", "query.max_concurrency"]);
     let uri = file(&dir, "typo.yaml", "query:\n  max_sample: 10\n");
     let issues = errors(load(&sources(vec![uri]), env(&[])));
     assert!(issues.iter().any(|(k, m)| k == "query.max_sample" && m.contains("did you mean `query.max_samples`")), "{issues:?}");

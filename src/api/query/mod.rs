@@ -76,6 +76,9 @@ pub struct QuerySettings {
     pub max_samples: usize,
     /// The step of a subquery written without one (Prometheus' `evaluation_interval`).
     pub subquery_step_ms: i64,
+    /// PromQL evaluations running at once (Prometheus' `--query.max-concurrency`); more wait,
+    /// within `timeout`, then `503 timeout`.
+    pub max_concurrency: usize,
 }
 
 pub fn default_fan_out_timeout() -> Duration {
@@ -103,9 +106,13 @@ impl Default for QuerySettings {
             timeout: default_query_timeout(),
             max_samples: DEFAULT_MAX_SAMPLES,
             subquery_step_ms: hotrule_promql_engine::DEFAULT_SUBQUERY_STEP_MS,
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
         }
     }
 }
+
+/// Prometheus's default `--query.max-concurrency`.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 20;
 
 /// `query:` as read: each key defaults to Prometheus' own default.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -123,6 +130,9 @@ pub struct RawQuery {
     /// Prometheus' `evaluation_interval`: the step of a subquery written without one.
     #[serde(default = "raw_evaluation_interval")]
     pub evaluation_interval: crate::base::duration::DurationSetting,
+    /// Prometheus' `--query.max-concurrency`.
+    #[serde(default = "raw_max_concurrency")]
+    pub max_concurrency: usize,
     /// How long a cluster-wide read waits for one peer.
     #[serde(default = "raw_fan_out_timeout")]
     pub fan_out_timeout: crate::base::duration::DurationSetting,
@@ -136,6 +146,9 @@ fn raw_timeout() -> crate::base::duration::DurationSetting {
 }
 fn raw_max_samples() -> usize {
     DEFAULT_MAX_SAMPLES
+}
+fn raw_max_concurrency() -> usize {
+    DEFAULT_MAX_CONCURRENCY
 }
 fn raw_evaluation_interval() -> crate::base::duration::DurationSetting {
     crate::base::duration::DurationSetting(Duration::from_millis(hotrule_promql_engine::DEFAULT_SUBQUERY_STEP_MS as u64))
@@ -151,6 +164,7 @@ impl Default for RawQuery {
             timeout: raw_timeout(),
             max_samples: raw_max_samples(),
             evaluation_interval: raw_evaluation_interval(),
+            max_concurrency: raw_max_concurrency(),
             fan_out_timeout: raw_fan_out_timeout(),
         }
     }
@@ -174,15 +188,23 @@ impl RawQuery {
         if self.max_samples == 0 {
             issue("query.max_samples", "must be at least 1".into());
         }
+        if !(1..=MAX_CONCURRENCY_SETTING).contains(&self.max_concurrency) {
+            issue("query.max_concurrency", format!("must be 1..={MAX_CONCURRENCY_SETTING}"));
+        }
         QuerySettings {
             fan_out_timeout: self.fan_out_timeout.0,
             lookback_ms,
             timeout: self.timeout.0,
             max_samples: self.max_samples.max(1),
             subquery_step_ms,
+            max_concurrency: self.max_concurrency.clamp(1, MAX_CONCURRENCY_SETTING),
         }
     }
 }
+
+/// The most PromQL evaluations at once a node may be configured for (each holds a blocking
+/// thread while it runs).
+const MAX_CONCURRENCY_SETTING: usize = 256;
 
 /// Why a read failed as a whole (a peer's failure only makes it partial).
 #[derive(Debug, thiserror::Error)]
@@ -239,6 +261,8 @@ pub struct QueryService {
     reader: Option<Arc<dyn MetricReader>>,
     cluster: Option<Arc<Cluster>>,
     pub settings: QuerySettings,
+    /// Slots for PromQL evaluations at once (`query.max_concurrency`); a query waits for one.
+    pub evaluations: Arc<tokio::sync::Semaphore>,
     /// The node's log store (`/query/logs`); none: that route answers `storage_unavailable`.
     logs: Option<Arc<dyn crate::data::logs::LogReader>>,
     /// The node's alarm records (`/query/alarms`); none: that route answers `storage_unavailable`.
@@ -247,7 +271,8 @@ pub struct QueryService {
 
 impl QueryService {
     pub fn new(node_id: NodeId, reader: Option<Arc<dyn MetricReader>>, cluster: Option<Arc<Cluster>>, settings: QuerySettings) -> QueryService {
-        QueryService { node_id, reader, cluster, settings, logs: None, alarms: None }
+        let evaluations = Arc::new(tokio::sync::Semaphore::new(settings.max_concurrency));
+        QueryService { node_id, reader, cluster, settings, evaluations, logs: None, alarms: None }
     }
 
     /// The same service, reading logs from `logs`.

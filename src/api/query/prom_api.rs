@@ -257,7 +257,7 @@ async fn instant_query(service: &QueryService, form: &Form) -> Result<Response, 
     let reach = form.reach(service)?;
     let limit = form.limit()?;
     let (loaded, missing) = load(service, &expr, crate::data::metrics::Granularity::Minute, (t, t), lookback, reach).await?;
-    let value = hotrule_promql_engine::eval_instant(&expr, t, lookback, &loaded, &limits(service))?;
+    let value = evaluate(service, move |limits| hotrule_promql_engine::eval_instant(&expr, t, lookback, &loaded, &limits)).await?;
     let mut warnings = warnings(&missing);
     let data = match value {
         EngineValue::Scalar(_, v) => json!({"resultType": "scalar", "result": [prom_timestamp(t), prom_value(v)]}),
@@ -279,15 +279,31 @@ async fn instant_query(service: &QueryService, form: &Form) -> Result<Response, 
     Ok(success(data, warnings))
 }
 
-/// The evaluation bounds of one query, from now: `query.max_samples`, `query.timeout` and
-/// `query.evaluation_interval` (the default subquery step).
-fn limits(service: &QueryService) -> hotrule_promql_engine::Limits {
+/// Runs one PromQL evaluation off the async threads, once one of `query.max_concurrency` slots is
+/// free, with `query.max_samples`, `query.timeout` (counted from the call, queueing included) and
+/// `query.evaluation_interval`: a pathological query holds one blocking thread until its limits
+/// stop it, never an async worker.
+async fn evaluate<T: Send + 'static>(
+    service: &QueryService,
+    work: impl FnOnce(hotrule_promql_engine::Limits) -> Result<T, hotrule_promql_engine::Error> + Send + 'static,
+) -> Result<T, ApiError> {
     let settings = &service.settings;
-    hotrule_promql_engine::Limits {
+    let limits = hotrule_promql_engine::Limits {
         max_samples: settings.max_samples,
         deadline: std::time::Instant::now() + settings.timeout,
         default_subquery_step_ms: settings.subquery_step_ms,
-    }
+    };
+    let permit = tokio::time::timeout(settings.timeout, service.evaluations.clone().acquire_owned())
+        .await
+        .map_err(|_| ApiError(ErrorType::Timeout, "query timed out in query queue".to_string()))?
+        .map_err(|_| ApiError(ErrorType::Unavailable, "the query queue is closed".to_string()))?;
+    let evaluated = tokio::task::spawn_blocking(move || {
+        let _slot = permit;
+        work(limits)
+    })
+    .await
+    .map_err(|e| ApiError(ErrorType::Internal, format!("the evaluation failed: {e}")))?;
+    Ok(evaluated?)
 }
 
 /// Reads every selector of `expr` over the window its evaluation from `range.0` to `range.1`
@@ -352,7 +368,8 @@ async fn range_query(service: &QueryService, form: &Form) -> Result<Response, Ap
     let reach = form.reach(service)?;
     let limit = form.limit()?;
     let (loaded, missing) = load(service, &expr, granularity, (start, end), lookback, reach).await?;
-    let EngineValue::Matrix(series) = hotrule_promql_engine::eval_range(&expr, start, end, step, lookback, &loaded, &limits(service))? else {
+    let evaluated = evaluate(service, move |limits| hotrule_promql_engine::eval_range(&expr, start, end, step, lookback, &loaded, &limits)).await?;
+    let EngineValue::Matrix(series) = evaluated else {
         return Err(ApiError(ErrorType::Internal, "a range evaluation gave no matrix".to_string()));
     };
     let mut result: Vec<MatrixSeries> = series.into_iter().map(|s| matrix_series(s.labels, s.samples)).collect();
@@ -539,6 +556,30 @@ async fn buildinfo() -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn service(max_concurrency: usize, timeout: Duration) -> QueryService {
+        let settings = super::super::QuerySettings { max_concurrency, timeout, ..Default::default() };
+        QueryService::new(crate::base::ids::NodeId("n".into()), None, None, settings)
+    }
+
+    #[tokio::test]
+    async fn a_query_waits_for_a_free_slot_then_times_out_in_the_queue() {
+        let service = service(1, Duration::from_millis(200));
+        let taken = service.evaluations.clone().acquire_owned().await.expect("the one slot");
+        let queued = evaluate(&service, |_| Ok(1)).await;
+        assert!(matches!(&queued, Err(ApiError(ErrorType::Timeout, m)) if m == "query timed out in query queue"), "{queued:?}");
+        drop(taken);
+        assert!(matches!(evaluate(&service, |_| Ok(1)).await, Ok(1)), "a free slot runs the evaluation");
+    }
+
+    #[tokio::test]
+    async fn the_evaluation_gets_the_configured_limits() {
+        let service = service(2, Duration::from_secs(7));
+        let limits = evaluate(&service, |limits| Ok((limits.max_samples, limits.default_subquery_step_ms))).await;
+        assert!(matches!(limits, Ok((50_000_000, 60_000))), "{limits:?}");
+        let failed = evaluate::<()>(&service, |limits| Err(hotrule_promql_engine::Error::TooManySamples { limit: limits.max_samples })).await;
+        assert!(matches!(failed, Err(ApiError(ErrorType::Execution, _))), "{failed:?}");
+    }
 
     #[test]
     fn u_escaped_label_names() {
