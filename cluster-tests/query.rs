@@ -456,6 +456,9 @@ async fn cluster_queries_merge_by_function_and_name_a_silent_peer_without_hangin
         .collect();
     assert_eq!(values, [("meter_hits".to_string(), "6".to_string()), ("meter_load".to_string(), "20".to_string())], "{body}");
     assert!(body.get("warnings").is_none(), "{body}");
+    // PromQL evaluates over the merged cluster read: the engine sees one exact value per series.
+    let (_, body) = get(&client, "/api/v1/query", &[("query", "scalar(sum(meter_hits)) * 2 + max_over_time(meter_load[5m])"), ("time", &at)]).await;
+    assert_eq!(body["data"]["result"][0]["value"][1], "32", "(1 + 2 + 3) * 2 + 20: {body}");
     let (_, body) = get(&client, "/api/v1/query", &[("query", "meter_hits"), ("time", &at), ("cluster", "false")]).await;
     assert_eq!(body["data"]["result"][0]["value"][1], "1", "cluster=false reads this node only");
     let (_, body) = get(&client, "/api/v1/label/__name__/values", &[]).await;

@@ -91,6 +91,14 @@ pub enum BenchCommand {
         /// A setting passed to every node, e.g. `--set cluster.commit_replicas=1` (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
+        /// Concurrent writers, spread over the nodes, on overlapping keys (several also push the
+        /// alarm settings and agent configs now and then).
+        #[arg(long, default_value_t = 1)]
+        writers: usize,
+        /// Also check every node's history of the written keys (needs history retention above the
+        /// writes per key: pass `--set rules.history_max_revisions=10000`).
+        #[arg(long)]
+        history: bool,
     },
     /// The failover anchor: kill -9 of the leader of a three-member etcd cluster (Debian's
     /// `etcd-server`), measured as `bench cluster` measures hotrule's main.
@@ -311,8 +319,9 @@ pub async fn run(command: BenchCommand) -> ExitCode {
                 (result, _) => report(result),
             }
         }
-        BenchCommand::Chaos { dir, rounds, seed, net, time_limit, sets } => {
-            report(chaos::run(&dir, rounds, seed, net, std::time::Duration::from_secs(time_limit), &sets).await)
+        BenchCommand::Chaos { dir, rounds, seed, net, time_limit, sets, writers, history } => {
+            let bench = chaos::ChaosBench { rounds, seed, net, time_limit: std::time::Duration::from_secs(time_limit), writers, history };
+            report(chaos::run(&dir, &bench, &sets).await)
         }
         BenchCommand::Agents(args) => report(bench_agents(args).await),
         BenchCommand::Query { entities, requests } => report(query::run(entities, requests).await),
