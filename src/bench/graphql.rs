@@ -106,8 +106,13 @@ pub fn batch_body() -> Vec<u8> {
 }
 
 fn host(i: usize) -> Entity {
+    linux_service(format!("host-{i}"))
+}
+
+/// The OS_LINUX service `name`, as the vm rules' metrics name a host.
+pub(super) fn linux_service(name: String) -> Entity {
     let mut entity = Entity::new(ScopeType::Service);
-    entity.service_name = format!("host-{i}");
+    entity.service_name = name;
     entity.layer = "OS_LINUX".into();
     entity
 }

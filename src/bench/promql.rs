@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use hotrule_mal_engine::{DataType, Downsampling, Entity, MetricValue, ScopeType, Value};
+use hotrule_mal_engine::{DataType, Downsampling, Entity, MetricValue, Value};
 use serde_json::Value as Json;
 
 use super::prometheus::Prometheus;
@@ -57,10 +57,7 @@ const MODES: [&str; 4] = ["idle", "iowait", "system", "user"];
 const LE_BOUNDS: [&str; 5] = ["0.05", "0.1", "0.5", "1", "+Inf"];
 
 fn host(h: usize) -> Entity {
-    let mut entity = Entity::new(ScopeType::Service);
-    entity.service_name = format!("vm-{h}");
-    entity.layer = "OS_LINUX".into();
-    entity
+    super::graphql::linux_service(format!("vm-{h}"))
 }
 
 /// Whether host `h` has no value at minute `m`.
