@@ -271,6 +271,28 @@ async fn a_token_is_recorded_by_its_fingerprint_never_itself() {
     assert!(!body.to_string().contains("s3cret-token"));
 }
 
+/// Alarm settings replicate like rules, so they keep history too: the push and the delete are
+/// revisions of the `alarm-settings` entry.
+#[tokio::test]
+async fn alarm_settings_keep_history_like_rule_files() {
+    let (node, _kv) = TestNode::in_memory(NodeSettings::for_test()).await;
+    let settings = "rules:\n  hist_rule:\n    expression: sum(hist_requests > 1) >= 1\n";
+    let reply = node.client.post("/runtime/alarm/settings", settings.as_bytes().to_vec()).await.expect("push");
+    assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
+    let reply = node.client.send(hyper::Method::DELETE, "/runtime/alarm/settings", Vec::new(), None).await.expect("delete");
+    assert_eq!(reply.status.as_u16(), 200, "{}", reply.text());
+    let (code, body) = get(&node, "/runtime/rule/history", &[("catalog", "alarm-settings"), ("name", "alarm-settings")]).await;
+    assert_eq!(code, 200, "{body}");
+    let listed = revisions(&body);
+    let actions: Vec<&str> = listed.iter().map(|r| r["action"].as_str().unwrap_or("")).collect();
+    assert_eq!(actions, vec!["delete", "write"], "{body}");
+    assert_eq!(listed[1]["status"], "ACTIVE");
+    let r = listed[1]["revision"].as_str().expect("revision");
+    let (code, one) = get(&node, "/runtime/rule/history", &[("catalog", "alarm-settings"), ("name", "alarm-settings"), ("revision", r)]).await;
+    assert_eq!(code, 200, "{one}");
+    assert_eq!(one["revision"]["content"], settings);
+}
+
 fn gossip_addr(i: usize) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 41_000 + i as u16))
 }
@@ -405,4 +427,31 @@ async fn history_converges_on_every_node_and_survives_a_restart() {
     for i in [1, 2, 3] {
         trio.stop_node(i).await;
     }
+}
+
+/// History is stored by the real engine: it survives the process's store being closed and
+/// reopened (RocksDB, synced batches).
+#[cfg(feature = "rocksdb")]
+#[tokio::test]
+async fn history_survives_a_restart_on_rocksdb() {
+    use hotrule::store::kv::RocksEngine;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let open = || -> Arc<dyn KvEngine> { Arc::new(RocksEngine::open(&dir.path().join("db")).expect("rocksdb")) };
+    let node = TestNode::start(NodeSettings::for_test(), open()).await;
+    assert_eq!(node.push("otel-rules", "r", V1, &[]).await.0, 200);
+    assert_eq!(node.push("otel-rules", "r", &v2(), &[]).await.0, 200);
+    let (code, before) = history(&node, "r").await;
+    assert_eq!(code, 200, "{before}");
+    assert_eq!(revisions(&before).len(), 2);
+    // Every handle on the engine must go before it can be reopened (RocksDB's LOCK file).
+    let TestNode { node: running, client, kv } = node;
+    drop((client, kv));
+    running.shutdown().await;
+    let node = TestNode::start(NodeSettings::for_test(), open()).await;
+    let (code, after) = history(&node, "r").await;
+    assert_eq!(code, 200, "{after}");
+    assert_eq!(comparable(&after), comparable(&before));
+    let r1 = revisions(&after)[1]["revision"].as_str().expect("r1").to_string();
+    let (code, restored) = node.post("/runtime/rule/restore", &[("catalog", "otel-rules"), ("name", "r"), ("revision", &r1)]).await;
+    assert_eq!(code, 200, "{restored}");
 }

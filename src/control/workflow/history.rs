@@ -139,6 +139,11 @@ impl Workflow {
     pub async fn apply_replicated_history(&self, records: Vec<HistoryRecord>) -> Result<usize, HistoryError> {
         let mut by_key: BTreeMap<RuleKey, Vec<HistoryRecord>> = BTreeMap::new();
         for record in records {
+            // A record whose content does not match its hash is not one the main wrote.
+            if crate::base::ids::ContentHash::of(&record.content) != record.content_hash {
+                tracing::warn!(rule = %record.key, revision = %record.revision, "replicated history record whose content does not match its hash; skipped");
+                continue;
+            }
             by_key.entry(record.key.clone()).or_default().push(record);
         }
         let mut stored = 0;
