@@ -397,3 +397,20 @@ async fn the_reload_worker_applies_a_watched_file_edit_off_the_async_threads() {
     let report = runner.shutdown(Duration::from_secs(5)).await;
     assert!(report.aborted.is_empty());
 }
+
+#[test]
+fn history_retention_defaults_parse_and_is_bounded() {
+    let sources = |sets: &[&str]| ConfigSources { sets: sets.iter().map(|s| s.to_string()).collect(), ..ConfigSources::default() };
+    let defaults = load(&sources(&[]), env(&[])).expect("valid").config.history;
+    assert_eq!((defaults.max_revisions, defaults.max_age), (50, Duration::from_secs(30 * 24 * 3600)));
+    let tuned = load(&sources(&["rules.history_max_revisions=7", "rules.history_max_age=2h"]), env(&[])).expect("valid").config;
+    assert_eq!((tuned.history.max_revisions, tuned.history.max_age), (7, Duration::from_secs(7200)));
+    for (bad, key) in [
+        ("rules.history_max_revisions=0", "rules.history_max_revisions"),
+        ("rules.history_max_revisions=10001", "rules.history_max_revisions"),
+        ("rules.history_max_age=0s", "rules.history_max_age"),
+    ] {
+        let issues = errors(load(&sources(&[bad]), env(&[])));
+        assert!(issues.iter().any(|(k, _)| k == key), "{bad}: {issues:?}");
+    }
+}
