@@ -319,7 +319,8 @@ impl BusRequest {
             BusRequest::HandoffGeneration => "handoff_generation",
             BusRequest::AlarmStates { .. } => "alarm_states",
             BusRequest::QueryAlarms { .. } => "query_alarms",
-            BusRequest::ForwardFrom { .. } => "forward_from",
+            // The same call as `Forward`, with its caller: counted and logged as one.
+            BusRequest::ForwardFrom { .. } => "forward",
             BusRequest::HistoryDigest => "history_digest",
             BusRequest::FetchHistory { .. } => "fetch_history",
         }
