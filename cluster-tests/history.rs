@@ -25,6 +25,9 @@ use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// Query pairs of a request.
+type Pairs<'a> = &'a [(&'a str, &'a str)];
+
 const V1: &str = "\
 expSuffix: service(['svc'], Layer.GENERAL)
 metricPrefix: hist
@@ -172,7 +175,7 @@ async fn history_routes_answer_each_revision_diff_and_restore_with_every_error()
     assert!(metrics.contains("hotrule_history_compacted 1"), "{metrics}");
 
     phase(s, "errors: bad parameters 400, unknown key or revision 404");
-    let cases: &[(&str, &[(&str, &str)], u16, &str)] = &[
+    let cases: &[(&str, Pairs, u16, &str)] = &[
         ("/runtime/rule/history", &[("name", "h")], 400, "missing_catalog"),
         ("/runtime/rule/history", &[("catalog", "oal"), ("name", "h")], 400, "invalid_catalog"),
         ("/runtime/rule/history", &[("catalog", "otel-rules")], 400, "missing_name"),
@@ -187,7 +190,7 @@ async fn history_routes_answer_each_revision_diff_and_restore_with_every_error()
         assert_eq!((got, body["applyStatus"].as_str()), (*code, Some(*status)), "{route} {pairs:?}: {body}");
     }
     let far_future = format!("{}.0@{me}", u64::MAX / 2);
-    let restores: &[(&[(&str, &str)], u16, &str)] = &[
+    let restores: &[(Pairs, u16, &str)] = &[
         (&[("catalog", "otel-rules"), ("name", "h")], 400, "invalid_parameter"),
         (&[("catalog", "otel-rules"), ("name", "h"), ("revision", "1.x@n")], 400, "invalid_parameter"),
         (&[("catalog", "agent-groups"), ("name", "h"), ("revision", &r2)], 400, "invalid_catalog"),
