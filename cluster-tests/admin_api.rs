@@ -329,17 +329,21 @@ async fn dumps_hold_active_and_inactive_entries_and_a_manifest() {
     let disposition = reply.headers["content-disposition"].to_str().expect("header").to_string();
     assert!(disposition.starts_with("attachment; filename=\"runtime-rule-dump-") && !disposition.contains(':'), "{disposition}");
     let files = untar(&reply.body);
+    // Entries in key order, then the history of the dumped files (lal/dumped: its push and its
+    // inactivate; custom/one: its push), then the manifest; bundled-only rules are never dumped.
     let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(
-        names,
-        ["runtime-rule-dump/inactive/lal/dumped.yaml", "runtime-rule-dump/otel-rules/custom/one.yaml", "runtime-rule-dump/manifest.yaml"],
-        "entries in key order; bundled-only rules are never dumped"
-    );
+    assert_eq!(names.len(), 6, "{names:?}");
+    assert_eq!(&names[..2], ["runtime-rule-dump/inactive/lal/dumped.yaml", "runtime-rule-dump/otel-rules/custom/one.yaml"]);
+    assert!(names[2..4].iter().all(|n| n.starts_with("runtime-rule-dump/history/lal/dumped/")), "{names:?}");
+    assert!(names[4].starts_with("runtime-rule-dump/history/otel-rules/custom/one/"), "{names:?}");
+    assert_eq!(names[5], "runtime-rule-dump/manifest.yaml");
     assert_eq!(files[1].1, RULE.as_bytes());
-    let manifest = String::from_utf8(files[2].1.clone()).expect("utf8");
+    assert_eq!(files[4].1, RULE.as_bytes(), "a history file holds the revision's content");
+    let manifest = String::from_utf8(files[5].1.clone()).expect("utf8");
     assert!(manifest.contains("status: INACTIVE") && manifest.contains("name: \"custom/one\""), "{manifest}");
+    assert!(manifest.contains("action: inactivate"), "{manifest}");
     let only_lal = untar(&node.client.get("/runtime/rule/dump/lal").await.expect("dump").body);
-    assert_eq!(only_lal.len(), 2);
+    assert_eq!(only_lal.len(), 4, "the entry, its two revisions, the manifest");
     assert_eq!(node.client.get("/runtime/rule/dump/oal").await.expect("dump").status.as_u16(), 400);
 }
 

@@ -40,6 +40,8 @@ const ROOM_RULES: &[(&str, Option<&str>, &[&str])] = &[
     // The alarm rules: settings, windows, states and hooks; nothing of the rule lifecycle.
     ("control::alarms", None, &["control::rules", "control::runtime", "control::scan", "control::workflow", "control::rolling", "store"]),
     ("control::scan", None, &["control::workflow"]),
+    // Rule history's pure decisions (caller, retention plan, diff); the workflow does the IO.
+    ("control::history", None, &["control::runtime", "control::scan", "control::workflow", "control::rolling", "store"]),
     ("control::compile_pool", None, &["control::runtime", "control::scan", "control::workflow", "store"]),
     // The pure roll decisions; the roller beside them does the IO.
     (

@@ -239,3 +239,93 @@ async fn a_main_that_aborts_mid_structural_resumes_its_peers_and_changes_nothing
     }
     eprintln!("[abort] every node resumed and unchanged {:?} after the request", started.elapsed());
 }
+
+/// Rule history over real processes (issue 26): v1 and v2 are pushed, the main is killed with
+/// kill -9, and v1 is restored through a surviving node with the CLI (`rule history --json`,
+/// `rule diff`, `rule restore`); the restore is committed by the new main and the content
+/// converges on the survivors, then on the old main when it returns, with the history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_is_restored_through_a_survivor_after_the_main_is_killed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "correct horse battery staple").expect("secret");
+    let net = 64;
+    let n1 = spawn(dir.path(), net, 1, &secret);
+    let n2 = spawn(dir.path(), net, 2, &secret);
+    let n3 = spawn(dir.path(), net, 3, &secret);
+    wait_main(&[&n1, &n2, &n3], &n1, 3).await;
+    let (v1, v2) = (rule("hist", 1), rule("hist", 2));
+
+    eprintln!("[process-history] push v1 and v2 through n3; both reach everyone");
+    let (code, json) = push(&n3, "ph", &v1).await;
+    assert_eq!(code, 200, "{json}");
+    let r1 = json["revision"].as_str().expect("revision").to_string();
+    let (code, json) = push(&n3, "ph", &v2).await;
+    assert_eq!(code, 200, "{json}");
+    for node in [&n1, &n2, &n3] {
+        wait_rule(node, "ph", &v2).await;
+    }
+    let server3 = format!("http://{}:17128", n3.host);
+    wait_until(WAIT, "n3's history holds both revisions", || async {
+        let (code, out, _) = harness::hotrule_cli(&["rule", "history", "--server", &server3, "--catalog", "otel-rules", "--name", "ph", "--json"], &[]).await;
+        code == 0 && serde_json::from_str::<serde_json::Value>(&out).is_ok_and(|h| h["revisions"].as_array().is_some_and(|r| r.len() == 2))
+    })
+    .await;
+
+    eprintln!("[process-history] kill -9 the main n1");
+    let mut n1 = n1;
+    let _ = n1.child.kill();
+    let _ = n1.child.wait();
+
+    eprintln!("[process-history] the diff and the restore of v1 through n3, committed by the new main n2");
+    let (code, out, err) = harness::hotrule_cli(&["rule", "history", "--server", &server3, "--catalog", "otel-rules", "--name", "ph", "--json"], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    let history: serde_json::Value = serde_json::from_str(&out).expect("history json");
+    let r2 = history["revisions"][0]["revision"].as_str().expect("r2").to_string();
+    assert_eq!(history["revisions"][1]["revision"], r1.as_str());
+    let (code, out, err) =
+        harness::hotrule_cli(&["rule", "diff", "--server", &server3, "--catalog", "otel-rules", "--name", "ph", "--from", &r1, "--to", &r2], &[]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("-    exp: requests_total.sum(['svc']).rate('PT1M')\n+    exp: requests_total.sum(['svc']).rate('PT2M')\n"), "{out}");
+    // Writes sent during the failover wait for the next main (`forward_wait`); one in flight
+    // at the kill may answer 502, so the restore is retried until the new main took it.
+    wait_until(WAIT, "the restore through n3 is accepted", || async {
+        let (code, _, _) = harness::hotrule_cli(
+            &["rule", "restore", "--server", &server3, "--catalog", "otel-rules", "--name", "ph", "--revision", &r1],
+            &[],
+        )
+        .await;
+        code == 0
+    })
+    .await;
+    for node in [&n2, &n3] {
+        wait_rule(node, "ph", &v1).await;
+    }
+    let n2_id = format!("{}:17128", n2.host);
+    wait_until(WAIT, "the restore's revision is in every survivor's history", || async {
+        let mut alike = Vec::new();
+        for node in [&n2, &n3] {
+            let path = with_query("/runtime/rule/history", &[("catalog", "otel-rules"), ("name", "ph")]);
+            let Some(body) = node.client.get(&path).await.ok().and_then(|r| r.json()) else { return false };
+            let latest = body["revisions"][0].clone();
+            if latest["action"] != "restore" || latest["restoreOf"] != r1.as_str() || latest["committedBy"] != n2_id.as_str() {
+                return false;
+            }
+            alike.push(body["revisions"].clone());
+        }
+        alike[0] == alike[1]
+    })
+    .await;
+
+    eprintln!("[process-history] n1 returns and holds the restored content and its history");
+    let n1 = spawn(dir.path(), net, 1, &secret);
+    wait_main(&[&n1, &n2, &n3], &n1, 3).await;
+    wait_rule(&n1, "ph", &v1).await;
+    wait_until(WAIT, "n1's history holds the restore", || async {
+        let path = with_query("/runtime/rule/history", &[("catalog", "otel-rules"), ("name", "ph")]);
+        n1.client.get(&path).await.ok().and_then(|r| r.json()).is_some_and(|b| {
+            b["revisions"].as_array().is_some_and(|r| r.len() == 3) && b["revisions"][0]["restoreOf"] == r1.as_str()
+        })
+    })
+    .await;
+}

@@ -310,6 +310,28 @@ impl fmt::Display for Revision {
     }
 }
 
+/// Why a revision's text form (`<millis>.<counter>@<node>`) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RevisionParseError {
+    #[error("revision {0:?} is not <millis>.<counter>@<node>")]
+    Shape(String),
+    #[error("revision {text:?}: {source}")]
+    Node { text: String, source: NodeIdError },
+}
+
+impl Revision {
+    /// Parses the text form [`Revision`]'s `Display` writes (what answers and the CLI show).
+    pub fn parse(text: &str) -> Result<Revision, RevisionParseError> {
+        let shape = || RevisionParseError::Shape(text.to_string());
+        let (clock, node) = text.trim().split_once('@').ok_or_else(shape)?;
+        let (millis, counter) = clock.split_once('.').ok_or_else(shape)?;
+        let millis = millis.parse::<u64>().map_err(|_| shape())?;
+        let counter = counter.parse::<u32>().map_err(|_| shape())?;
+        let node = NodeId::parse(node).map_err(|source| RevisionParseError::Node { text: text.to_string(), source })?;
+        Ok(Revision { millis, counter, node })
+    }
+}
+
 /// A random UUID (version 4) in its usual text form: what OAP draws for a new dashboard, and
 /// what a LoongCollector agent uses in its instance id.
 pub fn random_uuid() -> String {
@@ -386,6 +408,11 @@ mod tests {
     fn node_ids_are_checked_on_decode() {
         let ok: NodeId = serde_json::from_str("\"127.0.0.1:17128\"").expect("valid");
         assert_eq!(ok.0, "127.0.0.1:17128");
+        let shown = Revision { millis: 17, counter: 2, node: NodeId("10.0.0.1:9000".into()) };
+        assert_eq!(Revision::parse(&shown.to_string()), Ok(shown));
+        for bad in ["", "17", "17.2", "x.2@n", "17.y@n", "17@n", "-1.0@n"] {
+            assert!(Revision::parse(bad).is_err(), "{bad:?} should be refused");
+        }
         let zero: Revision = serde_json::from_str("{\"millis\":0,\"counter\":0,\"node\":\"\"}").expect("zero");
         assert_eq!(zero, Revision::zero());
         assert!(serde_json::from_str::<NodeId>("\"a\\nb\"").is_err());

@@ -57,6 +57,9 @@ pub struct SelfMetrics {
     pub rules: GaugeFamily,
     /// Rule writes answered, by `status` (the applyStatus).
     pub rule_writes: CounterFamily,
+    /// History records removed by retention since the node started (refreshed at render from
+    /// the store, which counts them).
+    pub history_compacted: GaugeFamily,
     /// Scan durations, and scan results by `result`.
     pub scan_seconds: HistogramFamily,
     pub scan_results: CounterFamily,
@@ -149,6 +152,7 @@ impl SelfMetrics {
             values_rejected: counter(r, "values_rejected", "Metric values not stored, by reason"),
             rules: gauge(r, "rules", "Rule files on this node, by state"),
             rule_writes: counter(r, "rule_writes", "Rule writes answered, by applyStatus"),
+            history_compacted: gauge(r, "history_compacted", "History records removed by retention since the node started"),
             scan_seconds: histogram(r, "scan_seconds", "Duration of one rule scan", duration_histogram),
             scan_results: counter(r, "scan_results", "Rule scans, by result"),
             bus_calls: counter(r, "bus_calls", "Bus calls made, by message"),

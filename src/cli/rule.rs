@@ -1,5 +1,5 @@
 //! `hotrule rule ...`: the rule commands (push, get, list, layers, inactivate, delete, status,
-//! dump), `rule roll ...` (a rolling change's status, rollback and force-commit) and `rule test`
+//! dump, history, diff, restore), `rule roll ...` (a rolling change's status, rollback and force-commit) and `rule test`
 //! (a MAL file on sample files, or a LAL file on sample logs, without storing it). Each command
 //! is one call into the protocol client (`admin::rule`, `admin::rolling`, `admin::rule_test`);
 //! this file maps flags to that call and its result to an exit code: 0 done, 1 a failed or
@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
+use super::admin::history;
 use super::admin::rule::{self, CliError};
 use super::admin::rolling::{self, RollEnd, RollQuery, RollingPush};
 use super::admin::rule_test::{self, TestVerdict};
@@ -77,6 +78,45 @@ pub(super) enum RuleCommand {
         catalog: String,
         #[arg(long)]
         name: String,
+    },
+    /// Every kept revision of a rule file (or agent object, alarm settings, template), newest
+    /// first, with who made it (a table, or JSON with --json).
+    History {
+        #[arg(long)]
+        catalog: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A unified diff between two revisions of a file (revisions as `rule history` shows them).
+    Diff {
+        #[arg(long)]
+        catalog: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        to: String,
+    },
+    /// Put a revision back: a normal write of its content with every check a push gets (a
+    /// reshape needs --allow-storage-change). Restoring an INACTIVE revision inactivates the
+    /// file, a delete deletes it, a revert to bundled reverts it.
+    Restore {
+        #[arg(long)]
+        catalog: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        revision: String,
+        #[arg(long)]
+        allow_storage_change: bool,
+        #[arg(long)]
+        force: bool,
+        /// Roll the restore out one node at a time (docs/rolling.md).
+        #[arg(long)]
+        rolling: bool,
     },
     /// Delete an INACTIVE rule.
     Delete {
@@ -229,6 +269,12 @@ pub(super) async fn run(server: ServerArgs, command: RuleCommand) -> ExitCode {
                 }
             };
             rule::status(&client, &query, json).await
+        }
+        RuleCommand::History { catalog, name, json } => history::history(&client, &catalog, &name, json).await,
+        RuleCommand::Diff { catalog, name, from, to } => history::diff(&client, &catalog, &name, &from, &to).await,
+        RuleCommand::Restore { catalog, name, revision, allow_storage_change, force, rolling } => {
+            let flags = history::RestoreFlags { allow_storage_change, force, rolling };
+            history::restore(&client, &catalog, &name, &revision, &flags).await
         }
         RuleCommand::Dump { catalog, output } => rule::dump(&client, catalog.as_deref(), &output).await,
         RuleCommand::Roll { command: RollCommand::Status { catalog, name, watch, interval_secs, json } } => {

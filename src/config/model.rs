@@ -29,6 +29,12 @@ fn default_lock_timeout() -> DurationSetting {
 fn default_tombstone_retention() -> DurationSetting {
     DurationSetting(Duration::from_secs(24 * 3600))
 }
+fn default_history_max_revisions() -> usize {
+    crate::control::history::retention::DEFAULT_MAX_REVISIONS
+}
+fn default_history_max_age() -> DurationSetting {
+    DurationSetting(crate::control::history::retention::DEFAULT_MAX_AGE)
+}
 fn default_log_level() -> String {
     "info".into()
 }
@@ -84,6 +90,12 @@ pub struct RawRules {
     pub lock_timeout: DurationSetting,
     #[serde(default = "default_tombstone_retention")]
     pub tombstone_retention: DurationSetting,
+    /// Revisions of each entry history keeps (issue 26).
+    #[serde(default = "default_history_max_revisions")]
+    pub history_max_revisions: usize,
+    /// Age after which a history revision is compacted (the current one is kept).
+    #[serde(default = "default_history_max_age")]
+    pub history_max_age: DurationSetting,
 }
 
 impl Default for RawRules {
@@ -94,6 +106,8 @@ impl Default for RawRules {
             self_heal_threshold: default_self_heal_threshold(),
             lock_timeout: default_lock_timeout(),
             tombstone_retention: default_tombstone_retention(),
+            history_max_revisions: default_history_max_revisions(),
+            history_max_age: default_history_max_age(),
         }
     }
 }
@@ -401,6 +415,8 @@ pub struct NodeConfig {
     pub self_heal_threshold: Duration,
     pub lock_timeout: Duration,
     pub tombstone_retention: Duration,
+    /// Rule history retention (`rules.history_max_revisions`, `rules.history_max_age`).
+    pub history: crate::control::history::retention::Retention,
     pub log_level: String,
     pub watch: bool,
     /// Present when this node is part of a cluster.

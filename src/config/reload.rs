@@ -36,6 +36,7 @@ pub fn diff(old: &NodeConfig, new: &NodeConfig) -> Delta {
     check(old.insecure_admin != new.insecure_admin, "admin.insecure", false);
     check(old.rules_dir != new.rules_dir, "rules.dir", false);
     check(old.lock_timeout != new.lock_timeout, "rules.lock_timeout", false);
+    check(old.history != new.history, "rules.history", false);
     check(old.watch != new.watch, "config.watch", false);
     check(old.cluster != new.cluster, "cluster", false);
     check(old.agents.service.agent_token != new.agents.service.agent_token, "agents.token", true);

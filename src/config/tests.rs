@@ -414,3 +414,20 @@ fn the_query_section_sets_promqls_bounds_and_refuses_zeroes() {
     let issues = errors(load(&sources(vec![uri]), env(&[])));
     assert!(issues.iter().any(|(k, m)| k == "query.max_sample" && m.contains("did you mean `query.max_samples`")), "{issues:?}");
 }
+
+#[test]
+fn history_retention_defaults_parse_and_is_bounded() {
+    let sources = |sets: &[&str]| ConfigSources { sets: sets.iter().map(|s| s.to_string()).collect(), ..ConfigSources::default() };
+    let defaults = load(&sources(&[]), env(&[])).expect("valid").config.history;
+    assert_eq!((defaults.max_revisions, defaults.max_age), (50, Duration::from_secs(30 * 24 * 3600)));
+    let tuned = load(&sources(&["rules.history_max_revisions=7", "rules.history_max_age=2h"]), env(&[])).expect("valid").config;
+    assert_eq!((tuned.history.max_revisions, tuned.history.max_age), (7, Duration::from_secs(7200)));
+    for (bad, key) in [
+        ("rules.history_max_revisions=0", "rules.history_max_revisions"),
+        ("rules.history_max_revisions=10001", "rules.history_max_revisions"),
+        ("rules.history_max_age=0s", "rules.history_max_age"),
+    ] {
+        let issues = errors(load(&sources(&[bad]), env(&[])));
+        assert!(issues.iter().any(|(k, _)| k == key), "{bad}: {issues:?}");
+    }
+}

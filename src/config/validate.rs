@@ -56,10 +56,17 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
         ("rules.self_heal_threshold", raw.rules.self_heal_threshold),
         ("rules.lock_timeout", raw.rules.lock_timeout),
         ("rules.tombstone_retention", raw.rules.tombstone_retention),
+        ("rules.history_max_age", raw.rules.history_max_age),
     ] {
         if value.0.is_zero() {
             issue(key, "must be greater than zero".into());
         }
+    }
+    if !(1..=MAX_HISTORY_REVISIONS).contains(&raw.rules.history_max_revisions) {
+        issue(
+            "rules.history_max_revisions",
+            format!("must be between 1 and {MAX_HISTORY_REVISIONS} (got {})", raw.rules.history_max_revisions),
+        );
     }
     let limits = limits_config(&raw, &mut issue);
     let ingest = crate::data::ingest::config::validate(&raw.ingest, &mut issue);
@@ -92,6 +99,10 @@ pub fn validate(raw: RawConfig) -> Result<NodeConfig, Vec<ConfigIssue>> {
             self_heal_threshold: raw.rules.self_heal_threshold.0,
             lock_timeout: raw.rules.lock_timeout.0,
             tombstone_retention: raw.rules.tombstone_retention.0,
+            history: crate::control::history::retention::Retention {
+                max_revisions: raw.rules.history_max_revisions,
+                max_age: raw.rules.history_max_age.0,
+            },
             log_level: raw.log.level.clone(),
             watch: raw.config.watch,
             cluster,
@@ -133,6 +144,9 @@ fn admin_token(raw: &RawConfig, issue: &mut impl FnMut(&str, String)) -> Option<
         }
     }
 }
+
+/// History keeps at most this many revisions per entry (each holds the whole content).
+const MAX_HISTORY_REVISIONS: usize = 10_000;
 
 /// Connection caps above this are refused: each connection is a file descriptor.
 const MAX_CONNECTIONS_SETTING: usize = 65_536;

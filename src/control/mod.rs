@@ -8,6 +8,7 @@ pub mod agents;
 pub mod alarms;
 pub mod bundled;
 pub mod compile_pool;
+pub mod history;
 pub mod outcome;
 pub mod rolling;
 pub mod rules;

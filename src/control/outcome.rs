@@ -49,6 +49,13 @@ pub enum ApplyStatus {
     ConfigNotFound,
     CommandNotFound,
     AgentNotFound,
+    /// A history read or restore of a revision retention compacted (the answer names the
+    /// oldest revision kept).
+    RevisionCompacted,
+    /// A history read or restore of a revision the key never had.
+    RevisionNotFound,
+    /// A history read of a key without history.
+    HistoryNotFound,
     // 409
     StorageChangeRequiresExplicitApproval,
     UpdateInProgress,
@@ -106,6 +113,9 @@ impl ApplyStatus {
             RollInProgress => "roll_in_progress",
             RollFinished => "roll_finished",
             GroupNotFound => "group_not_found",
+            RevisionCompacted => "revision_compacted",
+            RevisionNotFound => "revision_not_found",
+            HistoryNotFound => "history_not_found",
             ConfigNotFound => "config_not_found",
             CommandNotFound => "command_not_found",
             AgentNotFound => "agent_not_found",

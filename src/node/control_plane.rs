@@ -42,7 +42,8 @@ pub(super) fn build(
     let clock = Arc::new(RevisionClock::new(node_id.clone()));
     let workflow = Arc::new(
         Workflow::new(store.clone(), runtime.clone(), bundled.clone(), clock.clone(), peers, locks.clone())
-            .with_lock_timeout(settings.lock_timeout),
+            .with_lock_timeout(settings.lock_timeout)
+            .with_history_retention(settings.history),
     );
     // The scan purges old tombstones through the one writer of entries.
     let scanner = Arc::new(

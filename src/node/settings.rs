@@ -49,6 +49,8 @@ pub struct NodeSettings {
     pub dispatch: crate::data::evaluation::DispatchSettings,
     /// Metric retention per granularity.
     pub retention: crate::data::metrics::cells::Retention,
+    /// Rule history retention (`rules.history_max_revisions`, `rules.history_max_age`).
+    pub history: crate::control::history::retention::Retention,
     /// Rolling rule changes: the roll tick.
     pub rolling: crate::control::rolling::roller::RollerSettings,
     /// Alarm rules and their check schedule.
@@ -83,6 +85,7 @@ impl NodeSettings {
             otlp_logs_export: None,
             dispatch: crate::data::evaluation::DispatchSettings::for_test(),
             retention: crate::data::metrics::cells::Retention::default(),
+            history: crate::control::history::retention::Retention::default(),
             rolling: crate::control::rolling::roller::RollerSettings::for_test(),
             alarms: crate::control::alarms::config::AlarmsConfig::default(),
             ui_templates_dir: None,
@@ -118,6 +121,7 @@ impl NodeSettings {
             otlp_logs_export: config.otlp_logs_export.clone(),
             dispatch: config.dispatch.clone(),
             retention: config.retention,
+            history: config.history,
             rolling: config.rolling.clone(),
             alarms: config.alarms.clone(),
             ui_templates_dir: if config.ui_templates_dir.is_dir() {

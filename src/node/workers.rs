@@ -25,9 +25,15 @@ use super::live::NodeLive;
 use super::roll_boards::{GossipBoard, LocalBoard, RuntimeFacts, StoreRecords};
 use super::wiring::{ClusterParts, main_view};
 
-/// The periodic scan; in a cluster it asks gossip whether this node is the main.
+/// The periodic scan (in a cluster it asks gossip whether this node is the main), and history's
+/// age retention.
 pub(super) fn spawn_scan(workers: &mut WorkerRunner, control: &ControlPlane, cluster: Option<&ClusterParts>) {
     workers.spawn(ScanWorker::new(control.scanner.clone(), main_view(cluster)));
+    // Rule history's age retention (count retention is applied by every write).
+    workers.spawn(crate::control::workflow::history::HistoryRetentionWorker::new(
+        control.workflow.clone(),
+        crate::control::workflow::history::HISTORY_RETENTION_INTERVAL,
+    ));
 }
 
 /// Flushes agent state to storage and expires agents every `flush_interval`.

@@ -5,6 +5,9 @@
 //! - `roll/<catalog>/<name>`: the roll record of a rule file being rolled out node by node
 //!   (issue 15); outside `rule/`, so not an entry: it replicates through its own messages and
 //!   its own part of the digest (`replication::rolling`);
+//! - `history/<catalog>/<name>#<revision>`: one committed revision of an entry (issue 26), the
+//!   revision as `<millis, 20 digits>.<counter, 10 digits>@<node>` so one key's records sort by
+//!   revision (names never hold `#`); outside `rule/`, so not an entry;
 //! - `agent-state/<instance id>`: what this node remembers of an agent heartbeating it. Node-local:
 //!   outside `rule/`, so neither the digest nor the fetch of replication ever sees it.
 //!
@@ -17,6 +20,24 @@ pub const RULE_PREFIX: &[u8] = b"rule/";
 pub const MEASURE_PREFIX: &[u8] = b"measure/";
 pub const AGENT_STATE_PREFIX: &[u8] = b"agent-state/";
 pub const ROLL_PREFIX: &[u8] = b"roll/";
+pub const HISTORY_PREFIX: &[u8] = b"history/";
+
+/// `history/<catalog>/<name>#`: every history record of one key.
+pub fn history_prefix(key: &RuleKey) -> Vec<u8> {
+    let mut out = HISTORY_PREFIX.to_vec();
+    out.extend_from_slice(key.catalog.as_str().as_bytes());
+    out.push(b'/');
+    out.extend_from_slice(key.name.as_str().as_bytes());
+    out.push(b'#');
+    out
+}
+
+/// `history/<catalog>/<name>#<revision>`: one history record.
+pub fn history_key(key: &RuleKey, revision: &crate::base::ids::Revision) -> Vec<u8> {
+    let mut out = history_prefix(key);
+    out.extend_from_slice(format!("{:020}.{:010}@{}", revision.millis, revision.counter, revision.node).as_bytes());
+    out
+}
 
 /// `rule/<catalog>/`: every entry of one catalog.
 pub fn catalog_prefix(catalog: Catalog) -> Vec<u8> {

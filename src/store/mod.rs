@@ -14,6 +14,7 @@
 
 pub mod codec;
 mod committer;
+pub mod history;
 pub mod keys;
 pub mod kv;
 pub mod kv_error;
@@ -105,6 +106,8 @@ pub struct Change {
     /// Roll records to put or remove in the same batch (a roll's start, step, or its final
     /// record next to the committed entry of a completion or force-commit; see `rolls`).
     pub rolls: Vec<rolling::RollOp>,
+    /// History records to put (the revisions this change commits) or compact, in the same batch.
+    pub history: Vec<history::HistoryOp>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +144,11 @@ pub struct Store {
     /// The hash of every stored roll record's bytes (for the replication digest), kept like
     /// the entry index: loaded at open, updated after each synced write.
     roll_hashes: RwLock<BTreeMap<RuleKey, ContentHash>>,
+    /// Every stored history record's revision and time, by key: loaded at open, updated after
+    /// each synced write, like the entry index.
+    history: RwLock<history::HistoryIndex>,
+    /// History records removed by retention since the store opened (`hotrule_history_compacted`).
+    history_compacted: std::sync::atomic::AtomicU64,
     /// Writes every change's synced batch, grouping concurrent ones.
     committer: committer::Committer,
 }
@@ -152,6 +160,7 @@ impl Store {
         let entries = read_entries(kv.as_ref())?;
         let measures = read_measures(kv.as_ref())?;
         let roll_hashes = rolling::read_roll_hashes(kv.as_ref())?;
+        let history = history::index_of(&history::read_all(kv.as_ref())?);
         let opened = std::time::Instant::now();
         let staged = staged::read_all(kv.as_ref())?
             .into_iter()
@@ -159,6 +168,8 @@ impl Store {
             .collect();
         Ok(Store {
             roll_hashes: RwLock::new(roll_hashes),
+            history: RwLock::new(history),
+            history_compacted: std::sync::atomic::AtomicU64::new(0),
             staged: RwLock::new(staged),
             aborted: std::sync::Mutex::default(),
             changes_tx: tokio::sync::watch::channel(0).0,
@@ -217,6 +228,9 @@ impl Store {
             ops.push(KvOp::Delete { key: keys::rule_key(key) });
         }
         ops.extend(change.rolls.iter().map(rolling::RollOp::kv_op));
+        for op in &change.history {
+            ops.push(op.kv_op()?);
+        }
         // An entry written replaces every staged record of its key up to its revision (the
         // commit of a prepare, or a later write): they go in the same batch.
         let unstaged = self.staged_up_to(&change.entries);
@@ -244,6 +258,14 @@ impl Store {
             measures.insert(measure.metric.clone(), measure);
         }
         drop(measures);
+        if !change.history.is_empty() {
+            let mut index = write_lock(&self.history);
+            for op in &change.history {
+                op.cache(&mut index);
+            }
+            let compacted = change.history.iter().filter(|op| matches!(op, history::HistoryOp::Delete { .. })).count();
+            self.history_compacted.fetch_add(compacted as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         let rolls_moved = !change.rolls.is_empty();
         if rolls_moved {
             rolling::cache(&mut write_lock(&self.roll_hashes), &change.rolls);
@@ -398,6 +420,39 @@ impl Store {
 
     pub fn entry_meta(&self, key: &RuleKey) -> Option<EntryMeta> {
         read_lock(&self.index).get(key).cloned()
+    }
+
+    /// The history records of `key`, oldest first, read from the engine.
+    pub async fn history_of(&self, key: &RuleKey) -> Result<Vec<history::HistoryRecord>, StoreError> {
+        fail::fail_point!("store::read", |_| Err(StoreError::Kv(KvError::injected_read("failpoint store::read"))));
+        history::read_key(self.kv.as_ref(), key)
+    }
+
+    /// One history record, read from the engine.
+    pub async fn history_record(&self, key: &RuleKey, revision: &Revision) -> Result<Option<history::HistoryRecord>, StoreError> {
+        let raw_key = keys::history_key(key, revision);
+        self.kv.get(&raw_key)?.map(|bytes| history::decode(&raw_key, &bytes)).transpose()
+    }
+
+    /// Every history record (for dumps and pulls), read from the engine.
+    pub async fn read_all_history(&self) -> Result<Vec<history::HistoryRecord>, StoreError> {
+        let kv = self.kv.clone();
+        blocking(move || history::read_all(kv.as_ref())).await
+    }
+
+    /// The cached revisions of `key`'s history records, oldest first.
+    pub fn history_index_of(&self, key: &RuleKey) -> Vec<(Revision, history::HistoryMeta)> {
+        read_lock(&self.history).get(key).map(|m| m.iter().map(|(r, m)| (r.clone(), m.clone())).collect()).unwrap_or_default()
+    }
+
+    /// History records removed by retention since the store opened.
+    pub fn history_compacted(&self) -> u64 {
+        self.history_compacted.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Runs `f` over the cached history index under one read lock.
+    pub fn with_history_index<T>(&self, f: impl FnOnce(&history::HistoryIndex) -> T) -> T {
+        f(&read_lock(&self.history))
     }
 
     /// The cached schema registry.

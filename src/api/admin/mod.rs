@@ -12,6 +12,7 @@ mod apply_phase;
 mod dump;
 mod forward;
 mod forwarded;
+mod history;
 mod layers;
 mod self_metrics;
 mod params;
@@ -127,7 +128,8 @@ pub fn status_code(status: ApplyStatus) -> StatusCode {
         | InvalidSource | InvalidParameter | NoBundledTwin | LayerOrdinalOutOfRange | LayerNameInvalid
         | LayerNameConflict | LayerOrdinalCollision | LayerOverrideForbidden => StatusCode::BAD_REQUEST,
         Unauthorized => StatusCode::UNAUTHORIZED,
-        RuleNotFound | GroupNotFound | ConfigNotFound | CommandNotFound | AgentNotFound => StatusCode::NOT_FOUND,
+        RuleNotFound | GroupNotFound | ConfigNotFound | CommandNotFound | AgentNotFound | RevisionCompacted
+        | RevisionNotFound | HistoryNotFound => StatusCode::NOT_FOUND,
         StorageChangeRequiresExplicitApproval | UpdateInProgress | RequiresInactivateFirst
         | RequiresRevertToBundled | DeleteRefused | OriginConflict | SplitBrainDetected | OwnershipConflict
         | RollInProgress | RollFinished => {
@@ -195,6 +197,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/lal/addOrUpdate", post(writes::lal_add_or_update))
         .route("/runtime/lal/inactivate", post(writes::lal_inactivate))
         .route("/runtime/lal/delete", post(writes::lal_delete))
+        .route("/runtime/rule/restore", post(history::restore))
         .route_layer(middleware::from_fn_with_state(state.clone(), self_metrics::count_writes));
     let rules = Router::new()
         .merge(rule_writes)
@@ -204,6 +207,8 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/runtime/rule/status", get(apply_phase::rule_status))
         .route("/runtime/rule/rolling", get(rolling::rolling))
         .route("/runtime/rule/test", post(rule_test::test_rule))
+        .route("/runtime/rule/history", get(history::history))
+        .route("/runtime/rule/history/diff", get(history::diff))
         .route("/runtime/rule/dump", get(dump::dump_all))
         .route("/runtime/rule/dump/{catalog}", get(dump::dump_catalog))
         .route("/runtime/layers", get(layers::layers))
@@ -233,6 +238,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
     let rules = rules.route("/debug/failpoints", post(writes::set_failpoint)).route("/debug/drop", post(writes::set_drop));
     // The token is checked first (the last layer added runs first), then repeated parameters.
     let protected = rules
+        .route_layer(middleware::from_fn_with_state(state.clone(), scope_caller))
         .route_layer(middleware::from_fn(refuse_repeated_parameters))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     // The Prometheus API takes repeated parameters (`match[]`), so it is outside the
@@ -248,6 +254,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
     // SkyWalking's query protocol takes no query parameters; behind the same token.
     let graphql = Router::new()
         .route("/graphql", post(ui::graphql).layer(axum::extract::DefaultBodyLimit::max(ui::MAX_GRAPHQL_BODY_BYTES)))
+        .route_layer(middleware::from_fn_with_state(state.clone(), scope_caller))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
     let router = Router::new()
         .route("/healthz", get(healthz))
@@ -330,6 +337,22 @@ async fn refuse_repeated_parameters(request: Request, next: Next) -> Response {
         return outcome_response(&outcome, "", "");
     }
     next.run(request).await
+}
+
+/// Runs the request with its caller (this node, the client's address, the token's fingerprint)
+/// in scope, so a write it makes records who asked (`control::history`), here or, forwarded, on
+/// the main.
+async fn scope_caller(State(state): State<Arc<AdminState>>, headers: HeaderMap, request: Request, next: Next) -> Response {
+    let client = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|axum::extract::ConnectInfo(addr)| addr.to_string());
+    let token = state
+        .token()
+        .and(headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token))
+        .map(crate::control::history::token_fingerprint);
+    let caller = crate::control::history::Caller { taken_by: Some(state.node_id.clone()), client, token, restore_of: None };
+    crate::control::history::with_caller(caller, next.run(request)).await
 }
 
 /// Bearer-token check for every route but `/healthz`.

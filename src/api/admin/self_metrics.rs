@@ -40,6 +40,8 @@ fn refresh_gauges(state: &AdminState) {
     }
     let online = state.agents.agents().iter().filter(|agent| agent.liveness == Liveness::Online).count();
     state.telemetry.agents_connected.get_or_create(&LabelSet::new()).set(online as i64);
+    let compacted = i64::try_from(state.store.history_compacted()).unwrap_or(i64::MAX);
+    state.telemetry.history_compacted.get_or_create(&LabelSet::new()).set(compacted);
 }
 
 /// Counts the answer of a write route in `rule_writes{status}`, when it carries its

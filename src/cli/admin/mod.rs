@@ -8,6 +8,7 @@ pub mod agents;
 pub mod alarm;
 pub mod alarm_settings;
 pub mod alarms;
+pub mod history;
 pub mod logs;
 pub mod metrics;
 pub mod rolling;

@@ -251,6 +251,19 @@ pub enum BusRequest {
     /// The page of the peer's alarm records for a cluster-wide `/query/alarms`: the peer's
     /// first `skip + limit` matches (the asker merges and pages). → `Alarms`
     QueryAlarms { filter: crate::data::alarm_records::AlarmFilter },
+    /// `Forward` with the caller of the request the sender took (client address, token
+    /// fingerprint, restore), recorded in the history of the revision the write commits. Appended:
+    /// a node without it refuses only this call (`forward_failed`). → `Forwarded`
+    ForwardFrom {
+        op: ForwardOp,
+        caller: crate::control::history::Caller,
+        sender: NodeId,
+        issued_at_ms: u64,
+    },
+    /// The (key, revision) of every history record the peer holds. → `HistoryDigestReply`
+    HistoryDigest,
+    /// The history records with these ids (absent ones left out). → `History`
+    FetchHistory { ids: Vec<(RuleKey, Revision)> },
 }
 
 /// One item of a [`BusRequest::Replicate`]: what a `Prepare` or a `NotifyCommitted` carries
@@ -306,6 +319,10 @@ impl BusRequest {
             BusRequest::HandoffGeneration => "handoff_generation",
             BusRequest::AlarmStates { .. } => "alarm_states",
             BusRequest::QueryAlarms { .. } => "query_alarms",
+            // The same call as `Forward`, with its caller: counted and logged as one.
+            BusRequest::ForwardFrom { .. } => "forward",
+            BusRequest::HistoryDigest => "history_digest",
+            BusRequest::FetchHistory { .. } => "fetch_history",
         }
     }
 }
@@ -383,6 +400,10 @@ pub enum BusResponse {
     Generation { generation: u64 },
     /// The answer to `QueryAlarms`: the peer's page, newest first, and its count of matches.
     Alarms { records: Vec<AlarmRecordWire>, total: u64 },
+    /// The answer to `HistoryDigest`, in key and revision order. Appended.
+    HistoryDigestReply { ids: Vec<(RuleKey, Revision)> },
+    /// The answer to `FetchHistory`. Appended.
+    History { records: Vec<crate::store::history::HistoryRecord> },
 }
 
 impl BusResponse {
@@ -409,6 +430,8 @@ impl BusResponse {
             BusResponse::Logs { .. } => "logs",
             BusResponse::Generation { .. } => "generation",
             BusResponse::Alarms { .. } => "alarms",
+            BusResponse::HistoryDigestReply { .. } => "history_digest_reply",
+            BusResponse::History { .. } => "history",
         }
     }
 }

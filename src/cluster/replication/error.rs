@@ -17,4 +17,6 @@ pub enum SyncError {
     Apply(#[from] ReplicatedError),
     #[error("roll records: {0}")]
     Roll(#[from] crate::control::workflow::RollError),
+    #[error("history records: {0}")]
+    History(#[from] crate::control::workflow::history::HistoryError),
 }

@@ -113,7 +113,12 @@ impl Cluster {
         let Some(main) = view.member(main_id).filter(|m| m.bus_addr.is_some()).cloned() else {
             return failed(Attempt::NoRoute, format!("main {main_id} is not in the member list or has no bus address yet"));
         };
-        let request = BusRequest::Forward { op, sender: self.self_id().clone(), issued_at_ms: crate::base::clock::now_ms() };
+        let (sender, issued_at_ms) = (self.self_id().clone(), crate::base::clock::now_ms());
+        // The caller of the request this node took goes with it, for the history record.
+        let request = match crate::control::history::current_caller() {
+            Some(caller) => BusRequest::ForwardFrom { op, caller, sender, issued_at_ms },
+            None => BusRequest::Forward { op, sender, issued_at_ms },
+        };
         match self.call(&main, request, self.settings.forward_timeout).await {
             Ok(BusResponse::Forwarded { http_status, body, .. }) => {
                 let attempt = if http_status == 421 { Attempt::ViewSplit } else { Attempt::Answered };

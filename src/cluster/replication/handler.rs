@@ -174,6 +174,7 @@ impl BusHandler for NodeBusHandler {
             let me = self.cluster.self_id().clone();
             match request {
                 BusRequest::Forward { sender, .. }
+                | BusRequest::ForwardFrom { sender, .. }
                 | BusRequest::Suspend { sender, .. }
                 | BusRequest::Resume { sender, .. }
                 | BusRequest::Prepare { sender, .. }
@@ -186,6 +187,13 @@ impl BusHandler for NodeBusHandler {
                     let (http_status, body) = self.forwarded.run(op).await;
                     BusResponse::Forwarded { http_status, body, node: me }
                 }
+                // The caller is recorded in the history of what the write commits.
+                BusRequest::ForwardFrom { op, caller, .. } => {
+                    let (http_status, body) = crate::control::history::with_caller(caller, self.forwarded.run(op)).await;
+                    BusResponse::Forwarded { http_status, body, node: me }
+                }
+                BusRequest::HistoryDigest => BusResponse::HistoryDigestReply { ids: super::history::ids(&self.store) },
+                BusRequest::FetchHistory { ids } => super::history::fetch(&self.store, ids).await,
                 BusRequest::Suspend { key, .. } => self.suspend(key).await,
                 BusRequest::Resume { key, .. } => {
                     let state = match self.runtime.resume(&key, Origin::Peer) {

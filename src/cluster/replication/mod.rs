@@ -9,13 +9,15 @@
 //! write path (`apply_replicated`), merging by last-write-wins on the revision
 //! (`rules::merge`). Imports run one way: `handler` → `notices` → `pulls` ← `sync`; the handler
 //! never calls the sync worker's pulls itself, it queues a request (`pulls`). Roll records
-//! (issue 15) replicate the same way through their own notice, digest part and pull (`rolls`).
+//! (issue 15) replicate the same way through their own notice, digest part and pull (`rolls`),
+//! and so do history records (issue 26, `history`: digest part and pull, by union).
 
 pub mod alarms;
 pub mod error;
 pub mod forward;
 pub mod handler;
 pub mod handoff;
+pub mod history;
 pub mod notices;
 pub mod outbox;
 pub mod peers;

@@ -206,6 +206,11 @@ impl Syncer {
                 Ok(n) => applied += n,
                 Err(e) => tracing::debug!(from = %source.node_id, error = %e, "roll record sync skipped"),
             }
+            // History records: by union, on the same syncs (`history`).
+            match super::history::pull_missing(&self.cluster, &self.store, &self.workflow, &source).await {
+                Ok(n) => applied += n,
+                Err(e) => tracing::debug!(from = %source.node_id, error = %e, "history sync skipped"),
+            }
             match pull_newer(&self.cluster, &self.store, &self.workflow, &source).await {
                 Ok(n) => {
                     applied += n;
@@ -257,7 +262,8 @@ impl Syncer {
     }
 
     fn digest(&self) -> String {
-        super::rolling::digest(&summaries(&self.store), &self.store.roll_hashes())
+        let base = super::rolling::digest(&summaries(&self.store), &self.store.roll_hashes());
+        super::history::digest(base, &super::history::ids(&self.store))
     }
 }
 

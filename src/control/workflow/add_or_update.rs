@@ -165,7 +165,13 @@ impl Workflow {
         }
         let entry = self.new_entry(&key, request.content, EntryStatus::Active, &prior);
         let measures = self.measures_for(&key, &compiled, &entry.revision);
-        let change = Change { entries: vec![entry.clone()], measures, ..Change::default() };
+        let mut change = Change { entries: vec![entry.clone()], measures, ..Change::default() };
+        let apply_status = match classification.kind {
+            ChangeKind::FilterOnly => ApplyStatus::FilterOnlyApplied,
+            _ => ApplyStatus::StructuralApplied,
+        };
+        let note = super::history::Note { action: "addOrUpdate", apply_status, classification: Some(classification.kind.as_str()) };
+        self.note_history(&mut change, &entry, note);
 
         if classification.kind == ChangeKind::FilterOnly {
             let confirmed = match self.commit(change, &entry, &prior).await {

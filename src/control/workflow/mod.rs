@@ -20,6 +20,7 @@ mod ui_templates;
 pub mod apply_phase;
 pub mod error;
 pub mod faults;
+pub mod history;
 mod layers;
 pub mod peers;
 mod purge;
@@ -79,6 +80,8 @@ pub struct Workflow {
     /// Serializes applies of files that declare layers, from their layer check to their commit,
     /// so two files cannot claim one name or ordinal differently at the same time.
     layer_lock: tokio::sync::Mutex<()>,
+    /// How many revisions, and how old, history keeps (`history`).
+    history_retention: crate::control::history::retention::Retention,
 }
 
 /// The stored row and bundled file of a key, read under its lock.
@@ -117,6 +120,7 @@ impl Workflow {
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
             apply_log: ApplyLog::default(),
             layer_lock: tokio::sync::Mutex::new(()),
+            history_retention: crate::control::history::retention::Retention::default(),
         }
     }
 
@@ -246,8 +250,10 @@ impl Workflow {
         Ok(registered)
     }
 
-    /// Persists `change`, honouring the persist failpoints.
-    async fn persist(&self, change: Change) -> Result<(), PersistError> {
+    /// Persists `change`, honouring the persist failpoints. Every entry it commits gets its
+    /// history record in the same batch (`history`).
+    async fn persist(&self, mut change: Change) -> Result<(), PersistError> {
+        self.complete_history(&mut change);
         for point in [faults::BEFORE_PERSIST, faults::PERSIST] {
             if let Some(argument) = faults::held(point).await {
                 return Err(PersistError::Injected { point, argument });

@@ -127,7 +127,9 @@ impl Workflow {
         }
         let tombstone = self.new_entry(key, Vec::new(), EntryStatus::Deleted, prior);
         let measures = self.measures_for(key, &compiled, &tombstone.revision);
-        let change = Change { entries: vec![tombstone.clone()], measures, ..Change::default() };
+        let mut change = Change { entries: vec![tombstone.clone()], measures, ..Change::default() };
+        let note = super::history::Note { action: "revertToBundled", apply_status: ApplyStatus::RevertedToBundled, classification: None };
+        self.note_history(&mut change, &tombstone, note);
         self.apply_phase(&apply_id, Phase::Ddl);
         if let Err(e) = self.persist(change).await {
             self.resume_cluster(key).await;

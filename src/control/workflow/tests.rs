@@ -424,3 +424,69 @@ async fn alarm_settings_are_validated_written_once_and_put_in_force_on_the_main(
     assert_eq!(names(), vec!["a_rule"]);
     assert_eq!(status(f.workflow.alarm_settings_op(None).await), ApplyStatus::NotFound);
 }
+
+/// Rule history (issue 26): every committed revision is recorded in the entry's batch, with
+/// who made it; retention compacts by count in the write's batch; a replicated record retention
+/// would drop is not stored.
+#[tokio::test]
+async fn every_revision_is_recorded_with_its_caller_and_retention_compacts_by_count() {
+    use crate::control::history::{Caller, with_caller};
+    use crate::control::history::retention::Retention;
+    let mut f = fixture(&[]);
+    f.workflow = f.workflow.with_history_retention(Retention { max_revisions: 3, max_age: Duration::from_secs(3600) });
+    let k = otel("h");
+    let caller = Caller { taken_by: Some(crate::base::ids::NodeId("n2".into())), client: Some("10.0.0.9:5000".into()), token: Some("abcd1234".into()), restore_of: None };
+    let first = with_caller(caller.clone(), f.workflow.add_or_update(push(&k, RULE))).await;
+    assert_eq!(first.status, ApplyStatus::StructuralApplied, "{}", first.message);
+    let edited = RULE.replace("sum(['svc'])", "sum(['svc']).rate('PT1M')");
+    assert_eq!(f.workflow.add_or_update(push(&k, &edited)).await.status, ApplyStatus::FilterOnlyApplied);
+    let records = f.store.history_of(&k).await.expect("history");
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0].content, RULE.as_bytes());
+    assert_eq!(records[0].origin.taken_by, caller.taken_by);
+    assert_eq!(records[0].origin.client, caller.client);
+    assert_eq!(records[0].origin.token, caller.token);
+    assert_eq!(records[0].origin.committed_by.0, "n1");
+    assert_eq!(records[0].origin.classification.as_deref(), Some("NEW"));
+    assert_eq!(records[1].origin.classification.as_deref(), Some("FILTER_ONLY"));
+    assert_eq!(records[1].origin.apply_status, "filter_only_applied");
+    assert_eq!(records[1].origin.client, None, "a write no request scoped records no caller");
+    let stored = f.store.get_entry(&k).await.expect("read").expect("entry");
+    assert_eq!(records[1].revision, stored.revision, "the record is the committed revision");
+
+    assert_eq!(f.workflow.inactivate(&k).await.status, ApplyStatus::Inactivated);
+    assert_eq!(f.workflow.delete(&k, false).await.status, ApplyStatus::Deleted);
+    let records = f.store.history_of(&k).await.expect("history");
+    let actions: Vec<&str> = records.iter().map(|r| r.origin.action.as_str()).collect();
+    assert_eq!(actions, vec!["addOrUpdate", "inactivate", "delete"], "the oldest of four went with the fourth write");
+    assert_eq!(f.store.history_compacted(), 1);
+
+    // A peer's copy of the compacted revision does not come back.
+    let first_revision = first.revision.clone().expect("revision");
+    let mut old = records[0].clone();
+    old.revision = first_revision.clone();
+    old.content = RULE.as_bytes().to_vec();
+    assert_eq!(f.workflow.apply_replicated_history(vec![old]).await.expect("applied"), 0);
+    assert!(f.store.history_record(&k, &first_revision).await.expect("read").is_none());
+    // Survives a reopen of the store.
+    let reopened = Store::open(f.kv.clone()).expect("reopen");
+    assert_eq!(reopened.history_index_of(&k).len(), 3);
+}
+
+#[tokio::test]
+async fn age_compaction_keeps_the_current_revision_and_drops_a_long_deleted_file() {
+    use crate::control::history::retention::Retention;
+    let mut f = fixture(&[]);
+    f.workflow = f.workflow.with_history_retention(Retention { max_revisions: 50, max_age: Duration::from_secs(60) });
+    let (a, b) = (otel("old-a"), otel("old-b"));
+    assert_eq!(f.workflow.add_or_update(push(&a, RULE)).await.status, ApplyStatus::StructuralApplied);
+    let other = RULE.replace("metricPrefix: wf", "metricPrefix: wfb");
+    assert_eq!(f.workflow.add_or_update(push(&b, &other)).await.status, ApplyStatus::StructuralApplied);
+    assert_eq!(f.workflow.inactivate(&b).await.status, ApplyStatus::Inactivated);
+    assert_eq!(f.workflow.delete(&b, false).await.status, ApplyStatus::Deleted);
+    assert_eq!(f.workflow.compact_history(crate::base::clock::now_ms()).await.expect("compacted"), 0, "nothing is old yet");
+    let later = crate::base::clock::now_ms() + 3_600_000;
+    assert_eq!(f.workflow.compact_history(later).await.expect("compacted"), 3);
+    assert_eq!(f.store.history_index_of(&a).len(), 1, "the current revision stays");
+    assert!(f.store.history_index_of(&b).is_empty(), "a file deleted long ago takes its history with it");
+}

@@ -88,7 +88,7 @@ impl ScriptedHandler {
     pub(super) fn answer(&self, request: &BusRequest) -> BusResponse {
         let me = self.node.clone();
         match request {
-            BusRequest::Forward { op, .. } => BusResponse::Forwarded {
+            BusRequest::Forward { op, .. } | BusRequest::ForwardFrom { op, .. } => BusResponse::Forwarded {
                 http_status: 200,
                 body: op.key().map(|k| k.to_string()).unwrap_or_default().into_bytes(),
                 node: me,
@@ -129,6 +129,8 @@ impl ScriptedHandler {
             },
             BusRequest::QueryLogs { .. } => BusResponse::Logs { logs: vec![] },
             BusRequest::QueryAlarms { .. } => BusResponse::Alarms { records: vec![], total: 0 },
+            BusRequest::HistoryDigest => BusResponse::HistoryDigestReply { ids: vec![] },
+            BusRequest::FetchHistory { .. } => BusResponse::History { records: vec![] },
         }
     }
 }
