@@ -451,3 +451,57 @@ async fn an_idle_flood_on_the_bus_port_is_capped_and_closed() {
     }
     node.shutdown().await;
 }
+
+/// Issue 26's probe on every listener: with the default limits, 300 connections that never
+/// finish a request head on the admin, the bus and the data listener each. The admin port's
+/// `/healthz`, a bus call and a data-port request are each served within a second: past a cap the
+/// longest-waiting stalled connection makes room (admin 256, bus 256); under it (data 1024) the
+/// stalled ones cost nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_listener_serves_within_a_second_with_300_stalled_connections_open_on_each() {
+    use hotrule::cluster::gossip::{GossipNetwork, GossipTransport, MembershipSettings};
+    use hotrule::base::ids::NodeId;
+    use hotrule::node::testing::NodeBuilder;
+    use hotrule::node::{BusWiring, ClusterWiring, Listeners};
+
+    let bind = || async { tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind") };
+    let (admin, bus, data) = (bind().await, bind().await, bind().await);
+    let admin_addr = admin.local_addr().expect("addr");
+    let (bus_addr, data_addr) = (bus.local_addr().expect("addr"), data.local_addr().expect("addr"));
+    let wiring = ClusterWiring {
+        membership: MembershipSettings::for_test(NodeId("n1".into()), "10.0.0.1:7000".parse().expect("addr")),
+        gossip: GossipTransport::InMemory(GossipNetwork::new()),
+        bus: BusWiring::Http { listener: bus, advertise: bus_addr.to_string(), auth: hotrule::cluster::bus::BusAuth::secret("s") },
+        replication: hotrule::cluster::replication::ReplicationSettings::default(),
+        admin_advertise: admin_addr.to_string(),
+    };
+    assert_eq!(ListenLimits::default().bus_connections, 256, "the probe is about the default limits");
+    let settings = NodeSettings { node_id: Some("n1".into()), ..NodeSettings::for_test() };
+    let node = NodeBuilder::new(settings)
+        .start_with_listeners(Arc::new(MemKv::new()), Listeners { admin, data: Some(data) }, Some(wiring))
+        .await
+        .expect("node starts");
+    let mut stalled = Vec::new();
+    for addr in [admin_addr, bus_addr, data_addr] {
+        for _ in 0..300 {
+            let mut stream = TcpStream::connect(addr).await.expect("connect");
+            stream.write_all(b"POST /x HTTP/1.1\r\nHost: t\r\n").await.expect("write");
+            stalled.push(stream);
+        }
+    }
+    for (what, addr, request) in [
+        ("admin /healthz", admin_addr, &b"GET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"[..]),
+        ("a bus call", bus_addr, &b"POST /bus/v1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"[..]),
+        ("a data-port request", data_addr, &b"GET /nowhere HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"[..]),
+    ] {
+        for attempt in 0..3 {
+            let started = Instant::now();
+            let answer = exchange(addr, request, Duration::from_secs(1)).await;
+            assert!(answer.starts_with("HTTP/1.1 "), "{what}, attempt {attempt}: served within 1 s: {answer:?}");
+            assert!(started.elapsed() < Duration::from_secs(1), "{what}, attempt {attempt}: {:?}", started.elapsed());
+        }
+    }
+    drop(stalled);
+    node.shutdown().await;
+}
+
