@@ -272,10 +272,14 @@ async fn the_mal_storage_e2e_flow() {
     phase(scenario, "3 UPDATE-STRUCTURAL: a pool metric is added");
     let pooled = format!("{filtered}  - name: pool\n    exp: pool_total.sum(['svc'])\n");
     expect(node.push("otel-rules", "flow", &pooled, &[]).await, 200, "structural_applied");
-    phase(scenario, "4 the dump holds the manifest and the rule");
+    phase(scenario, "4 the dump holds the manifest and the rule (and, hotrule's addition, its three revisions)");
     let dump = node.client.get("/runtime/rule/dump").await.expect("dump");
     assert_eq!(dump.status.as_u16(), 200);
-    assert_eq!(tar_names(&dump.body), ["runtime-rule-dump/otel-rules/flow.yaml", "runtime-rule-dump/manifest.yaml"]);
+    let names = tar_names(&dump.body);
+    let (history, upstream): (Vec<&String>, Vec<&String>) = names.iter().partition(|n| n.starts_with("runtime-rule-dump/history/"));
+    assert_eq!(upstream, ["runtime-rule-dump/otel-rules/flow.yaml", "runtime-rule-dump/manifest.yaml"], "{names:?}");
+    assert_eq!(history.len(), 3, "one history file per pushed revision: {names:?}");
+    assert!(history.iter().all(|n| n.starts_with("runtime-rule-dump/history/otel-rules/flow/")), "{names:?}");
 
     phase(scenario, "5 illegal pushes leave the rule as it is");
     let before = hash_in_list().await;
@@ -314,9 +318,14 @@ async fn the_mal_storage_e2e_flow() {
     expect(post("/runtime/rule/delete").await, 200, "deleted");
     assert!(node.row("otel-rules", "flow").await.is_none());
 
-    phase(scenario, "10 the final dump holds only the manifest");
+    phase(scenario, "10 the final dump holds only the manifest (and the deleted file's history, kept until retention removes it)");
     let dump = node.client.get("/runtime/rule/dump").await.expect("dump");
-    assert_eq!(tar_names(&dump.body), ["runtime-rule-dump/manifest.yaml"]);
+    let names = tar_names(&dump.body);
+    let (history, upstream): (Vec<&String>, Vec<&String>) = names.iter().partition(|n| n.starts_with("runtime-rule-dump/history/otel-rules/flow/"));
+    assert_eq!(upstream, ["runtime-rule-dump/manifest.yaml"], "{names:?}");
+    let kept = node.client.get(&hotrule::api::client::with_query("/runtime/rule/history", &[("catalog", "otel-rules"), ("name", "flow")])).await.expect("history");
+    let kept = kept.json().and_then(|j| j["revisions"].as_array().map(Vec::len)).unwrap_or(0);
+    assert_eq!(history.len(), kept, "one history file per kept revision, the delete included: {names:?}");
 }
 
 fn tar_names(bytes: &[u8]) -> Vec<String> {
