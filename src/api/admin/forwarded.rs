@@ -58,6 +58,19 @@ fn rendered(outcome: &Outcome, catalog: Catalog, name: &str, keyless: bool) -> V
     body
 }
 
+/// Runs an addOrUpdate, inactivate or delete on this node's workflow (the main's): for a
+/// forwarded write and for a restore taken here. Any other operation is `invalid_parameter`.
+pub(super) async fn run_rule_write(workflow: &crate::control::workflow::Workflow, op: ForwardOp) -> Outcome {
+    match op {
+        ForwardOp::AddOrUpdate { key, content, allow_storage_change, force } => {
+            workflow.add_or_update(AddOrUpdate { key, content, allow_storage_change, force }).await
+        }
+        ForwardOp::Inactivate { key } => workflow.inactivate(&key).await,
+        ForwardOp::Delete { key, revert_to_bundled } => workflow.delete(&key, revert_to_bundled).await,
+        _ => Outcome::new(ApplyStatus::InvalidParameter, "not a rule write"),
+    }
+}
+
 async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
     let node = state.node_id.clone();
     let (catalog, name, keyless) = match op.key() {
@@ -88,11 +101,7 @@ async fn run(state: &AdminState, op: ForwardOp) -> (u16, Vec<u8>) {
     }
     let workflow = &state.workflow;
     let outcome = match op {
-        ForwardOp::AddOrUpdate { key, content, allow_storage_change, force } => {
-            workflow.add_or_update(AddOrUpdate { key, content, allow_storage_change, force }).await
-        }
-        ForwardOp::Inactivate { key } => workflow.inactivate(&key).await,
-        ForwardOp::Delete { key, revert_to_bundled } => workflow.delete(&key, revert_to_bundled).await,
+        op @ (ForwardOp::AddOrUpdate { .. } | ForwardOp::Inactivate { .. } | ForwardOp::Delete { .. }) => run_rule_write(workflow, op).await,
         ForwardOp::Agent { op, .. } => match serde_json::from_slice::<crate::api::agents::AgentOp>(&op) {
             Ok(op) => workflow.agent_op(&op).await,
             Err(e) => Outcome::new(ApplyStatus::InvalidParameter, format!("forwarded agent operation: {e}")),

@@ -25,7 +25,6 @@ use crate::base::ids::{Catalog, Revision, RuleKey, RuleName};
 use crate::cluster::bus::messages::ForwardOp;
 use crate::control::history::{self, Located, diff};
 use crate::control::outcome::{ApplyStatus, Outcome};
-use crate::control::workflow::AddOrUpdate;
 use crate::store::EntryStatus;
 use crate::store::history::HistoryRecord;
 
@@ -266,23 +265,11 @@ pub async fn restore(State(state): State<Arc<AdminState>>, raw: RawQuery) -> Res
 
 /// Runs a write here when this node is the main, else forwards it there.
 async fn run_write(state: Arc<AdminState>, op: ForwardOp, catalog: String, name: String) -> Response {
+    if matches!(op, ForwardOp::RollStart { .. }) {
+        return super::rolling::roll_here_or_forward(&state, op, &catalog, &name).await;
+    }
     if let Some(response) = forward_if_not_main(&state, || op.clone()).await {
         return response;
     }
-    let workflow = &state.workflow;
-    let outcome = match op {
-        ForwardOp::AddOrUpdate { key, content, allow_storage_change, force } => {
-            workflow.add_or_update(AddOrUpdate { key, content, allow_storage_change, force }).await
-        }
-        ForwardOp::Inactivate { key } => workflow.inactivate(&key).await,
-        ForwardOp::Delete { key, revert_to_bundled } => workflow.delete(&key, revert_to_bundled).await,
-        op @ ForwardOp::RollStart { .. } => {
-            return match super::rolling::run_roll_op(workflow, op).await {
-                Some((outcome, record)) => super::rolling::roll_response(&outcome, record.as_ref(), &catalog, &name),
-                None => outcome_response(&Outcome::new(ApplyStatus::InvalidParameter, "not a roll"), &catalog, &name),
-            };
-        }
-        _ => Outcome::new(ApplyStatus::InvalidParameter, "not a restorable write"),
-    };
-    outcome_response(&outcome, &catalog, &name)
+    outcome_response(&super::forwarded::run_rule_write(&state.workflow, op).await, &catalog, &name)
 }

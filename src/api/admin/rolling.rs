@@ -168,12 +168,17 @@ async fn end_roll(state: Arc<AdminState>, raw: RawQuery, op: impl FnOnce(RuleKey
         Ok(key) => key,
         Err(outcome) => return outcome_response(&outcome, &catalog_echo, &name_echo),
     };
-    let op = op(key);
-    if let Some(response) = super::forward::forward_if_not_main(&state, || op.clone()).await {
+    roll_here_or_forward(&state, op(key), &catalog_echo, &name_echo).await
+}
+
+/// A roll operation a request made on this node: forwarded to the main when this node is not
+/// it, else run here; answered as the roll routes answer.
+pub(super) async fn roll_here_or_forward(state: &AdminState, op: ForwardOp, catalog: &str, name: &str) -> Response {
+    if let Some(response) = super::forward::forward_if_not_main(state, || op.clone()).await {
         return response;
     }
     match run_roll_op(&state.workflow, op).await {
-        Some((outcome, record)) => roll_response(&outcome, record.as_ref(), &catalog_echo, &name_echo),
-        None => outcome_response(&Outcome::new(ApplyStatus::InvalidParameter, "not a roll operation"), &catalog_echo, &name_echo),
+        Some((outcome, record)) => roll_response(&outcome, record.as_ref(), catalog, name),
+        None => outcome_response(&Outcome::new(ApplyStatus::InvalidParameter, "not a roll operation"), catalog, name),
     }
 }

@@ -87,13 +87,7 @@ async fn add_or_update_in(
             step_timeout_ms: start.step_timeout_ms,
             health: start.health,
         };
-        if let Some(response) = forward_if_not_main(&state, || op.clone()).await {
-            return response;
-        }
-        return match super::rolling::run_roll_op(&state.workflow, op).await {
-            Some((outcome, record)) => super::rolling::roll_response(&outcome, record.as_ref(), &catalog_echo, &name_echo),
-            None => outcome_response(&Outcome::new(ApplyStatus::InvalidParameter, "not a roll"), &catalog_echo, &name_echo),
-        };
+        return super::rolling::roll_here_or_forward(&state, op, &catalog_echo, &name_echo).await;
     }
     if let Some(response) = forward_if_not_main(&state, || ForwardOp::AddOrUpdate {
         key: request.key.clone(),
