@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use promql_parser::label::Matchers;
-use promql_parser::parser::{AtModifier, Expr, Offset};
+use promql_parser::parser::{AtModifier, Expr, Offset, VectorSelector};
 
 use crate::error::Error;
 
@@ -119,29 +119,8 @@ fn walk(expr: &Expr, query: EvalRange, range: EvalRange, lookback_ms: i64, loads
             walk(&subquery.expr, query, inner, lookback_ms, loads)
         }
         Expr::NumberLiteral(_) | Expr::StringLiteral(_) => Ok(()),
-        Expr::VectorSelector(selector) => {
-            refuse_or_matchers(selector)?;
-            let shifted = shift(range, query, selector.at.as_ref(), selector.offset.as_ref())?;
-            loads.push(SelectorLoad {
-                key: crate::eval::load_key(selector),
-                metric: selector.name.clone(),
-                matchers: selector.matchers.clone(),
-                window: TimeWindow { start_ms: shifted.start_ms.saturating_sub(lookback_ms), end_ms: shifted.end_ms },
-            });
-            Ok(())
-        }
-        Expr::MatrixSelector(matrix) => {
-            let selector = &matrix.vs;
-            refuse_or_matchers(selector)?;
-            let shifted = shift(range, query, selector.at.as_ref(), selector.offset.as_ref())?;
-            loads.push(SelectorLoad {
-                key: crate::eval::load_key(selector),
-                metric: selector.name.clone(),
-                matchers: selector.matchers.clone(),
-                window: TimeWindow { start_ms: shifted.start_ms.saturating_sub(millis(matrix.range)), end_ms: shifted.end_ms },
-            });
-            Ok(())
-        }
+        Expr::VectorSelector(selector) => load(selector, query, range, lookback_ms, loads),
+        Expr::MatrixSelector(matrix) => load(&matrix.vs, query, range, millis(matrix.range), loads),
         Expr::Call(call) => {
             // 2.42's timestamp() drops the offset of a selector pinned by `@` (see `call.rs`).
             if call.func.name == "timestamp"
@@ -161,9 +140,23 @@ fn walk(expr: &Expr, query: EvalRange, range: EvalRange, lookback_ms: i64, loads
     }
 }
 
+/// Lists `selector`'s load: its evaluation instants (`range`, moved by `@` and `offset`), each
+/// looking `back_ms` before it (the lookback of an instant selector, a range selector's range).
+fn load(selector: &VectorSelector, query: EvalRange, range: EvalRange, back_ms: i64, loads: &mut Vec<SelectorLoad>) -> Result<(), Error> {
+    refuse_or_matchers(selector)?;
+    let shifted = shift(range, query, selector.at.as_ref(), selector.offset.as_ref())?;
+    loads.push(SelectorLoad {
+        key: crate::eval::load_key(selector),
+        metric: selector.name.clone(),
+        matchers: selector.matchers.clone(),
+        window: TimeWindow { start_ms: shifted.start_ms.saturating_sub(back_ms), end_ms: shifted.end_ms },
+    });
+    Ok(())
+}
+
 /// `{a="x" or b="y"}` is Prometheus 3's; 2.42 refuses it, and so does hotrule (its matchers
 /// would otherwise be read as one conjunction).
-fn refuse_or_matchers(selector: &promql_parser::parser::VectorSelector) -> Result<(), Error> {
+fn refuse_or_matchers(selector: &VectorSelector) -> Result<(), Error> {
     if selector.matchers.or_matchers.is_empty() {
         Ok(())
     } else {
