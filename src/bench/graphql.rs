@@ -109,6 +109,25 @@ fn host(i: usize) -> Entity {
     linux_service(format!("host-{i}"))
 }
 
+/// A value of the vm rules for `entity` in the minute of `timestamp_ms`, as dispatch writes it.
+pub(super) fn vm_value(metric: &str, entity: &Entity, timestamp_ms: i64, value: Value, downsampling: Downsampling) -> MetricValue {
+    let data_type = match &value {
+        Value::Single(_) => DataType::Single,
+        Value::Labeled(_) => DataType::Labeled,
+        Value::Histogram { .. } => DataType::Histogram,
+    };
+    MetricValue {
+        metric: metric.into(),
+        rule: "otel-rules/vm".into(),
+        entity: entity.clone(),
+        time_bucket: bucket_of(Granularity::Minute, timestamp_ms),
+        timestamp_ms,
+        value,
+        data_type,
+        downsampling,
+    }
+}
+
 /// The OS_LINUX service `name`, as the vm rules' metrics name a host.
 pub(super) fn linux_service(name: String) -> Entity {
     let mut entity = Entity::new(ScopeType::Service);
@@ -127,22 +146,9 @@ pub fn values(hosts: usize, minutes: impl Iterator<Item = i64>) -> Vec<MetricVal
     let mut out = Vec::new();
     for m in minutes {
         let timestamp_ms = DAY_START_MS + m * 60_000;
-        let time_bucket = bucket_of(Granularity::Minute, timestamp_ms);
         for h in 1..=hosts {
             let entity = host(h);
-            let mut value = |metric: &str, value: Value| {
-                let data_type = if matches!(value, Value::Labeled(_)) { DataType::Labeled } else { DataType::Single };
-                out.push(MetricValue {
-                    metric: metric.into(),
-                    rule: "otel-rules/vm".into(),
-                    entity: entity.clone(),
-                    time_bucket,
-                    timestamp_ms,
-                    value,
-                    data_type,
-                    downsampling: Downsampling::Avg,
-                });
-            };
+            let mut value = |metric: &str, value: Value| out.push(vm_value(metric, &entity, timestamp_ms, value, Downsampling::Avg));
             let k = h as i64;
             value("meter_vm_cpu_average_used", Value::Single((m * 7 + k) % 100));
             value("meter_vm_memory_used", Value::Single(memory_used(h, m)));

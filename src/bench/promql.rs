@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use hotrule_mal_engine::{DataType, Downsampling, Entity, MetricValue, Value};
+use hotrule_mal_engine::{Downsampling, Entity, MetricValue, Value};
 use serde_json::Value as Json;
 
 use super::prometheus::Prometheus;
@@ -35,8 +35,6 @@ use crate::base::owner::Alone;
 use crate::data::export::{RemoteWriteSettings, StoreThenExport, build_with_clock};
 use crate::data::metrics::MetricWriter;
 use crate::data::series_store::NowMs;
-use crate::api::query::time::bucket_of;
-use crate::data::metrics::Granularity;
 use crate::data::metrics::prom::expand;
 use crate::node::testing::NodeBuilder;
 use crate::node::{NodeSettings, RunningNode};
@@ -77,28 +75,13 @@ pub fn values(hosts: usize, minutes: impl Iterator<Item = i64>) -> Vec<MetricVal
     let mut out = Vec::new();
     for m in minutes {
         let timestamp_ms = START_MS + m * MINUTE_MS;
-        let time_bucket = bucket_of(Granularity::Minute, timestamp_ms);
         for h in 1..=hosts {
             if missing(h, m) {
                 continue;
             }
             let entity = host(h);
             let mut value = |metric: &str, value: Value, downsampling: Downsampling| {
-                let data_type = match &value {
-                    Value::Single(_) => DataType::Single,
-                    Value::Labeled(_) => DataType::Labeled,
-                    Value::Histogram { .. } => DataType::Histogram,
-                };
-                out.push(MetricValue {
-                    metric: metric.into(),
-                    rule: "otel-rules/vm".into(),
-                    entity: entity.clone(),
-                    time_bucket,
-                    timestamp_ms,
-                    value,
-                    data_type,
-                    downsampling,
-                });
+                out.push(super::graphql::vm_value(metric, &entity, timestamp_ms, value, downsampling));
             };
             let k = h as i64;
             let gauge = |value: i64| Value::Single(value);
