@@ -57,6 +57,7 @@ async fn single_node_with(
     let listeners = Listeners {
         admin: bind().await,
         data: Some(bind().await),
+        grpc: None,
     };
     let node = NodeBuilder::new(settings).start_with_listeners(kv, listeners, None)
         .await
@@ -433,6 +434,7 @@ async fn start_cluster(size: usize) -> (Vec<ClusterNode>, MemNetwork) {
         let listeners = Listeners {
             admin: bind().await,
             data: Some(bind().await),
+            grpc: None,
         };
         let admin_addr = listeners.admin.local_addr().expect("addr").to_string();
         let mut membership = MembershipSettings::for_test(NodeId(format!("n{i}")), gossip_addr(i));

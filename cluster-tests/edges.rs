@@ -429,7 +429,7 @@ async fn an_idle_flood_on_the_bus_port_is_capped_and_closed() {
         ..ListenLimits::default()
     };
     let settings = NodeSettings { node_id: Some("n1".into()), limits, ..NodeSettings::for_test() };
-    let listeners = Listeners { admin, data: None };
+    let listeners = Listeners { admin, data: None, grpc: None };
     let node = NodeBuilder::new(settings).start_with_listeners(Arc::new(MemKv::new()), listeners, Some(wiring))
         .await
         .expect("node starts");
@@ -478,7 +478,7 @@ async fn every_listener_serves_within_a_second_with_300_stalled_connections_open
     assert_eq!(ListenLimits::default().bus_connections, 256, "the probe is about the default limits");
     let settings = NodeSettings { node_id: Some("n1".into()), ..NodeSettings::for_test() };
     let node = NodeBuilder::new(settings)
-        .start_with_listeners(Arc::new(MemKv::new()), Listeners { admin, data: Some(data) }, Some(wiring))
+        .start_with_listeners(Arc::new(MemKv::new()), Listeners { admin, data: Some(data), grpc: None }, Some(wiring))
         .await
         .expect("node starts");
     let mut stalled = Vec::new();

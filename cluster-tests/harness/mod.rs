@@ -47,7 +47,7 @@ where
 pub async fn start_with_data_listener(node: impl Into<NodeBuilder>) -> RunningNode {
     let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let listeners = hotrule::node::Listeners { admin, data: Some(data) };
+    let listeners = hotrule::node::Listeners { admin, data: Some(data), grpc: None };
     node.into().start_with_listeners(Arc::new(MemKv::new()), listeners, None).await.expect("node starts")
 }
 
@@ -113,7 +113,7 @@ impl TestNode {
         };
         let builder = node.into();
         let token = builder.settings().admin_token.clone();
-        let listeners = hotrule::node::Listeners { admin: listener, data: Some(data) };
+        let listeners = hotrule::node::Listeners { admin: listener, data: Some(data), grpc: None };
         let node = builder.start_with_listeners(kv.clone(), listeners, Some(wiring)).await.expect("node starts");
         let client = AdminClient::new(&admin, token).expect("client");
         TestNode { node, client, kv }

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod duration;
 pub mod ids;
 pub mod owner;
+pub mod secret;
 pub mod listen;
 pub mod self_metrics;
 pub mod skips;

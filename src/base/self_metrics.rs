@@ -86,8 +86,11 @@ pub struct SelfMetrics {
     /// Whether this node scrapes a target (1) or another live node owns it (0), by `job` and
     /// `target`, as decided at the target's last due time.
     pub scrape_target_owned: GaugeFamily,
-    /// Logs received, by `protocol` (otlp, skywalking), counted once decoded.
+    /// Logs received, by `protocol` (otlp, skywalking, skywalking_grpc), counted once decoded.
     pub logs_received: CounterFamily,
+    /// Calls of SkyWalking's native gRPC protocol, by `service`, `method` and `code` (the gRPC
+    /// status: ok, invalid_argument, permission_denied, resource_exhausted, unavailable, ...).
+    pub grpc_calls: CounterFamily,
     /// Logs or log requests refused at a receiver, by `protocol` and `reason`.
     pub logs_rejected: CounterFamily,
     /// What LAL rules did with logs, by `rule` and `outcome` (kept, sampled, dropped, aborted,
@@ -171,6 +174,7 @@ impl SelfMetrics {
             scrapes: counter(r, "scrapes", "Scrapes, by job and result"),
             scrape_target_owned: gauge(r, "scrape_target_owned", "Whether this node scrapes a target (1) or another node owns it (0), by job and target"),
             logs_received: counter(r, "logs_received", "Logs received, by protocol"),
+            grpc_calls: counter(r, "grpc_calls", "SkyWalking native-protocol gRPC calls, by service, method and code"),
             logs_rejected: counter(r, "logs_rejected", "Logs refused at a receiver, by protocol and reason"),
             logs_by_rule: counter(r, "logs_by_rule", "What LAL rules did with logs, by rule and outcome"),
             logs_stored: counter(r, "logs_stored", "Kept logs written to log storage, by result"),

@@ -102,7 +102,8 @@ pub fn server_config(files: &TlsFiles, recheck: Duration) -> Result<Arc<rustls::
         .map_err(|e| TlsError::Setup(e.to_string()))?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // The data listener speaks HTTP/2 (gRPC agents) beside HTTP/1.1.
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 

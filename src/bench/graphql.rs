@@ -307,7 +307,7 @@ async fn cluster_node(args: &GraphqlArgs, i: usize, size: usize, gossip: &Gossip
     };
     let kv = engine(args, &format!("graphql-g{i}"))?;
     NodeBuilder::new(settings(Some(id.0)))
-        .start_with_listeners(kv, Listeners { admin, data: Some(data) }, Some(wiring))
+        .start_with_listeners(kv, Listeners { admin, data: Some(data), grpc: None }, Some(wiring))
         .await
         .map_err(|e| e.to_string())
 }

@@ -22,6 +22,8 @@ enum ServeError {
     AdminListen { addr: std::net::SocketAddr, source: std::io::Error },
     #[error("cannot listen for agents on {addr}: {source}")]
     DataListen { addr: std::net::SocketAddr, source: std::io::Error },
+    #[error("cannot listen for SkyWalking's gRPC agents on {addr} (ingest.grpc_listen; set it to another address, or off): {source}")]
+    GrpcListen { addr: std::net::SocketAddr, source: std::io::Error },
 }
 
 #[derive(Args)]
@@ -38,6 +40,10 @@ pub(super) struct ServeArgs {
     /// port 12800).
     #[arg(long)]
     data_listen: Option<String>,
+    /// SkyWalking's agents' gRPC port (ingest.grpc_listen; default 127.0.0.1:11800, the agents'
+    /// default collector port; `off`: gRPC only on the data listener).
+    #[arg(long)]
+    grpc_listen: Option<String>,
     /// Bundled rules: <rules-dir>/<catalog>/<name>.yaml (rules.dir; default ./config/rules).
     #[arg(long)]
     rules_dir: Option<PathBuf>,
@@ -110,6 +116,7 @@ impl ServeArgs {
         put("node.data_dir", self.data_dir.as_ref().map(|p| p.display().to_string()));
         put("admin.listen", self.admin_listen.clone());
         put("agents.data_listen", self.data_listen.clone());
+        put("ingest.grpc_listen", self.grpc_listen.clone());
         put("rules.dir", self.rules_dir.as_ref().map(|p| p.display().to_string()));
         put("ui.dir", self.ui_dir.as_ref().map(|p| p.display().to_string()));
         put("rules.scan_interval", self.scan_interval.map(|s| format!("{s}s")));
@@ -164,6 +171,13 @@ pub(super) async fn run(args: ServeArgs) -> ExitCode {
         Ok(l) => l,
         Err(source) => return failed(ServeError::DataListen { addr: node_config.agents.data_listen, source }),
     };
+    let grpc_listener = match node_config.ingest.grpc.listen {
+        None => None,
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => Some(l),
+            Err(source) => return failed(ServeError::GrpcListen { addr, source }),
+        },
+    };
     let runtime = ConfigRuntime {
         sources,
         env,
@@ -171,7 +185,7 @@ pub(super) async fn run(args: ServeArgs) -> ExitCode {
         log_control: Some(log_control),
     };
     let settings = NodeSettings::from_config(&node_config, runtime);
-    let listeners = Listeners { admin: listener, data: Some(data_listener) };
+    let listeners = Listeners { admin: listener, data: Some(data_listener), grpc: grpc_listener };
     let node = match start_node(settings, kv, listeners, &node_config).await {
         Ok(node) => node,
         Err(e) => return failed(e),
@@ -180,6 +194,10 @@ pub(super) async fn run(args: ServeArgs) -> ExitCode {
     if let Some(data) = node.data_addr {
         let scheme = if node_config.agents.tls.is_some() { "https" } else { "http" };
         println!("hotrule agent config server on {scheme}://{data}");
+    }
+    if let Some(grpc) = node.grpc_addr {
+        let tls = if node_config.agents.tls.is_some() { " (TLS)" } else { "" };
+        println!("hotrule SkyWalking agent gRPC on {grpc}{tls}");
     }
     wait_for_signal().await;
     tracing::info!("shutting down");

@@ -23,6 +23,8 @@ pub enum Protocol {
     Push,
     /// Samples a LAL `metrics {}` block emitted.
     Lal,
+    /// SkyWalking's native `MeterReportService` (gRPC).
+    SkyWalkingMeter,
 }
 
 impl Protocol {
@@ -33,6 +35,7 @@ impl Protocol {
             Protocol::Scrape => "scrape",
             Protocol::Push => "push",
             Protocol::Lal => "lal",
+            Protocol::SkyWalkingMeter => "skywalking_meter",
         }
     }
 }
@@ -47,6 +50,8 @@ pub enum Catalog {
     Telegraf,
     /// `log-mal-rules`: samples emitted by LAL.
     LogMal,
+    /// `meter-analyzer-config`: the agents' meters (SkyWalking's `MeterReportService`).
+    Meter,
 }
 
 impl Catalog {
@@ -56,6 +61,7 @@ impl Catalog {
             Catalog::Otel => "otel-rules",
             Catalog::Telegraf => "telegraf-rules",
             Catalog::LogMal => "log-mal-rules",
+            Catalog::Meter => "meter-analyzer-config",
         }
     }
 }
@@ -109,6 +115,8 @@ pub enum LogProtocol {
     Otlp,
     /// SkyWalking's native log HTTP API, `POST /v3/logs`.
     SkyWalking,
+    /// SkyWalking's native `LogReportService` (gRPC).
+    SkyWalkingGrpc,
 }
 
 impl LogProtocol {
@@ -116,6 +124,7 @@ impl LogProtocol {
         match self {
             LogProtocol::Otlp => "otlp",
             LogProtocol::SkyWalking => "skywalking",
+            LogProtocol::SkyWalkingGrpc => "skywalking_grpc",
         }
     }
 }

@@ -10,6 +10,7 @@ use crate::base::worker::WorkerRunner;
 use crate::data::evaluation::{Dispatcher, NodeRegistry};
 use crate::data::export::otlp_logs::OtlpLogExporter;
 use crate::data::ingest::Ingest;
+use crate::data::ingest::skywalking::SkyWalkingReceiver;
 use crate::data::alarm_records::store::AlarmRecordStore;
 use crate::data::logs::records::LogStore;
 use crate::data::metrics::cells::MetricStore;
@@ -87,6 +88,9 @@ pub(super) struct Sinks {
 pub(super) struct DataPlane {
     pub(super) dispatcher: Arc<Dispatcher>,
     pub(super) ingest: Arc<Ingest>,
+    /// SkyWalking's native gRPC receivers (over `ingest`; management calls write instance
+    /// traffic to the metric writer).
+    pub(super) skywalking: Arc<SkyWalkingReceiver>,
 }
 
 /// Builds dispatch (batches from receivers, evaluated against the loaded rules under their
@@ -120,5 +124,6 @@ pub(super) fn build(
         dispatcher.add_log_writer(exporter.clone());
     }
     let ingest = Ingest::with_logs(sink, Some(log_sink), telemetry.clone(), settings.ingest.limits);
-    Ok(DataPlane { dispatcher, ingest })
+    let skywalking = SkyWalkingReceiver::new(ingest.clone(), settings.ingest.grpc.clone(), Some(stores.metric_writer.clone()));
+    Ok(DataPlane { dispatcher, ingest, skywalking })
 }

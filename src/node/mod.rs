@@ -65,6 +65,8 @@ pub struct RunningNode {
     pub admin_addr: SocketAddr,
     /// Where agents are served, when a data listener was given.
     pub data_addr: Option<SocketAddr>,
+    /// Where SkyWalking's agents are served over gRPC alone (`ingest.grpc_listen`), when given.
+    pub grpc_addr: Option<SocketAddr>,
     pub state: Arc<AdminState>,
     pub boot_report: ScanReport,
     /// The embedded metric store (the series key space of the node's database): dispatch writes
@@ -184,12 +186,16 @@ impl RunningNode {
             };
             wiring::start_replication(parts, replication, &mut workers, &mut servers, &settings.limits, &shutdown).await;
         }
-        let served = listeners::Served { state: state.clone(), agents, ingest: data.ingest };
-        listeners::serve_admin_and_data(bound.admin, bound.data, served, &settings.limits, &shutdown, &mut servers);
-        tracing::info!(node = %node_id, admin = %bound.admin_addr, data = ?bound.data_addr, data_tls = settings.agent_tls.is_some(), "serving");
+        let served = listeners::Served { state: state.clone(), agents, ingest: data.ingest, skywalking: data.skywalking };
+        listeners::serve_admin_and_data(bound.admin, bound.data, bound.grpc, served, &settings.limits, &shutdown, &mut servers);
+        tracing::info!(
+            node = %node_id, admin = %bound.admin_addr, data = ?bound.data_addr, grpc = ?bound.grpc_addr,
+            data_tls = settings.agent_tls.is_some(), "serving"
+        );
         Ok(RunningNode {
             admin_addr: bound.admin_addr,
             data_addr: bound.data_addr,
+            grpc_addr: bound.grpc_addr,
             state,
             boot_report,
             metric_store: stores.metric_store,

@@ -113,12 +113,12 @@ impl NodeBuilder {
 
     /// Builds and boots the node on `kv`, alone, serving the admin API on `listener`.
     pub async fn start(self, kv: Arc<dyn KvEngine>, listener: TcpListener) -> Result<RunningNode, NodeError> {
-        self.start_with_listeners(kv, Listeners { admin: listener, data: None }, None).await
+        self.start_with_listeners(kv, Listeners { admin: listener, data: None, grpc: None }, None).await
     }
 
     /// The node in a cluster, serving the admin API on `listener`.
     pub async fn start_clustered(self, kv: Arc<dyn KvEngine>, listener: TcpListener, wiring: ClusterWiring) -> Result<RunningNode, NodeError> {
-        self.start_with_listeners(kv, Listeners { admin: listener, data: None }, Some(wiring)).await
+        self.start_with_listeners(kv, Listeners { admin: listener, data: None, grpc: None }, Some(wiring)).await
     }
 
     /// The node on the given listeners, alone (`wiring` none) or in a cluster.

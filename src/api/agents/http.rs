@@ -216,7 +216,12 @@ fn wrong_method(route: Route, method: Method) -> Response {
     )
 }
 
-async fn unknown_path(uri: Uri) -> Response {
+async fn unknown_path(uri: Uri, headers: axum::http::HeaderMap) -> Response {
+    // A gRPC call of a service the data listener does not serve (an agent's trace or profile
+    // service): UNIMPLEMENTED, which agents take as "not here", not as a broken connection.
+    if crate::base::listen::is_grpc(&headers) {
+        return crate::data::ingest::skywalking::grpc::unimplemented(uri.path());
+    }
     let message = format!(
         "unknown agent API path {}; this port serves POST /Agent/Heartbeat, /Agent/FetchPipelineConfig, \
          /Agent/FetchInstanceConfig, /Agent/FetchConfig and /Agent/ReportStatus\n",

@@ -146,7 +146,7 @@ impl AgentService {
         match expected {
             None => Ok(()),
             Some(expected)
-                if presented.is_some_and(|p| constant_time_eq(p, expected.as_bytes())) =>
+                if presented.is_some_and(|p| crate::base::secret::constant_time_eq(p, expected.as_bytes())) =>
             {
                 Ok(())
             }
@@ -320,11 +320,3 @@ fn registry_busy(error: RegistryError) -> ProtocolError {
     }
 }
 
-/// Compares SHA-256 digests without an early exit, so neither the first differing byte nor the
-/// expected token's length shows in the time taken.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    use sha2::{Digest, Sha256};
-    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
-    let difference = a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(difference) == 0
-}

@@ -121,6 +121,8 @@ impl ListenLimits {
             idle_timeout: self.idle_timeout,
             max_connections,
             max_body_bytes,
+            http2: false,
+            grpc_stream_timeout: self.body_read_timeout,
         }
     }
 }
@@ -134,6 +136,18 @@ pub struct Limits {
     pub max_connections: usize,
     /// The largest body any route of the listener reads; a larger declared length is a 413.
     pub max_body_bytes: u64,
+    /// Whether the listener speaks HTTP/2 beside HTTP/1.1 (the data listener: gRPC).
+    pub http2: bool,
+    /// How long a gRPC call's request stream may take, in place of `body_read_timeout` (its
+    /// service bounds it first, with a status; this is the listener's backstop).
+    pub grpc_stream_timeout: Duration,
+}
+
+impl Limits {
+    /// These limits with HTTP/2 beside HTTP/1.1, a gRPC request stream bounded by `stream_timeout`.
+    pub fn with_grpc(self, stream_timeout: Duration) -> Limits {
+        Limits { http2: true, grpc_stream_timeout: stream_timeout, ..self }
+    }
 }
 
 /// The declared `Content-Length`, when there is a readable one.
@@ -305,9 +319,33 @@ async fn serve_connection<I>(
             Ok::<_, Infallible>(response)
         }
     });
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).keep_alive(true);
-    let connection = builder.serve_connection(TokioIo::new(io), service);
+    if limits.http2 {
+        // HTTP/2 (cleartext by prior knowledge, or TLS with ALPN `h2`) beside HTTP/1.1: gRPC's
+        // agents and the HTTP routes share the data listener.
+        let mut builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+        builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).keep_alive(true);
+        builder.http2().timer(TokioTimer::new()).max_concurrent_streams(HTTP2_MAX_STREAMS);
+        let connection = builder.serve_connection(TokioIo::new(io), service);
+        drive(connection, peer, limits, stop, activity, evicted).await;
+    } else {
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout).keep_alive(true);
+        let connection = builder.serve_connection(TokioIo::new(io), service);
+        drive(connection, peer, limits, stop, activity, evicted).await;
+    }
+}
+
+/// The most concurrent HTTP/2 streams one connection may open (an agent opens a few: heartbeat,
+/// meters, logs).
+const HTTP2_MAX_STREAMS: u32 = 128;
+
+/// Runs a connection to its end: shut down gracefully once idle for the idle timeout, when the
+/// listener stops, or when evicted to admit another at the limit.
+async fn drive<C>(connection: C, peer: SocketAddr, limits: Limits, stop: CancellationToken, activity: Arc<Activity>, evicted: CancellationToken)
+where
+    C: hyper_util::server::graceful::GracefulConnection,
+    C::Error: std::fmt::Display,
+{
     tokio::pin!(connection);
     let mut closing = false;
     loop {
@@ -353,8 +391,11 @@ async fn handle(app: Router, request: Request<Incoming>, peer: SocketAddr, limit
         .headers()
         .get(header::EXPECT)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let grpc = is_grpc(request.headers());
+    let http2 = request.version() == axum::http::Version::HTTP_2;
     let (mut parts, body) = request.into_parts();
-    let body = SharedBody(Arc::new(std::sync::Mutex::new(TimedBody::new(body, limits.body_read_timeout))));
+    let body_timeout = if grpc { limits.grpc_stream_timeout } else { limits.body_read_timeout };
+    let body = SharedBody(Arc::new(std::sync::Mutex::new(TimedBody::new(body, body_timeout))));
     let mut response = match declared.filter(|length| *length > limits.max_body_bytes) {
         Some(length) => {
             too_large(format!("request body of {length} bytes declared; this listener accepts at most {}\n", limits.max_body_bytes))
@@ -367,7 +408,8 @@ async fn handle(app: Router, request: Request<Incoming>, peer: SocketAddr, limit
             }
         }
     };
-    if hyper::body::Body::is_end_stream(&body) {
+    // An HTTP/2 stream's unread body is reset with the stream, not left on the connection.
+    if http2 || hyper::body::Body::is_end_stream(&body) {
         return response;
     }
     // Unread body bytes are left on the connection: it cannot carry another request. The answer
@@ -378,6 +420,11 @@ async fn handle(app: Router, request: Request<Incoming>, peer: SocketAddr, limit
         tokio::spawn(async move { body.drain(LINGER_BYTES, LINGER_TIME).await });
     }
     response
+}
+
+/// Whether a request is a gRPC call (`Content-Type: application/grpc[+proto]`).
+pub fn is_grpc(headers: &HeaderMap) -> bool {
+    headers.get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"))
 }
 
 /// The early 413, in the admin API's error shape (`applyStatus` + `message`): the admin listener

@@ -15,6 +15,8 @@ fn limits(max_connections: usize) -> Limits {
         idle_timeout: Duration::from_millis(300),
         max_connections,
         max_body_bytes: 1024,
+        http2: false,
+        grpc_stream_timeout: Duration::from_millis(300),
     }
 }
 

@@ -99,12 +99,16 @@ pub fn rule_catalog(catalog: Catalog) -> ids::Catalog {
         Catalog::Otel => ids::Catalog::OtelRules,
         Catalog::Telegraf => ids::Catalog::TelegrafRules,
         Catalog::LogMal => ids::Catalog::LogMalRules,
+        Catalog::Meter => ids::Catalog::MeterAnalyzerConfig,
     }
 }
 
 /// Whether files of `catalog` are evaluated by dispatch (and show an `evaluation` in the list).
 pub fn evaluates(catalog: ids::Catalog) -> bool {
-    matches!(catalog, ids::Catalog::OtelRules | ids::Catalog::TelegrafRules | ids::Catalog::LogMalRules | ids::Catalog::Lal)
+    matches!(
+        catalog,
+        ids::Catalog::OtelRules | ids::Catalog::TelegrafRules | ids::Catalog::LogMalRules | ids::Catalog::MeterAnalyzerConfig | ids::Catalog::Lal
+    )
 }
 
 /// A list row's `evaluation`: a MAL file's or a LAL file's live state.

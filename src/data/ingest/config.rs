@@ -44,6 +44,13 @@ pub struct RawIngest {
     /// Scrape jobs.
     #[serde(default)]
     pub scrape_jobs: Vec<RawScrapeJob>,
+    /// The dedicated port SkyWalking's agents send to over gRPC (their default collector port),
+    /// or `off`; gRPC is also served on the data listener.
+    #[serde(default = "super::skywalking::config::raw_listen_default")]
+    pub grpc_listen: String,
+    /// The gRPC receivers' token and limits.
+    #[serde(default)]
+    pub grpc: super::skywalking::config::RawGrpc,
 }
 
 impl Default for RawIngest {
@@ -52,6 +59,8 @@ impl Default for RawIngest {
             max_body_bytes: default_max_body_bytes(),
             max_decompressed_bytes: default_max_decompressed_bytes(),
             scrape_jobs: Vec::new(),
+            grpc_listen: super::skywalking::config::raw_listen_default(),
+            grpc: super::skywalking::config::RawGrpc::default(),
         }
     }
 }
@@ -111,6 +120,7 @@ pub struct ScrapeJob {
 pub struct IngestConfig {
     pub limits: BodyLimits,
     pub scrape_jobs: Vec<ScrapeJob>,
+    pub grpc: super::skywalking::config::GrpcSettings,
 }
 
 /// Validates `raw`, reporting every problem through `issue` with its key.
@@ -169,6 +179,7 @@ pub fn validate(raw: &RawIngest, issue: &mut impl FnMut(&str, String)) -> Ingest
     IngestConfig {
         limits: BodyLimits { max_body_bytes: raw.max_body_bytes, max_decompressed_bytes: raw.max_decompressed_bytes },
         scrape_jobs: jobs,
+        grpc: super::skywalking::config::validate(&raw.grpc_listen, &raw.grpc, issue),
     }
 }
 
@@ -263,7 +274,7 @@ mod tests {
         slow.interval = DurationSetting(Duration::from_secs(48 * 3600));
         bad.metrics_path = "metrics".into();
         bad.static_config.labels.insert("job".into(), "x".into());
-        let raw = RawIngest { max_body_bytes: 0, max_decompressed_bytes: 0, scrape_jobs: vec![bad.clone(), bad, slow] };
+        let raw = RawIngest { max_body_bytes: 0, max_decompressed_bytes: 0, scrape_jobs: vec![bad.clone(), bad, slow], ..RawIngest::default() };
         let (_, found) = issues(&raw);
         let keys: Vec<&str> = found.iter().map(|(k, _)| k.as_str()).collect();
         for expected in [

@@ -46,6 +46,7 @@ pub mod remote_write;
 pub mod remote_write_wire;
 pub mod scrape;
 pub mod scrape_board;
+pub mod skywalking;
 
 use std::sync::Arc;
 

@@ -327,7 +327,7 @@ async fn a_node_serves_the_receivers_next_to_the_agent_config_server() {
     let builder = NodeBuilder::new(NodeSettings::for_test()).data_sink(sink.clone());
     let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let listeners = Listeners { admin, data: Some(data) };
+    let listeners = Listeners { admin, data: Some(data), grpc: None };
     let node = builder.start_with_listeners(Arc::new(crate::store::kv::MemKv::new()), listeners, None).await.expect("starts");
     let data_addr = node.data_addr.expect("data listener");
     let (status, _, _) = post(data_addr, "/v1/metrics", &[JSON], JSON_REQUEST.into()).await;

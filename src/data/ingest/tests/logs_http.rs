@@ -294,7 +294,7 @@ async fn a_node_serves_the_log_receivers_on_its_data_listener() {
     async fn start(node: NodeBuilder) -> RunningNode {
         let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let listeners = Listeners { admin, data: Some(data) };
+        let listeners = Listeners { admin, data: Some(data), grpc: None };
         node.start_with_listeners(Arc::new(crate::store::kv::MemKv::new()), listeners, None).await.expect("starts")
     }
     let sink = Arc::new(RecordingLogSink::new());
