@@ -23,6 +23,7 @@ for i in $(seq 1 "$n"); do
     --admin-listen "$host:17128" \
     --gossip-listen "$host:17130" \
     --bus-listen "$host:17129" \
+    --grpc-listen "$host:11800" \
     --seed "127.0.0.2:17130" \
     --cluster-secret-file "$dir/secret" \
     --rules-dir "$rules" \

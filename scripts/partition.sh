@@ -234,6 +234,7 @@ cmd_up() {
       --admin-listen "$host:17128" \
       --gossip-listen "$host:17130" \
       --bus-listen "$host:17129" \
+      --grpc-listen "$host:11800" \
       --seed "$(ip_of 1):17130" \
       --cluster-secret-file "$dir/secret" \
       --rules-dir "$rules" \

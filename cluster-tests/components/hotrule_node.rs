@@ -72,6 +72,8 @@ impl HotruleNode {
             data_dir.display().to_string(),
             "--data-listen".to_string(),
             "127.0.0.1:0".to_string(),
+            "--grpc-listen".to_string(),
+            "127.0.0.1:0".to_string(),
             "--rules-dir".to_string(),
             rules_dir.display().to_string(),
         ];

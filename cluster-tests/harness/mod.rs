@@ -179,7 +179,7 @@ impl ProcessNode {
             .arg(data_dir)
             .arg("--admin-listen")
             .arg(addr.to_string())
-            .args(["--data-listen", "127.0.0.1:0"])
+            .args(["--data-listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"])
             .arg("--rules-dir")
             .arg(data_dir.join("no-bundled-rules"))
             .args(extra_args)

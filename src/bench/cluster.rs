@@ -68,6 +68,7 @@ pub fn node_command_with_rules(bin: &Path, dir: &Path, net: u8, i: usize, secret
         .args(["--admin-listen", &format!("{host}:17128")])
         .args(["--gossip-listen", &format!("{host}:17130")])
         .args(["--bus-listen", &format!("{host}:17129")])
+        .args(["--grpc-listen", &format!("{host}:11800")])
         .args(["--seed", &format!("127.0.{net}.2:17130")])
         .args(["--cluster-secret-file", &secret.display().to_string(), "--rules-dir", &rules_dir.display().to_string()])
         .env_remove("HOTRULE_ADMIN_TOKEN")

@@ -45,7 +45,7 @@ impl IngestNode {
             .arg("serve")
             .arg("--data-dir")
             .arg(dir.join("data"))
-            .args(["--admin-listen", &admin_addr, "--data-listen", &data_addr])
+            .args(["--admin-listen", &admin_addr, "--data-listen", &data_addr, "--grpc-listen", "off"])
             .arg("--rules-dir")
             .arg(rules_dir)
             .args(["--set", "log.level=warn"])
