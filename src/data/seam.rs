@@ -106,6 +106,13 @@ pub trait BatchSink: Send + Sync + 'static {
     }
 }
 
+/// Where receivers record what agents say of themselves (SkyWalking's `ManagementService`): one
+/// instance-traffic value per call, written synchronously (the call is answered once it is
+/// stored). An error is the store's, as text.
+pub trait InstanceSink: Send + Sync + 'static {
+    fn record(&self, value: MetricValue) -> Result<(), String>;
+}
+
 pub use hotrule_lal_engine::LogData;
 
 /// Where a log batch came from: the `protocol` label of the log counters.

@@ -124,6 +124,30 @@ pub(super) fn build(
         dispatcher.add_log_writer(exporter.clone());
     }
     let ingest = Ingest::with_logs(sink, Some(log_sink), telemetry.clone(), settings.ingest.limits);
-    let skywalking = SkyWalkingReceiver::new(ingest.clone(), settings.ingest.grpc.clone(), Some(stores.metric_writer.clone()));
+    let instances = Arc::new(InstanceTraffic { writer: stores.metric_writer.clone(), shaped: std::sync::OnceLock::new() });
+    let skywalking = SkyWalkingReceiver::new(ingest.clone(), settings.ingest.grpc.clone(), Some(instances));
     Ok(DataPlane { dispatcher, ingest, skywalking })
+}
+
+/// Where management calls' instance traffic goes: the metric writer, as dispatch writes, the
+/// metric's shape made known before its first value.
+struct InstanceTraffic {
+    writer: Arc<dyn MetricWriter>,
+    shaped: std::sync::OnceLock<()>,
+}
+
+impl crate::data::seam::InstanceSink for InstanceTraffic {
+    fn record(&self, value: crate::data::seam::MetricValue) -> Result<(), String> {
+        if self.shaped.get().is_none() {
+            let info = crate::data::metrics::MetricInfo {
+                name: value.metric.clone(),
+                scope: value.entity.scope,
+                data_type: value.data_type,
+                downsampling: value.downsampling,
+            };
+            self.writer.ensure_shape(&info).map_err(|e| e.to_string())?;
+            let _ = self.shaped.set(());
+        }
+        self.writer.write(std::slice::from_ref(&value)).map_err(|e| e.to_string())
+    }
 }

@@ -39,8 +39,7 @@ use crate::base::clock::wall_clock_ms;
 use crate::base::self_metrics::labels;
 use crate::data::ingest::logs_http::LogReason;
 use crate::data::ingest::{Ingest, Reason};
-use crate::data::metrics::MetricWriter;
-use crate::data::seam::{Batch, Catalog, LogBatch, LogProtocol, Protocol, SubmitError};
+use crate::data::seam::{Batch, Catalog, InstanceSink, LogBatch, LogProtocol, Protocol, SubmitError};
 
 /// Logs handed to the sink at most this many at a time (fewer when the stream pauses).
 const LOG_CHUNK: usize = 512;
@@ -55,14 +54,12 @@ pub struct SkyWalkingReceiver {
     settings: GrpcSettings,
     /// Where management calls record instance traffic; none: they are answered, not recorded
     /// (a test's wiring).
-    instances: Option<Arc<dyn MetricWriter>>,
-    /// Whether `instance_traffic`'s shape was made known to the writer.
-    shaped: std::sync::OnceLock<()>,
+    instances: Option<Arc<dyn InstanceSink>>,
 }
 
 impl SkyWalkingReceiver {
-    pub fn new(ingest: Arc<Ingest>, settings: GrpcSettings, instances: Option<Arc<dyn MetricWriter>>) -> Arc<SkyWalkingReceiver> {
-        Arc::new(SkyWalkingReceiver { ingest, settings, instances, shaped: std::sync::OnceLock::new() })
+    pub fn new(ingest: Arc<Ingest>, settings: GrpcSettings, instances: Option<Arc<dyn InstanceSink>>) -> Arc<SkyWalkingReceiver> {
+        Arc::new(SkyWalkingReceiver { ingest, settings, instances })
     }
 
     pub fn settings(&self) -> &GrpcSettings {
@@ -282,20 +279,9 @@ impl SkyWalkingReceiver {
     /// Records a management call's instance traffic.
     async fn record_instance(&self, value: Result<hotrule_mal_engine::MetricValue, management::ManagementError>) -> Result<(), Status> {
         let value = value.map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let Some(writer) = self.instances.clone() else { return Ok(()) };
-        let first = self.shaped.get().is_none();
-        let written = tokio::task::spawn_blocking(move || {
-            if first {
-                writer.ensure_shape(&management::instance_traffic_info())?;
-            }
-            writer.write(&[value])
-        })
-        .await;
-        match written {
-            Ok(Ok(())) => {
-                let _ = self.shaped.set(());
-                Ok(())
-            }
+        let Some(sink) = self.instances.clone() else { return Ok(()) };
+        match tokio::task::spawn_blocking(move || sink.record(value)).await {
+            Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(Status::unavailable(format!("recording the instance failed: {e}"))),
             Err(e) => Err(Status::internal(format!("recording the instance failed: {e}"))),
         }

@@ -1,6 +1,7 @@
 //! `ManagementService` to instance traffic, as `ManagementServiceHandler` records it. Pure: a
 //! report or a ping becomes one value of the metric [`INSTANCE_TRAFFIC`] for the instance
-//! entity, valued by the time of the call (the instance's last ping), in the current minute.
+//! entity, valued by the time of the call (the instance's last ping, stored `latest`), in the
+//! current minute.
 //!
 //! hotrule keeps no traffic tables of its own: a service and its instances exist while they have
 //! values (`api::graphql::metadata`). So an instance that reported its properties or pinged is
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 use hotrule_mal_engine::{DataType, Downsampling, MetricValue, ScopeType, Value, minute_bucket};
 
 use super::wire::{InstancePingPkg, InstanceProperties};
-use crate::data::metrics::{Entity, MetricInfo};
+use crate::data::seam::Entity;
 
 /// The metric management calls write (SkyWalking's `instance_traffic`).
 pub const INSTANCE_TRAFFIC: &str = "instance_traffic";
@@ -32,16 +33,6 @@ pub enum ManagementError {
     NoService,
     #[error("serviceInstance is empty")]
     NoInstance,
-}
-
-/// The shape [`INSTANCE_TRAFFIC`] is stored with: the last ping per instance.
-pub fn instance_traffic_info() -> MetricInfo {
-    MetricInfo {
-        name: INSTANCE_TRAFFIC.to_owned(),
-        scope: ScopeType::ServiceInstance,
-        data_type: DataType::Single,
-        downsampling: Downsampling::Latest,
-    }
 }
 
 /// `reportInstanceProperties` at `now_ms`.
