@@ -117,6 +117,13 @@ impl HotruleNode {
         line.rsplit(' ').next()?.trim_start_matches("http://").parse().ok()
     }
 
+    /// The dedicated gRPC port (SkyWalking's agents), from the line the node prints at start.
+    pub fn grpc_addr(&self) -> Option<SocketAddr> {
+        let log = self.proc.log_text();
+        let line = log.lines().find_map(|l| l.strip_prefix("hotrule SkyWalking agent gRPC on "))?;
+        line.split(' ').next()?.parse().ok()
+    }
+
     pub fn data_url(&self) -> String {
         format!("http://{}", self.data_addr().expect("data listener address"))
     }

@@ -54,6 +54,7 @@ pub fn is_secret(path: &str) -> bool {
     leaf.contains("token")
         || leaf.contains("secret")
         || leaf.contains("password")
+        || path == "ingest.grpc.authentication"
         || path.starts_with("export.remote_write.headers.")
         || path.starts_with("export.otlp_logs.headers.")
 }

@@ -126,6 +126,12 @@ fn secrets_are_redacted_in_the_view() {
     let view = state.view().to_string();
     assert!(!view.contains("s3cr3t-value"), "{view}");
     assert!(view.contains("[REDACTED]"), "{view}");
+    // SkyWalking's agent token too.
+    let s = ConfigSources { sets: vec!["ingest.grpc.authentication=agent-s3cr3t".into()], ..ConfigSources::default() };
+    let loaded = load(&s, env(&[])).expect("valid");
+    assert_eq!(loaded.config.ingest.grpc.authentication.as_deref(), Some("agent-s3cr3t"));
+    let view = ConfigState::new(loaded).view().to_string();
+    assert!(!view.contains("agent-s3cr3t"), "{view}");
 }
 
 #[test]
