@@ -383,10 +383,9 @@ async fn a_histogram_meter_is_stored_by_its_lower_bounds() {
 
 /// With `.histogram()` before the scope its unit counts: upstream's `MeterProcessor` builds the
 /// families with `defaultHistogramBucketUnit(TimeUnit.MILLISECONDS)`, so a meter's bounds are
-/// kept as sent; hotrule's engine takes `.histogram()` in seconds for every catalog and stores
-/// 10 as 10000.
+/// kept as sent (10 stays 10), where Prometheus and OpenTelemetry data is read in seconds (10
+/// would be 10000).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "hotrule bug: .histogram() in meter-analyzer-config scales bounds by 1000 (mal-engine eval.rs, `None => 1000.0`); upstream uses MILLISECONDS for meters"]
 async fn a_histogram_before_the_scope_keeps_the_meter_bounds() {
     assert_eq!(stored_histogram("agent-style", AGENT_STYLE_HISTOGRAM_RULE, "meter_agent_style").await, upstream_buckets());
 }

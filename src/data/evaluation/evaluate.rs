@@ -39,9 +39,9 @@ pub(super) struct Prepared {
 }
 
 impl Prepared {
-    fn of(hash: &ContentHash, compiled: &Compiled) -> Option<Prepared> {
+    fn of(catalog: crate::base::ids::Catalog, hash: &ContentHash, compiled: &Compiled) -> Option<Prepared> {
         let Compiled::Mal(file) = compiled else { return None };
-        let file = PreparedFile::new(file.clone());
+        let file = prepare(catalog, file.clone());
         let inputs = (0..file.file().rules.len()).flat_map(|i| file.inputs_of(i).iter().cloned()).collect();
         let shapes = file.file().metrics();
         Some(Prepared { hash: hash.clone(), file, inputs, shapes })
@@ -54,6 +54,17 @@ impl Prepared {
         } else {
             self.inputs.iter().filter_map(|input| names.get(input.as_str())).sum()
         }
+    }
+}
+
+/// A MAL file of `catalog` ready to evaluate: `histogram()` without a unit reads `le` as the
+/// catalog's receivers send it, milliseconds for the agents' meters (`meter-analyzer-config`,
+/// as SkyWalking's `MeterProcessor`), seconds for everything else (Prometheus, OpenTelemetry).
+pub fn prepare(catalog: crate::base::ids::Catalog, file: hotrule_rule_compiler::MalFile) -> PreparedFile {
+    let file = PreparedFile::new(file);
+    match catalog {
+        crate::base::ids::Catalog::MeterAnalyzerConfig => file.with_default_histogram_unit_ms(1.0),
+        _ => file,
     }
 }
 
@@ -91,9 +102,9 @@ pub(super) struct FileEval {
 impl FileEval {
     /// Makes `loaded` the prepared version: prepared once per content version; a new version
     /// takes over the counter windows its rules still own. False for non-MAL content.
-    fn prepare(&mut self, loaded: &LoadedRule) -> bool {
+    fn prepare(&mut self, key: &RuleKey, loaded: &LoadedRule) -> bool {
         if self.prepared.as_ref().is_none_or(|p| p.hash != loaded.content_hash) {
-            let Some(next) = Prepared::of(&loaded.content_hash, &loaded.compiled) else { return false };
+            let Some(next) = Prepared::of(key.catalog, &loaded.content_hash, &loaded.compiled) else { return false };
             match &self.prepared {
                 Some(previous) => {
                     let restarted = restarted_metrics(&previous.shapes, &next.shapes);
@@ -233,7 +244,7 @@ fn evaluate_file(
         Ok(guard) => guard,
         Err(GateClosed::NotLoaded) => return None,
         Err(GateClosed::Suspended(loaded)) => {
-            let dropped = match file.prepare(&loaded) {
+            let dropped = match file.prepare(key, &loaded) {
                 true => file.prepared.as_ref().map_or(0, |p| p.reads(names)),
                 false => 0,
             };
@@ -246,7 +257,7 @@ fn evaluate_file(
             return None;
         }
     };
-    if !file.prepare(&guard.loaded) {
+    if !file.prepare(key, &guard.loaded) {
         return None;
     }
     file.verified_at = Some(version);

@@ -17,6 +17,7 @@
 
 pub mod config;
 mod evaluate;
+pub use evaluate::prepare;
 mod lal;
 pub mod log_stats;
 mod queue;

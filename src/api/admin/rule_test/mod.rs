@@ -172,7 +172,7 @@ fn dry_run(key: &RuleKey, body: &[u8]) -> Result<Value, Refusal> {
         ));
     }
     let file = match crate::control::rules::compile::compile_new_for(key, request.content.as_bytes()) {
-        Ok(Compiled::Mal(file)) => PreparedFile::new(file),
+        Ok(Compiled::Mal(file)) => crate::data::evaluation::prepare(key.catalog, file),
         Ok(Compiled::Lal(_)) => {
             return Err(Refusal::new(ApplyStatus::InvalidCatalog, format!("{} is not a MAL catalog", key.catalog)));
         }

@@ -48,6 +48,8 @@ pub(crate) struct RuleRun<'r> {
     pub site: u32,
     /// Set by the scope call.
     pub entities: Option<Vec<(Entity, Vec<Sample>)>>,
+    /// What `histogram()` without a unit scales `le` by (see [`crate::PreparedFile`]).
+    pub histogram_unit_ms: f64,
 }
 
 fn line(expr: &Expr) -> usize {
@@ -305,7 +307,7 @@ impl RuleRun<'_> {
                     .unwrap_or("le");
                 let unit = args.iter().find_map(|a| class_constant(&a.value));
                 let scale = match unit {
-                    None => 1000.0,
+                    None => self.histogram_unit_ms,
                     Some((_, unit)) => time_unit_ms(unit)
                         .ok_or_else(|| bad("a TimeUnit of at least a millisecond"))?,
                 };

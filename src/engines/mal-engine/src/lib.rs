@@ -57,6 +57,11 @@ pub struct PreparedFile {
     rules: Vec<PreparedRule>,
     /// Every sample name some rule reads: only these are taken from a batch.
     all_inputs: HashSet<String>,
+    /// The unit `histogram()` without one reads `le` in, as milliseconds: SkyWalking's
+    /// `defaultHistogramBucketUnit` of the receiver that built the family. Seconds (1000) for
+    /// Prometheus and OpenTelemetry data, as `PrometheusMetricConverter` builds them;
+    /// milliseconds (1) for the agents' meters, as `MeterProcessor` builds them.
+    histogram_unit_ms: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -160,7 +165,14 @@ impl PreparedFile {
             file,
             rules,
             all_inputs,
+            histogram_unit_ms: 1000.0,
         }
+    }
+
+    /// The same file reading `histogram()`'s `le` in `unit_ms` by default (see the field).
+    pub fn with_default_histogram_unit_ms(mut self, unit_ms: f64) -> PreparedFile {
+        self.histogram_unit_ms = unit_ms;
+        self
     }
 
     pub fn file(&self) -> &MalFile {
@@ -262,6 +274,7 @@ impl PreparedFile {
             k8s: state.k8s.as_deref(),
             site: 0,
             entities: None,
+            histogram_unit_ms: self.histogram_unit_ms,
         };
         let result = run.eval(&rule.expr)?;
         let entities = run.entities.take();
@@ -363,6 +376,8 @@ pub fn run_expression(
         k8s: state.k8s.as_deref(),
         site: 0,
         entities: None,
+        // Upstream's `Expression.run` tests build their families in seconds.
+        histogram_unit_ms: 1000.0,
     };
     let family = match run.eval(expr)? {
         Val::Family(family) => family,
