@@ -144,6 +144,7 @@ async fn refusals_carry_a_status_and_a_reason() {
     let mut settings = settings();
     settings.ingest.grpc.max_message_bytes = 4096;
     settings.ingest.grpc.max_stream_messages = 50;
+    settings.ingest.grpc.max_stream_samples = 100;
     settings.ingest.grpc.max_stream_duration = Duration::from_millis(800);
     let (node, client) = start(settings).await;
     let data = channel(node.data_addr.expect("data")).await;
@@ -177,6 +178,26 @@ async fn refusals_carry_a_status_and_a_reason() {
     let status = meters.collect(futures_util::stream::iter(many)).await.expect_err("too many");
     assert_eq!(status.code(), Code::ResourceExhausted);
     assert!(status.message().contains("max_stream_messages") && status.message().contains("nothing of the stream was taken"), "{status:?}");
+
+    // A histogram with more buckets than ingest.grpc.max_stream_samples.
+    let buckets = (0..150).map(|i| wire::MeterBucketValue { bucket: i as f64, count: 1, is_negative_infinity: false }).collect();
+    let wide = MeterData {
+        metric: Some(meter_data::Metric::Histogram(wire::MeterHistogram { name: "wide".into(), labels: vec![], values: buckets })),
+        service: "svc".into(),
+        service_instance: "inst".into(),
+        timestamp: at,
+    };
+    let status = meters.collect(futures_util::stream::iter(vec![wide])).await.expect_err("too many samples");
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert!(status.message().contains("max_stream_samples"), "{status:?}");
+
+    // collectBatch: each collection stands alone; an incomplete one is refused, the others taken.
+    let complete = wire::MeterDataCollection { meter_data: vec![single("instance_pvm_gc_g2", 3.0, "batch-svc", "inst", at)] };
+    let nameless = wire::MeterDataCollection { meter_data: vec![single("instance_pvm_gc_g2", 4.0, "", "inst", at)] };
+    let status = meters.collect_batch(futures_util::stream::iter(vec![complete, nameless])).await.expect_err("one refused");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(status.message().starts_with("1 collections refused (the first: collection 2: no message of the batch named a service"), "{status:?}");
+    wait_for_value(&client, "meter_instance_pvm_gc_g2", "batch-svc", "inst", at, 3).await;
 
     // A stream that never ends: cut at ingest.grpc.max_stream_duration.
     let endless = futures_util::stream::iter(vec![single("instance_pvm_gc_g0", 1.0, "svc", "inst", at)]).chain(futures_util::stream::pending());

@@ -32,7 +32,7 @@ use tonic::{Code, Request, Response, Status, Streaming};
 
 use super::config::GrpcSettings;
 use super::logs::StreamService;
-use super::meters::{MeterBatch, MeterError};
+use super::meters::MeterBatch;
 use super::wire::{self, Commands, InstancePingPkg, InstanceProperties, MeterData, MeterDataCollection};
 use super::{compat, management};
 use crate::base::clock::wall_clock_ms;
@@ -287,6 +287,36 @@ impl SkyWalkingReceiver {
         }
     }
 
+    /// Reads one message into `batch`: a refused meter noted at `at`; a batch over the sample
+    /// limit refused with the rest of its stream.
+    fn read_meter(&self, batch: &mut MeterBatch, data: &MeterData, refusals: &mut Refusals, at: impl FnOnce() -> String) -> Result<(), Status> {
+        if let Err(e) = batch.read(data) {
+            refusals.note_at(at(), e);
+            self.ingest.rejected(Protocol::SkyWalkingMeter, Reason::InvalidSample, 1);
+        }
+        if batch.samples() > self.settings.max_stream_samples {
+            self.ingest.rejected(Protocol::SkyWalkingMeter, Reason::TooLarge, batch.samples());
+            return Err(Status::resource_exhausted(format!(
+                "a batch holds more than ingest.grpc.max_stream_samples ({}) samples; it and the rest of the stream were not taken",
+                self.settings.max_stream_samples
+            )));
+        }
+        Ok(())
+    }
+
+    /// Hands a read batch over; an incomplete one is counted, and why is returned.
+    async fn take_batch(&self, batch: MeterBatch) -> Result<Option<String>, Status> {
+        let read = batch.samples();
+        match batch.finish(wall_clock_ms()) {
+            Ok(Some(batch)) => self.take_meters(batch).await.map(|()| None),
+            Ok(None) => Ok(None),
+            Err(incomplete) => {
+                self.ingest.rejected(Protocol::SkyWalkingMeter, Reason::BadRequest, read);
+                Ok(Some(format!("{incomplete}: none of its {read} samples were taken")))
+            }
+        }
+    }
+
     /// `MeterReportService/collect`: the stream is one batch.
     async fn meter_stream(&self, mut stream: Streaming<MeterData>) -> Result<(), Status> {
         let mut limits = StreamLimits::new(&self.settings);
@@ -306,26 +336,11 @@ impl SkyWalkingReceiver {
                     return Err(with_nothing_taken(status));
                 }
             };
-            if let Err(e) = batch.read(&data) {
-                refusals.note(limits.messages, e);
-                self.ingest.rejected(Protocol::SkyWalkingMeter, Reason::InvalidSample, 1);
-            }
-            if batch.samples() > self.settings.max_stream_samples {
-                self.ingest.rejected(Protocol::SkyWalkingMeter, Reason::TooLarge, batch.samples());
-                return Err(Status::resource_exhausted(format!(
-                    "the batch holds more than ingest.grpc.max_stream_samples ({}) samples; nothing of it was taken",
-                    self.settings.max_stream_samples
-                )));
-            }
+            let message = limits.messages;
+            self.read_meter(&mut batch, &data, &mut refusals, || format!("message {message}"))?;
         }
-        let read = batch.samples();
-        match batch.finish(wall_clock_ms()) {
-            Ok(Some(batch)) => self.take_meters(batch).await?,
-            Ok(None) => {}
-            Err(incomplete) => {
-                self.ingest.rejected(Protocol::SkyWalkingMeter, Reason::BadRequest, read);
-                return Err(Status::invalid_argument(format!("{incomplete}: none of its {read} samples were taken")));
-            }
+        if let Some(incomplete) = self.take_batch(batch).await? {
+            return Err(Status::invalid_argument(incomplete));
         }
         refusals.answer("messages")
     }
@@ -341,28 +356,13 @@ impl SkyWalkingReceiver {
                 Ok(None) | Err(Ended::Broken(_)) => break,
                 Err(Ended::Limit(status)) => return Err(status),
             };
+            let number = limits.messages;
             let mut batch = MeterBatch::default();
             for (index, data) in collection.meter_data.iter().enumerate() {
-                if let Err(e) = batch.read(data) {
-                    refusals.note_at(format!("collection {} message {}", limits.messages, index + 1), e);
-                    self.ingest.rejected(Protocol::SkyWalkingMeter, Reason::InvalidSample, 1);
-                }
+                self.read_meter(&mut batch, data, &mut refusals, || format!("collection {number} message {}", index + 1))?;
             }
-            if batch.samples() > self.settings.max_stream_samples {
-                self.ingest.rejected(Protocol::SkyWalkingMeter, Reason::TooLarge, batch.samples());
-                return Err(Status::resource_exhausted(format!(
-                    "collection {} holds more than ingest.grpc.max_stream_samples ({}) samples; it and the rest of the stream were not taken",
-                    limits.messages, self.settings.max_stream_samples
-                )));
-            }
-            let read = batch.samples();
-            match batch.finish(wall_clock_ms()) {
-                Ok(Some(batch)) => self.take_meters(batch).await?,
-                Ok(None) => {}
-                Err(e) => {
-                    self.ingest.rejected(Protocol::SkyWalkingMeter, Reason::BadRequest, read);
-                    incomplete.note_at(format!("collection {}", limits.messages), e);
-                }
+            if let Some(why) = self.take_batch(batch).await? {
+                incomplete.note_at(format!("collection {number}"), why);
             }
         }
         incomplete.answer("collections")?;
@@ -438,10 +438,6 @@ struct Refusals {
 }
 
 impl Refusals {
-    fn note(&mut self, message: usize, error: MeterError) {
-        self.note_at(format!("message {message}"), error);
-    }
-
     fn note_at(&mut self, at: String, error: impl std::fmt::Display) {
         self.count += 1;
         if self.first.is_none() {
