@@ -397,3 +397,58 @@ async fn management_calls_list_the_instance_before_any_data_also_on_the_grpc_por
     assert!(calls(&client, "ManagementService", "reportInstanceProperties", "ok").await >= 1.0);
     node.shutdown().await;
 }
+
+/// gRPC over TLS on both ports when `agents.tls` is set: ALPN offers `h2`, and an agent with TLS
+/// on (Python's `SW_AGENT_FORCE_TLS`) reports as over cleartext.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_agent_tls_grpc_is_served_over_tls_with_alpn_h2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params").self_signed(&key).expect("cert");
+    let files = hotrule::base::tls::TlsFiles { cert_file: dir.path().join("node.crt"), key_file: dir.path().join("node.key") };
+    std::fs::write(&files.cert_file, cert.pem()).expect("write cert");
+    std::fs::write(&files.key_file, key.serialize_pem()).expect("write key");
+    let settings = NodeSettings { agent_tls: Some(files), ..settings() };
+    let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let data = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listeners = hotrule::node::Listeners { admin, data: Some(data), grpc: Some(grpc) };
+    let node = hotrule::node::testing::NodeBuilder::new(settings).start_with_listeners(Arc::new(MemKv::new()), listeners, None).await.expect("node starts");
+    let client = AdminClient::new(&node.admin_addr.to_string(), None).expect("client");
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der().clone()).expect("trust the node's certificate");
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let at = now_ms() - 60_000;
+    for (port, service) in [(node.data_addr.expect("data"), "tls-data"), (node.grpc_addr.expect("grpc"), "tls-grpc")] {
+        let connector = connector.clone();
+        let channel = tonic::transport::Endpoint::from_static("http://localhost")
+            .connect_with_connector(tower::service_fn(move |_: tonic::codegen::http::Uri| {
+                let connector = connector.clone();
+                async move {
+                    let tcp = tokio::net::TcpStream::connect(port).await?;
+                    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+                    let tls = connector.connect(name, tcp).await?;
+                    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]), "the node chose HTTP/2 by ALPN");
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(tls))
+                }
+            }))
+            .await
+            .expect("TLS connect");
+        MeterReportServiceClient::new(channel).collect(futures_util::stream::iter(pvm_report(service, "i", at, false))).await.expect("collect over TLS");
+        wait_for_value(&client, "meter_instance_pvm_gc_g0", service, "i", at, 120).await;
+    }
+    // Cleartext HTTP/2 is not taken on a TLS port.
+    let plain = Channel::from_shared(format!("http://{}", node.grpc_addr.expect("grpc"))).expect("uri").connect().await;
+    if let Ok(plain) = plain {
+        let refused = MeterReportServiceClient::new(plain).collect(futures_util::stream::iter(pvm_report("plain", "i", at, false))).await;
+        assert!(refused.is_err(), "a cleartext call on the TLS port must fail");
+    }
+    node.shutdown().await;
+}
