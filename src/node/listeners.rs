@@ -26,13 +26,6 @@ pub struct Listeners {
     pub grpc: Option<TcpListener>,
 }
 
-impl Listeners {
-    /// An admin listener alone.
-    pub fn admin_only(admin: TcpListener) -> Listeners {
-        Listeners { admin, data: None, grpc: None }
-    }
-}
-
 /// The agent data listener, plain or TLS.
 pub(super) enum DataListener {
     Plain(TcpListener),
