@@ -71,28 +71,26 @@ impl SkyWalkingReceiver {
 pub fn routes(receiver: &Arc<SkyWalkingReceiver>) -> Router {
     let handler = Handler(receiver.clone());
     let limit = receiver.settings.max_message_bytes;
-    let guard = |service: &'static str| Guard { service, receiver: receiver.clone() };
-    let meter = wire::meter_report_service_server::MeterReportServiceServer::new(handler.clone())
-        .max_decoding_message_size(limit)
-        .accept_compressed(CompressionEncoding::Gzip);
-    let logs = wire::log_report_service_server::LogReportServiceServer::new(handler.clone())
-        .max_decoding_message_size(limit)
-        .accept_compressed(CompressionEncoding::Gzip);
-    let management = wire::management_service_server::ManagementServiceServer::new(handler.clone())
-        .max_decoding_message_size(limit)
-        .accept_compressed(CompressionEncoding::Gzip);
-    let meter_compat = compat::meter_report_service_server::MeterReportServiceServer::new(handler.clone())
-        .max_decoding_message_size(limit)
-        .accept_compressed(CompressionEncoding::Gzip);
-    let management_compat = compat::management_service_server::ManagementServiceServer::new(handler)
-        .max_decoding_message_size(limit)
-        .accept_compressed(CompressionEncoding::Gzip);
+    // Each service takes messages up to the limit, gzip-compressed or not, behind the token check.
+    macro_rules! served {
+        ($server:expr, $service:expr) => {
+            InterceptedService::new(
+                $server.max_decoding_message_size(limit).accept_compressed(CompressionEncoding::Gzip),
+                Guard { service: $service, receiver: receiver.clone() },
+            )
+        };
+    }
+    let meter = served!(wire::meter_report_service_server::MeterReportServiceServer::new(handler.clone()), METER);
+    let logs = served!(wire::log_report_service_server::LogReportServiceServer::new(handler.clone()), LOGS);
+    let management = served!(wire::management_service_server::ManagementServiceServer::new(handler.clone()), MANAGEMENT);
+    let meter_compat = served!(compat::meter_report_service_server::MeterReportServiceServer::new(handler.clone()), METER);
+    let management_compat = served!(compat::management_service_server::ManagementServiceServer::new(handler), MANAGEMENT);
     Router::new()
-        .route_service("/skywalking.v3.MeterReportService/{*method}", InterceptedService::new(meter, guard(METER)))
-        .route_service("/skywalking.v3.LogReportService/{*method}", InterceptedService::new(logs, guard(LOGS)))
-        .route_service("/skywalking.v3.ManagementService/{*method}", InterceptedService::new(management, guard(MANAGEMENT)))
-        .route_service("/MeterReportService/{*method}", InterceptedService::new(meter_compat, guard(METER)))
-        .route_service("/ManagementService/{*method}", InterceptedService::new(management_compat, guard(MANAGEMENT)))
+        .route_service("/skywalking.v3.MeterReportService/{*method}", meter)
+        .route_service("/skywalking.v3.LogReportService/{*method}", logs)
+        .route_service("/skywalking.v3.ManagementService/{*method}", management)
+        .route_service("/MeterReportService/{*method}", meter_compat)
+        .route_service("/ManagementService/{*method}", management_compat)
 }
 
 /// The routes alone, for the dedicated gRPC port: any other path is UNIMPLEMENTED.
