@@ -277,10 +277,11 @@ impl PathReport {
         self.cpu_seconds.map(|cpu| cpu * 1e6 / self.samples.max(1) as f64)
     }
 
-    fn latency(&self, percent: f64) -> Duration {
+    /// `fraction`: 0.5 for the median.
+    fn latency(&self, fraction: f64) -> Duration {
         let mut sorted = self.latencies.clone();
         sorted.sort();
-        super::store::percentile(&sorted, percent)
+        super::store::percentile(&sorted, fraction)
     }
 
     pub fn line(&self) -> String {
@@ -296,8 +297,8 @@ impl PathReport {
             self.samples,
             self.reports,
             self.wall.as_secs_f64(),
-            self.latency(50.0).as_secs_f64() * 1000.0,
-            self.latency(99.0).as_secs_f64() * 1000.0,
+            self.latency(0.50).as_secs_f64() * 1000.0,
+            self.latency(0.99).as_secs_f64() * 1000.0,
             self.values_checked,
             self.store,
         )
@@ -560,6 +561,7 @@ mod tests {
             assert_eq!(report.values_checked, 20 * 3, "{report:?}");
             assert_eq!(report.latencies.len(), 20);
             assert!(report.samples_per_second() > 0.0);
+            assert!(report.line().contains("samples/s"), "{}", report.line());
         }
     }
 }
