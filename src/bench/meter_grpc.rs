@@ -154,7 +154,7 @@ type Cell = (String, String, i64);
 impl Shape {
     /// `samples` in reports of `meters`, the window ending a minute before `now_ms`.
     pub fn new(samples: usize, meters: usize, names: usize, instances: usize, now_ms: i64) -> Result<Shape, String> {
-        if names == 0 || instances == 0 || meters < names || meters % names != 0 {
+        if names == 0 || instances == 0 || meters < names || !meters.is_multiple_of(names) {
             return Err(format!("--meters ({meters}) must be a positive multiple of --names ({names}), and --instances at least 1"));
         }
         let reports = samples.div_ceil(meters).max(1);
