@@ -13,6 +13,7 @@ mod ingest_node;
 pub mod lal_node;
 pub mod logs;
 pub mod mal;
+pub mod meter_grpc;
 pub mod promql;
 pub mod query;
 mod prometheus;
@@ -188,6 +189,11 @@ pub enum BenchCommand {
     /// connections for S seconds; accepted samples/s, errors, latency p50/p99. With
     /// `--against-prometheus`, the same stream against a real Prometheus first, side by side.
     Ingest(ingest::IngestArgs),
+    /// SkyWalking's native meter protocol (issue 27): samples/s and CPU per million samples
+    /// into an in-process node over one gRPC channel (`MeterReportService/collect`, one stream
+    /// per report), side by side with the same samples over remote-write to the same kind of
+    /// node, in reports of 500 meters and of a large size; every stored value checked.
+    MeterGrpc(meter_grpc::MeterGrpcArgs),
     /// The L2 hop (issue 22): the `ingest` stream into one node, then into a cluster behind a
     /// round-robin balancer, in one run; the nodes' CPU per accepted sample, and the delay until
     /// a sample's value is in its entity's owner's store.
@@ -328,6 +334,7 @@ pub async fn run(command: BenchCommand) -> ExitCode {
         BenchCommand::Graphql(args) => report(graphql::run(&args).await),
         BenchCommand::Promql(args) => report(promql::run(&args).await),
         BenchCommand::Ingest(args) => report(ingest::run(args).await),
+        BenchCommand::MeterGrpc(args) => report(meter_grpc::run(&args).await),
         BenchCommand::Handoff(args) => report(handoff::run(args).await),
         // CPU-bound on one thread, as `mal`: off the async scheduler's hands.
         BenchCommand::Alarms(args) => report(tokio::task::block_in_place(|| alarms::run(&args))),
