@@ -45,8 +45,6 @@ type Refusal = answer::Refusal<Reason>;
 
 /// How long a request that meets a full dispatch queue waits for room before it is refused.
 const ROOM_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
-/// How often a waiting request looks for room.
-const ROOM_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 /// What a `busy` refusal tells the client to wait (dispatch's queue-full answer says the same).
 const BUSY_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 /// Requests waiting for room at most; more are refused at once (the waiting ones hold their
@@ -64,15 +62,9 @@ async fn refuse_if_busy(ingest: &Ingest) -> Result<(), Refusal> {
     }
     use std::sync::atomic::Ordering;
     let waiting = &ingest.waiting_for_room;
-    if waiting.fetch_add(1, Ordering::SeqCst) < ROOM_WAITERS {
-        let deadline = tokio::time::Instant::now() + ROOM_WAIT;
-        while tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(ROOM_POLL).await;
-            if ingest.has_room() {
-                waiting.fetch_sub(1, Ordering::SeqCst);
-                return Ok(());
-            }
-        }
+    if waiting.fetch_add(1, Ordering::SeqCst) < ROOM_WAITERS && ingest.room_within(ROOM_WAIT).await {
+        waiting.fetch_sub(1, Ordering::SeqCst);
+        return Ok(());
     }
     waiting.fetch_sub(1, Ordering::SeqCst);
     Err(Refusal {

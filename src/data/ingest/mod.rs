@@ -166,6 +166,9 @@ use refusal_reason;
 
 refusal_reason!(Reason, Protocol, "ingest", samples_received, samples_rejected);
 
+/// How often a receiver waiting for room in a full dispatch queue looks for it.
+const ROOM_POLL: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// What every receiver shares: where batches go, the counters, the limits.
 pub struct Ingest {
     sink: Arc<dyn BatchSink>,
@@ -241,6 +244,21 @@ impl Ingest {
     /// Whether dispatch could take a submission now (see [`BatchSink::has_room`]).
     pub fn has_room(&self) -> bool {
         self.sink.has_room()
+    }
+
+    /// Waits up to `within` for room in dispatch's queue, looking every [`ROOM_POLL`]; whether
+    /// there is room.
+    async fn room_within(&self, within: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if self.has_room() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(ROOM_POLL).await;
+        }
     }
 
     /// The names the loaded files of `catalog` read (see [`BatchSink::reads`]).

@@ -39,14 +39,14 @@ use crate::base::clock::wall_clock_ms;
 use crate::base::self_metrics::labels;
 use crate::data::ingest::logs_http::LogReason;
 use crate::data::ingest::{Ingest, Reason};
-use crate::data::seam::{Batch, Catalog, InstanceSink, LogBatch, LogProtocol, Protocol, SubmitError};
+use crate::data::seam::{Batch, Catalog, InstanceSink, LogBatch, LogProtocol, LogSink, Protocol, SubmitError};
 
 /// Logs handed to the sink at most this many at a time (fewer when the stream pauses).
 const LOG_CHUNK: usize = 512;
 /// How long a batch that meets a full queue waits for room before the call is refused.
 const ROOM_WAIT: Duration = Duration::from_secs(5);
-/// How often a waiting batch looks for room.
-const ROOM_POLL: Duration = Duration::from_millis(5);
+/// How often logs a full log sink refused are offered again.
+const ROOM_RETRY: Duration = Duration::from_millis(5);
 
 /// The receivers of the native protocol.
 pub struct SkyWalkingReceiver {
@@ -229,49 +229,28 @@ impl SkyWalkingReceiver {
             }
             None => (batch, 0),
         };
-        self.wait_for_room().await;
+        // The submit that follows is refused, and counted, if there is still no room.
+        self.ingest.room_within(ROOM_WAIT).await;
         let batches = if batch.samples.is_empty() { Vec::new() } else { vec![batch] };
         self.ingest.submit_read(Protocol::SkyWalkingMeter, batches, unread).map_err(submit_status)
     }
 
-    /// Waits up to [`ROOM_WAIT`] for room in dispatch's queue (the submit that follows is
-    /// refused, and counted, if there is still none).
-    async fn wait_for_room(&self) {
-        let deadline = Instant::now() + ROOM_WAIT;
-        while !self.ingest.has_room() && Instant::now() < deadline {
-            tokio::time::sleep(ROOM_POLL).await;
-        }
-    }
-
     /// Hands logs to the log sink, retrying a full one for up to [`ROOM_WAIT`]: counted once,
-    /// as received when taken, or as received and refused when not.
-    async fn take_logs(&self, logs: Vec<crate::data::seam::LogData>) -> Result<(), Status> {
+    /// as received, and as refused when not taken (`Ingest::hand_over`).
+    async fn take_logs(&self, sink: &dyn LogSink, logs: Vec<crate::data::seam::LogData>) -> Result<(), Status> {
         if logs.is_empty() {
             return Ok(());
         }
-        let Some(sink) = self.ingest.log_sink.clone() else {
-            self.ingest.logs_rejected(LogProtocol::SkyWalkingGrpc, LogReason::Unavailable, logs.len());
-            return Err(Status::unavailable(crate::data::ingest::logs_http::LOGS_UNAVAILABLE));
-        };
         let count = logs.len();
         let batch = LogBatch { protocol: LogProtocol::SkyWalkingGrpc, logs, received_ms: wall_clock_ms() };
         let deadline = Instant::now() + ROOM_WAIT;
         let outcome = loop {
             match sink.submit_logs(vec![batch.clone()]) {
-                Err(SubmitError::QueueFull { .. }) if Instant::now() < deadline => tokio::time::sleep(ROOM_POLL).await,
+                Err(SubmitError::QueueFull { .. }) if Instant::now() < deadline => tokio::time::sleep(ROOM_RETRY).await,
                 outcome => break outcome,
             }
         };
-        let received = &self.ingest.telemetry().logs_received;
-        received.get_or_create(&labels([("protocol", LogProtocol::SkyWalkingGrpc.as_str())])).inc_by(count as u64);
-        outcome.map_err(|e| {
-            let reason = match e {
-                SubmitError::QueueFull { .. } => LogReason::QueueFull,
-                SubmitError::Stopped => LogReason::Stopped,
-            };
-            self.ingest.logs_rejected(LogProtocol::SkyWalkingGrpc, reason, count);
-            submit_status(e)
-        })
+        self.ingest.hand_over::<LogReason>(LogProtocol::SkyWalkingGrpc, count, || outcome).map_err(submit_status)
     }
 
     /// Records a management call's instance traffic.
@@ -369,10 +348,10 @@ impl SkyWalkingReceiver {
 
     /// `LogReportService/collect`: logs are handed over in chunks as they arrive.
     async fn log_stream(&self, mut stream: Streaming<wire::LogData>) -> Result<(), Status> {
-        if self.ingest.log_sink.is_none() {
+        let Some(sink) = self.ingest.log_sink.clone() else {
             self.ingest.logs_rejected(LogProtocol::SkyWalkingGrpc, LogReason::Unavailable, 1);
             return Err(Status::unavailable(crate::data::ingest::logs_http::LOGS_UNAVAILABLE));
-        }
+        };
         let mut limits = StreamLimits::new(&self.settings);
         let mut service = StreamService::default();
         let mut pending = Vec::new();
@@ -383,7 +362,7 @@ impl SkyWalkingReceiver {
                 None => {
                     // Hand over what arrived before waiting for more.
                     let count = pending.len();
-                    self.take_logs(std::mem::take(&mut pending)).await.map_err(|status| after_logs(status, taken))?;
+                    self.take_logs(sink.as_ref(), std::mem::take(&mut pending)).await.map_err(|status| after_logs(status, taken))?;
                     taken += count;
                     self.wait(&mut stream, &mut limits).await
                 }
@@ -393,7 +372,7 @@ impl SkyWalkingReceiver {
                     pending.push(service.map(log));
                     if pending.len() >= LOG_CHUNK {
                         let count = pending.len();
-                        self.take_logs(std::mem::take(&mut pending)).await.map_err(|status| after_logs(status, taken))?;
+                        self.take_logs(sink.as_ref(), std::mem::take(&mut pending)).await.map_err(|status| after_logs(status, taken))?;
                         taken += count;
                     }
                 }
@@ -404,7 +383,7 @@ impl SkyWalkingReceiver {
                 }
             }
         }
-        self.take_logs(pending).await.map_err(|status| after_logs(status, taken))
+        self.take_logs(sink.as_ref(), pending).await.map_err(|status| after_logs(status, taken))
     }
 }
 
