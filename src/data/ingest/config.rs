@@ -46,7 +46,7 @@ pub struct RawIngest {
     pub scrape_jobs: Vec<RawScrapeJob>,
     /// The dedicated port SkyWalking's agents send to over gRPC (their default collector port),
     /// or `off`; gRPC is also served on the data listener.
-    #[serde(default = "super::skywalking::config::raw_listen_default")]
+    #[serde(default = "super::skywalking::config::default_grpc_listen")]
     pub grpc_listen: String,
     /// The gRPC receivers' token and limits.
     #[serde(default)]
@@ -59,7 +59,7 @@ impl Default for RawIngest {
             max_body_bytes: default_max_body_bytes(),
             max_decompressed_bytes: default_max_decompressed_bytes(),
             scrape_jobs: Vec::new(),
-            grpc_listen: super::skywalking::config::raw_listen_default(),
+            grpc_listen: super::skywalking::config::default_grpc_listen(),
             grpc: super::skywalking::config::RawGrpc::default(),
         }
     }

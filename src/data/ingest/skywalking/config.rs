@@ -11,7 +11,8 @@ use crate::base::duration::DurationSetting;
 /// The agents' default collector address (`oap_host:11800`), on loopback.
 pub const DEFAULT_GRPC_LISTEN: &str = "127.0.0.1:11800";
 
-fn default_grpc_listen() -> String {
+/// `ingest.grpc_listen` as read by default.
+pub fn default_grpc_listen() -> String {
     DEFAULT_GRPC_LISTEN.to_owned()
 }
 /// As SkyWalking's `maxMessageSize` (grpc-java's default is 4 MiB, tonic's too).
@@ -79,11 +80,6 @@ impl Default for GrpcSettings {
     fn default() -> Self {
         validate(&default_grpc_listen(), &RawGrpc::default(), &mut |_: &str, _: String| {})
     }
-}
-
-/// `ingest.grpc_listen` as read: an address, or `off`.
-pub fn raw_listen_default() -> String {
-    default_grpc_listen()
 }
 
 /// Validates `listen` (`ip:port`, or `off`) and `raw`, reporting every problem through `issue`.

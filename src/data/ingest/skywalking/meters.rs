@@ -64,8 +64,6 @@ pub struct MeterBatch {
     timestamp_ms: i64,
     /// Name, labels (without service and instance) and value, in arrival order.
     samples: Vec<(String, BTreeMap<String, String>, f64)>,
-    /// Messages that carried a meter.
-    meters: usize,
 }
 
 impl MeterBatch {
@@ -87,15 +85,8 @@ impl MeterBatch {
         if data.timestamp > 0 {
             self.timestamp_ms = data.timestamp;
         }
-        let samples = read?;
-        self.meters += 1;
-        self.samples.extend(samples);
+        self.samples.extend(read?);
         Ok(())
-    }
-
-    /// Messages read that carried a meter (refused ones excluded).
-    pub fn meters(&self) -> usize {
-        self.meters
     }
 
     /// Samples read so far.
@@ -229,7 +220,7 @@ mod tests {
         let mut batch = MeterBatch::default();
         batch.read(&data(None, "header-service", "header-instance", 5000)).expect("read");
         batch.read(&data(Some(single("a", &[], 1.0)), "", "", 0)).expect("read");
-        assert_eq!(batch.meters(), 1);
+        assert_eq!(batch.samples(), 1);
         assert_eq!(batch.finish(0).unwrap_err(), Incomplete::NoService);
         assert_eq!(MeterBatch::default().finish(0), Ok(None));
     }
@@ -283,7 +274,7 @@ mod tests {
         assert_eq!(batch.read(&data(Some(le), "", "", 0)), Err(MeterError::LeLabel { meter: "h".into() }));
         assert_eq!(batch.read(&data(Some(single("", &[], 1.0)), "", "", 0)), Err(MeterError::NoName));
         batch.read(&data(Some(single("ok", &[], 5.0)), "", "", 0)).expect("read");
-        assert_eq!((batch.meters(), batch.samples()), (1, 1));
+        assert_eq!(batch.samples(), 1);
         // The refused message's identity still counted, as upstream reads it first.
         let batch = batch.finish(0).expect("complete").expect("samples");
         assert_eq!((batch.samples[0].name.as_str(), batch.samples[0].label("service")), ("ok", "s"));
