@@ -98,6 +98,10 @@ pub struct SelfMetrics {
     pub logs_by_rule: CounterFamily,
     /// Kept logs written to log storage, and log writes that failed, by `result`.
     pub logs_stored: CounterFamily,
+    /// Log blocks written, by `source` (`flush`: pending logs; `migration`: the first format).
+    pub log_blocks_written: CounterFamily,
+    /// Bytes of kept logs durable in pending groups and not yet in blocks.
+    pub log_pending_bytes: GaugeFamily,
     /// OTLP log export: logs sent, batches dropped by `reason`, queue depth.
     pub export_logs_sent: CounterFamily,
     pub export_log_batches_dropped: CounterFamily,
@@ -178,6 +182,8 @@ impl SelfMetrics {
             logs_rejected: counter(r, "logs_rejected", "Logs refused at a receiver, by protocol and reason"),
             logs_by_rule: counter(r, "logs_by_rule", "What LAL rules did with logs, by rule and outcome"),
             logs_stored: counter(r, "logs_stored", "Kept logs written to log storage, by result"),
+            log_blocks_written: counter(r, "log_blocks_written", "Log blocks written, by source (flush, migration)"),
+            log_pending_bytes: gauge(r, "log_pending_bytes", "Bytes of stored logs not yet flushed into blocks"),
             export_logs_sent: counter(r, "export_logs_sent", "Logs sent by the OTLP log exporter"),
             export_log_batches_dropped: counter(r, "export_log_batches_dropped", "OTLP log export batches dropped, by reason"),
             export_log_queue_depth: gauge(r, "export_log_queue_depth", "Batches waiting in the OTLP log export queue"),

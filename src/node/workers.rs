@@ -67,6 +67,7 @@ pub(super) fn spawn_data_workers(
         stores.log_store.clone(),
         crate::data::logs::records::retention::RETENTION_INTERVAL,
     ));
+    workers.spawn(crate::data::logs::records::flush::LogFlushWorker::new(stores.log_store.clone()));
     workers.spawn(crate::data::alarm_records::store::AlarmRetentionWorker::new(
         stores.alarm_store.clone(),
         crate::data::alarm_records::store::RETENTION_INTERVAL,

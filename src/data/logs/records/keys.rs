@@ -1,127 +1,133 @@
-//! The key layout of the `logs` key space, in one place.
+//! The key layout of the `logs` key space (format 2), in one place.
 //!
-//! - `l | timestamp(u64) | sequence(u64)`: one kept log. Time first, so a time range is one
-//!   contiguous key range (one scan for a read, one delete-range for retention); the sequence
-//!   orders logs of one millisecond by arrival and makes every key unique.
-//! - `x | len(u16) service | timestamp(u64) | sequence(u64)`, empty value: the service index,
-//!   written in the same batch as the log. A service's logs in a time range are one key range
-//!   of it, so a read filtered on a quiet service among busy ones reads its logs only.
-//! - `s`: the sequence record ([`super::codec::encode_sequence`]): the next sequence this node
-//!   assigns, written in the same synced batch as the logs that used the ones before it, so a
-//!   restarted node never assigns a sequence twice.
+//! Logs are grouped by **slice**: the minute ([`SLICE_MS`]) their own timestamp falls in.
 //!
-//! Integers are big-endian; the timestamp has its sign bit flipped so byte order is numeric
-//! order (logs before 1970 sort first).
+//! - `w | slice | first sequence`: a **pending** group, the logs of one synced write that fall
+//!   in one slice, as rows ([`super::block`]). Written and synced before the write is
+//!   acknowledged; deleted once its logs are in blocks.
+//! - `b | slice | service | first sequence`: a **block**, one service's logs of one slice,
+//!   compressed.
+//! - `m | slice | service | first sequence`: the block's **meta**: its count, cursor range and
+//!   index ([`super::index`]). Reads scan metas, then fetch only the blocks that may match.
+//! - `s`: the sequence record (the next sequence this node assigns).
+//! - `l …` and `x …`: the first format's keys ([`super::v1::keys`]), only until they are
+//!   migrated at start.
+//!
+//! Integers are big-endian; timestamps have their sign bit flipped so byte order is numeric
+//! order. Services are `u16`-length-prefixed, so one service's keys of a slice never run into
+//! another's.
 
 use crate::data::logs::LogCursor;
 
-pub const LOG_PREFIX: u8 = b'l';
-pub const SEQUENCE_KEY: &[u8] = b"s";
-pub const INDEX_PREFIX: u8 = b'x';
+pub use super::v1::keys::{SEQUENCE_KEY, first_of, prefix_end, successor};
 
-/// The length of a log key.
-pub const LOG_KEY_LEN: usize = 17;
+pub const PENDING_PREFIX: u8 = b'w';
+pub const BLOCK_PREFIX: u8 = b'b';
+pub const META_PREFIX: u8 = b'm';
 
-fn push_position(out: &mut Vec<u8>, cursor: LogCursor) {
-    out.extend_from_slice(&((cursor.timestamp_ms as u64) ^ (1 << 63)).to_be_bytes());
-    out.extend_from_slice(&cursor.sequence.to_be_bytes());
+/// The width of a slice: logs of one service and one minute share blocks.
+pub const SLICE_MS: i64 = 60_000;
+
+/// The start of the slice `timestamp_ms` falls in.
+pub fn slice_of(timestamp_ms: i64) -> i64 {
+    timestamp_ms.div_euclid(SLICE_MS).saturating_mul(SLICE_MS)
 }
 
-/// The key of the log at `cursor`.
-pub fn log_key(cursor: LogCursor) -> Vec<u8> {
-    let mut out = Vec::with_capacity(LOG_KEY_LEN);
-    out.push(LOG_PREFIX);
-    push_position(&mut out, cursor);
+fn push_ms(out: &mut Vec<u8>, ms: i64) {
+    out.extend_from_slice(&((ms as u64) ^ (1 << 63)).to_be_bytes());
+}
+
+fn read_ms(bytes: &[u8]) -> Option<i64> {
+    let array: [u8; 8] = bytes.try_into().ok()?;
+    Some((u64::from_be_bytes(array) ^ (1 << 63)) as i64)
+}
+
+fn read_u64(bytes: &[u8]) -> Option<u64> {
+    bytes.try_into().ok().map(u64::from_be_bytes)
+}
+
+/// The key of the pending group of slice `slice` whose first log has sequence `first`.
+pub fn pending_key(slice: i64, first: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(17);
+    out.push(PENDING_PREFIX);
+    push_ms(&mut out, slice);
+    out.extend_from_slice(&first.to_be_bytes());
     out
 }
 
-/// `x | service`: every index key of one service starts with it.
-pub fn service_prefix(service: &str) -> Vec<u8> {
+/// `(slice, first sequence)` of a pending key.
+pub fn decode_pending_key(key: &[u8]) -> Option<(i64, u64)> {
+    if key.len() != 17 || key[0] != PENDING_PREFIX {
+        return None;
+    }
+    Some((read_ms(&key[1..9])?, read_u64(&key[9..17])?))
+}
+
+/// The first key of `prefix`'s keys of slice `slice` (and later slices follow it).
+pub fn slice_start(prefix: u8, slice: i64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9);
+    out.push(prefix);
+    push_ms(&mut out, slice);
+    out
+}
+
+/// `prefix | slice | service`: every block or meta key of one service in one slice starts with it.
+pub fn service_start(prefix: u8, slice: i64, service: &str) -> Vec<u8> {
     let name = service.as_bytes();
-    // Service names are short; a longer one is cut to the u16 length, the same in every key.
     let len = name.len().min(usize::from(u16::MAX));
-    let mut out = Vec::with_capacity(3 + len + 16);
-    out.push(INDEX_PREFIX);
+    let mut out = slice_start(prefix, slice);
     out.extend_from_slice(&(len as u16).to_be_bytes());
     out.extend_from_slice(&name[..len]);
     out
 }
 
-/// The index key of `service`'s log at `cursor`.
-pub fn service_key(service: &str, cursor: LogCursor) -> Vec<u8> {
-    let mut out = service_prefix(service);
-    push_position(&mut out, cursor);
+/// The key of a block (`BLOCK_PREFIX`) or its meta (`META_PREFIX`).
+pub fn block_key(prefix: u8, slice: i64, service: &str, first: u64) -> Vec<u8> {
+    let mut out = service_start(prefix, slice, service);
+    out.extend_from_slice(&first.to_be_bytes());
     out
 }
 
-/// The position an index key names, and the length of its service prefix.
-pub fn decode_service_key(key: &[u8]) -> Option<(LogCursor, usize)> {
-    if key.len() < 3 + 16 || key[0] != INDEX_PREFIX {
+/// A block or meta key's parts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockKey<'a> {
+    pub prefix: u8,
+    pub slice: i64,
+    pub service: &'a str,
+    pub first: u64,
+}
+
+pub fn decode_block_key(key: &[u8]) -> Option<BlockKey<'_>> {
+    let (&prefix, rest) = key.split_first()?;
+    if rest.len() < 8 + 2 + 8 {
         return None;
     }
-    let prefix_len = 3 + usize::from(u16::from_be_bytes([key[1], key[2]]));
-    if key.len() != prefix_len + 16 {
+    let slice = read_ms(&rest[..8])?;
+    let len = usize::from(u16::from_be_bytes([rest[8], rest[9]]));
+    if rest.len() != 10 + len + 8 {
         return None;
     }
-    let mut position = vec![LOG_PREFIX];
-    position.extend_from_slice(&key[prefix_len..]);
-    decode_log_key(&position).map(|cursor| (cursor, prefix_len))
+    let service = std::str::from_utf8(&rest[10..10 + len]).ok()?;
+    Some(BlockKey { prefix, slice, service, first: read_u64(&rest[10 + len..])? })
 }
 
-/// The first key after every key starting with `prefix` (none: no such key).
-pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < u8::MAX {
-            end.push(last + 1);
-            return Some(end);
-        }
+/// The same key with another prefix (a meta key's block key).
+pub fn with_prefix(key: &[u8], prefix: u8) -> Vec<u8> {
+    let mut out = key.to_vec();
+    if let Some(first) = out.first_mut() {
+        *first = prefix;
     }
-    None
+    out
 }
 
-/// The whole index: `[x, y)`.
-pub fn index_range() -> (Vec<u8>, Vec<u8>) {
-    (vec![INDEX_PREFIX], vec![INDEX_PREFIX + 1])
+/// `[prefix, prefix + 1)`: every key of one kind.
+pub fn all_of(prefix: u8) -> (Vec<u8>, Vec<u8>) {
+    (vec![prefix], vec![prefix + 1])
 }
 
-/// The position a log key names, if it is one.
-pub fn decode_log_key(key: &[u8]) -> Option<LogCursor> {
-    if key.len() != LOG_KEY_LEN || key[0] != LOG_PREFIX {
-        return None;
-    }
-    let mut ts = [0u8; 8];
-    ts.copy_from_slice(&key[1..9]);
-    let mut seq = [0u8; 8];
-    seq.copy_from_slice(&key[9..17]);
-    Some(LogCursor { timestamp_ms: (u64::from_be_bytes(ts) ^ (1 << 63)) as i64, sequence: u64::from_be_bytes(seq) })
-}
-
-/// The first position at or after every log of millisecond `ms`.
-pub fn first_of(ms: i64) -> LogCursor {
-    LogCursor { timestamp_ms: ms, sequence: 0 }
-}
-
-/// The position right after `cursor` (the smallest one greater than it), saturating at the last
-/// position.
-pub fn successor(cursor: LogCursor) -> LogCursor {
-    match cursor.sequence.checked_add(1) {
-        Some(sequence) => LogCursor { sequence, ..cursor },
-        None => match cursor.timestamp_ms.checked_add(1) {
-            Some(ms) => first_of(ms),
-            None => cursor,
-        },
-    }
-}
-
-/// The exclusive upper key of every log key: `l` + 1.
-pub fn logs_end() -> Vec<u8> {
-    vec![LOG_PREFIX + 1]
-}
-
-/// The first key of the log range.
-pub fn logs_start() -> Vec<u8> {
-    vec![LOG_PREFIX]
+/// The last position of millisecond `ms`.
+pub fn last_of(ms: i64) -> LogCursor {
+    LogCursor { timestamp_ms: ms, sequence: u64::MAX }
 }
 
 #[cfg(test)]
@@ -129,47 +135,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_order_by_timestamp_then_sequence_and_decode_back() {
-        let positions = [
-            LogCursor { timestamp_ms: i64::MIN, sequence: 0 },
-            LogCursor { timestamp_ms: -1, sequence: 9 },
-            LogCursor { timestamp_ms: 0, sequence: 0 },
-            LogCursor { timestamp_ms: 0, sequence: 1 },
-            LogCursor { timestamp_ms: 1, sequence: 0 },
-            LogCursor { timestamp_ms: 1_700_000_000_000, sequence: u64::MAX },
-            LogCursor { timestamp_ms: 1_700_000_000_001, sequence: 0 },
-            LogCursor { timestamp_ms: i64::MAX, sequence: u64::MAX },
+    fn keys_order_by_slice_then_service_then_sequence_and_decode_back() {
+        assert_eq!(slice_of(0), 0);
+        assert_eq!(slice_of(59_999), 0);
+        assert_eq!(slice_of(60_000), 60_000);
+        assert_eq!(slice_of(-1), -60_000);
+        assert_eq!(slice_of(i64::MIN), i64::MIN, "saturates at the first slice");
+        let keys = [
+            block_key(META_PREFIX, -60_000, "z", 9),
+            block_key(META_PREFIX, 0, "a", 5),
+            block_key(META_PREFIX, 0, "a", 6),
+            block_key(META_PREFIX, 0, "b", 0),
+            block_key(META_PREFIX, 0, "ab", 1),
+            block_key(META_PREFIX, 60_000, "a", 0),
         ];
-        let keys: Vec<Vec<u8>> = positions.iter().map(|p| log_key(*p)).collect();
-        assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys are in position order");
-        for (key, position) in keys.iter().zip(positions) {
-            assert_eq!(decode_log_key(key), Some(position));
-            assert!(key.as_slice() > logs_start().as_slice() && key.as_slice() < logs_end().as_slice());
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "slice, then service (length first), then sequence");
+        let decoded = decode_block_key(&keys[4]).expect("decodes");
+        assert_eq!(decoded, BlockKey { prefix: META_PREFIX, slice: 0, service: "ab", first: 1 });
+        assert!(keys[1].starts_with(&service_start(META_PREFIX, 0, "a")));
+        assert!(!keys[4].starts_with(&service_start(META_PREFIX, 0, "a")), "\"a\" is not a prefix of \"ab\"'s keys");
+        assert!(keys[4] < slice_start(META_PREFIX, 60_000) && keys[5] >= slice_start(META_PREFIX, 60_000));
+        assert_eq!(with_prefix(&keys[0], BLOCK_PREFIX), block_key(BLOCK_PREFIX, -60_000, "z", 9));
+        assert_eq!(decode_block_key(b"m123"), None);
+        let pending = pending_key(120_000, 77);
+        assert_eq!(decode_pending_key(&pending), Some((120_000, 77)));
+        assert!(pending_key(60_000, u64::MAX) < pending_key(120_000, 0));
+        assert_eq!(decode_pending_key(&keys[0]), None);
+        let (start, end) = all_of(PENDING_PREFIX);
+        assert!(pending > start && pending < end);
+        for prefix in [PENDING_PREFIX, BLOCK_PREFIX, META_PREFIX] {
+            let (start, end) = all_of(prefix);
+            assert!(SEQUENCE_KEY < start.as_slice() || SEQUENCE_KEY >= end.as_slice());
         }
-        assert!(SEQUENCE_KEY > logs_end().as_slice(), "the sequence record is outside the log range");
-        assert_eq!(decode_log_key(b"l123"), None);
-        let index: Vec<Vec<u8>> = positions.iter().map(|p| service_key("checkout", *p)).collect();
-        assert!(index.windows(2).all(|w| w[0] < w[1]), "index keys of one service are in position order");
-        for (key, position) in index.iter().zip(positions) {
-            assert_eq!(decode_service_key(key), Some((position, service_prefix("checkout").len())));
-            assert!(key.starts_with(&service_prefix("checkout")));
-            assert!(key.as_slice() < prefix_end(&service_prefix("checkout")).expect("end").as_slice());
-        }
-        // "a" and "ab": one service's keys never run into another's.
-        assert!(prefix_end(&service_prefix("a")).expect("end") <= service_prefix("ab"));
-        let (start, end) = index_range();
-        assert!(index[0] > start && index[0] < end && SEQUENCE_KEY < start.as_slice() && logs_end() <= start);
-        assert_eq!(decode_service_key(b"x\0\x05ab"), None);
-        assert_eq!(prefix_end(&[1, 0xff]), Some(vec![2]));
-        assert_eq!(prefix_end(&[0xff, 0xff]), None);
-        assert_eq!(decode_log_key(SEQUENCE_KEY), None);
-    }
-
-    #[test]
-    fn successor_is_the_next_position() {
-        assert_eq!(successor(LogCursor { timestamp_ms: 5, sequence: 7 }), LogCursor { timestamp_ms: 5, sequence: 8 });
-        assert_eq!(successor(LogCursor { timestamp_ms: 5, sequence: u64::MAX }), first_of(6));
-        let last = LogCursor { timestamp_ms: i64::MAX, sequence: u64::MAX };
-        assert_eq!(successor(last), last);
     }
 }

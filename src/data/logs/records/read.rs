@@ -1,30 +1,96 @@
-//! The read path: only the asked time range is scanned, and only as far as the page needs.
+//! The read path: metas first, then only the blocks that may hold a match.
 //!
-//! Oldest first is one forward scan from the lower bound, stopped at the limit. Newest first
-//! walks back from the upper bound in windows of [`FIRST_WINDOW_MS`], doubling each time (the
-//! key space has no reverse iterator): each window is scanned forward keeping its newest
-//! matches, until the page is full or the lower bound is reached. A page of the newest logs of
-//! a busy store reads about a second of logs; a rare match over a long range costs at most about
-//! twice a full scan of the range, in a few dozen seeks.
+//! A read walks its range a window of slices at a time: oldest first from the lower bound up,
+//! newest first from the upper bound down, the first window one slice wide and each next one
+//! twice as wide, until the page is full or the range is done. In a window it gathers the
+//! sources that may hold a match:
+//! - the metas of the window's slices (with a `service` filter, only that service's, one seek
+//!   per slice), kept when their cursor range meets the read's and their index passes the
+//!   filter's keyword trigrams and terms ([`super::index`]);
+//! - the pending groups of those slices in memory (taken before the metas are read, so a log
+//!   being flushed is found in one or the other; a log found twice is kept once).
 //!
-//! With a `service` filter the same walk runs over that service's index keys (keys only), and
-//! the logs they name are read by batched point lookups of [`RESOLVE_CHUNK`]: a quiet service
-//! among busy ones costs its own logs, not the range's.
+//! Sources are read in the read's order (by first cursor, or by last cursor newest first), and
+//! the walk stops at the first source that cannot hold anything better than the page's worst
+//! log once the page is full: a page of the newest logs of a busy store reads about one block.
+//! A block is decompressed only when read; within it, rows outside the bounds or that cannot
+//! enter the page are skipped on their cursor, names are checked on the value's first bytes,
+//! tags and keyword on the value read in place, and only matches are decoded.
 //!
 //! `after` is a position in the read's own order: oldest first, logs after it (tailing); newest
 //! first, logs before it (the next page).
 
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use super::{LogStore, MAX_LIMIT, codec, corrupt, keys};
+use super::block::{self, Row};
+use super::buffer::Chunk;
+use super::index::{Probe, Term};
+use super::{LogStore, MAX_LIMIT, codec, corrupt, keys, lock};
 use crate::data::logs::{LogCursor, LogFilter, LogOrder, LogStoreError, StoredLog};
 use crate::store::series::Visit;
 
-/// The width of the newest window a newest-first read scans first.
-pub const FIRST_WINDOW_MS: i64 = 1_000;
+/// Blocks fetched per batched point lookup.
+const FETCH_CHUNK: usize = 8;
 
-/// Logs read per batched point lookup of an index read.
-pub const RESOLVE_CHUNK: usize = 256;
+/// Where a window's candidate logs are.
+enum Source {
+    /// `key` is the block's (its meta's passed).
+    Block { key: Vec<u8>, slice: i64, first: LogCursor, last: LogCursor },
+    Pending(Arc<Chunk>),
+}
+
+impl Source {
+    fn range(&self) -> (LogCursor, LogCursor) {
+        match self {
+            Source::Block { first, last, .. } => (*first, *last),
+            Source::Pending(chunk) => (chunk.first, chunk.last),
+        }
+    }
+}
+
+/// The best `limit` matches so far, in cursor order.
+struct Page {
+    logs: BTreeMap<LogCursor, StoredLog>,
+    limit: usize,
+    order: LogOrder,
+}
+
+impl Page {
+    fn full(&self) -> bool {
+        self.logs.len() >= self.limit
+    }
+
+    /// The worst log the page holds (the last it would give up), when full.
+    fn worst(&self) -> Option<LogCursor> {
+        if !self.full() {
+            return None;
+        }
+        match self.order {
+            LogOrder::OldestFirst => self.logs.keys().next_back().copied(),
+            LogOrder::NewestFirst => self.logs.keys().next().copied(),
+        }
+    }
+
+    /// Whether a log at `cursor` could enter the page.
+    fn wants(&self, cursor: LogCursor) -> bool {
+        match (self.worst(), self.order) {
+            (None, _) => true,
+            (Some(worst), LogOrder::OldestFirst) => cursor < worst,
+            (Some(worst), LogOrder::NewestFirst) => cursor > worst,
+        }
+    }
+
+    fn add(&mut self, log: StoredLog) {
+        self.logs.insert(log.cursor, log);
+        if self.logs.len() > self.limit {
+            match self.order {
+                LogOrder::OldestFirst => self.logs.pop_last(),
+                LogOrder::NewestFirst => self.logs.pop_first(),
+            };
+        }
+    }
+}
 
 impl LogStore {
     pub(super) fn read(&self, filter: &LogFilter) -> Result<Vec<StoredLog>, LogStoreError> {
@@ -36,130 +102,191 @@ impl LogStore {
         if lower >= upper {
             return Ok(Vec::new());
         }
+        let last_ms = if upper.sequence == 0 { upper.timestamp_ms.saturating_sub(1) } else { upper.timestamp_ms };
+        let (first_slice, last_slice) = (keys::slice_of(lower.timestamp_ms), keys::slice_of(last_ms));
+        let mut terms = Vec::new();
+        if let Some(instance) = &filter.instance {
+            terms.push(Term::Instance(instance));
+        }
+        if let Some(endpoint) = &filter.endpoint {
+            terms.push(Term::Endpoint(endpoint));
+        }
+        terms.extend(filter.tags.iter().map(|(k, v)| Term::Tag(k, v)));
+        let probe = Probe::new(filter.keyword.as_deref(), &terms);
+        let read = Read { store: self, filter, probe, lower, upper };
+        let mut out = Vec::with_capacity(limit.min(1024));
+        let mut width = 1i64;
         match filter.order {
-            LogOrder::OldestFirst => match &filter.service {
-                None => Ok(self.scan(lower, upper, filter, limit, Keep::Oldest)?.into()),
-                Some(service) => self.oldest_of_service(service, lower, upper, filter, limit),
-            },
-            LogOrder::NewestFirst => {
-                let mut out = Vec::with_capacity(limit.min(1024));
-                let mut window_end = upper;
-                let mut width = FIRST_WINDOW_MS;
+            LogOrder::OldestFirst => {
+                let mut from = first_slice;
                 loop {
-                    let window_start = lower.max(keys::first_of(window_end.timestamp_ms.saturating_sub(width)));
-                    out.extend(self.newest_in(window_start, window_end, filter, limit - out.len())?);
-                    if out.len() >= limit || window_start <= lower {
+                    let to = from.saturating_add((width - 1).saturating_mul(keys::SLICE_MS)).min(last_slice);
+                    out.extend(read.window(from, to, limit - out.len())?);
+                    if out.len() >= limit || to >= last_slice {
                         return Ok(out);
                     }
-                    window_end = window_start;
+                    from = to.saturating_add(keys::SLICE_MS);
+                    width = width.saturating_mul(2);
+                }
+            }
+            LogOrder::NewestFirst => {
+                let mut to = last_slice;
+                loop {
+                    let from = to.saturating_sub((width - 1).saturating_mul(keys::SLICE_MS)).max(first_slice);
+                    out.extend(read.window(from, to, limit - out.len())?);
+                    if out.len() >= limit || from <= first_slice {
+                        return Ok(out);
+                    }
+                    to = from.saturating_sub(keys::SLICE_MS);
                     width = width.saturating_mul(2);
                 }
             }
         }
     }
+}
 
-    /// The newest `limit` matching logs in `[lower, upper)`, newest first.
-    fn newest_in(&self, lower: LogCursor, upper: LogCursor, filter: &LogFilter, limit: usize) -> Result<Vec<StoredLog>, LogStoreError> {
-        let Some(service) = &filter.service else {
-            return Ok(self.scan(lower, upper, filter, limit, Keep::Newest)?.into_iter().rev().collect());
+/// One read's fixed parts.
+struct Read<'a> {
+    store: &'a LogStore,
+    filter: &'a LogFilter,
+    probe: Probe,
+    lower: LogCursor,
+    upper: LogCursor,
+}
+
+impl Read<'_> {
+    /// Whether a source's cursor range meets `[lower, upper)`.
+    fn meets(&self, first: LogCursor, last: LogCursor) -> bool {
+        last >= self.lower && first < self.upper
+    }
+
+    /// The best `limit` matches of slices `from..=to`, in the read's order.
+    fn window(&self, from: i64, to: i64, limit: usize) -> Result<Vec<StoredLog>, LogStoreError> {
+        // Memory first: a group flushed after this is in the metas read next.
+        let pending = lock(&self.store.buffer).snapshot(from, to);
+        let mut sources: Vec<Source> = pending.into_iter().filter(|c| self.meets(c.first, c.last)).map(Source::Pending).collect();
+        self.blocks_of(from, to, &mut sources)?;
+        match self.filter.order {
+            LogOrder::OldestFirst => sources.sort_by_key(|s| s.range().0),
+            LogOrder::NewestFirst => sources.sort_by_key(|s| std::cmp::Reverse(s.range().1)),
+        }
+        let mut page = Page { logs: BTreeMap::new(), limit, order: self.filter.order };
+        let mut index = 0;
+        while index < sources.len() {
+            // Blocks are fetched a few at a time, only as far as the page still wants them.
+            let batch_end = (index + FETCH_CHUNK).min(sources.len());
+            let wanted: Vec<&Source> = sources[index..batch_end].iter().take_while(|s| self.could_improve(&page, s)).collect();
+            if wanted.is_empty() {
+                break;
+            }
+            let keys: Vec<Vec<u8>> = wanted.iter().filter_map(|s| if let Source::Block { key, .. } = s { Some(key.clone()) } else { None }).collect();
+            let mut values = self.store.kv.get_many(&keys)?.into_iter();
+            for source in &wanted {
+                if !self.could_improve(&page, source) {
+                    break;
+                }
+                match source {
+                    Source::Pending(chunk) => self.read_rows(chunk.rows(), &chunk.key, &mut page)?,
+                    Source::Block { key, slice, .. } => match values.next().flatten() {
+                        Some(value) => {
+                            let rows = block::decode_block(&value).map_err(|detail| corrupt(key, detail))?;
+                            self.read_rows(&rows, key, &mut page)?;
+                        }
+                        // Retention deleted it between the meta and the block: expired logs.
+                        None if *slice < keys::slice_of(self.store.cutoff_ms((self.store.now_ms)())) => {}
+                        None => return Err(corrupt(key, "a meta without its block")),
+                    },
+                }
+            }
+            index += wanted.len();
+        }
+        let logs = page.logs.into_values();
+        Ok(match self.filter.order {
+            LogOrder::OldestFirst => logs.collect(),
+            LogOrder::NewestFirst => logs.rev().collect(),
+        })
+    }
+
+    /// Whether `source` may hold a log the page wants (sources come in the read's order, so
+    /// the first that cannot ends the window).
+    fn could_improve(&self, page: &Page, source: &Source) -> bool {
+        let (first, last) = source.range();
+        match self.filter.order {
+            LogOrder::OldestFirst => page.wants(first),
+            LogOrder::NewestFirst => page.wants(last),
+        }
+    }
+
+    /// Adds the blocks of slices `from..=to` whose metas say they may hold a match.
+    fn blocks_of(&self, from: i64, to: i64, sources: &mut Vec<Source>) -> Result<(), LogStoreError> {
+        let start = match &self.filter.service {
+            Some(service) => keys::service_start(keys::META_PREFIX, from, service),
+            None => keys::slice_start(keys::META_PREFIX, from),
         };
-        let cursors = self.index_cursors(service, lower, upper, usize::MAX)?;
-        let mut out = Vec::new();
-        for chunk in cursors.rchunks(RESOLVE_CHUNK) {
-            for log in self.resolve(chunk, filter)?.into_iter().rev() {
-                out.push(log);
-                if out.len() >= limit {
-                    return Ok(out);
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// The oldest `limit` matching logs of `service` in `[lower, upper)`, through the index.
-    fn oldest_of_service(&self, service: &str, lower: LogCursor, upper: LogCursor, filter: &LogFilter, limit: usize) -> Result<Vec<StoredLog>, LogStoreError> {
-        let mut out = Vec::new();
-        let mut from = lower;
-        loop {
-            let chunk = self.index_cursors(service, from, upper, RESOLVE_CHUNK)?;
-            for log in self.resolve(&chunk, filter)? {
-                out.push(log);
-                if out.len() >= limit {
-                    return Ok(out);
-                }
-            }
-            match chunk.last() {
-                Some(last) if chunk.len() == RESOLVE_CHUNK && keys::successor(*last) > *last => from = keys::successor(*last),
-                _ => return Ok(out),
-            }
-        }
-    }
-
-    /// The positions of `service`'s logs in `[lower, upper)`, in order, at most `max`.
-    fn index_cursors(&self, service: &str, lower: LogCursor, upper: LogCursor, max: usize) -> Result<Vec<LogCursor>, LogStoreError> {
-        let mut out = Vec::new();
+        let end = keys::slice_start(keys::META_PREFIX, to.saturating_add(keys::SLICE_MS));
         let mut failure = None;
-        self.kv.visit_range(&keys::service_key(service, lower), &keys::service_key(service, upper), &mut |key, _| {
-            match keys::decode_service_key(key) {
-                Some((cursor, _)) => {
-                    out.push(cursor);
-                    if out.len() >= max { Visit::Stop } else { Visit::Next }
+        self.store.kv.visit_range(&start, &end, &mut |key, value| {
+            let Some(parts) = keys::decode_block_key(key) else {
+                failure = Some(corrupt(key, "not a block meta key"));
+                return Visit::Stop;
+            };
+            if let Some(service) = &self.filter.service
+                && parts.service != service
+            {
+                // Another service: on to the wanted one's keys (this slice's, or the next one's).
+                let wanted = keys::service_start(keys::META_PREFIX, parts.slice, service);
+                return if key < wanted.as_slice() {
+                    Visit::Seek(wanted)
+                } else {
+                    match parts.slice.checked_add(keys::SLICE_MS) {
+                        Some(next) => Visit::Seek(keys::service_start(keys::META_PREFIX, next, service)),
+                        None => Visit::Stop,
+                    }
+                };
+            }
+            match block::view_meta(value) {
+                Ok(meta) => {
+                    if self.meets(meta.first, meta.last) && meta.index.may_match(&self.probe) {
+                        sources.push(Source::Block { key: keys::with_prefix(key, keys::BLOCK_PREFIX), slice: parts.slice, first: meta.first, last: meta.last });
+                    }
+                    Visit::Next
                 }
-                None => {
-                    failure = Some(corrupt(key, "not a service index key"));
+                Err(detail) => {
+                    failure = Some(corrupt(key, detail));
                     Visit::Stop
                 }
             }
         })?;
         match failure {
             Some(e) => Err(e),
-            None => Ok(out),
+            None => Ok(()),
         }
     }
 
-    /// The logs at `cursors` that pass the filter, in the same order, read in one batch. A
-    /// position without a log is skipped: the log and its index key are written and expired
-    /// together, so none is expected.
-    fn resolve(&self, cursors: &[LogCursor], filter: &LogFilter) -> Result<Vec<StoredLog>, LogStoreError> {
-        let keys: Vec<Vec<u8>> = cursors.iter().map(|cursor| keys::log_key(*cursor)).collect();
-        let values = self.kv.get_many(&keys)?;
-        let mut out = Vec::with_capacity(keys.len());
-        for (key, value) in keys.iter().zip(values) {
-            if let Some(value) = value
-                && let Some(log) = read_one(key, &value, filter)?
-            {
-                out.push(log);
+    /// Adds the matching rows of `rows` (stored under `key`) the page wants.
+    fn read_rows(&self, rows: &[u8], key: &[u8], page: &mut Page) -> Result<(), LogStoreError> {
+        let mut all: Vec<Row<'_>> = Vec::new();
+        for row in block::rows(rows) {
+            let row = row.map_err(|detail| corrupt(key, detail))?;
+            if row.cursor >= self.lower && row.cursor < self.upper {
+                all.push(row);
             }
         }
-        Ok(out)
+        // Best first, so once the page is full the rest are skipped on their cursor.
+        match self.filter.order {
+            LogOrder::OldestFirst => all.sort_unstable_by_key(|r| r.cursor),
+            LogOrder::NewestFirst => all.sort_unstable_by_key(|r| std::cmp::Reverse(r.cursor)),
+        }
+        for row in all {
+            if !page.wants(row.cursor) {
+                break;
+            }
+            if let Some(log) = match_row(row, key, self.filter)? {
+                page.add(log);
+            }
+        }
+        Ok(())
     }
-
-    /// The matching logs in `[lower, upper)`, in key order: the first `limit` of them, or the
-    /// last `limit`.
-    fn scan(&self, lower: LogCursor, upper: LogCursor, filter: &LogFilter, limit: usize, keep: Keep) -> Result<VecDeque<StoredLog>, LogStoreError> {
-        let mut found = VecDeque::new();
-        crate::data::series_store::try_visit_range::<LogStoreError>(self.kv.as_ref(), &keys::log_key(lower), &keys::log_key(upper), &mut |key, value| {
-            let Some(log) = read_one(key, value, filter)? else { return Ok(Visit::Next) };
-            found.push_back(log);
-            Ok(match keep {
-                Keep::Oldest if found.len() >= limit => Visit::Stop,
-                Keep::Oldest => Visit::Next,
-                Keep::Newest => {
-                    if found.len() > limit {
-                        found.pop_front();
-                    }
-                    Visit::Next
-                }
-            })
-        })?;
-        Ok(found)
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Keep {
-    Oldest,
-    Newest,
 }
 
 /// The positions a read covers, `[lower, upper)`: its time range, narrowed by `after`.
@@ -167,7 +294,7 @@ fn bounds(filter: &LogFilter) -> (LogCursor, LogCursor) {
     let mut lower = keys::first_of(filter.start_ms);
     let mut upper = match filter.end_ms.checked_add(1) {
         Some(ms) => keys::first_of(ms),
-        None => LogCursor { timestamp_ms: i64::MAX, sequence: u64::MAX },
+        None => keys::last_of(i64::MAX),
     };
     match (filter.order, filter.after) {
         (LogOrder::OldestFirst, Some(after)) => lower = lower.max(keys::successor(after)),
@@ -177,26 +304,20 @@ fn bounds(filter: &LogFilter) -> (LogCursor, LogCursor) {
     (lower, upper)
 }
 
-/// One stored pair as a log when it passes the filter: names are checked on the value's first
-/// bytes, tags and keyword on the value read in place, and only a match is copied out.
-fn read_one(key: &[u8], value: &[u8], filter: &LogFilter) -> Result<Option<StoredLog>, LogStoreError> {
-    let cursor = keys::decode_log_key(key).ok_or_else(|| corrupt(key, "not a log key"))?;
-    let [service, instance, endpoint] = codec::names(value).map_err(|detail| corrupt(key, detail))?;
+/// One row as a log when it passes the filter: names are checked on the value's first bytes,
+/// tags and keyword on the value read in place, and only a match is copied out.
+fn match_row(row: Row<'_>, key: &[u8], filter: &LogFilter) -> Result<Option<StoredLog>, LogStoreError> {
+    let [service, instance, endpoint] = codec::names(row.value).map_err(|detail| corrupt(key, detail))?;
     let wanted = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
     if !(wanted(&filter.service, service) && wanted(&filter.instance, instance) && wanted(&filter.endpoint, endpoint)) {
         return Ok(None);
     }
-    let view = codec::view(value).map_err(|detail| corrupt(key, detail))?;
-    if !content_matches(filter, &view) {
+    let view = codec::view(row.value).map_err(|detail| corrupt(key, detail))?;
+    let matches = filter.tags.iter().all(|(key, value)| view.tags.iter().any(|(k, v)| k == key && v == value))
+        && filter.keyword.as_deref().is_none_or(|keyword| view.content.contains(keyword));
+    if !matches {
         return Ok(None);
     }
-    let log = view.to_kept(cursor.timestamp_ms).map_err(|detail| corrupt(key, detail))?;
-    Ok(Some(StoredLog { cursor, log }))
-}
-
-/// The filters that need more than the names: every tag present with its value, and the
-/// keyword in the content.
-fn content_matches(filter: &LogFilter, view: &codec::LogView<'_>) -> bool {
-    filter.tags.iter().all(|(key, value)| view.tags.iter().any(|(k, v)| k == key && v == value))
-        && filter.keyword.as_deref().is_none_or(|keyword| view.content.contains(keyword))
+    let log = view.to_kept(row.cursor.timestamp_ms).map_err(|detail| corrupt(key, detail))?;
+    Ok(Some(StoredLog { cursor: row.cursor, log }))
 }

@@ -2,34 +2,36 @@
 //!
 //! A caller encodes its logs (no lock held), queues them and takes the writer lock. If a writer
 //! before it already wrote its logs, it returns that outcome; otherwise it writes everything
-//! queued as one group: sequences assigned in arrival order, one synced batch carrying the logs,
-//! their service index keys and the new sequence record. The queue lets one fsync acknowledge every caller that arrived
-//! while the previous group was syncing. Logs already past retention are not written (counted
+//! queued as one group: sequences assigned in arrival order, one synced batch carrying one
+//! pending group per slice the logs fall in (usually one: `w | slice | first sequence`, the
+//! rows) and the new sequence record. The queue lets one fsync acknowledge every caller that
+//! arrived while the previous group was syncing. Once synced, the groups join the store's
+//! pending logs in memory ([`super::buffer`]), where reads find them until a flush turns them
+//! into blocks. Logs already past retention are not written (counted
 //! `logs_stored{result="expired"}`): the retention worker would delete them anyway.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::{LogStore, codec, keys, lock};
+use super::buffer::Chunk;
+use super::{LogStore, block, codec, keys, lock};
+use crate::base::self_metrics::{LabelSet, labels};
 use crate::data::logs::{KeptLog, LogCursor, LogStoreError};
 use crate::store::kv::KvError;
 use crate::store::series::SeriesOp;
-use crate::base::self_metrics::labels;
 
 /// One caller's queued write and where its outcome goes.
 pub(super) struct Pending {
-    /// Timestamp, service and encoded value of each log, in the caller's order.
-    logs: Vec<(i64, String, Vec<u8>)>,
+    /// Timestamp and encoded value of each log, in the caller's order.
+    logs: Vec<(i64, Vec<u8>)>,
     outcome: Arc<Mutex<Option<Result<(), KvError>>>>,
 }
 
 impl LogStore {
     pub(super) fn write_logs(&self, logs: &[KeptLog]) -> Result<(), LogStoreError> {
         let cutoff = self.cutoff_ms((self.now_ms)());
-        let encoded: Vec<(i64, String, Vec<u8>)> = logs
-            .iter()
-            .filter(|log| log.record.timestamp_ms >= cutoff)
-            .map(|log| (log.record.timestamp_ms, log.record.service.clone(), codec::encode_log(log)))
-            .collect();
+        let encoded: Vec<(i64, Vec<u8>)> =
+            logs.iter().filter(|log| log.record.timestamp_ms >= cutoff).map(|log| (log.record.timestamp_ms, codec::encode_log(log))).collect();
         let expired = logs.len() - encoded.len();
         if expired > 0 {
             self.telemetry.logs_stored.get_or_create(&labels([("result", "expired")])).inc_by(expired as u64);
@@ -48,29 +50,42 @@ impl LogStore {
             }
         }
         drop(next_sequence);
-        match lock(&outcome).take() {
+        let result = match lock(&outcome).take() {
             Some(result) => result.map_err(LogStoreError::Kv),
             // Every queued write is answered by the group that takes it; ours was taken.
             None => Err(LogStoreError::Kv(KvError::Write {
                 kind: crate::store::kv::KvErrorKind::Io,
                 detail: "the log write group ended without an outcome".into(),
             })),
+        };
+        if result.is_ok() {
+            self.flush_if_full();
         }
+        result
     }
 
-    /// Writes `group` in one synced batch, sequences from `next_sequence` on.
+    /// Writes `group` in one synced batch, sequences from `next_sequence` on; then its pending
+    /// groups join the buffer.
     fn write_group(&self, next_sequence: &mut u64, group: &[Pending]) -> Result<(), KvError> {
         let count: usize = group.iter().map(|p| p.logs.len()).sum();
-        let mut ops = Vec::with_capacity(2 * count + 1);
+        // slice → (first sequence, value: version then rows)
+        let mut slices: BTreeMap<i64, (u64, Vec<u8>)> = BTreeMap::new();
         let mut sequence = *next_sequence;
         for pending in group {
-            for (timestamp_ms, service, value) in &pending.logs {
-                let cursor = LogCursor { timestamp_ms: *timestamp_ms, sequence };
-                ops.push(SeriesOp::Put { key: keys::log_key(cursor), value: value.clone() });
-                ops.push(SeriesOp::Put { key: keys::service_key(service, cursor), value: Vec::new() });
+            for (timestamp_ms, value) in &pending.logs {
+                let (_, rows) = slices.entry(keys::slice_of(*timestamp_ms)).or_insert_with(|| {
+                    let mut rows = Vec::with_capacity(count * (value.len() + block::ROW_HEADER) + 1);
+                    rows.push(block::FORMAT_VERSION);
+                    (sequence, rows)
+                });
+                block::push_row(rows, LogCursor { timestamp_ms: *timestamp_ms, sequence }, value);
                 sequence += 1;
             }
         }
+        let mut ops: Vec<SeriesOp> = slices
+            .into_iter()
+            .map(|(slice, (first, rows))| SeriesOp::Put { key: keys::pending_key(slice, first), value: rows })
+            .collect();
         ops.push(SeriesOp::Put { key: keys::SEQUENCE_KEY.to_vec(), value: codec::encode_sequence(sequence) });
         // Used or not, these sequences are never handed out again: a failed batch that did land
         // after all cannot collide with the next one.
@@ -78,12 +93,26 @@ impl LogStore {
         let result = self.kv.write(&ops, true);
         let label = if result.is_ok() { "stored" } else { "failed" };
         self.telemetry.logs_stored.get_or_create(&labels([("result", label)])).inc_by(count as u64);
+        if result.is_ok() {
+            let now = (self.now_ms)();
+            let mut buffer = lock(&self.buffer);
+            ops.pop();
+            for op in ops {
+                let SeriesOp::Put { key, value } = op else { continue };
+                let Some((slice, _)) = keys::decode_pending_key(&key) else { continue };
+                // Rows this writer just encoded always read back.
+                if let Ok(Some(chunk)) = Chunk::new(key, slice, value) {
+                    buffer.add(chunk, now);
+                }
+            }
+            self.telemetry.log_pending_bytes.get_or_create(&LabelSet::new()).set(buffer.bytes() as i64);
+        }
         result
     }
 }
 
 /// The same failure for another caller of the group (`KvError` is not `Clone`).
-fn copy_kv_error(error: &KvError) -> KvError {
+pub(super) fn copy_kv_error(error: &KvError) -> KvError {
     match error {
         KvError::Read { kind, detail } => KvError::Read { kind: *kind, detail: detail.clone() },
         KvError::Write { kind, detail } => KvError::Write { kind: *kind, detail: detail.clone() },
