@@ -49,6 +49,9 @@ pub struct SelfMetrics {
     pub evaluation_seconds: HistogramFamily,
     /// Evaluation errors, by `rule`.
     pub evaluation_errors: CounterFamily,
+    /// Batches queued in dispatch or being evaluated, by `queue` (metrics, logs), refreshed at
+    /// render; 0 for both when dispatch is idle.
+    pub dispatch_pending_batches: GaugeFamily,
     /// Metric values written to storage, by `metric`.
     pub values_stored: CounterFamily,
     /// Metric values not stored, by `reason` (unregistered_measure, storage_error, expired, ...).
@@ -155,6 +158,7 @@ impl SelfMetrics {
             samples_dropped: counter(r, "samples_dropped", "Samples not evaluated, by rule and reason"),
             evaluation_seconds: histogram(r, "evaluation_seconds", "Time to evaluate one batch against one rule file", latency_histogram),
             evaluation_errors: counter(r, "evaluation_errors", "MAL/LAL evaluation errors, by rule"),
+            dispatch_pending_batches: gauge(r, "dispatch_pending_batches", "Batches queued in dispatch or being evaluated, by queue (metrics, logs)"),
             values_stored: counter(r, "values_stored", "Metric values written to storage, by metric"),
             values_rejected: counter(r, "values_rejected", "Metric values not stored, by reason"),
             rules: gauge(r, "rules", "Rule files on this node, by state"),

@@ -14,9 +14,20 @@
 //!   out-of-order samples). A warm-up round (every host's round 0, which creates the series) is
 //!   sent before the clock starts. Then each connection sends its next request as soon as the
 //!   last is answered, for `S` seconds.
-//! - Reported: accepted samples/s (samples of 2xx-answered requests), errors by kind, request
-//!   latency p50 and p99. Against Prometheus, the run checks afterwards that Prometheus holds
-//!   every host's series.
+//! - The clock: hotrule answers 204 once a batch is queued for evaluation, not once it is
+//!   evaluated and stored, so its clock runs from the start of the load until the node's dispatch
+//!   is idle: the bench polls the node's `/metrics` on the admin port until
+//!   `hotrule_dispatch_pending_batches{queue="metrics"}` (batches queued or being evaluated) reads
+//!   0, for at most five minutes (then the run fails). Prometheus has appended a sample when it
+//!   answers, so its clock stops at the last answer.
+//! - Reported: accepted samples/s (samples of 2xx-answered requests over that wall time), the
+//!   load and drain times, errors by kind, request latency p50 and p99.
+//! - Checked, and a mismatch fails the run ([`ingest_check`](super::ingest_check) says how the
+//!   expected values follow from the stream and the rounds each host had answered 2xx): every
+//!   host's stored `meter_vm_memory_total` and `meter_vm_memory_buff_cache` minute values on the
+//!   node (`/query/metrics`), and in Prometheus every host's series count and the last value of a
+//!   counter and a gauge (`/api/v1/query`). With `--target`, `--target-admin` names the node's
+//!   admin address for the wait and the read-back.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -50,8 +61,12 @@ const MAX_ROUNDS: usize = 1_000_000;
 pub struct IngestArgs {
     /// hotrule's remote-write URL (`http://HOST:PORT/api/v1/write` on a node's data listener).
     /// Without it, the bench starts a node of its own (this binary's `serve`, RocksDB in --dir).
-    #[arg(long)]
+    #[arg(long, requires = "target_admin")]
     target: Option<String>,
+    /// The admin address (`HOST:PORT`) of the `--target` node: its `/metrics` tells when it has
+    /// stored what it accepted, its `/query/metrics` what it stored (token: HOTRULE_ADMIN_TOKEN).
+    #[arg(long, requires = "target")]
+    target_admin: Option<String>,
     /// First run the same stream against a real Prometheus (Debian's `prometheus`, started
     /// with `--web.enable-remote-write-receiver`) on this machine, for the side-by-side figure.
     #[arg(long)]
@@ -84,9 +99,19 @@ struct SeriesTemplate {
     step: f64,
 }
 
+impl SeriesTemplate {
+    /// The value sent in round `round` (the one expression both the requests and the checks use).
+    fn value(&self, round: usize) -> f64 {
+        self.base + self.step * round as f64
+    }
+}
+
 /// The node_exporter-shaped stream: per host, its series.
 pub struct Stream {
     hosts: Vec<Vec<SeriesTemplate>>,
+    /// Each series' name and labels (without `job` and `instance`), in the order of every
+    /// host's templates.
+    names: Vec<(String, LabelMap)>,
     t0_ms: i64,
 }
 
@@ -95,7 +120,7 @@ fn encode_labels(name: &str, labels: &LabelMap, host: usize) -> Vec<u8> {
     let mut all: Vec<(&str, String)> = labels.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     all.push(("__name__", name.to_string()));
     all.push(("job", "vm-monitoring".to_string()));
-    all.push(("instance", format!("host-{host}:9100")));
+    all.push(("instance", Stream::instance(host)));
     all.sort_by(|a, b| a.0.cmp(b.0));
     let mut out = Vec::new();
     for (label, value) in all {
@@ -124,7 +149,8 @@ impl Stream {
                     .collect()
             })
             .collect();
-        Ok(Stream { hosts, t0_ms })
+        let names = first.samples.iter().map(|s| (s.name.clone(), s.labels.as_ref().clone())).collect();
+        Ok(Stream { hosts, names, t0_ms })
     }
 
     pub fn hosts(&self) -> usize {
@@ -135,14 +161,38 @@ impl Stream {
         self.hosts.iter().map(Vec::len).sum()
     }
 
+    /// Series per host.
+    pub fn series_per_host(&self) -> usize {
+        self.names.len()
+    }
+
+    /// The `instance` label of host `host`'s series.
+    pub fn instance(host: usize) -> String {
+        format!("host-{host}:9100")
+    }
+
+    /// The timestamp (epoch ms) of round `round`.
+    pub fn timestamp_ms(&self, round: usize) -> i64 {
+        self.t0_ms + round as i64 * ROUND_MS
+    }
+
+    /// The value host `host` sends in round `round` for the series `name` with exactly the
+    /// labels `labels` (besides `job` and `instance`); None when the scrape has no such series.
+    pub fn value(&self, host: usize, name: &str, labels: &[(&str, &str)], round: usize) -> Option<f64> {
+        let index = self.names.iter().position(|(n, l)| {
+            n == name && l.len() == labels.len() && labels.iter().all(|(k, v)| l.get(*k).is_some_and(|x| x == v))
+        })?;
+        Some(self.hosts.get(host)?.get(index)?.value(round))
+    }
+
     /// Host `host`'s scrape of round `round` as a snappy-compressed `WriteRequest`, and its
     /// sample count.
     pub fn request(&self, host: usize, round: usize) -> (Vec<u8>, usize) {
         let series = &self.hosts[host];
-        let timestamp = self.t0_ms + round as i64 * ROUND_MS;
+        let timestamp = self.timestamp_ms(round);
         let mut body = Vec::with_capacity(series.iter().map(|s| s.labels.len() + 24).sum());
         for template in series {
-            let sample = prompb::Sample { value: template.base + template.step * round as f64, timestamp };
+            let sample = prompb::Sample { value: template.value(round), timestamp };
             let sample_len = sample.encoded_len();
             let series_len = template.labels.len() + 1 + prost::encoding::encoded_len_varint(sample_len as u64) + sample_len;
             prost::encoding::encode_key(1, prost::encoding::WireType::LengthDelimited, &mut body);
@@ -162,13 +212,29 @@ pub struct Outcome {
     pub requests_ok: u64,
     /// Failed requests by kind (`HTTP 400`, `transport`), with the first answer of each kind.
     pub errors: BTreeMap<String, (u64, String)>,
+    /// From the start of the load to the last answer.
     pub elapsed: Duration,
+    /// From the last answer until the receiver had evaluated and stored everything it accepted
+    /// (hotrule: its dispatch idle); none where a 2xx already means stored (Prometheus).
+    pub drain: Option<Duration>,
     pub latencies: Vec<Duration>,
+    /// Per host, the rounds answered 2xx (the warm-up's round 0 included), in the order sent.
+    pub accepted_rounds: BTreeMap<usize, Vec<usize>>,
 }
 
 impl Outcome {
+    /// The wall time the rate is computed over: the load and the drain after it.
+    pub fn wall(&self) -> Duration {
+        self.elapsed + self.drain.unwrap_or_default()
+    }
+
     pub fn samples_per_second(&self) -> f64 {
-        self.accepted_samples as f64 / self.elapsed.as_secs_f64().max(f64::EPSILON)
+        self.accepted_samples as f64 / self.wall().as_secs_f64().max(f64::EPSILON)
+    }
+
+    /// The last round of every host a round of which was answered 2xx.
+    pub fn last_rounds(&self) -> BTreeMap<usize, usize> {
+        self.accepted_rounds.iter().filter_map(|(host, rounds)| Some((*host, *rounds.iter().max()?))).collect()
     }
 
     fn percentile(&self, rank: usize) -> Duration {
@@ -185,6 +251,9 @@ impl Outcome {
             entry.0 += count;
         }
         self.latencies.extend(other.latencies);
+        for (host, rounds) in other.accepted_rounds {
+            self.accepted_rounds.entry(host).or_default().extend(rounds);
+        }
     }
 
     /// One report line.
@@ -192,14 +261,18 @@ impl Outcome {
         let failed: u64 = self.errors.values().map(|(count, _)| count).sum();
         let kinds: Vec<String> = self.errors.iter().map(|(kind, (count, _))| format!("{count} {kind}")).collect();
         format!(
-            "{name}: {:.0} accepted samples/s ({} requests answered 2xx, {} failed{}; latency p50 {:.2} ms, p99 {:.2} ms; {connections} connections, {:.1} s, {series} series)",
+            "{name}: {:.0} accepted samples/s ({} requests answered 2xx, {} failed{}; latency p50 {:.2} ms, p99 {:.2} ms; {connections} connections, {:.1} s{}, {series} series)",
             self.samples_per_second(),
             self.requests_ok,
             failed,
             if kinds.is_empty() { String::new() } else { format!(": {}", kinds.join(", ")) },
             self.percentile(50).as_secs_f64() * 1000.0,
             self.percentile(99).as_secs_f64() * 1000.0,
-            self.elapsed.as_secs_f64(),
+            self.wall().as_secs_f64(),
+            match self.drain {
+                Some(drain) => format!(" = {:.2} s load + {:.3} s until dispatch idle", self.elapsed.as_secs_f64(), drain.as_secs_f64()),
+                None => String::new(),
+            },
         )
     }
 }
@@ -246,21 +319,29 @@ pub async fn run_stream(urls: &[String], stream: Arc<Stream>, connections: usize
         return Outcome::default();
     }
     let connections = connections.clamp(1, stream.hosts().max(1));
-    // Warm-up: every host's round 0 (creates the series), not timed.
+    // Warm-up: every host's round 0 (creates the series), not timed, not counted but for the
+    // rounds a receiver holds.
     let warmups: Vec<_> = (0..connections)
         .map(|c| {
             let (stream, urls) = (stream.clone(), urls.clone());
             tokio::spawn(async move {
                 let client = client();
+                let mut accepted = Vec::new();
                 for (k, host) in (c..stream.hosts()).step_by(connections).enumerate() {
                     let url = &urls[(c + k) % urls.len()];
-                    let _ = send(&client, url, stream.request(host, 0).0).await;
+                    if send(&client, url, stream.request(host, 0).0).await.is_ok() {
+                        accepted.push(host);
+                    }
                 }
+                accepted
             })
         })
         .collect();
+    let mut warm = BTreeMap::new();
     for warmup in warmups {
-        let _ = warmup.await;
+        for host in warmup.await.unwrap_or_default() {
+            warm.insert(host, vec![0]);
+        }
     }
     let started = Instant::now();
     let deadline = started + duration;
@@ -286,6 +367,7 @@ pub async fn run_stream(urls: &[String], stream: Arc<Stream>, connections: usize
                             Ok(()) => {
                                 outcome.requests_ok += 1;
                                 outcome.accepted_samples += samples as u64;
+                                outcome.accepted_rounds.entry(host).or_default().push(round);
                             }
                             Err((kind, answer)) => outcome.errors.entry(kind).or_insert((0, answer)).0 += 1,
                         }
@@ -295,7 +377,7 @@ pub async fn run_stream(urls: &[String], stream: Arc<Stream>, connections: usize
             })
         })
         .collect();
-    let mut total = Outcome::default();
+    let mut total = Outcome { accepted_rounds: warm, ..Outcome::default() };
     for task in tasks {
         if let Ok(outcome) = task.await {
             total.merge(outcome);
@@ -303,6 +385,37 @@ pub async fn run_stream(urls: &[String], stream: Arc<Stream>, connections: usize
     }
     total.elapsed = started.elapsed();
     total
+}
+
+/// Checks that Prometheus holds, for every host, the stream's whole scrape and the last values
+/// it accepted ([`ingest_check`](super::ingest_check)); a summary line, or the mismatches as the
+/// error.
+async fn check_prometheus(prometheus: &super::prometheus::Prometheus, stream: &Stream, outcome: &Outcome) -> Result<String, String> {
+    use super::ingest_check::{PROMETHEUS_LAST, compare, expected_last, expected_series, failure, vector_by_instance};
+    let last_rounds = outcome.last_rounds();
+    if last_rounds.len() < stream.hosts() {
+        return Err(format!("prometheus accepted no round of {} of the {} hosts", stream.hosts() - last_rounds.len(), stream.hosts()));
+    }
+    // Rounds may run ahead of the clock: query at the newest round, over a range holding them all.
+    let newest = last_rounds.values().max().copied().unwrap_or(0);
+    let at_ms = stream.timestamp_ms(newest);
+    let range = format!("{}s", newest + 2);
+    let mut mismatches = Vec::new();
+    let series = vector_by_instance(&prometheus.query_at(&format!("count by (instance) (last_over_time({{job=\"vm-monitoring\"}}[{range}]))"), at_ms).await?)?;
+    mismatches.extend(compare("series", &expected_series(stream, &last_rounds), &series));
+    for name in PROMETHEUS_LAST {
+        let held = vector_by_instance(&prometheus.query_at(&format!("last_over_time({name}[{range}])"), at_ms).await?)?;
+        mismatches.extend(compare(name, &expected_last(stream, &last_rounds, name)?, &held));
+    }
+    match failure("prometheus", &mismatches) {
+        Some(error) => Err(error),
+        None => Ok(format!(
+            "prometheus checked: {} series of each of {} hosts, and the last accepted value of {}",
+            stream.series_per_host(),
+            last_rounds.len(),
+            PROMETHEUS_LAST.join(" and ")
+        )),
+    }
 }
 
 fn print_errors(outcome: &Outcome) {
@@ -339,8 +452,7 @@ pub async fn run(args: IngestArgs) -> Result<(), String> {
         let line = outcome.line("prometheus 2 (remote-write receiver)", args.connections, stream.series());
         println!("{line}");
         print_errors(&outcome);
-        let hosts_held = prometheus.scalar("count(node_memory_MemTotal_bytes)").await.unwrap_or(0.0);
-        println!("  Prometheus holds node_memory_MemTotal_bytes of {hosts_held} hosts (of {})", stream.hosts());
+        println!("  {}", check_prometheus(&prometheus, &stream, &outcome).await?);
         lines.push((line, outcome.samples_per_second()));
     }
     if !args.no_hotrule {
@@ -348,18 +460,24 @@ pub async fn run(args: IngestArgs) -> Result<(), String> {
             Some(_) => None,
             None => Some(super::ingest_node::IngestNode::start(&args.dir.join("node"), &args.rules_dir).await?),
         };
-        let url = match (&args.target, &node) {
-            (Some(target), _) => target.clone(),
-            (None, Some(node)) => node.write_url(),
-            (None, None) => return Err("no hotrule target".into()),
+        let target_admin;
+        let (url, admin) = match (&args.target, &args.target_admin, &node) {
+            (Some(target), Some(addr), _) => {
+                let token = std::env::var("HOTRULE_ADMIN_TOKEN").ok();
+                target_admin = crate::api::client::AdminClient::new(addr, token).map_err(|e| e.to_string())?.with_timeout(Duration::from_secs(10));
+                (target.clone(), &target_admin)
+            }
+            (None, _, Some(node)) => (node.write_url(), node.admin()),
+            _ => return Err("--target needs --target-admin".into()),
         };
-        let outcome = run_stream(&[url], stream.clone(), args.connections, duration).await;
+        let mut outcome = run_stream(&[url], stream.clone(), args.connections, duration).await;
+        // A 2xx means queued: the clock runs on until the node has evaluated and stored it all.
+        outcome.drain = Some(super::ingest_node::wait_dispatch_idle(admin).await?);
         let line = outcome.line("hotrule (decode, evaluate, store)", args.connections, stream.series());
         println!("{line}");
         print_errors(&outcome);
-        if let Some(node) = &node {
-            println!("  {}", node.received_line().await);
-        }
+        println!("  {}", super::ingest_node::received_line(admin).await);
+        println!("  {}", super::ingest_node::check_stored(admin, &stream, &outcome.accepted_rounds).await?);
         lines.push((line, outcome.samples_per_second()));
     }
     if let [(_, prometheus), (_, hotrule)] = lines.as_slice() {
@@ -418,19 +536,26 @@ mod tests {
     fn latency_percentiles_and_merges_count_every_request() {
         let mut total = Outcome::default();
         let mut a = Outcome { accepted_samples: 10, requests_ok: 2, ..Outcome::default() };
+        a.accepted_rounds.insert(3, vec![0, 1]);
         a.latencies = (1..=100).map(Duration::from_millis).collect();
         a.errors.insert("HTTP 400".into(), (1, "bad".into()));
         let mut b = Outcome { accepted_samples: 5, requests_ok: 1, ..Outcome::default() };
         b.errors.insert("HTTP 400".into(), (2, "worse".into()));
+        b.accepted_rounds.insert(3, vec![4]);
+        b.accepted_rounds.insert(1, vec![2]);
         total.merge(a);
         total.merge(b);
-        total.elapsed = Duration::from_secs(5);
+        total.elapsed = Duration::from_secs(4);
+        total.drain = Some(Duration::from_secs(1));
         assert_eq!(total.accepted_samples, 15);
         assert_eq!(total.errors["HTTP 400"], (3, "bad".to_string()));
-        assert_eq!(total.samples_per_second(), 3.0);
+        assert_eq!(total.samples_per_second(), 3.0, "over the load and the drain");
+        assert_eq!(total.accepted_rounds[&3], [0, 1, 4]);
+        assert_eq!(total.last_rounds(), [(1, 2), (3, 4)].into());
         assert_eq!(total.percentile(50), Duration::from_millis(51));
         assert_eq!(total.percentile(99), Duration::from_millis(100));
         assert!(total.line("x", 2, 7).contains("3 HTTP 400"), "{}", total.line("x", 2, 7));
+        assert!(total.line("x", 2, 7).contains("5.0 s = 4.00 s load + 1.000 s until dispatch idle"), "{}", total.line("x", 2, 7));
     }
 
     #[tokio::test]
@@ -466,5 +591,11 @@ mod tests {
         assert_eq!(outcome.accepted_samples, outcome.requests_ok * (stream.series() / 4) as u64);
         assert_eq!(outcome.latencies.len() as u64, outcome.requests_ok + failed);
         assert!(outcome.elapsed >= Duration::from_millis(300));
+        // Every 2xx is a (host, round) the checks expect, the warm-up's round 0 besides.
+        let timed: usize = outcome.accepted_rounds.values().map(|rounds| rounds.iter().filter(|r| **r > 0).count()).sum();
+        assert_eq!(timed as u64, outcome.requests_ok);
+        assert!(outcome.accepted_rounds.values().all(|rounds| rounds.windows(2).all(|w| w[0] < w[1])), "in order per host");
+        assert_eq!(outcome.drain, None);
+        assert_eq!(outcome.wall(), outcome.elapsed);
     }
 }

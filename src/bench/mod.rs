@@ -9,6 +9,7 @@ pub mod etcd;
 pub mod graphql;
 pub mod handoff;
 pub mod ingest;
+mod ingest_check;
 mod ingest_node;
 pub mod lal_node;
 pub mod logs;
@@ -186,8 +187,10 @@ pub enum BenchCommand {
     /// (the node's remote-write export), alternating; panel and dashboard p50/p99 side by side.
     Promql(promql::PromqlArgs),
     /// Remote-write ingest (decode, evaluate, store): node_exporter-shaped requests over C
-    /// connections for S seconds; accepted samples/s, errors, latency p50/p99. With
-    /// `--against-prometheus`, the same stream against a real Prometheus first, side by side.
+    /// connections for S seconds; accepted samples/s until the node's dispatch is idle (all
+    /// stored), errors, latency p50/p99; then the stored values are checked against the stream.
+    /// With `--against-prometheus`, the same stream against a real Prometheus first, side by
+    /// side, its series checked the same way.
     Ingest(ingest::IngestArgs),
     /// SkyWalking's native meter protocol (issue 27): samples/s and CPU per million samples
     /// into an in-process node over one gRPC channel (`MeterReportService/collect`, one stream

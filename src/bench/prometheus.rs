@@ -79,11 +79,12 @@ impl Prometheus {
         format!("http://{}/api/v1/write", self.addr)
     }
 
-    /// The value of a one-sample instant query (e.g. `count(up)`), if it has one.
-    pub async fn scalar(&self, expr: &str) -> Option<f64> {
-        let reply = self.client.get(&crate::api::client::with_query("/api/v1/query", &[("query", expr)])).await.ok()?;
-        let json = reply.json()?;
-        json["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    /// The whole answer of the instant query `expr` at `time_ms` (epoch ms).
+    pub async fn query_at(&self, expr: &str, time_ms: i64) -> Result<serde_json::Value, String> {
+        let time = format!("{}.{:03}", time_ms.div_euclid(1000), time_ms.rem_euclid(1000));
+        let path = crate::api::client::with_query("/api/v1/query", &[("query", expr), ("time", &time)]);
+        let reply = self.client.get(&path).await.map_err(|e| format!("prometheus {path}: {e}"))?;
+        reply.json().ok_or_else(|| format!("prometheus {path} answered {}: {}", reply.status, reply.text()))
     }
 }
 

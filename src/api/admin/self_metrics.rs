@@ -2,7 +2,8 @@
 //! the same bearer token as every admin read.
 //!
 //! The counters are kept by the modules that count; this handler only refreshes the gauges that
-//! mirror state held elsewhere (rules by local state, agents online) and renders the registry.
+//! mirror state held elsewhere (rules by local state, agents online, batches pending in dispatch)
+//! and renders the registry.
 //! Rule writes are counted by [`count_writes`], a layer on the write routes that reads the
 //! `applyStatus` each answer carries as an extension.
 
@@ -42,6 +43,10 @@ fn refresh_gauges(state: &AdminState) {
     state.telemetry.agents_connected.get_or_create(&LabelSet::new()).set(online as i64);
     let compacted = i64::try_from(state.store.history_compacted()).unwrap_or(i64::MAX);
     state.telemetry.history_compacted.get_or_create(&LabelSet::new()).set(compacted);
+    for (queue, pending) in [("metrics", state.dispatcher.pending()), ("logs", state.dispatcher.pending_logs())] {
+        let pending = i64::try_from(pending).unwrap_or(i64::MAX);
+        state.telemetry.dispatch_pending_batches.get_or_create(&labels([("queue", queue)])).set(pending);
+    }
 }
 
 /// Counts the answer of a write route in `rule_writes{status}`, when it carries its

@@ -211,6 +211,10 @@ impl LogPlane {
         self.queue.len()
     }
 
+    pub(super) fn pending(&self) -> usize {
+        self.queue.pending()
+    }
+
     pub(super) fn wait_idle(&self, deadline: Instant) -> bool {
         self.queue.wait_idle(deadline.saturating_duration_since(std::time::Instant::now()))
     }

@@ -360,6 +360,18 @@ impl Dispatcher {
         self.logs.queued()
     }
 
+    /// Metric batches queued or being evaluated (their values not yet all written): 0 when
+    /// every batch a receiver handed over has been evaluated and stored
+    /// (`hotrule_dispatch_pending_batches{queue="metrics"}`).
+    pub fn pending(&self) -> usize {
+        self.shared.queue.pending()
+    }
+
+    /// Log batches queued or being analysed (`hotrule_dispatch_pending_batches{queue="logs"}`).
+    pub fn pending_logs(&self) -> usize {
+        self.logs.pending()
+    }
+
     /// Waits until nothing is queued or being evaluated, logs included (blocking; tests and
     /// benchmarks).
     pub fn wait_idle(&self, timeout: Duration) -> bool {

@@ -69,6 +69,13 @@ impl<T> BatchQueue<T> {
         self.lock().batches.len()
     }
 
+    /// Batches waiting or taken and not yet finished: 0 exactly when [`BatchQueue::wait_idle`]
+    /// would return at once.
+    pub fn pending(&self) -> usize {
+        let state = self.lock();
+        state.batches.len() + state.processing
+    }
+
     pub fn push(&self, batches: Vec<T>) -> Result<(), PushRefused> {
         let mut state = self.lock();
         if state.stopped {
@@ -145,6 +152,7 @@ mod tests {
     fn submissions_are_accepted_or_refused_whole() {
         let queue = BatchQueue::new(3);
         assert_eq!(queue.push(vec![batch(), batch()]), Ok(()));
+        assert_eq!(queue.pending(), 2, "queued");
         assert_eq!(queue.push(vec![batch(), batch()]), Err(PushRefused::Full), "2 + 2 > 3");
         assert_eq!(queue.len(), 2);
         assert_eq!(queue.push(vec![batch()]), Ok(()));
@@ -188,9 +196,11 @@ mod tests {
         assert_eq!(queue.push(vec![batch()]), Err(PushRefused::Stopped));
         assert!(queue.take().is_some());
         assert!(!queue.wait_idle(Duration::ZERO), "one batch still being processed");
+        assert_eq!(queue.pending(), 1, "taken, not finished");
         queue.done();
         assert!(queue.take().is_none());
         assert!(queue.wait_idle(Duration::ZERO));
+        assert_eq!(queue.pending(), 0);
     }
 
     fn log_batch() -> LogBatch {
