@@ -60,6 +60,8 @@ pub struct LalNodeBench {
     pub services: usize,
     /// The node's dispatch settings (log queue bound, LAL threads).
     pub dispatch: DispatchSettings,
+    /// Lines the interpreter alone runs for the same-run comparison.
+    pub interpreter_lines: u64,
 }
 
 /// What one run measured; every count is checked by [`measure`] before it returns.
@@ -90,6 +92,11 @@ pub struct LalNodeReport {
     pub values_stored: u64,
     /// The stored minute values of [`ERROR_METRIC`], summed over every service.
     pub error_count_stored: i64,
+    /// The interpreter alone on the same logs, in the same process before the node started:
+    /// lines per CPU-second of its thread.
+    pub interpreter_lines_per_cpu_second: Option<f64>,
+    /// Process CPU seconds over the run by thread kind (name), most first.
+    pub cpu_by_thread: Vec<(String, f64)>,
 }
 
 impl LalNodeReport {
@@ -99,6 +106,11 @@ impl LalNodeReport {
 
     pub fn logs_per_cpu_second(&self) -> Option<f64> {
         self.cpu_seconds.filter(|c| *c > 0.0).map(|c| self.logs_accepted as f64 / c)
+    }
+
+    /// The node's logs per CPU-second as a share of the interpreter's alone.
+    pub fn share_of_interpreter(&self) -> Option<f64> {
+        self.logs_per_cpu_second().zip(self.interpreter_lines_per_cpu_second).map(|(node, alone)| node / alone)
     }
 
     /// Why the counts do not add up, if they do not.
@@ -268,6 +280,69 @@ fn error_count_stored(reader: &dyn MetricReader, start_ms: i64, end_ms: i64) -> 
     Ok(sum)
 }
 
+/// The CPU seconds of the calling thread (Linux `CLOCK_THREAD_CPUTIME_ID`).
+fn thread_cpu_seconds() -> Option<f64> {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given and nothing else.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    (status == 0).then(|| now.tv_sec as f64 + now.tv_nsec as f64 / 1e9)
+}
+
+/// Lines per CPU-second of `lal/nginx.yaml` alone (`hotrule_lal_engine::bench::drive`, as the
+/// `nginx_throughput` example runs it) over `logs`, on this thread: a warm-up, then `lines`.
+fn interpreter_alone(rules_dir: &std::path::Path, logs: &[LogData], lines: u64) -> Result<Option<f64>, String> {
+    let path = rules_dir.join("lal").join("nginx.yaml");
+    let source = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let Ok(hotrule_rule_compiler::Compiled::Lal(file)) = hotrule_rule_compiler::compile_bundled(hotrule_rule_compiler::DslKind::Lal, &source) else {
+        return Err(format!("{} does not compile as LAL", path.display()));
+    };
+    let file = hotrule_lal_engine::PreparedLalFile::new(file);
+    hotrule_lal_engine::bench::drive(&file, logs, lines / 10);
+    let before = thread_cpu_seconds();
+    let driven = hotrule_lal_engine::bench::drive(&file, logs, lines);
+    let cpu = thread_cpu_seconds().zip(before).map(|(after, before)| after - before);
+    if driven.errors > 0 || driven.kept != lines {
+        return Err(format!("the interpreter alone: {} errors, {} of {lines} lines kept", driven.errors, driven.kept));
+    }
+    Ok(cpu.filter(|c| *c > 0.0).map(|c| lines as f64 / c))
+}
+
+/// CPU seconds of each of this process's threads by name (`/proc/self/task`); threads that
+/// ended are missing, so take it while the node still runs.
+fn cpu_by_thread() -> std::collections::BTreeMap<(u32, String), f64> {
+    let mut out = std::collections::BTreeMap::new();
+    // SAFETY: sysconf only reads a configuration value.
+    let ticks = match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
+        t if t > 0 => t as f64,
+        _ => 100.0,
+    };
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
+        let name = head.split_once('(').map_or("?", |(_, n)| n).to_string();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let cpu = fields.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0) + fields.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+        let id = task.file_name().to_string_lossy().parse().unwrap_or(0);
+        out.insert((id, name), cpu / ticks);
+    }
+    out
+}
+
+/// The CPU each thread name used between two [`cpu_by_thread`] readings, most first; numbers
+/// in names are dropped so a pool is one line.
+fn cpu_delta(before: &std::collections::BTreeMap<(u32, String), f64>, after: &std::collections::BTreeMap<(u32, String), f64>) -> Vec<(String, f64)> {
+    let mut by_name: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+    for (key, cpu) in after {
+        let used = cpu - before.get(key).copied().unwrap_or(0.0);
+        let name: String = key.1.chars().filter(|c| !c.is_ascii_digit()).collect();
+        *by_name.entry(name.trim_end_matches(['-', ':']).to_string()).or_default() += used;
+    }
+    let mut out: Vec<(String, f64)> = by_name.into_iter().filter(|(_, cpu)| *cpu > 0.0).collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out
+}
+
 fn engine(dir: Option<&std::path::Path>) -> Result<(Arc<dyn KvEngine>, &'static str), String> {
     let Some(dir) = dir else { return Ok((Arc::new(MemKv::new()), "the in-memory twin")) };
     let path = dir.join("lal-node-db");
@@ -281,40 +356,55 @@ pub async fn measure(bench: &LalNodeBench) -> Result<LalNodeReport, String> {
     if bench.producers == 0 || bench.batch == 0 || bench.services == 0 {
         return Err("--producers, --batch and --services must be at least 1".into());
     }
-    let (kv, store) = engine(bench.dir.as_deref())?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-    let settings = NodeSettings { dispatch: bench.dispatch.clone(), ..NodeSettings::for_test() };
-    let node = NodeBuilder::new(settings).start(kv, listener).await.map_err(|e| e.to_string())?;
-    let result = run_on(&node, bench, store).await;
-    node.shutdown().await;
-    result
-}
-
-async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str) -> Result<LalNodeReport, String> {
-    let client = AdminClient::new(&node.admin_addr.to_string(), None).map_err(|e| e.to_string())?;
-    install(&client, "log-mal-rules", &bench.rules_dir).await?;
-    install(&client, "lal", &bench.rules_dir).await?;
-
     let start_ms = crate::base::clock::now_ms() as i64;
     let prepared: Vec<Vec<(LogBatch, u64)>> = (0..bench.producers)
         .map(|p| (0..PREPARED).map(|i| prepared_batch(p, i, bench.batch, bench.services, start_ms)).collect())
         .collect();
+    let all_logs: Vec<LogData> = prepared.iter().flatten().flat_map(|(batch, _)| batch.logs.iter().cloned()).collect();
+    let rules_dir = bench.rules_dir.clone();
+    let lines = bench.interpreter_lines;
+    let interpreter = tokio::task::spawn_blocking(move || interpreter_alone(&rules_dir, &all_logs, lines)).await.map_err(|e| e.to_string())??;
+    let (kv, store) = engine(bench.dir.as_deref())?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let settings = NodeSettings { dispatch: bench.dispatch.clone(), ..NodeSettings::for_test() };
+    let node = NodeBuilder::new(settings).start(kv, listener).await.map_err(|e| e.to_string())?;
+    let result = run_on(&node, bench, store, prepared, start_ms).await.map(|report| LalNodeReport { interpreter_lines_per_cpu_second: interpreter, ..report });
+    node.shutdown().await;
+    result
+}
+
+async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str, prepared: Vec<Vec<(LogBatch, u64)>>, start_ms: i64) -> Result<LalNodeReport, String> {
+    let client = AdminClient::new(&node.admin_addr.to_string(), None).map_err(|e| e.to_string())?;
+    install(&client, "log-mal-rules", &bench.rules_dir).await?;
+    install(&client, "lal", &bench.rules_dir).await?;
+
     let dispatcher = node.state.dispatcher.clone();
     let (stop, counts) = (Arc::new(AtomicBool::new(false)), Arc::new(Counts::default()));
     let seconds = bench.seconds;
     let timed = tokio::task::spawn_blocking({
-        let (dispatcher, stop, counts) = (dispatcher.clone(), stop.clone(), counts.clone());
-        move || -> Result<(Duration, Option<f64>), String> {
+        let (dispatcher, stop, counts, log_store) = (dispatcher.clone(), stop.clone(), counts.clone(), node.log_store.clone());
+        move || -> Result<(Duration, Option<f64>, Vec<(String, f64)>), String> {
+            let threads_before = cpu_by_thread();
             let cpu_before = process_cpu_seconds();
             let started = Instant::now();
             let produced: Vec<Result<(), String>> = std::thread::scope(|scope| {
-                let handles: Vec<_> = prepared
+                let handles: Result<Vec<_>, String> = prepared
                     .iter()
                     .map(|batches| {
                         let (dispatcher, stop, counts) = (&dispatcher, &stop, &counts);
-                        scope.spawn(move || produce(dispatcher.as_ref(), batches, stop, counts))
+                        std::thread::Builder::new()
+                            .name("bench-producer".into())
+                            .spawn_scoped(scope, move || produce(dispatcher.as_ref(), batches, stop, counts))
                     })
-                    .collect();
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| format!("starting a producer: {e}"));
+                let handles: Vec<_> = match handles {
+                    Ok(handles) => handles,
+                    Err(e) => {
+                        stop.store(true, Ordering::Relaxed);
+                        return vec![Err(e)];
+                    }
+                };
                 let until = started + seconds;
                 while Instant::now() < until {
                     std::thread::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
@@ -326,12 +416,15 @@ async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str) -
             if !dispatcher.wait_idle(IDLE_TIMEOUT) {
                 return Err(format!("the dispatcher was not idle {IDLE_TIMEOUT:?} after the load stopped"));
             }
+            // Logs still pending in memory are flushed into blocks inside the clock: their
+            // compression and indexing are part of storing them.
+            log_store.flush_all().map_err(|e| format!("flushing the log store: {e}"))?;
             let wall = started.elapsed();
             let cpu = process_cpu_seconds().zip(cpu_before).map(|(after, before)| after - before);
-            Ok((wall, cpu))
+            Ok((wall, cpu, cpu_delta(&threads_before, &cpu_by_thread())))
         }
     });
-    let (wall, cpu_seconds) = timed.await.map_err(|e| e.to_string())??;
+    let (wall, cpu_seconds, cpu_by_thread) = timed.await.map_err(|e| e.to_string())??;
 
     let end_ms = crate::base::clock::now_ms() as i64;
     // Error lines carry their time to the second; a margin on both sides of the run.
@@ -369,6 +462,8 @@ async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str) -
             .map(|m| SelfMetrics::counter_value(&telemetry.values_stored, &labels([("metric", m)])))
             .sum(),
         error_count_stored: error_count,
+        interpreter_lines_per_cpu_second: None,
+        cpu_by_thread,
     };
     match report.inconsistency() {
         Some(why) => Err(format!("the results do not add up: {why}")),
@@ -399,6 +494,20 @@ pub async fn run(bench: &LalNodeBench) -> Result<(), String> {
         (Some(cpu), Some(rate)) => println!("  {cpu:.2} s of process CPU = {rate:.0} logs per CPU-core-second (goal ≥ 200,000)"),
         _ => println!("  process CPU unavailable"),
     }
+    if let Some(alone) = report.interpreter_lines_per_cpu_second {
+        println!("  the interpreter alone, same logs, same process, before the node: {alone:.0} lines per CPU-second");
+    }
+    if let Some(share) = report.share_of_interpreter() {
+        println!("  the node runs at {:.1}% of the interpreter's rate (goal ≥ 75%)", share * 100.0);
+    }
+    let cpu_total: f64 = report.cpu_by_thread.iter().map(|(_, c)| c).sum();
+    for (name, cpu) in &report.cpu_by_thread {
+        println!(
+            "    {name:<16} {cpu:>7.2} s CPU  {:>5.1}%  {:>6.2} µs per log",
+            cpu * 100.0 / cpu_total.max(1e-9),
+            cpu * 1e6 / (report.logs_accepted.max(1) as f64)
+        );
+    }
     println!(
         "  checked on {}: {} kept = {} logs_stored = {} read back; {} samples out, {} log-MAL values stored, {ERROR_METRIC} sums to {}",
         report.store, report.kept, report.logs_stored, report.logs_read_back, report.samples_out, report.values_stored, report.error_count_stored
@@ -421,6 +530,7 @@ mod tests {
             batch: 50,
             services: 3,
             dispatch: DispatchSettings { log_queue_batches: 4, ..DispatchSettings::for_test() },
+            interpreter_lines: 20_000,
         };
         let report = measure(&bench).await.expect("the bench runs and its counts add up");
         assert_eq!(report.store, "the in-memory twin");
@@ -433,6 +543,8 @@ mod tests {
         assert!(report.values_stored > 0, "{report:?}");
         assert!(report.logs_per_second() > 0.0);
         assert!(report.inconsistency().is_none());
+        assert!(report.interpreter_lines_per_cpu_second.is_some_and(|r| r > 0.0), "{report:?}");
+        assert!(report.cpu_by_thread.iter().any(|(name, _)| name.starts_with("hotrule-lal")), "{:?}", report.cpu_by_thread);
     }
 
     #[test]
@@ -451,7 +563,10 @@ mod tests {
             samples_out: 10,
             values_stored: 4,
             error_count_stored: 10,
+            interpreter_lines_per_cpu_second: Some(400.0),
+            cpu_by_thread: Vec::new(),
         };
+        assert_eq!(good.share_of_interpreter(), Some(0.5));
         assert_eq!(good.inconsistency(), None);
         assert_eq!(good.logs_per_cpu_second(), Some(200.0));
         let lost = LalNodeReport { logs_read_back: 99, ..good.clone() };

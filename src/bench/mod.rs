@@ -271,6 +271,9 @@ pub enum BenchCommand {
         /// Log queue bound in batches (`dispatch.log_queue_batches`).
         #[arg(long, default_value_t = 1024)]
         log_queue: usize,
+        /// Lines the interpreter alone runs first, on the same logs, for the same-run ratio.
+        #[arg(long, default_value_t = 2_000_000)]
+        interpreter_lines: u64,
     },
 }
 
@@ -350,7 +353,7 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             let bench = logs::LogsBench { logs, batch, writers, queries, in_memory };
             report(tokio::task::block_in_place(|| logs::run(&dir, &bench)))
         }
-        BenchCommand::LalNode { rules, dir, seconds, producers, batch, services, log_workers, log_queue } => {
+        BenchCommand::LalNode { rules, dir, seconds, producers, batch, services, log_workers, log_queue, interpreter_lines } => {
             let dispatch = crate::data::evaluation::DispatchSettings {
                 log_workers: log_workers.max(1),
                 log_queue_batches: log_queue.max(1),
@@ -364,6 +367,7 @@ pub async fn run(command: BenchCommand) -> ExitCode {
                 batch,
                 services,
                 dispatch,
+                interpreter_lines,
             };
             report(lal_node::run(&bench).await)
         }
