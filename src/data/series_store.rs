@@ -113,6 +113,11 @@ impl<'a> Reader<'a> {
         self.take(len)
     }
 
+    /// The bytes not read yet.
+    pub fn rest(&self) -> &'a [u8] {
+        self.bytes
+    }
+
     /// A length-prefixed string.
     pub fn string(&mut self) -> Result<String, ValueError> {
         self.str().map(str::to_owned)

@@ -75,6 +75,43 @@ pub fn names(value: &[u8]) -> Result<[&str; 3], ValueError> {
     Ok([reader.str()?, reader.str()?, reader.str()?])
 }
 
+/// The bytes a block's index is built from, read in place without checking UTF-8 (the index
+/// hashes bytes): instance, endpoint, content, and the tag section (read with [`tag_pairs`]).
+pub struct IndexParts<'a> {
+    pub service: &'a [u8],
+    pub instance: &'a [u8],
+    pub endpoint: &'a [u8],
+    pub content: &'a [u8],
+    pub tags: &'a [u8],
+    pub tag_count: usize,
+}
+
+pub fn index_parts(value: &[u8]) -> Result<IndexParts<'_>, ValueError> {
+    let mut reader = Reader::versioned(value, FORMAT_VERSION)?;
+    let (service, instance, endpoint) = (reader.bytes()?, reader.bytes()?, reader.bytes()?);
+    for _ in 0..3 {
+        reader.bytes()?;
+    }
+    if reader.u8()? == 1 {
+        reader.i32()?;
+    }
+    reader.u8()?;
+    let content = reader.bytes()?;
+    let tag_count = reader.count(8)?;
+    Ok(IndexParts { service, instance, endpoint, content, tags: reader.rest(), tag_count })
+}
+
+/// The `(key, value)` byte pairs of a tag section, `count` of them; a cut pair ends it.
+pub fn tag_pairs(tags: &[u8], count: usize) -> impl Iterator<Item = (&[u8], &[u8])> {
+    let mut reader = Reader::new(tags);
+    (0..count).map_while(move |_| Some((reader.bytes().ok()?, reader.bytes().ok()?)))
+}
+
+/// The service of a stored log, as bytes.
+pub fn service_bytes(value: &[u8]) -> Result<&[u8], ValueError> {
+    Reader::versioned(value, FORMAT_VERSION)?.bytes()
+}
+
 /// A stored log read in place: strings borrowed from the value, nothing parsed that a filter
 /// does not need. [`LogView::to_kept`] makes the owned log of a match.
 #[derive(Debug, Clone, PartialEq)]

@@ -73,11 +73,11 @@ impl Flusher {
     }
 
     fn index_log(&mut self, value: &[u8]) -> Result<(), ValueError> {
-        let view = codec::view(value)?;
-        self.index.add_content(view.content.as_bytes());
-        self.index.add_term(Term::Instance(view.instance));
-        self.index.add_term(Term::Endpoint(view.endpoint));
-        for (key, value) in &view.tags {
+        let parts = codec::index_parts(value)?;
+        self.index.add_content(parts.content);
+        self.index.add_term(Term::Instance(parts.instance));
+        self.index.add_term(Term::Endpoint(parts.endpoint));
+        for (key, value) in codec::tag_pairs(parts.tags, parts.tag_count) {
             self.index.add_term(Term::Tag(key, value));
         }
         Ok(())
@@ -97,17 +97,21 @@ pub enum FlushError {
 /// cursor order. Rows are borrowed from `row_sets`; a row that does not read is returned with
 /// the cursor of the last row that did.
 pub fn group_rows<'a>(row_sets: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<((i64, &'a str), Vec<(LogCursor, &'a [u8])>)>, (LogCursor, ValueError)> {
-    let mut groups: HashMap<(i64, &'a str), Vec<(LogCursor, &'a [u8])>> = HashMap::new();
+    let mut groups: HashMap<(i64, &'a [u8]), Vec<(LogCursor, &'a [u8])>> = HashMap::new();
     let mut last = LogCursor { timestamp_ms: 0, sequence: 0 };
     for rows in row_sets {
         for row in block::rows(rows) {
             let row = row.map_err(|e| (last, e))?;
             last = row.cursor;
-            let [service, _, _] = codec::names(row.value).map_err(|e| (row.cursor, e))?;
+            let service = codec::service_bytes(row.value).map_err(|e| (row.cursor, e))?;
             groups.entry((keys::slice_of(row.cursor.timestamp_ms), service)).or_default().push((row.cursor, row.value));
         }
     }
-    let mut out: Vec<_> = groups.into_iter().collect();
+    let mut out = Vec::with_capacity(groups.len());
+    for ((slice, service), rows) in groups {
+        let name = std::str::from_utf8(service).map_err(|_| (rows[0].0, ValueError::NotUtf8))?;
+        out.push(((slice, name), rows));
+    }
     for (_, rows) in &mut out {
         rows.sort_unstable_by_key(|(cursor, _)| *cursor);
     }

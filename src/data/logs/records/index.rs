@@ -25,12 +25,12 @@ pub const TERM_BITS_PER_ENTRY: usize = 16;
 const MIN_BITS: usize = 64;
 const MAX_BITS: usize = 1 << 22;
 
-/// A term of a log the terms filter holds: which name it is, and its text.
+/// A term of a log the terms filter holds: which name it is, and its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Term<'a> {
-    Instance(&'a str),
-    Endpoint(&'a str),
-    Tag(&'a str, &'a str),
+    Instance(&'a [u8]),
+    Endpoint(&'a [u8]),
+    Tag(&'a [u8], &'a [u8]),
 }
 
 /// FNV-1a over `parts`, each followed by a 0xff separator byte (no UTF-8 text holds it).
@@ -48,9 +48,9 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
 impl Term<'_> {
     pub fn hash(&self) -> u64 {
         match self {
-            Term::Instance(name) => fnv1a(&[b"i", name.as_bytes()]),
-            Term::Endpoint(name) => fnv1a(&[b"e", name.as_bytes()]),
-            Term::Tag(key, value) => fnv1a(&[b"t", key.as_bytes(), value.as_bytes()]),
+            Term::Instance(name) => fnv1a(&[b"i", name]),
+            Term::Endpoint(name) => fnv1a(&[b"e", name]),
+            Term::Tag(key, value) => fnv1a(&[b"t", key, value]),
         }
     }
 }
@@ -81,12 +81,35 @@ pub fn trigrams(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
 pub struct IndexBuilder {
     seen: Vec<u64>,
     trigrams: Vec<u32>,
-    terms: std::collections::HashSet<u64>,
+    /// Term hashes; already hashed, so the set does not hash them again.
+    terms: std::collections::HashSet<u64, std::hash::BuildHasherDefault<Prehashed>>,
+    /// The last term added (logs of a block repeat their instance and tags).
+    last_term: u64,
+}
+
+/// A hasher for keys that are hashes already.
+#[derive(Default)]
+pub struct Prehashed(u64);
+
+impl std::hash::Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 << 8) ^ u64::from(*byte);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
 }
 
 impl Default for IndexBuilder {
     fn default() -> Self {
-        IndexBuilder { seen: vec![0; (1 << 24) / 64], trigrams: Vec::new(), terms: std::collections::HashSet::new() }
+        IndexBuilder { seen: vec![0; (1 << 24) / 64], trigrams: Vec::new(), terms: Default::default(), last_term: 0 }
     }
 }
 
@@ -105,7 +128,11 @@ impl IndexBuilder {
     }
 
     pub fn add_term(&mut self, term: Term<'_>) {
-        self.terms.insert(term.hash());
+        let hash = term.hash();
+        if hash != self.last_term {
+            self.terms.insert(hash);
+            self.last_term = hash;
+        }
     }
 
     /// The index of everything added since the last `finish`, and a clean builder.
@@ -127,6 +154,7 @@ impl IndexBuilder {
                 set(&mut term_bits_map, bit);
             }
         }
+        self.last_term = 0;
         BlockIndex { trigrams: trigram_bits, terms: term_bits_map }
     }
 }
@@ -236,7 +264,7 @@ mod tests {
     #[test]
     fn every_substring_of_three_bytes_or_more_passes_and_absent_words_are_pruned() {
         let contents = ["GET /api/v1/orders/42 200", "connect() failed (111: Connection refused)"];
-        let index = index_of(&contents, &[Term::Instance("nginx-1"), Term::Tag("level", "ERROR")]);
+        let index = index_of(&contents, &[Term::Instance(b"nginx-1"), Term::Tag(b"level", b"ERROR")]);
         let view = view(&index);
         for content in contents {
             for start in 0..content.len() {
@@ -246,12 +274,12 @@ mod tests {
                 }
             }
         }
-        assert!(view.may_match(&Probe::new(None, &[Term::Instance("nginx-1"), Term::Tag("level", "ERROR")])));
+        assert!(view.may_match(&Probe::new(None, &[Term::Instance(b"nginx-1"), Term::Tag(b"level", b"ERROR")])));
         let absent = ["timeout-xyz", "deadline exceeded", "ZZZZZZ"];
         assert!(absent.iter().all(|k| !view.may_match(&Probe::new(Some(k), &[]))), "absent keywords are pruned here");
-        assert!(!view.may_match(&Probe::new(None, &[Term::Tag("level", "WARN")])));
-        assert!(!view.may_match(&Probe::new(None, &[Term::Instance("nginx-2")])));
-        assert!(!view.may_match(&Probe::new(None, &[Term::Endpoint("nginx-1")])), "names of one kind never match another");
+        assert!(!view.may_match(&Probe::new(None, &[Term::Tag(b"level", b"WARN")])));
+        assert!(!view.may_match(&Probe::new(None, &[Term::Instance(b"nginx-2")])));
+        assert!(!view.may_match(&Probe::new(None, &[Term::Endpoint(b"nginx-1")])), "names of one kind never match another");
         assert!(view.may_match(&Probe::new(Some("zz"), &[])), "a keyword of two bytes does not prune");
         assert!(Probe::new(Some("ab"), &[]).is_empty() && !Probe::new(Some("abc"), &[]).is_empty());
     }
@@ -284,7 +312,7 @@ mod tests {
 
     #[test]
     fn hashes_are_pinned() {
-        assert_eq!(Term::Tag("level", "ERROR").hash(), fnv1a(&[b"t", b"level", b"ERROR"]));
+        assert_eq!(Term::Tag(b"level", b"ERROR").hash(), fnv1a(&[b"t", b"level", b"ERROR"]));
         assert_eq!(fnv1a(&[]), 0xcbf2_9ce4_8422_2325);
         assert_eq!(trigrams(b"abcd").collect::<Vec<_>>(), vec![0x616263, 0x626364]);
         assert_eq!(trigram_bit(0x616263, 10), ((0x616263u32.wrapping_mul(0x9E37_79B1)) >> 22) as usize);

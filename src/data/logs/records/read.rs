@@ -106,12 +106,12 @@ impl LogStore {
         let (first_slice, last_slice) = (keys::slice_of(lower.timestamp_ms), keys::slice_of(last_ms));
         let mut terms = Vec::new();
         if let Some(instance) = &filter.instance {
-            terms.push(Term::Instance(instance));
+            terms.push(Term::Instance(instance.as_bytes()));
         }
         if let Some(endpoint) = &filter.endpoint {
-            terms.push(Term::Endpoint(endpoint));
+            terms.push(Term::Endpoint(endpoint.as_bytes()));
         }
-        terms.extend(filter.tags.iter().map(|(k, v)| Term::Tag(k, v)));
+        terms.extend(filter.tags.iter().map(|(k, v)| Term::Tag(k.as_bytes(), v.as_bytes())));
         let probe = Probe::new(filter.keyword.as_deref(), &terms);
         let read = Read { store: self, filter, probe, lower, upper };
         let mut out = Vec::with_capacity(limit.min(1024));
