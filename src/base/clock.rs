@@ -16,6 +16,14 @@ pub fn now_ms() -> u64 {
 
 /// The wall clock in unix ms as the data plane reads it (sample and log times are `i64`):
 /// 0 before the epoch, saturating far after it.
+/// The CPU seconds the calling thread has used (Linux `CLOCK_THREAD_CPUTIME_ID`).
+pub fn thread_cpu_seconds() -> Option<f64> {
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given and nothing else.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+    (status == 0).then(|| now.tv_sec as f64 + now.tv_nsec as f64 / 1e9)
+}
+
 pub fn wall_clock_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

@@ -97,6 +97,11 @@ pub struct LalNodeReport {
     pub interpreter_lines_per_cpu_second: Option<f64>,
     /// Process CPU seconds over the run by thread kind (name), most first.
     pub cpu_by_thread: Vec<(String, f64)>,
+    /// CPU seconds of the LAL threads' steps over the run.
+    pub steps: crate::data::evaluation::LogStepCpu,
+    /// CPU seconds of the log store's flushes (pending logs into blocks) over the run, on
+    /// whichever thread ran them.
+    pub flush_cpu_seconds: f64,
 }
 
 impl LalNodeReport {
@@ -280,14 +285,6 @@ fn error_count_stored(reader: &dyn MetricReader, start_ms: i64, end_ms: i64) -> 
     Ok(sum)
 }
 
-/// The CPU seconds of the calling thread (Linux `CLOCK_THREAD_CPUTIME_ID`).
-fn thread_cpu_seconds() -> Option<f64> {
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes the timespec it is given and nothing else.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
-    (status == 0).then(|| now.tv_sec as f64 + now.tv_nsec as f64 / 1e9)
-}
-
 /// Lines per CPU-second of `lal/nginx.yaml` alone (`hotrule_lal_engine::bench::drive`, as the
 /// `nginx_throughput` example runs it) over `logs`, on this thread: a warm-up, then `lines`.
 fn interpreter_alone(rules_dir: &std::path::Path, logs: &[LogData], lines: u64) -> Result<Option<f64>, String> {
@@ -298,9 +295,9 @@ fn interpreter_alone(rules_dir: &std::path::Path, logs: &[LogData], lines: u64) 
     };
     let file = hotrule_lal_engine::PreparedLalFile::new(file);
     hotrule_lal_engine::bench::drive(&file, logs, lines / 10);
-    let before = thread_cpu_seconds();
+    let before = crate::base::clock::thread_cpu_seconds();
     let driven = hotrule_lal_engine::bench::drive(&file, logs, lines);
-    let cpu = thread_cpu_seconds().zip(before).map(|(after, before)| after - before);
+    let cpu = crate::base::clock::thread_cpu_seconds().zip(before).map(|(after, before)| after - before);
     if driven.errors > 0 || driven.kept != lines {
         return Err(format!("the interpreter alone: {} errors, {} of {lines} lines kept", driven.errors, driven.kept));
     }
@@ -383,8 +380,9 @@ async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str, p
     let seconds = bench.seconds;
     let timed = tokio::task::spawn_blocking({
         let (dispatcher, stop, counts, log_store) = (dispatcher.clone(), stop.clone(), counts.clone(), node.log_store.clone());
-        move || -> Result<(Duration, Option<f64>, Vec<(String, f64)>), String> {
+        move || -> Result<(Duration, Option<f64>, Vec<(String, f64)>, crate::data::evaluation::LogStepCpu, f64), String> {
             let threads_before = cpu_by_thread();
+            let (steps_before, flush_before) = (dispatcher.log_step_cpu(), log_store.flush_stats());
             let cpu_before = process_cpu_seconds();
             let started = Instant::now();
             let produced: Vec<Result<(), String>> = std::thread::scope(|scope| {
@@ -421,10 +419,16 @@ async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str, p
             log_store.flush_all().map_err(|e| format!("flushing the log store: {e}"))?;
             let wall = started.elapsed();
             let cpu = process_cpu_seconds().zip(cpu_before).map(|(after, before)| after - before);
-            Ok((wall, cpu, cpu_delta(&threads_before, &cpu_by_thread())))
+            let (steps, flush) = (dispatcher.log_step_cpu(), log_store.flush_stats());
+            let steps = crate::data::evaluation::LogStepCpu {
+                analysis: steps.analysis - steps_before.analysis,
+                store: steps.store - steps_before.store,
+                log_mal: steps.log_mal - steps_before.log_mal,
+            };
+            Ok((wall, cpu, cpu_delta(&threads_before, &cpu_by_thread()), steps, flush.cpu_seconds - flush_before.cpu_seconds))
         }
     });
-    let (wall, cpu_seconds, cpu_by_thread) = timed.await.map_err(|e| e.to_string())??;
+    let (wall, cpu_seconds, cpu_by_thread, steps, flush_cpu_seconds) = timed.await.map_err(|e| e.to_string())??;
 
     let end_ms = crate::base::clock::now_ms() as i64;
     // Error lines carry their time to the second; a margin on both sides of the run.
@@ -464,6 +468,8 @@ async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str, p
         error_count_stored: error_count,
         interpreter_lines_per_cpu_second: None,
         cpu_by_thread,
+        steps,
+        flush_cpu_seconds,
     };
     match report.inconsistency() {
         Some(why) => Err(format!("the results do not add up: {why}")),
@@ -500,14 +506,21 @@ pub async fn run(bench: &LalNodeBench) -> Result<(), String> {
     if let Some(share) = report.share_of_interpreter() {
         println!("  the node runs at {:.1}% of the interpreter's rate (goal ≥ 75%)", share * 100.0);
     }
-    let cpu_total: f64 = report.cpu_by_thread.iter().map(|(_, c)| c).sum();
+    let per_log = |cpu: f64| cpu * 1e6 / (report.logs_accepted.max(1) as f64);
+    println!("  CPU per log by thread (threads that ended, the producers, are the rest of the process CPU):");
+    let threads: f64 = report.cpu_by_thread.iter().map(|(_, c)| c).sum();
     for (name, cpu) in &report.cpu_by_thread {
-        println!(
-            "    {name:<16} {cpu:>7.2} s CPU  {:>5.1}%  {:>6.2} µs per log",
-            cpu * 100.0 / cpu_total.max(1e-9),
-            cpu * 1e6 / (report.logs_accepted.max(1) as f64)
-        );
+        println!("    {name:<18} {cpu:>7.2} s  {:>6.2} µs per log", per_log(*cpu));
     }
+    if let Some(total) = report.cpu_seconds {
+        println!("    {:<18} {:>7.2} s  {:>6.2} µs per log", "the rest", (total - threads).max(0.0), per_log((total - threads).max(0.0)));
+    }
+    let steps = report.steps;
+    println!("  CPU per log by step (thread CPU clocks):");
+    println!("    LAL analysis       {:>6.2} µs", per_log(steps.analysis));
+    println!("    log store write    {:>6.2} µs  (encode, group commit, synced batch; flushes a writer ran are in it too)", per_log(steps.store));
+    println!("    log-MAL            {:>6.2} µs", per_log(steps.log_mal));
+    println!("    flush into blocks  {:>6.2} µs  (group, index, compress, write; on any thread)", per_log(report.flush_cpu_seconds));
     println!(
         "  checked on {}: {} kept = {} logs_stored = {} read back; {} samples out, {} log-MAL values stored, {ERROR_METRIC} sums to {}",
         report.store, report.kept, report.logs_stored, report.logs_read_back, report.samples_out, report.values_stored, report.error_count_stored
@@ -565,6 +578,8 @@ mod tests {
             error_count_stored: 10,
             interpreter_lines_per_cpu_second: Some(400.0),
             cpu_by_thread: Vec::new(),
+            steps: Default::default(),
+            flush_cpu_seconds: 0.0,
         };
         assert_eq!(good.share_of_interpreter(), Some(0.5));
         assert_eq!(good.inconsistency(), None);

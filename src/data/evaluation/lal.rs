@@ -148,6 +148,28 @@ impl Analysis {
     }
 }
 
+/// CPU seconds the LAL threads spent in each step of a batch (thread CPU clocks): analysing
+/// logs against the LAL files, handing kept logs to the writers (the log store's synced write),
+/// and evaluating emitted samples with the log-MAL files.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LogStepCpu {
+    pub analysis: f64,
+    pub store: f64,
+    pub log_mal: f64,
+}
+
+/// [`LogStepCpu`] as nanoseconds, added to by every LAL thread.
+#[derive(Default)]
+struct StepNanos([std::sync::atomic::AtomicU64; 3]);
+
+impl StepNanos {
+    fn add(&self, step: usize, from: Option<f64>, to: Option<f64>) {
+        if let (Some(from), Some(to), Some(slot)) = (from, to, self.0.get(step)) {
+            slot.fetch_add(((to - from).max(0.0) * 1e9) as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
 /// The LAL half of the dispatcher: its queue, threads' shared state, log writers and stats.
 pub(super) struct LogPlane {
     queue: LogQueue,
@@ -155,6 +177,7 @@ pub(super) struct LogPlane {
     writers: RwLock<Vec<Arc<dyn LogWriter>>>,
     files: Mutex<LalFiles>,
     stats: LogStatsMap,
+    steps: StepNanos,
 }
 
 impl LogPlane {
@@ -170,6 +193,7 @@ impl LogPlane {
             writers: RwLock::new(Vec::new()),
             files: Mutex::new(LalFiles::default()),
             stats: LogStatsMap::default(),
+            steps: StepNanos::default(),
         });
         let mut threads = Vec::with_capacity(settings.log_workers);
         for index in 0..settings.log_workers.max(1) {
@@ -201,6 +225,11 @@ impl LogPlane {
 
     pub(super) fn add_writer(&self, writer: Arc<dyn LogWriter>) {
         self.writers.write().unwrap_or_else(|p| p.into_inner()).push(writer);
+    }
+
+    pub(super) fn step_cpu(&self) -> LogStepCpu {
+        let read = |i: usize| self.steps.0.get(i).map_or(0.0, |n| n.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e9);
+        LogStepCpu { analysis: read(0), store: read(1), log_mal: read(2) }
     }
 
     pub(super) fn view(&self, key: &RuleKey) -> LogEvaluationView {
@@ -317,15 +346,21 @@ impl LogPlane {
     /// counters, then the gates close.
     fn run(&self, batch: &LogBatch) {
         let now_ms = crate::base::clock::now_ms();
+        let started = crate::base::clock::thread_cpu_seconds();
         let mut analysis = self.analyze(batch, i64::try_from(now_ms).unwrap_or(i64::MAX));
+        let analysed = crate::base::clock::thread_cpu_seconds();
+        self.steps.add(0, started, analysed);
         if analysis.files.is_empty() {
             return;
         }
         self.write(&mut analysis);
+        let written = crate::base::clock::thread_cpu_seconds();
+        self.steps.add(1, analysed, written);
         for sample in std::mem::take(&mut analysis.samples) {
             let emitted = Batch { protocol: Protocol::Lal, catalog: Catalog::LogMal, samples: vec![sample], received_ms: batch.received_ms };
             evaluate::run_batch(&self.shared, &emitted);
         }
+        self.steps.add(2, written, crate::base::clock::thread_cpu_seconds());
         let telemetry = &self.shared.telemetry;
         for file in &analysis.files {
             for (outcome, count) in file.tally.outcomes() {

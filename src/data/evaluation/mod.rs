@@ -19,6 +19,7 @@ pub mod config;
 mod evaluate;
 pub use evaluate::prepare;
 mod lal;
+pub use lal::LogStepCpu;
 pub mod log_stats;
 mod queue;
 pub mod stats;
@@ -356,6 +357,11 @@ impl Dispatcher {
     }
 
     /// Log batches waiting for a LAL thread.
+    /// CPU the LAL threads spent in each step of their batches so far.
+    pub fn log_step_cpu(&self) -> lal::LogStepCpu {
+        self.logs.step_cpu()
+    }
+
     pub fn queued_logs(&self) -> usize {
         self.logs.queued()
     }

@@ -8,8 +8,9 @@
 //! after the restart. One flush runs at a time.
 //!
 //! Flushes run on the `log-flush` worker every [`FLUSH_INTERVAL`] (closed or old slices), and
-//! on a writer's thread, after its write is acknowledged, when the pending bytes pass the
-//! bound: the memory a store holds is bounded whether or not the worker keeps up.
+//! at once when a write takes the pending bytes past the bound (the writer wakes the worker).
+//! Past twice the bound the writer flushes on its own thread, after its write is acknowledged:
+//! the memory a store holds is bounded whether or not the worker keeps up.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -142,9 +143,15 @@ impl LogStore {
         self.flush_slices(&slices)
     }
 
-    /// After a write: flushes when the pending bytes are past the bound, unless a flush runs.
+    /// After a write: past the bound, wakes the worker; past twice the bound (the worker is
+    /// behind, or there is none), flushes here unless a flush runs.
     pub(super) fn flush_if_full(&self) {
-        if lock(&self.buffer).bytes() <= self.limits.max_bytes {
+        let bytes = lock(&self.buffer).bytes();
+        if bytes <= self.limits.max_bytes {
+            return;
+        }
+        self.flush_wanted.notify_one();
+        if bytes <= self.limits.max_bytes.saturating_mul(2) {
             return;
         }
         let Ok(flusher) = self.flusher.try_lock() else { return };
@@ -152,6 +159,12 @@ impl LogStore {
         if let Err(e) = self.flush_due() {
             tracing::warn!(error = %e, "flushing pending logs failed; they stay pending");
         }
+    }
+
+    /// Flushes so far: how many, the blocks they wrote, and the CPU seconds of the threads
+    /// that ran them.
+    pub fn flush_stats(&self) -> FlushStats {
+        *lock(&self.flush_stats)
     }
 
     fn flush_slices(&self, slices: &[i64]) -> Result<usize, LogStoreError> {
@@ -163,7 +176,15 @@ impl LogStore {
         if taken.is_empty() {
             return Ok(0);
         }
-        match self.write_blocks(&mut flusher, &taken) {
+        let cpu_before = crate::base::clock::thread_cpu_seconds();
+        let written = self.write_blocks(&mut flusher, &taken);
+        if let (Some(after), Some(before)) = (crate::base::clock::thread_cpu_seconds(), cpu_before) {
+            let mut stats = lock(&self.flush_stats);
+            stats.flushes += 1;
+            stats.blocks += written.as_ref().map_or(0, |b| *b as u64);
+            stats.cpu_seconds += after - before;
+        }
+        match written {
             Ok(blocks) => {
                 let mut buffer = lock(&self.buffer);
                 buffer.flushed(&taken);
@@ -192,7 +213,15 @@ impl LogStore {
     }
 }
 
-/// Flushes due slices every [`FLUSH_INTERVAL`].
+/// What flushes did so far ([`LogStore::flush_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FlushStats {
+    pub flushes: u64,
+    pub blocks: u64,
+    pub cpu_seconds: f64,
+}
+
+/// Flushes due slices every [`FLUSH_INTERVAL`], and at once when a writer passes the bound.
 pub struct LogFlushWorker {
     store: Arc<LogStore>,
 }
@@ -220,7 +249,8 @@ impl Worker for LogFlushWorker {
     }
 
     async fn wait_for_work(&mut self) -> WorkerState {
-        tokio::time::sleep(FLUSH_INTERVAL).await;
+        let wanted = self.store.flush_wanted.clone();
+        let _ = tokio::time::timeout(FLUSH_INTERVAL, wanted.notified()).await;
         WorkerState::Busy
     }
 }

@@ -63,6 +63,9 @@ pub struct LogStore {
     /// Held by the one flush (or migration) running.
     flusher: Mutex<flush::Flusher>,
     limits: buffer::FlushLimits,
+    /// Wakes the flush worker: the pending bytes passed the bound.
+    flush_wanted: Arc<tokio::sync::Notify>,
+    flush_stats: Mutex<flush::FlushStats>,
 }
 
 impl LogStore {
@@ -89,6 +92,8 @@ impl LogStore {
             buffer: Mutex::new(buffer::Buffer::default()),
             flusher: Mutex::new(flusher),
             limits: buffer::FlushLimits::default(),
+            flush_wanted: Arc::new(tokio::sync::Notify::new()),
+            flush_stats: Mutex::new(flush::FlushStats::default()),
         };
         store.migrate_v1(chunk.max(1))?;
         store.replay()?;

@@ -596,7 +596,7 @@ fn pending_groups_survive_a_restart_and_a_failed_flush_keeps_them() {
 }
 
 #[test]
-fn due_slices_are_flushed_by_the_worker_call_and_full_memory_by_the_writer() {
+fn due_slices_are_flushed_by_the_worker_call_and_memory_far_past_the_bound_by_the_writer() {
     let kv = Arc::new(MemSeriesKv::new());
     let now = Arc::new(std::sync::atomic::AtomicI64::new(NOW));
     let clock = now.clone();
@@ -612,7 +612,8 @@ fn due_slices_are_flushed_by_the_worker_call_and_full_memory_by_the_writer() {
     let small = open(&Arc::new(MemSeriesKv::new())).with_limits(buffer::FlushLimits { max_bytes: 4096, ..buffer::FlushLimits::default() });
     for i in 0..200 {
         small.write(&[log("a", NOW - 1000 + i, "a log line of some length to fill the buffer")]).expect("write");
-        assert!(small.pending_bytes() <= 4096 + 200, "the writer flushes past the bound: {}", small.pending_bytes());
+        // No worker here: past twice the bound the writer flushes on its own thread.
+        assert!(small.pending_bytes() <= 2 * 4096 + 200, "the writer flushes past twice the bound: {}", small.pending_bytes());
     }
     assert_eq!(small.query(&filter(NOW - HOUR, NOW, MAX_LIMIT, LogOrder::OldestFirst)).expect("read").len(), 200);
 }
