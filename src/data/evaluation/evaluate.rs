@@ -227,6 +227,33 @@ pub(super) fn run_batch(shared: &Shared, batch: &Batch) {
     }
 }
 
+/// Evaluates each of `batches` on its own (as SkyWalking evaluates each sample a LAL rule emits:
+/// one MAL run per sample) against every loaded MAL file of their catalog, and writes each
+/// file's values of all of them in one call, in their order. The same values reach the store as
+/// one `run_batch` per batch would write, with one store write per file instead of one per batch.
+pub(super) fn run_each(shared: &Shared, batches: &[Batch]) {
+    let Some(first) = batches.first() else { return };
+    let files = shared.files_of(first.catalog);
+    for (key, slot) in files.iter() {
+        let mut queued = Vec::new();
+        {
+            let mut file = lock(&slot.eval);
+            for batch in batches {
+                let mut names: Names<'_> = HashMap::default();
+                for sample in &batch.samples {
+                    *names.entry(sample.name.as_str()).or_default() += 1;
+                }
+                queued.extend(evaluate_file(shared, key, &mut file, &slot.queued, (batch, &names)));
+            }
+        }
+        // The first finish writes every queued evaluation in one group; the others find their
+        // outcome set and only close their gates.
+        for one in queued {
+            finish(shared, key, slot, one);
+        }
+    }
+}
+
 /// Evaluates `batch` with the file's lock held; the values, if any, are queued for the write
 /// (see [`finish`]), with the gate still open.
 fn evaluate_file(

@@ -31,8 +31,9 @@
 //! again. Suspend and resume keep it.
 //!
 //! **Outputs.** A sink's persisted records become [`KeptLog`]s for every [`LogWriter`]; samples
-//! from `metrics {}` go through the MAL path (`evaluate::run_batch`) against `log-mal-rules`, one
-//! sample per batch, as SkyWalking evaluates each LAL sample on its own. Runtime errors are per
+//! from `metrics {}` go through the MAL path against `log-mal-rules`, one sample per evaluation,
+//! as SkyWalking evaluates each LAL sample on its own, and the values of a log batch's samples
+//! are written to the metric store in one call per file (`evaluate::run_each`). Runtime errors are per
 //! rule and log: counted, kept as the file's last error; nothing panics (a panic would be
 //! contained to its batch, as for MAL).
 
@@ -356,10 +357,11 @@ impl LogPlane {
         self.write(&mut analysis);
         let written = crate::base::clock::thread_cpu_seconds();
         self.steps.add(1, analysed, written);
-        for sample in std::mem::take(&mut analysis.samples) {
-            let emitted = Batch { protocol: Protocol::Lal, catalog: Catalog::LogMal, samples: vec![sample], received_ms: batch.received_ms };
-            evaluate::run_batch(&self.shared, &emitted);
-        }
+        let emitted: Vec<Batch> = std::mem::take(&mut analysis.samples)
+            .into_iter()
+            .map(|sample| Batch { protocol: Protocol::Lal, catalog: Catalog::LogMal, samples: vec![sample], received_ms: batch.received_ms })
+            .collect();
+        evaluate::run_each(&self.shared, &emitted);
         self.steps.add(2, written, crate::base::clock::thread_cpu_seconds());
         let telemetry = &self.shared.telemetry;
         for file in &analysis.files {
