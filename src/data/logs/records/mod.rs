@@ -97,6 +97,8 @@ impl LogStore {
         };
         store.migrate_v1(chunk.max(1))?;
         store.replay()?;
+        let pending = store.pending_bytes();
+        store.telemetry.log_pending_bytes.get_or_create(&crate::base::self_metrics::LabelSet::new()).set(pending as i64);
         Ok(store)
     }
 
