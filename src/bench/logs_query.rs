@@ -352,6 +352,11 @@ fn micros_per_log(load: &Load, logs: usize) -> f64 {
     load.cpu_seconds * 1e6 / logs.max(1) as f64
 }
 
+/// v1's p50 over v2's: two decimals below 10 (below 1: v2 is the slower), else whole.
+fn speed_up(ratio: f64) -> String {
+    if ratio >= 10.0 { format!("{ratio:.0}x") } else { format!("{ratio:.2}x") }
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -377,7 +382,7 @@ fn print_report(report: &Report, args: &LogsQueryArgs) {
     println!("  {:<32} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}", "query", "v2 p50", "v2 p99", "v1 p50", "v1 p99", "speed-up", "logs");
     for kind in &report.kinds {
         let (v1_p50, v1_p99, speed_up) = match kind.v1 {
-            Some(v1) => (format!("{:.2}", ms(v1.p50)), format!("{:.2}", ms(v1.p99)), format!("{:.0}x", ms(v1.p50) / ms(kind.v2.p50).max(1e-6))),
+            Some(v1) => (format!("{:.2}", ms(v1.p50)), format!("{:.2}", ms(v1.p99)), speed_up(ms(v1.p50) / ms(kind.v2.p50).max(1e-6))),
             None => ("-".into(), "-".into(), "-".into()),
         };
         let found = if kind.found.0 == kind.found.1 { kind.found.0.to_string() } else { format!("{}-{}", kind.found.0, kind.found.1) };
