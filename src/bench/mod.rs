@@ -13,6 +13,7 @@ mod ingest_check;
 mod ingest_node;
 pub mod lal_node;
 pub mod logs;
+pub mod logs_query;
 pub mod mal;
 pub mod meter_grpc;
 pub mod promql;
@@ -244,6 +245,10 @@ pub enum BenchCommand {
         #[arg(long)]
         in_memory: bool,
     },
+    /// "A rare keyword or tag over one hour of 10 million logs in under 100 ms": the block
+    /// store against the first format's scan, loaded with the same logs; p50/p99 per query kind
+    /// side by side, load time and CPU per log; every answer checked.
+    LogsQuery(logs_query::LogsQueryArgs),
     /// Log lines/s through a whole node's LAL data plane: nginx access and error lines submitted
     /// to an in-process node's dispatcher, lal/nginx.yaml, the log store, log-MAL metrics into
     /// the metric store; the stored results checked against what was sent.
@@ -353,6 +358,7 @@ pub async fn run(command: BenchCommand) -> ExitCode {
             let bench = logs::LogsBench { logs, batch, writers, queries, in_memory };
             report(tokio::task::block_in_place(|| logs::run(&dir, &bench)))
         }
+        BenchCommand::LogsQuery(args) => report(tokio::task::block_in_place(|| logs_query::run(&args))),
         BenchCommand::LalNode { rules, dir, seconds, producers, batch, services, log_workers, log_queue, interpreter_lines } => {
             let dispatch = crate::data::evaluation::DispatchSettings {
                 log_workers: log_workers.max(1),
