@@ -28,7 +28,7 @@ pub mod flush;
 pub mod index;
 pub mod keys;
 pub mod migrate;
-mod read;
+pub(crate) mod read;
 pub mod retention;
 pub mod v1;
 pub(crate) mod write;
@@ -55,7 +55,7 @@ pub struct LogStore {
     telemetry: Arc<SelfMetrics>,
     now_ms: NowMs,
     /// Encoded logs waiting for the writer.
-    queue: Mutex<Vec<write::Pending>>,
+    queue: Mutex<Vec<write::Pending<write::Encoded>>>,
     /// The next sequence to assign; held by the one caller writing a group.
     writer: Mutex<u64>,
     /// Pending groups in memory.

@@ -94,14 +94,7 @@ impl Page {
 
 impl LogStore {
     pub(super) fn read(&self, filter: &LogFilter) -> Result<Vec<StoredLog>, LogStoreError> {
-        let limit = filter.limit.min(MAX_LIMIT);
-        if limit == 0 || filter.start_ms > filter.end_ms {
-            return Ok(Vec::new());
-        }
-        let (lower, upper) = bounds(filter);
-        if lower >= upper {
-            return Ok(Vec::new());
-        }
+        let Some((limit, lower, upper)) = page_bounds(filter) else { return Ok(Vec::new()) };
         let last_ms = if upper.sequence == 0 { upper.timestamp_ms.saturating_sub(1) } else { upper.timestamp_ms };
         let (first_slice, last_slice) = (keys::slice_of(lower.timestamp_ms), keys::slice_of(last_ms));
         let mut terms = Vec::new();
@@ -287,6 +280,16 @@ impl Read<'_> {
         }
         Ok(())
     }
+}
+
+/// A read's limit and the positions it covers, `[lower, upper)`; none when it can return nothing.
+pub(crate) fn page_bounds(filter: &LogFilter) -> Option<(usize, LogCursor, LogCursor)> {
+    let limit = filter.limit.min(MAX_LIMIT);
+    if limit == 0 || filter.start_ms > filter.end_ms {
+        return None;
+    }
+    let (lower, upper) = bounds(filter);
+    (lower < upper).then_some((limit, lower, upper))
 }
 
 /// The positions a read covers, `[lower, upper)`: its time range, narrowed by `after`.

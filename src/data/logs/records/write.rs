@@ -20,12 +20,45 @@ use crate::data::logs::{KeptLog, LogCursor, LogStoreError};
 use crate::store::kv::KvError;
 use crate::store::series::SeriesOp;
 
-/// One caller's queued write and where its outcome goes.
-pub(super) struct Pending {
-    /// Timestamp and encoded value of each log, in the caller's order.
-    logs: Vec<(i64, Vec<u8>)>,
+/// One caller's queued write (`logs`, encoded) and where its outcome goes.
+pub(crate) struct Pending<L> {
+    pub(crate) logs: L,
     outcome: Arc<Mutex<Option<Result<(), KvError>>>>,
 }
+
+/// The group commit both formats' writers share: queues `logs`, and either finds them written
+/// by the writer before (its outcome), or takes the writer lock and writes everything queued
+/// with `write_group` (the next sequence, the group), answering every caller in it.
+pub(crate) fn group_commit<L>(
+    queue: &Mutex<Vec<Pending<L>>>,
+    writer: &Mutex<u64>,
+    logs: L,
+    write_group: impl FnOnce(&mut u64, &[Pending<L>]) -> Result<(), KvError>,
+) -> Result<(), LogStoreError> {
+    let outcome = Arc::new(Mutex::new(None));
+    lock(queue).push(Pending { logs, outcome: outcome.clone() });
+    let mut next_sequence = lock(writer);
+    if lock(&outcome).is_none() {
+        let group = std::mem::take(&mut *lock(queue));
+        let result = write_group(&mut next_sequence, &group);
+        for pending in &group {
+            *lock(&pending.outcome) = Some(result.as_ref().copied().map_err(copy_kv_error));
+        }
+    }
+    drop(next_sequence);
+    let taken = lock(&outcome).take();
+    match taken {
+        Some(result) => result.map_err(LogStoreError::Kv),
+        // Every queued write is answered by the group that takes it; ours was taken.
+        None => Err(LogStoreError::Kv(KvError::Write {
+            kind: crate::store::kv::KvErrorKind::Io,
+            detail: "the log write group ended without an outcome".into(),
+        })),
+    }
+}
+
+/// What a format-2 caller queues: timestamp and encoded value of each log, in its order.
+pub(super) type Encoded = Vec<(i64, Vec<u8>)>;
 
 impl LogStore {
     pub(super) fn write_logs(&self, logs: &[KeptLog]) -> Result<(), LogStoreError> {
@@ -39,25 +72,7 @@ impl LogStore {
         if encoded.is_empty() {
             return Ok(());
         }
-        let outcome = Arc::new(Mutex::new(None));
-        lock(&self.queue).push(Pending { logs: encoded, outcome: outcome.clone() });
-        let mut next_sequence = lock(&self.writer);
-        if lock(&outcome).is_none() {
-            let group = std::mem::take(&mut *lock(&self.queue));
-            let result = self.write_group(&mut next_sequence, &group);
-            for pending in &group {
-                *lock(&pending.outcome) = Some(result.as_ref().copied().map_err(copy_kv_error));
-            }
-        }
-        drop(next_sequence);
-        let result = match lock(&outcome).take() {
-            Some(result) => result.map_err(LogStoreError::Kv),
-            // Every queued write is answered by the group that takes it; ours was taken.
-            None => Err(LogStoreError::Kv(KvError::Write {
-                kind: crate::store::kv::KvErrorKind::Io,
-                detail: "the log write group ended without an outcome".into(),
-            })),
-        };
+        let result = group_commit(&self.queue, &self.writer, encoded, |next, group| self.write_group(next, group));
         if result.is_ok() {
             self.flush_if_full();
         }
@@ -66,7 +81,7 @@ impl LogStore {
 
     /// Writes `group` in one synced batch, sequences from `next_sequence` on; then its pending
     /// groups join the buffer.
-    fn write_group(&self, next_sequence: &mut u64, group: &[Pending]) -> Result<(), KvError> {
+    fn write_group(&self, next_sequence: &mut u64, group: &[Pending<Encoded>]) -> Result<(), KvError> {
         let count: usize = group.iter().map(|p| p.logs.len()).sum();
         // slice → (first sequence, value: version then rows)
         let mut slices: BTreeMap<i64, (u64, Vec<u8>)> = BTreeMap::new();
@@ -112,7 +127,7 @@ impl LogStore {
 }
 
 /// The same failure for another caller of the group (`KvError` is not `Clone`).
-pub(super) fn copy_kv_error(error: &KvError) -> KvError {
+fn copy_kv_error(error: &KvError) -> KvError {
     match error {
         KvError::Read { kind, detail } => KvError::Read { kind: *kind, detail: detail.clone() },
         KvError::Write { kind, detail } => KvError::Write { kind: *kind, detail: detail.clone() },

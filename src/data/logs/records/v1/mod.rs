@@ -23,7 +23,7 @@ use super::{codec, corrupt};
 pub struct V1LogStore {
     kv: Arc<dyn SeriesKv>,
     telemetry: Arc<SelfMetrics>,
-    queue: Mutex<Vec<write::Pending>>,
+    queue: Mutex<Vec<super::write::Pending<write::Encoded>>>,
     writer: Mutex<u64>,
 }
 

@@ -17,7 +17,6 @@
 use std::collections::VecDeque;
 
 use super::{V1LogStore, codec, corrupt, keys};
-use crate::data::logs::MAX_LIMIT;
 use crate::data::logs::{LogCursor, LogFilter, LogOrder, LogStoreError, StoredLog};
 use crate::store::series::Visit;
 
@@ -29,14 +28,7 @@ pub const RESOLVE_CHUNK: usize = 256;
 
 impl V1LogStore {
     pub(super) fn read(&self, filter: &LogFilter) -> Result<Vec<StoredLog>, LogStoreError> {
-        let limit = filter.limit.min(MAX_LIMIT);
-        if limit == 0 || filter.start_ms > filter.end_ms {
-            return Ok(Vec::new());
-        }
-        let (lower, upper) = bounds(filter);
-        if lower >= upper {
-            return Ok(Vec::new());
-        }
+        let Some((limit, lower, upper)) = super::super::read::page_bounds(filter) else { return Ok(Vec::new()) };
         match filter.order {
             LogOrder::OldestFirst => match &filter.service {
                 None => Ok(self.scan(lower, upper, filter, limit, Keep::Oldest)?.into()),
@@ -161,21 +153,6 @@ impl V1LogStore {
 enum Keep {
     Oldest,
     Newest,
-}
-
-/// The positions a read covers, `[lower, upper)`: its time range, narrowed by `after`.
-fn bounds(filter: &LogFilter) -> (LogCursor, LogCursor) {
-    let mut lower = keys::first_of(filter.start_ms);
-    let mut upper = match filter.end_ms.checked_add(1) {
-        Some(ms) => keys::first_of(ms),
-        None => LogCursor { timestamp_ms: i64::MAX, sequence: u64::MAX },
-    };
-    match (filter.order, filter.after) {
-        (LogOrder::OldestFirst, Some(after)) => lower = lower.max(keys::successor(after)),
-        (LogOrder::NewestFirst, Some(after)) => upper = upper.min(after),
-        (_, None) => {}
-    }
-    (lower, upper)
 }
 
 /// One stored pair as a log when it passes the filter: names are checked on the value's first

@@ -6,53 +6,29 @@
 //! their service index keys and the new sequence record. The queue lets one fsync acknowledge every caller that arrived
 //! while the previous group was syncing.
 
-use std::sync::{Arc, Mutex};
 
 use super::{V1LogStore, codec, keys};
-use crate::data::logs::records::write::copy_kv_error;
-use crate::data::series_store::lock;
+use crate::data::logs::records::write::{Pending, group_commit};
 use crate::data::logs::{KeptLog, LogCursor, LogStoreError};
 use crate::store::kv::KvError;
 use crate::store::series::SeriesOp;
 use crate::base::self_metrics::labels;
 
-/// One caller's queued write and where its outcome goes.
-pub(super) struct Pending {
-    /// Timestamp, service and encoded value of each log, in the caller's order.
-    logs: Vec<(i64, String, Vec<u8>)>,
-    outcome: Arc<Mutex<Option<Result<(), KvError>>>>,
-}
+/// What a first-format caller queues: timestamp, service and encoded value of each log.
+pub(super) type Encoded = Vec<(i64, String, Vec<u8>)>;
 
 impl V1LogStore {
     pub(super) fn write_logs(&self, logs: &[KeptLog]) -> Result<(), LogStoreError> {
-        let encoded: Vec<(i64, String, Vec<u8>)> =
+        let encoded: Encoded =
             logs.iter().map(|log| (log.record.timestamp_ms, log.record.service.clone(), codec::encode_log(log))).collect();
         if encoded.is_empty() {
             return Ok(());
         }
-        let outcome = Arc::new(Mutex::new(None));
-        lock(&self.queue).push(Pending { logs: encoded, outcome: outcome.clone() });
-        let mut next_sequence = lock(&self.writer);
-        if lock(&outcome).is_none() {
-            let group = std::mem::take(&mut *lock(&self.queue));
-            let result = self.write_group(&mut next_sequence, &group);
-            for pending in &group {
-                *lock(&pending.outcome) = Some(result.as_ref().copied().map_err(copy_kv_error));
-            }
-        }
-        drop(next_sequence);
-        match lock(&outcome).take() {
-            Some(result) => result.map_err(LogStoreError::Kv),
-            // Every queued write is answered by the group that takes it; ours was taken.
-            None => Err(LogStoreError::Kv(KvError::Write {
-                kind: crate::store::kv::KvErrorKind::Io,
-                detail: "the log write group ended without an outcome".into(),
-            })),
-        }
+        group_commit(&self.queue, &self.writer, encoded, |next, group| self.write_group(next, group))
     }
 
     /// Writes `group` in one synced batch, sequences from `next_sequence` on.
-    fn write_group(&self, next_sequence: &mut u64, group: &[Pending]) -> Result<(), KvError> {
+    fn write_group(&self, next_sequence: &mut u64, group: &[Pending<Encoded>]) -> Result<(), KvError> {
         let count: usize = group.iter().map(|p| p.logs.len()).sum();
         let mut ops = Vec::with_capacity(2 * count + 1);
         let mut sequence = *next_sequence;
