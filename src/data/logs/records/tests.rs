@@ -678,3 +678,40 @@ fn a_migration_goes_chunk_by_chunk_and_one_cut_by_a_crash_goes_on_at_the_next_op
     assert_eq!(all, expected, "every log once, with its cursor");
     assert!(kv.dump().iter().all(|(k, _)| k[0] != b'l' && k[0] != b'x'));
 }
+
+#[cfg(feature = "rocksdb")]
+#[test]
+fn on_rocksdb_the_first_format_is_converted_and_pending_groups_survive_a_reopen() {
+    use crate::store::kv::{KvEngine, RocksEngine};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("db");
+    let logs = varied_logs(3000);
+    let before = {
+        let engine = RocksEngine::open(&path).expect("open");
+        let old = v1::V1LogStore::open(engine.logs(), Arc::new(SelfMetrics::new())).expect("v1");
+        for chunk in logs.chunks(250) {
+            old.write(chunk).expect("write v1");
+        }
+        old.query(&filter(NOW - HOUR, NOW, MAX_LIMIT, LogOrder::OldestFirst)).expect("read v1")
+    };
+    assert_eq!(before.len(), 3000);
+    let after_migration = {
+        let engine = RocksEngine::open(&path).expect("reopen");
+        let store = LogStore::open_migrating(engine.logs(), DEFAULT_RETENTION, Arc::new(SelfMetrics::new()), 700).expect("migrates").with_clock(Arc::new(|| NOW));
+        let read = store.query(&filter(NOW - HOUR, NOW, MAX_LIMIT, LogOrder::OldestFirst)).expect("read");
+        // More logs, left pending (no flush) when the database closes.
+        store.write(&[log("late", NOW - 2, "pending at close")]).expect("write");
+        read
+    };
+    assert_eq!(after_migration, before, "the same logs with the same cursors");
+    let engine = RocksEngine::open(&path).expect("reopen");
+    let (start, end) = (vec![b'l'], vec![b'y']);
+    let left: Vec<u8> = engine.logs().scan_range(&start, &end, usize::MAX).expect("scan").iter().map(|(k, _)| k[0]).filter(|p| *p == b'l' || *p == b'x').collect();
+    assert!(left.is_empty(), "no key of the first format is left");
+    let store = LogStore::open(engine.logs(), DEFAULT_RETENTION, Arc::new(SelfMetrics::new())).expect("open").with_clock(Arc::new(|| NOW));
+    assert!(store.pending_bytes() > 0, "the pending group is read back");
+    let keyword = LogFilter { keyword: Some("pending at close".into()), ..filter(NOW - HOUR, NOW, 10, LogOrder::NewestFirst) };
+    assert_eq!(contents(&store.query(&keyword).expect("read")), ["pending at close"]);
+    store.flush_all().expect("flush");
+    assert_eq!(store.query(&filter(NOW - HOUR, NOW, MAX_LIMIT, LogOrder::OldestFirst)).expect("read").len(), 3001);
+}
