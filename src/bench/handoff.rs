@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use prost::Message;
 
 use super::cluster::{node_command_with_rules, wait_for};
-use super::ingest::{Outcome, Stream, client, prompb, run_stream, send};
+use super::ingest::{Outcome, client, run_stream, send};
+use super::ingest_stream::{Stream, prompb};
 use crate::api::client::{AdminClient, with_query};
 use crate::base::ids::NodeId;
 use crate::base::owner::LiveSet;

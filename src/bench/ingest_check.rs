@@ -23,7 +23,7 @@ use std::fmt;
 
 use hotrule_mal_engine::{minute_bucket, to_long};
 
-use super::ingest::Stream;
+use super::ingest_stream::Stream;
 
 /// A stored metric of `otel-rules/vm.yaml` that is the sum of gauges of one host's scrape
 /// (`exp: a + b`, or one gauge passed through).

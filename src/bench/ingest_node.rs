@@ -13,7 +13,7 @@ use std::process::Child;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::ingest::Stream;
+use super::ingest_stream::Stream;
 use crate::api::client::AdminClient;
 
 #[cfg(feature = "rocksdb")]

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use prost::Message;
 use tonic::transport::Channel;
 
-use super::ingest::prompb;
+use super::ingest_stream::prompb;
 use super::lal_node::process_cpu_seconds;
 use crate::base::self_metrics::{SelfMetrics, labels};
 use crate::data::evaluation::DispatchSettings;

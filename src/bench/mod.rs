@@ -11,6 +11,7 @@ pub mod handoff;
 pub mod ingest;
 mod ingest_check;
 mod ingest_node;
+mod ingest_stream;
 pub mod lal_node;
 pub mod logs;
 pub mod logs_query;
