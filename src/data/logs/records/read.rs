@@ -309,7 +309,7 @@ fn bounds(filter: &LogFilter) -> (LogCursor, LogCursor) {
 
 /// One row as a log when it passes the filter: names are checked on the value's first bytes,
 /// tags and keyword on the value read in place, and only a match is copied out.
-fn match_row(row: Row<'_>, key: &[u8], filter: &LogFilter) -> Result<Option<StoredLog>, LogStoreError> {
+pub(crate) fn match_row(row: Row<'_>, key: &[u8], filter: &LogFilter) -> Result<Option<StoredLog>, LogStoreError> {
     let [service, instance, endpoint] = codec::names(row.value).map_err(|detail| corrupt(key, detail))?;
     let wanted = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
     if !(wanted(&filter.service, service) && wanted(&filter.instance, instance) && wanted(&filter.endpoint, endpoint)) {

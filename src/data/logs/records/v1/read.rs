@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 
-use super::{V1LogStore, codec, corrupt, keys};
+use super::{V1LogStore, corrupt, keys};
 use crate::data::logs::{LogCursor, LogFilter, LogOrder, LogStoreError, StoredLog};
 use crate::store::series::Visit;
 
@@ -159,22 +159,5 @@ enum Keep {
 /// bytes, tags and keyword on the value read in place, and only a match is copied out.
 fn read_one(key: &[u8], value: &[u8], filter: &LogFilter) -> Result<Option<StoredLog>, LogStoreError> {
     let cursor = keys::decode_log_key(key).ok_or_else(|| corrupt(key, "not a log key"))?;
-    let [service, instance, endpoint] = codec::names(value).map_err(|detail| corrupt(key, detail))?;
-    let wanted = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
-    if !(wanted(&filter.service, service) && wanted(&filter.instance, instance) && wanted(&filter.endpoint, endpoint)) {
-        return Ok(None);
-    }
-    let view = codec::view(value).map_err(|detail| corrupt(key, detail))?;
-    if !content_matches(filter, &view) {
-        return Ok(None);
-    }
-    let log = view.to_kept(cursor.timestamp_ms).map_err(|detail| corrupt(key, detail))?;
-    Ok(Some(StoredLog { cursor, log }))
-}
-
-/// The filters that need more than the names: every tag present with its value, and the
-/// keyword in the content.
-fn content_matches(filter: &LogFilter, view: &codec::LogView<'_>) -> bool {
-    filter.tags.iter().all(|(key, value)| view.tags.iter().any(|(k, v)| k == key && v == value))
-        && filter.keyword.as_deref().is_none_or(|keyword| view.content.contains(keyword))
+    super::super::read::match_row(super::super::block::Row { cursor, value }, key, filter)
 }
