@@ -77,10 +77,7 @@ impl LogStore {
 
     /// [`LogStore::open`], converting the first format `chunk` logs per synced batch.
     pub fn open_migrating(kv: Arc<dyn SeriesKv>, retention: Duration, telemetry: Arc<SelfMetrics>, chunk: usize) -> Result<LogStore, LogStoreError> {
-        let next_sequence = match kv.get_many(&[keys::SEQUENCE_KEY.to_vec()])?.pop().flatten() {
-            Some(value) => codec::decode_sequence(&value).map_err(|detail| corrupt(keys::SEQUENCE_KEY, detail))?,
-            None => 0,
-        };
+        let next_sequence = read_sequence(kv.as_ref())?;
         let flusher = flush::Flusher::new().map_err(|e| corrupt(b"", format!("no zstd compressor: {e}")))?;
         let store = LogStore {
             kv,
@@ -166,6 +163,14 @@ impl LogWriter for LogStore {
 impl LogReader for LogStore {
     fn query(&self, filter: &LogFilter) -> Result<Vec<StoredLog>, LogStoreError> {
         self.read(filter)
+    }
+}
+
+/// Where this node's sequence goes on: the sequence record (both formats keep it), or 0.
+pub(crate) fn read_sequence(kv: &dyn SeriesKv) -> Result<u64, LogStoreError> {
+    match kv.get_many(&[keys::SEQUENCE_KEY.to_vec()])?.pop().flatten() {
+        Some(value) => codec::decode_sequence(&value).map_err(|detail| corrupt(keys::SEQUENCE_KEY, detail)),
+        None => Ok(0),
     }
 }
 

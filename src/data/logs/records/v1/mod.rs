@@ -29,10 +29,7 @@ pub struct V1LogStore {
 
 impl V1LogStore {
     pub fn open(kv: Arc<dyn SeriesKv>, telemetry: Arc<SelfMetrics>) -> Result<V1LogStore, LogStoreError> {
-        let next_sequence = match kv.get_many(&[keys::SEQUENCE_KEY.to_vec()])?.pop().flatten() {
-            Some(value) => codec::decode_sequence(&value).map_err(|detail| corrupt(keys::SEQUENCE_KEY, detail))?,
-            None => 0,
-        };
+        let next_sequence = super::read_sequence(kv.as_ref())?;
         Ok(V1LogStore { kv, telemetry, queue: Mutex::new(Vec::new()), writer: Mutex::new(next_sequence) })
     }
 }
