@@ -128,12 +128,16 @@ pub struct Buffer {
 
 impl Buffer {
     pub fn add(&mut self, chunk: Chunk, now_ms: i64) {
-        let bytes = chunk.value.len();
+        self.bytes += chunk.value.len();
+        self.pend(Arc::new(chunk), now_ms);
+    }
+
+    /// Files `chunk` under its slice as added at `now_ms` (its bytes already counted).
+    fn pend(&mut self, chunk: Arc<Chunk>, now_ms: i64) {
         let slice = self.slices.entry(chunk.slice).or_insert_with(|| SliceBuf { first_added_ms: now_ms, ..SliceBuf::default() });
-        slice.chunks.push(Arc::new(chunk));
-        slice.bytes += bytes;
-        slice.last_added_ms = now_ms;
-        self.bytes += bytes;
+        slice.bytes += chunk.value.len();
+        slice.last_added_ms = slice.last_added_ms.max(now_ms);
+        slice.chunks.push(chunk);
     }
 
     /// Bytes pending, the ones being flushed included.
@@ -171,11 +175,7 @@ impl Buffer {
     pub fn restore(&mut self, taken: Vec<Arc<Chunk>>, now_ms: i64) {
         self.flushing.retain(|c| !taken.iter().any(|t| Arc::ptr_eq(c, t)));
         for chunk in taken {
-            let bytes = chunk.value.len();
-            let slice = self.slices.entry(chunk.slice).or_insert_with(|| SliceBuf { first_added_ms: now_ms, ..SliceBuf::default() });
-            slice.chunks.push(chunk);
-            slice.bytes += bytes;
-            slice.last_added_ms = slice.last_added_ms.max(now_ms);
+            self.pend(chunk, now_ms);
         }
     }
 

@@ -83,23 +83,29 @@ impl LogStore {
     /// groups join the buffer.
     fn write_group(&self, next_sequence: &mut u64, group: &[Pending<Encoded>]) -> Result<(), KvError> {
         let count: usize = group.iter().map(|p| p.logs.len()).sum();
-        // slice → (first sequence, value: version then rows)
-        let mut slices: BTreeMap<i64, (u64, Vec<u8>)> = BTreeMap::new();
+        // slice → its pending group: the value (version, then rows) and its cursors' range
+        let mut slices: BTreeMap<i64, Chunk> = BTreeMap::new();
         let mut sequence = *next_sequence;
         for pending in group {
             for (timestamp_ms, value) in &pending.logs {
-                let (_, rows) = slices.entry(keys::slice_of(*timestamp_ms)).or_insert_with(|| {
+                let cursor = LogCursor { timestamp_ms: *timestamp_ms, sequence };
+                let slice = keys::slice_of(*timestamp_ms);
+                let chunk = slices.entry(slice).or_insert_with(|| {
                     let mut rows = Vec::with_capacity(count * (value.len() + block::ROW_HEADER) + 1);
                     rows.push(block::FORMAT_VERSION);
-                    (sequence, rows)
+                    Chunk { key: keys::pending_key(slice, sequence), slice, value: rows, first: cursor, last: cursor, count: 0 }
                 });
-                block::push_row(rows, LogCursor { timestamp_ms: *timestamp_ms, sequence }, value);
+                block::push_row(&mut chunk.value, cursor, value);
+                chunk.first = chunk.first.min(cursor);
+                chunk.last = chunk.last.max(cursor);
+                chunk.count += 1;
                 sequence += 1;
             }
         }
-        let mut ops: Vec<SeriesOp> = slices
-            .into_iter()
-            .map(|(slice, (first, rows))| SeriesOp::Put { key: keys::pending_key(slice, first), value: rows })
+        let mut chunks: Vec<Chunk> = slices.into_values().collect();
+        let mut ops: Vec<SeriesOp> = chunks
+            .iter_mut()
+            .map(|chunk| SeriesOp::Put { key: chunk.key.clone(), value: std::mem::take(&mut chunk.value) })
             .collect();
         ops.push(SeriesOp::Put { key: keys::SEQUENCE_KEY.to_vec(), value: codec::encode_sequence(sequence) });
         // Used or not, these sequences are never handed out again: a failed batch that did land
@@ -111,12 +117,9 @@ impl LogStore {
         if result.is_ok() {
             let now = (self.now_ms)();
             let mut buffer = lock(&self.buffer);
-            ops.pop();
-            for op in ops {
-                let SeriesOp::Put { key, value } = op else { continue };
-                let Some((slice, _)) = keys::decode_pending_key(&key) else { continue };
-                // Rows this writer just encoded always read back.
-                if let Ok(Some(chunk)) = Chunk::new(key, slice, value) {
+            for (mut chunk, op) in chunks.into_iter().zip(ops) {
+                if let SeriesOp::Put { value, .. } = op {
+                    chunk.value = value;
                     buffer.add(chunk, now);
                 }
             }
