@@ -193,10 +193,7 @@ fn write_group(shared: &Shared, key: &RuleKey, group: Vec<QueuedWrite>) {
 /// first, then the busy ones in turn.
 pub(super) fn run_batch(shared: &Shared, batch: &Batch) {
     let files = shared.files_of(batch.catalog);
-    let mut names: Names<'_> = HashMap::default();
-    for sample in &batch.samples {
-        *names.entry(sample.name.as_str()).or_default() += 1;
-    }
+    let names = names_of(batch);
     let batch = (batch, &names);
     let mut pending: Vec<&(RuleKey, Slot)> = files.iter().collect();
     while !pending.is_empty() {
@@ -227,6 +224,15 @@ pub(super) fn run_batch(shared: &Shared, batch: &Batch) {
     }
 }
 
+/// How many samples of each name `batch` holds.
+fn names_of(batch: &Batch) -> Names<'_> {
+    let mut names: Names<'_> = HashMap::default();
+    for sample in &batch.samples {
+        *names.entry(sample.name.as_str()).or_default() += 1;
+    }
+    names
+}
+
 /// Evaluates each of `batches` on its own (as SkyWalking evaluates each sample a LAL rule emits:
 /// one MAL run per sample) against every loaded MAL file of their catalog, and writes each
 /// file's values of all of them in one call, in their order. The same values reach the store as
@@ -239,11 +245,7 @@ pub(super) fn run_each(shared: &Shared, batches: &[Batch]) {
         {
             let mut file = lock(&slot.eval);
             for batch in batches {
-                let mut names: Names<'_> = HashMap::default();
-                for sample in &batch.samples {
-                    *names.entry(sample.name.as_str()).or_default() += 1;
-                }
-                queued.extend(evaluate_file(shared, key, &mut file, &slot.queued, (batch, &names)));
+                queued.extend(evaluate_file(shared, key, &mut file, &slot.queued, (batch, &names_of(batch))));
             }
         }
         // The first finish writes every queued evaluation in one group; the others find their
