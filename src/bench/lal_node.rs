@@ -138,13 +138,19 @@ impl LalNodeReport {
 
 /// utime + stime of this process in seconds (Linux).
 pub fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    stat_cpu_seconds(&std::fs::read_to_string("/proc/self/stat").ok()?).map(|(_, cpu)| cpu)
+}
+
+/// The name and utime + stime seconds of a `/proc/<pid>[/task/<tid>]/stat` line.
+fn stat_cpu_seconds(stat: &str) -> Option<(&str, f64)> {
+    let (head, rest) = stat.rsplit_once(')')?;
+    let name = head.split_once('(').map_or("?", |(_, n)| n);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
     let utime: f64 = fields.get(11)?.parse().ok()?;
     let stime: f64 = fields.get(12)?.parse().ok()?;
     // SAFETY: sysconf only reads a configuration value.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Some((utime + stime) / if ticks > 0 { ticks as f64 } else { 100.0 })
+    Some((name, (utime + stime) / if ticks > 0 { ticks as f64 } else { 100.0 }))
 }
 
 /// `(year, month, day, hour, minute, second)` of `ms` in UTC.
@@ -308,20 +314,12 @@ fn interpreter_alone(rules_dir: &std::path::Path, logs: &[LogData], lines: u64) 
 /// ended are missing, so take it while the node still runs.
 fn cpu_by_thread() -> std::collections::BTreeMap<(u32, String), f64> {
     let mut out = std::collections::BTreeMap::new();
-    // SAFETY: sysconf only reads a configuration value.
-    let ticks = match unsafe { libc::sysconf(libc::_SC_CLK_TCK) } {
-        t if t > 0 => t as f64,
-        _ => 100.0,
-    };
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
     for task in tasks.flatten() {
         let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
-        let Some((head, rest)) = stat.rsplit_once(')') else { continue };
-        let name = head.split_once('(').map_or("?", |(_, n)| n).to_string();
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let cpu = fields.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0) + fields.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+        let Some((name, cpu)) = stat_cpu_seconds(&stat) else { continue };
         let id = task.file_name().to_string_lossy().parse().unwrap_or(0);
-        out.insert((id, name), cpu / ticks);
+        out.insert((id, name.to_string()), cpu);
     }
     out
 }
