@@ -8,7 +8,11 @@
 //! a log flood from starving metric evaluation and back, and touches nothing of the MAL path.
 //! Two threads by default: a batch is analysed under one lock over every LAL file (routing
 //! crosses files, below), so more threads would mostly wait; the second one analyses the next
-//! batch while the first writes kept logs and evaluates emitted samples.
+//! batch while the first writes kept logs and evaluates emitted samples. A thread takes a
+//! backlog in groups of whole batches (up to [`GROUP_LOGS`] logs): the group's kept logs go to
+//! each writer in one call (one synced write), its samples to each log-MAL file in one metric
+//! write, and the gates open once for it. Counters stay per batch (`evaluations` counts each
+//! batch a file ran on).
 //!
 //! **Routing and gates.** SkyWalking routes a log across files: every rule of the log's layer
 //! runs, and a log without a layer goes to the `auto` rules of every file, then to the `GENERAL`
@@ -32,7 +36,7 @@
 //!
 //! **Outputs.** A sink's persisted records become [`KeptLog`]s for every [`LogWriter`]; samples
 //! from `metrics {}` go through the MAL path against `log-mal-rules`, one sample per evaluation,
-//! as SkyWalking evaluates each LAL sample on its own, and the values of a log batch's samples
+//! as SkyWalking evaluates each LAL sample on its own, and the values of a group's samples
 //! are written to the metric store in one call per file (`evaluate::run_each`). Runtime errors are per
 //! rule and log: counted, kept as the file's last error; nothing panics (a panic would be
 //! contained to its batch, as for MAL).
@@ -100,8 +104,10 @@ struct FileTally {
     /// The file's rules ran (its gate was open).
     evaluated: bool,
     tally: LogTally,
-    /// The index of the last log counted in `logs_in`.
-    last_log: Option<usize>,
+    /// `(batch, log)` indices of the last log counted in `logs_in`.
+    last_log: Option<(usize, usize)>,
+    /// Batches of the group with a log counted in `logs_in` (each an evaluation).
+    batches_in: u64,
 }
 
 /// What the analysis of a batch hands to the writes: the open gates are closed (dropped) only
@@ -112,15 +118,19 @@ struct Analysis {
     files: Vec<FileTally>,
     /// `(index into files, kept log)`.
     kept: Vec<(usize, KeptLog)>,
-    samples: Vec<Sample>,
+    /// Emitted samples with their batch's receipt time.
+    samples: Vec<(Sample, i64)>,
 }
 
 impl Analysis {
-    fn record(&mut self, index: usize, log: usize, outcome: RuleOutcome, received_ms: i64) {
+    fn record(&mut self, index: usize, log: (usize, usize), outcome: RuleOutcome, received_ms: i64) {
         let Some(file) = self.files.get_mut(index) else { return };
         let tally = &mut file.tally;
         if file.last_log != Some(log) {
             tally.logs_in += 1;
+            if file.last_log.is_none_or(|(batch, _)| batch != log.0) {
+                file.batches_in += 1;
+            }
             file.last_log = Some(log);
         }
         let counter = match outcome.decision {
@@ -140,7 +150,7 @@ impl Analysis {
             tracing::debug!(file = %file.key, ?warning, "LAL warning");
         }
         tally.samples_out += outcome.samples.len() as u64;
-        self.samples.extend(outcome.samples);
+        self.samples.extend(outcome.samples.into_iter().map(|sample| (sample, received_ms)));
         let rule = outcome.rule;
         for record in outcome.persisted {
             let kept = KeptLog { rule: rule.clone(), file: file.file.clone(), record, received_ms };
@@ -282,9 +292,9 @@ impl LogPlane {
         runtime.claims.with_all(|claims| self.stats.retain(|key| known.contains(key) || claims.contains_key(key)));
     }
 
-    /// Opens the gates and runs the batch's logs through the running files, under the files'
+    /// Opens the gates and runs the group's logs through the running files, under the files'
     /// lock; the gates stay open in the result.
-    fn analyze(&self, batch: &LogBatch, now_ms: i64) -> Analysis {
+    fn analyze(&self, batches: &[LogBatch], now_ms: i64) -> Analysis {
         let mut files = self.lock_files();
         self.refresh(&mut files);
         let mut analysis = Analysis::default();
@@ -293,7 +303,7 @@ impl LogPlane {
         let mut runs: Vec<FileRun<'_>> = Vec::new();
         let mut suspended: Vec<(usize, Arc<PreparedLalFile>)> = Vec::new();
         for (key, file) in files.files.iter_mut() {
-            let tally = |evaluated| FileTally { key: key.clone(), file: key.to_string(), evaluated, tally: LogTally::default(), last_log: None };
+            let tally = |evaluated| FileTally { key: key.clone(), file: key.to_string(), evaluated, tally: LogTally::default(), last_log: None, batches_in: 0 };
             match self.shared.runtime.begin_eval(key) {
                 Ok(guard) => {
                     if !file.prepare(key, &guard.loaded) {
@@ -320,7 +330,8 @@ impl LogPlane {
         if runs.is_empty() && suspended.is_empty() {
             return analysis;
         }
-        for (index, log) in batch.logs.iter().enumerate() {
+        let logs = batches.iter().enumerate().flat_map(|(b, batch)| batch.logs.iter().enumerate().map(move |(l, log)| ((b, l), log, batch.received_ms)));
+        for (index, log, received_ms) in logs {
             let mut general_fallback = true;
             for (file, prepared) in &suspended {
                 if prepared.may_run(log)
@@ -336,19 +347,20 @@ impl LogPlane {
             let FileAnalysis::Ran(outcomes) = analyze_files(&mut runs, log, now_ms, general_fallback) else { continue };
             for (run, outcome) in outcomes {
                 if let Some(&file) = running.get(run) {
-                    analysis.record(file, index, outcome, batch.received_ms);
+                    analysis.record(file, index, outcome, received_ms);
                 }
             }
         }
         analysis
     }
 
-    /// One batch: analysis under the lock, then the writes with the gates still open, then the
-    /// counters, then the gates close.
-    fn run(&self, batch: &LogBatch) {
+    /// One group of batches (one, or a backlog's first few): analysis under the lock, then the
+    /// writes with the gates still open (one log write and one metric write per file for the
+    /// whole group), then the counters, then the gates close.
+    fn run(&self, batches: &[LogBatch]) {
         let now_ms = crate::base::clock::now_ms();
         let started = crate::base::clock::thread_cpu_seconds();
-        let mut analysis = self.analyze(batch, i64::try_from(now_ms).unwrap_or(i64::MAX));
+        let mut analysis = self.analyze(batches, i64::try_from(now_ms).unwrap_or(i64::MAX));
         let analysed = crate::base::clock::thread_cpu_seconds();
         self.steps.add(0, started, analysed);
         if analysis.files.is_empty() {
@@ -359,7 +371,7 @@ impl LogPlane {
         self.steps.add(1, analysed, written);
         let emitted: Vec<Batch> = std::mem::take(&mut analysis.samples)
             .into_iter()
-            .map(|sample| Batch { protocol: Protocol::Lal, catalog: Catalog::LogMal, samples: vec![sample], received_ms: batch.received_ms })
+            .map(|(sample, received_ms)| Batch { protocol: Protocol::Lal, catalog: Catalog::LogMal, samples: vec![sample], received_ms })
             .collect();
         evaluate::run_each(&self.shared, &emitted);
         self.steps.add(2, written, crate::base::clock::thread_cpu_seconds());
@@ -373,9 +385,9 @@ impl LogPlane {
             if file.tally.failed > 0 {
                 telemetry.evaluation_errors.get_or_create(&labels([("rule", file.file.as_str())])).inc_by(file.tally.failed);
             }
-            // A file none of whose rules ran on any log of the batch was not evaluated.
-            let evaluated = file.evaluated && file.tally.logs_in > 0;
-            if evaluated || file.tally != LogTally::default() {
+            // A file none of whose rules ran on any log of a batch did not evaluate that batch.
+            let evaluated = if file.evaluated { file.batches_in } else { 0 };
+            if evaluated > 0 || file.tally != LogTally::default() {
                 self.stats.of(&file.key).add(&file.tally, evaluated, now_ms);
             }
         }
@@ -409,11 +421,18 @@ impl LogPlane {
 
 /// One LAL thread: a batch at a time until the queue stops and empties.
 fn log_loop(plane: &LogPlane) {
-    while let Some(batch) = plane.queue.take() {
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| plane.run(&batch)));
+    while let Some(group) = plane.queue.take_up_to(GROUP_LOGS, |batch| batch.logs.len()) {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| plane.run(&group)));
         if outcome.is_err() {
-            tracing::error!(protocol = batch.protocol.as_str(), logs = batch.logs.len(), "LAL evaluation panicked; batch lost");
+            let logs: usize = group.iter().map(|batch| batch.logs.len()).sum();
+            let protocol = group.first().map_or("", |batch| batch.protocol.as_str());
+            tracing::error!(protocol, batches = group.len(), logs, "LAL evaluation panicked; batches lost");
         }
-        plane.queue.done();
+        plane.queue.done_many(group.len());
     }
 }
+
+/// The logs a LAL thread takes from a backlog at once, in whole batches (the first whatever its
+/// size): a group shares one synced log write, one metric write per log-MAL file and one
+/// opening of the gates. Without a backlog a thread takes one batch.
+const GROUP_LOGS: usize = 4096;

@@ -65,11 +65,13 @@ impl MeasureRegistry for MapRegistry {
     }
 }
 
+/// The metric writer twin: records the values and counts the calls.
 #[derive(Default)]
-struct Metrics(Mutex<Vec<MetricValue>>);
+struct Metrics(Mutex<Vec<MetricValue>>, std::sync::atomic::AtomicUsize);
 
 impl MetricWriter for Metrics {
     fn write(&self, values: &[MetricValue]) -> Result<(), MetricStoreError> {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.0.lock().expect("lock").extend_from_slice(values);
         Ok(())
     }
@@ -85,6 +87,7 @@ struct Logs {
     blocked: Mutex<usize>,
     fail: std::sync::atomic::AtomicBool,
     drained: std::sync::atomic::AtomicBool,
+    calls: std::sync::atomic::AtomicUsize,
 }
 
 impl Logs {
@@ -117,6 +120,7 @@ impl Logs {
 
 impl LogWriter for Logs {
     fn write(&self, logs: &[KeptLog]) -> Result<(), LogStoreError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut held = self.held.lock().expect("lock");
         if *held {
             *self.blocked.lock().expect("lock") += 1;
@@ -312,6 +316,37 @@ async fn a_structural_swap_drains_and_no_log_is_evaluated_by_the_old_version_aft
     let stamped: Vec<(String, bool)> =
         written.iter().map(|(log, after)| (log.record.tag("version").unwrap_or_default().to_string(), *after)).collect();
     assert_eq!(stamped, [("v1".into(), false), ("v1".into(), false), ("v2".into(), true)], "v1 only before the drain returned");
+}
+
+#[test]
+fn a_backlog_is_worked_as_one_group_with_one_write_and_per_batch_counters() {
+    let settings = DispatchSettings { log_workers: 1, ..DispatchSettings::for_test() };
+    let f = fixture(settings);
+    let lal = lal_key("nginx");
+    let mal = RuleKey::new(RuleCatalog::LogMalRules, RuleName::parse("nginx").expect("name"));
+    install(&f.runtime, &lal, DslKind::Lal, &shipped("lal/nginx.yaml"));
+    let log_mal = shipped("log-mal-rules/nginx.yaml");
+    install(&f.runtime, &mal, DslKind::Mal, &log_mal);
+    let Ok(Compiled::Mal(file)) = compile(DslKind::Mal, log_mal.as_bytes()) else { panic!("MAL") };
+    f.registry.0.lock().expect("lock").extend(file.metrics());
+    f.logs.hold();
+    f.submit(vec![access_log(), error_log()]);
+    f.logs.wait_blocked();
+    // A backlog of three batches, received at different times, forms behind the held write.
+    let batch = |received_ms| LogBatch { protocol: LogProtocol::SkyWalking, logs: vec![access_log(), error_log()], received_ms };
+    f.dispatcher.submit_logs(vec![batch(T0 + 1), batch(T0 + 2), batch(T0 + 3)]).expect("accepted");
+    f.logs.release();
+    f.idle();
+
+    let calls = |c: &std::sync::atomic::AtomicUsize| c.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(calls(&f.logs.calls), 2, "the first batch, then the backlog in one write");
+    let received: Vec<i64> = f.logs.logs().iter().map(|k| k.received_ms).collect();
+    assert_eq!(received, [T0, T0, T0 + 1, T0 + 1, T0 + 2, T0 + 2, T0 + 3, T0 + 3], "each log keeps its batch's receipt time");
+    assert_eq!(calls(&f.metrics.1), 2, "one metric write per log-MAL file per group");
+    assert_eq!(f.metrics.0.lock().expect("lock").len(), 8, "four samples, each evaluated on its own into two values");
+    assert_eq!(f.dispatcher.evaluation(&mal).samples_in, 4);
+    let view = f.view(&lal);
+    assert_eq!((view.logs_in, view.kept, view.samples_out, view.evaluations), (8, 8, 4, 4), "evaluations count batches: {view:?}");
 }
 
 #[test]

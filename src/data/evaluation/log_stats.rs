@@ -57,8 +57,9 @@ pub struct LogRuleStats {
 }
 
 impl LogRuleStats {
-    /// Adds one batch's tally; `evaluated` when the file's rules ran on it (not only dropped).
-    pub fn add(&self, tally: &LogTally, evaluated: bool, now_ms: u64) {
+    /// Adds the tally of a group of batches; `evaluated`: how many of them the file's rules
+    /// ran on (not only dropped), each an evaluation.
+    pub fn add(&self, tally: &LogTally, evaluated: u64, now_ms: u64) {
         self.logs_in.add(tally.logs_in);
         self.kept.add(tally.kept);
         self.sampled.add(tally.sampled);
@@ -70,8 +71,8 @@ impl LogRuleStats {
         self.suspended.add(tally.suspended);
         self.samples_out.add(tally.samples_out);
         self.kept_not_written.add(tally.kept_not_written);
-        if evaluated {
-            self.runs.evaluated(now_ms);
+        if evaluated > 0 {
+            self.runs.evaluated_times(evaluated, now_ms);
         }
         if let Some(message) = &tally.last_error {
             self.runs.set_error(message.clone(), now_ms);

@@ -107,10 +107,36 @@ impl<T> BatchQueue<T> {
         }
     }
 
+    /// The next batch and, behind it, as many more as fit in `limit` by `weight` (the first
+    /// is taken whatever its weight), waiting for one; None once the queue is stopped and
+    /// empty. A backlog is then worked in groups: one write and one sync for many batches.
+    pub fn take_up_to(&self, limit: usize, weight: impl Fn(&T) -> usize) -> Option<Vec<T>> {
+        let first = self.take()?;
+        let mut total = weight(&first);
+        let mut group = vec![first];
+        let mut state = self.lock();
+        while let Some(next) = state.batches.front() {
+            total = total.saturating_add(weight(next));
+            if total > limit {
+                break;
+            }
+            if let Some(batch) = state.batches.pop_front() {
+                state.processing += 1;
+                group.push(batch);
+            }
+        }
+        Some(group)
+    }
+
     /// Marks one taken batch finished.
     pub fn done(&self) {
+        self.done_many(1);
+    }
+
+    /// Marks `count` taken batches finished.
+    pub fn done_many(&self, count: usize) {
         let mut state = self.lock();
-        state.processing = state.processing.saturating_sub(1);
+        state.processing = state.processing.saturating_sub(count);
         drop(state);
         self.finished.notify_all();
     }
@@ -226,6 +252,29 @@ mod tests {
             queue.done();
         }
         assert!(queue.take().is_none());
+        assert!(queue.wait_idle(Duration::ZERO));
+    }
+
+    fn logs(n: usize) -> LogBatch {
+        LogBatch { logs: vec![Default::default(); n], ..log_batch() }
+    }
+
+    #[test]
+    fn a_backlog_is_taken_in_groups_bounded_by_weight() {
+        let queue = LogQueue::new(8);
+        assert_eq!(queue.push(vec![logs(3), logs(2), logs(4), logs(1)]), Ok(()));
+        let by_logs = |b: &LogBatch| b.logs.len();
+        let group = queue.take_up_to(6, by_logs).expect("a group");
+        assert_eq!(group.iter().map(by_logs).collect::<Vec<_>>(), vec![3, 2], "3 + 2 fit in 6, + 4 does not");
+        assert_eq!(queue.pending(), 4, "both taken batches count as processing");
+        let group = queue.take_up_to(1, by_logs).expect("a group");
+        assert_eq!(group.iter().map(by_logs).collect::<Vec<_>>(), vec![4], "the first is taken whatever its weight");
+        queue.done_many(3);
+        assert_eq!(queue.pending(), 1);
+        queue.stop();
+        assert_eq!(queue.take_up_to(100, by_logs).map(|g| g.len()), Some(1));
+        queue.done_many(1);
+        assert!(queue.take_up_to(100, by_logs).is_none(), "stopped and empty");
         assert!(queue.wait_idle(Duration::ZERO));
     }
 }

@@ -49,7 +49,12 @@ pub struct RunsView {
 impl Runs {
     /// Counts one run, at `now_ms`.
     pub fn evaluated(&self, now_ms: u64) {
-        self.evaluations.add(1);
+        self.evaluated_times(1, now_ms);
+    }
+
+    /// `times` evaluations that ended at `now_ms` (the batches of one group).
+    pub fn evaluated_times(&self, times: u64, now_ms: u64) {
+        self.evaluations.add(times);
         self.last_evaluation_ms.store(now_ms, Ordering::Relaxed);
     }
 
