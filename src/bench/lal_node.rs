@@ -516,9 +516,9 @@ pub async fn run(bench: &LalNodeBench) -> Result<(), String> {
     let steps = report.steps;
     println!("  CPU per log by step (thread CPU clocks):");
     println!("    LAL analysis       {:>6.2} µs", per_log(steps.analysis));
-    println!("    log store write    {:>6.2} µs  (encode, group commit, synced batch; flushes a writer ran are in it too)", per_log(steps.store));
+    println!("    log store write    {:>6.2} µs  (encode, group commit, synced batch; a large group's blocks and a writer's flushes are in it too)", per_log(steps.store));
     println!("    log-MAL            {:>6.2} µs", per_log(steps.log_mal));
-    println!("    flush into blocks  {:>6.2} µs  (group, index, compress, write; on any thread)", per_log(report.flush_cpu_seconds));
+    println!("    flush into blocks  {:>6.2} µs  (pending groups: group, index, compress, write; on any thread)", per_log(report.flush_cpu_seconds));
     println!(
         "  checked on {}: {} kept = {} logs_stored = {} read back; {} samples out, {} log-MAL values stored, {ERROR_METRIC} sums to {}",
         report.store, report.kept, report.logs_stored, report.logs_read_back, report.samples_out, report.values_stored, report.error_count_stored

@@ -10,8 +10,8 @@
 //!
 //! Writes go through a group commit ([`write`]): callers queue their encoded logs, one of them
 //! at a time becomes the writer, assigns sequences to everything queued and writes one synced
-//! batch of **pending groups** (the rows of the group, per slice); every caller returns once
-//! its logs are durable. Pending groups are also kept in memory ([`buffer`]) and read from
+//! batch of **pending groups** (the rows of the group, per slice; a large group's parts of many
+//! logs of one service go straight to blocks); every caller returns once its logs are durable. Pending groups are also kept in memory ([`buffer`]) and read from
 //! there, and a **flush** turns the groups of a slice into blocks once the slice is over, or
 //! when the pending bytes pass a bound ([`flush`]). A log's **cursor** `(timestamp, sequence)`
 //! never changes; the sequence is this node's arrival counter, kept in a record written in the
@@ -62,6 +62,8 @@ pub struct LogStore {
     buffer: Mutex<buffer::Buffer>,
     /// Held by the one flush (or migration) running.
     flusher: Mutex<flush::Flusher>,
+    /// The writer's own, for the parts of a group written as blocks at once.
+    block_writer: Mutex<flush::Flusher>,
     limits: buffer::FlushLimits,
     /// Wakes the flush worker: the pending bytes passed the bound.
     flush_wanted: Arc<tokio::sync::Notify>,
@@ -78,7 +80,8 @@ impl LogStore {
     /// [`LogStore::open`], converting the first format `chunk` logs per synced batch.
     pub fn open_migrating(kv: Arc<dyn SeriesKv>, retention: Duration, telemetry: Arc<SelfMetrics>, chunk: usize) -> Result<LogStore, LogStoreError> {
         let next_sequence = read_sequence(kv.as_ref())?;
-        let flusher = flush::Flusher::new().map_err(|e| corrupt(b"", format!("no zstd compressor: {e}")))?;
+        let new_flusher = || flush::Flusher::new().map_err(|e| corrupt(b"", format!("no zstd compressor: {e}")));
+        let (flusher, block_writer) = (new_flusher()?, new_flusher()?);
         let store = LogStore {
             kv,
             retention,
@@ -88,6 +91,7 @@ impl LogStore {
             writer: Mutex::new(next_sequence),
             buffer: Mutex::new(buffer::Buffer::default()),
             flusher: Mutex::new(flusher),
+            block_writer: Mutex::new(block_writer),
             limits: buffer::FlushLimits::default(),
             flush_wanted: Arc::new(tokio::sync::Notify::new()),
             flush_stats: Mutex::new(flush::FlushStats::default()),

@@ -49,14 +49,16 @@ fn store() -> (Arc<MemSeriesKv>, LogStore) {
 }
 
 /// The layouts every read is checked on: everything pending in memory (the default bound is
-/// not reached), everything flushed into blocks by each write, and a mix of small blocks (a
-/// few logs each, many per slice) and pending groups.
+/// not reached), everything flushed into blocks by each write, a mix of small blocks (a
+/// few logs each, many per slice) and pending groups, and a write's parts of two or more logs
+/// of a service written as blocks at once, beside the single logs pending.
 fn layouts() -> Vec<(&'static str, LogStore)> {
     let with = |limits: buffer::FlushLimits| open(&Arc::new(MemSeriesKv::new())).with_limits(limits);
     vec![
         ("pending", with(buffer::FlushLimits::default())),
         ("blocks", with(buffer::FlushLimits { max_bytes: 0, ..buffer::FlushLimits::default() })),
         ("mixed", with(buffer::FlushLimits { max_bytes: 2048, block_bytes: 600, ..buffer::FlushLimits::default() })),
+        ("direct", with(buffer::FlushLimits { direct_logs: 2, block_bytes: 600, ..buffer::FlushLimits::default() })),
     ]
 }
 
@@ -469,7 +471,9 @@ fn the_layouts_hold_what_they_say() {
     for (layout, store) in layouts() {
         // Ten slices, oldest first: the mixed layout flushes the oldest and keeps the newest.
         let logs: Vec<KeptLog> = (0..40).map(|i| log(["a", "b"][i % 2], NOW - 600_000 + i as i64 * 15_000, &format!("log number {i}"))).collect();
-        for chunk in logs.chunks(4) {
+        // Writes of three: two logs of one service (a block at once in the direct layout), one of
+        // the other (pending there).
+        for chunk in logs.chunks(3) {
             store.write(chunk).expect("write");
         }
         let blocks = store.kv.scan_range(&[keys::META_PREFIX], &[keys::META_PREFIX + 1], usize::MAX).expect("metas").len();
@@ -477,7 +481,12 @@ fn the_layouts_hold_what_they_say() {
         match layout {
             "pending" => assert!(blocks == 0 && pending > 0, "{layout}: {blocks} blocks, {pending} bytes pending"),
             "blocks" => assert!(blocks > 0 && pending == 0, "{layout}: {blocks} blocks, {pending} bytes pending"),
-            _ => assert!(blocks > 4 && pending > 0, "{layout}: {blocks} blocks, {pending} bytes pending"),
+            "mixed" => assert!(blocks > 4 && pending > 0, "{layout}: {blocks} blocks, {pending} bytes pending"),
+            _ => {
+                let written = |source| SelfMetrics::counter_value(&store.telemetry.log_blocks_written, &labels([("source", source)]));
+                assert!(blocks > 4 && pending > 0, "{layout}: {blocks} blocks, {pending} bytes pending");
+                assert_eq!((written("write"), written("flush")), (blocks as u64, 0), "{layout}: every block written by a write");
+            }
         }
     }
 }

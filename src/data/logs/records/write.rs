@@ -7,10 +7,15 @@
 //! rows) and the new sequence record. The queue lets one fsync acknowledge every caller that
 //! arrived while the previous group was syncing. Once synced, the groups join the store's
 //! pending logs in memory ([`super::buffer`]), where reads find them until a flush turns them
-//! into blocks. Logs already past retention are not written (counted
+//! into blocks.
+//!
+//! A large group (a backlog the LAL threads take at once, a big request) has parts of one slice
+//! and service with many logs. Each part of at least `FlushLimits::direct_logs` logs is written
+//! in the same synced batch as blocks and metas, exactly as a flush would make them, instead of
+//! as pending rows: its logs are written once, compressed, instead of raw and again by the flush. Logs already past retention are not written (counted
 //! `logs_stored{result="expired"}`): the retention worker would delete them anyway.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use super::buffer::Chunk;
@@ -79,34 +84,27 @@ impl LogStore {
         result
     }
 
-    /// Writes `group` in one synced batch, sequences from `next_sequence` on; then its pending
-    /// groups join the buffer.
+    /// Writes `group` in one synced batch, sequences from `next_sequence` on: each part of one
+    /// slice and service with at least `direct_logs` logs as blocks (compressed and indexed as a
+    /// flush makes them), the other rows as pending groups, which then join the buffer.
     fn write_group(&self, next_sequence: &mut u64, group: &[Pending<Encoded>]) -> Result<(), KvError> {
         let count: usize = group.iter().map(|p| p.logs.len()).sum();
-        // slice → its pending group: the value (version, then rows) and its cursors' range
-        let mut slices: BTreeMap<i64, Chunk> = BTreeMap::new();
         let mut sequence = *next_sequence;
+        let mut rows: Vec<GroupRow<'_>> = Vec::with_capacity(count);
         for pending in group {
             for (timestamp_ms, value) in &pending.logs {
                 let cursor = LogCursor { timestamp_ms: *timestamp_ms, sequence };
-                let slice = keys::slice_of(*timestamp_ms);
-                let chunk = slices.entry(slice).or_insert_with(|| {
-                    let mut rows = Vec::with_capacity(count * (value.len() + block::ROW_HEADER) + 1);
-                    rows.push(block::FORMAT_VERSION);
-                    Chunk { key: keys::pending_key(slice, sequence), slice, value: rows, first: cursor, last: cursor, count: 0 }
-                });
-                block::push_row(&mut chunk.value, cursor, value);
-                chunk.first = chunk.first.min(cursor);
-                chunk.last = chunk.last.max(cursor);
-                chunk.count += 1;
+                // Values encoded just now always read; one that does not stays pending.
+                let service = codec::service_bytes(value).ok().and_then(|s| std::str::from_utf8(s).ok());
+                rows.push(GroupRow { slice: keys::slice_of(*timestamp_ms), service, cursor, value });
                 sequence += 1;
             }
         }
-        let mut chunks: Vec<Chunk> = slices.into_values().collect();
-        let mut ops: Vec<SeriesOp> = chunks
-            .iter_mut()
-            .map(|chunk| SeriesOp::Put { key: chunk.key.clone(), value: std::mem::take(&mut chunk.value) })
-            .collect();
+        let mut ops: Vec<SeriesOp> = Vec::new();
+        let (direct, blocks) = self.direct_blocks(&rows, &mut ops);
+        let mut chunks = pending_chunks(rows.iter().zip(&direct).filter(|(_, direct)| !**direct).map(|(row, _)| row));
+        let block_puts = ops.len();
+        ops.extend(chunks.iter_mut().map(|chunk| SeriesOp::Put { key: chunk.key.clone(), value: std::mem::take(&mut chunk.value) }));
         ops.push(SeriesOp::Put { key: keys::SEQUENCE_KEY.to_vec(), value: codec::encode_sequence(sequence) });
         // Used or not, these sequences are never handed out again: a failed batch that did land
         // after all cannot collide with the next one.
@@ -115,9 +113,12 @@ impl LogStore {
         let label = if result.is_ok() { "stored" } else { "failed" };
         self.telemetry.logs_stored.get_or_create(&labels([("result", label)])).inc_by(count as u64);
         if result.is_ok() {
+            if blocks > 0 {
+                self.telemetry.log_blocks_written.get_or_create(&labels([("source", "write")])).inc_by(blocks as u64);
+            }
             let now = (self.now_ms)();
             let mut buffer = lock(&self.buffer);
-            for (mut chunk, op) in chunks.into_iter().zip(ops) {
+            for (mut chunk, op) in chunks.into_iter().zip(ops.into_iter().skip(block_puts)) {
                 if let SeriesOp::Put { value, .. } = op {
                     chunk.value = value;
                     buffer.add(chunk, now);
@@ -127,6 +128,78 @@ impl LogStore {
         }
         result
     }
+
+    /// The block and meta puts of the parts of `rows` (one slice and service) with at least
+    /// `direct_logs` logs; which rows they hold, and how many blocks. A part that fails to make
+    /// blocks stays pending.
+    fn direct_blocks(&self, rows: &[GroupRow<'_>], ops: &mut Vec<SeriesOp>) -> (Vec<bool>, usize) {
+        let mut direct = vec![false; rows.len()];
+        let mut parts: HashMap<(i64, &str), Vec<usize>> = HashMap::new();
+        for (at, row) in rows.iter().enumerate() {
+            if let Some(service) = row.service {
+                parts.entry((row.slice, service)).or_default().push(at);
+            }
+        }
+        let mut parts: Vec<((i64, &str), Vec<usize>)> = parts.into_iter().filter(|(_, at)| at.len() >= self.limits.direct_logs).collect();
+        if parts.is_empty() {
+            return (direct, 0);
+        }
+        parts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut flusher = lock(&self.block_writer);
+        let mut blocks = 0;
+        for ((slice, service), at) in parts {
+            let mut part: Vec<(LogCursor, &[u8])> = at.iter().filter_map(|&i| rows.get(i)).map(|row| (row.cursor, row.value)).collect();
+            part.sort_unstable_by_key(|(cursor, _)| *cursor);
+            let before = ops.len();
+            match flusher.blocks(slice, service, &part, self.limits.block_bytes, ops) {
+                Ok(written) => {
+                    blocks += written;
+                    for i in at {
+                        if let Some(flag) = direct.get_mut(i) {
+                            *flag = true;
+                        }
+                    }
+                }
+                Err(e) => {
+                    ops.truncate(before);
+                    tracing::warn!(slice, service, error = %e, "logs not written as blocks; they stay pending");
+                }
+            }
+        }
+        (direct, blocks)
+    }
+}
+
+/// One log of a write group: its slice, service (None if its value does not read), cursor and
+/// encoded value.
+struct GroupRow<'a> {
+    slice: i64,
+    service: Option<&'a str>,
+    cursor: LogCursor,
+    value: &'a [u8],
+}
+
+/// One pending group per slice of `rows`: the value (version, then rows in arrival order) and
+/// its cursors' range.
+fn pending_chunks<'a>(rows: impl Iterator<Item = &'a GroupRow<'a>> + Clone) -> Vec<Chunk> {
+    // Sized exactly: a chunk stays in memory until its slice is flushed.
+    let mut sizes: BTreeMap<i64, usize> = BTreeMap::new();
+    for row in rows.clone() {
+        *sizes.entry(row.slice).or_insert(1) += block::ROW_HEADER + row.value.len();
+    }
+    let mut slices: BTreeMap<i64, Chunk> = BTreeMap::new();
+    for row in rows {
+        let chunk = slices.entry(row.slice).or_insert_with(|| {
+            let mut value = Vec::with_capacity(sizes.get(&row.slice).copied().unwrap_or_default());
+            value.push(block::FORMAT_VERSION);
+            Chunk { key: keys::pending_key(row.slice, row.cursor.sequence), slice: row.slice, value, first: row.cursor, last: row.cursor, count: 0 }
+        });
+        block::push_row(&mut chunk.value, row.cursor, row.value);
+        chunk.first = chunk.first.min(row.cursor);
+        chunk.last = chunk.last.max(row.cursor);
+        chunk.count += 1;
+    }
+    slices.into_values().collect()
 }
 
 /// The same failure for another caller of the group (`KvError` is not `Clone`).
