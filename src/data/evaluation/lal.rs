@@ -116,8 +116,10 @@ struct FileTally {
 struct Analysis {
     guards: Vec<EvalGuard>,
     files: Vec<FileTally>,
-    /// `(index into files, kept log)`.
-    kept: Vec<(usize, KeptLog)>,
+    /// The kept logs, and for each the index into `files` of the file that kept it. Apart, so
+    /// the logs go to the writers as they are (no copy of a group's thousands of records).
+    kept: Vec<KeptLog>,
+    kept_by: Vec<usize>,
     /// Emitted samples with their batch's receipt time.
     samples: Vec<(Sample, i64)>,
 }
@@ -154,7 +156,8 @@ impl Analysis {
         let rule = outcome.rule;
         for record in outcome.persisted {
             let kept = KeptLog { rule: rule.clone(), file: file.file.clone(), record, received_ms };
-            self.kept.push((index, kept));
+            self.kept.push(kept);
+            self.kept_by.push(index);
         }
     }
 }
@@ -298,6 +301,10 @@ impl LogPlane {
         let mut files = self.lock_files();
         self.refresh(&mut files);
         let mut analysis = Analysis::default();
+        // Sized once for a group of thousands of logs, not grown (each growth copies the records).
+        let logs: usize = batches.iter().map(|batch| batch.logs.len()).sum();
+        analysis.kept.reserve(logs);
+        analysis.kept_by.reserve(logs);
         // (index into analysis.files) per run, and the suspended files' content.
         let mut running: Vec<usize> = Vec::new();
         let mut runs: Vec<FileRun<'_>> = Vec::new();
@@ -400,7 +407,7 @@ impl LogPlane {
         if analysis.kept.is_empty() {
             return;
         }
-        let (owners, logs): (Vec<usize>, Vec<KeptLog>) = std::mem::take(&mut analysis.kept).into_iter().unzip();
+        let (logs, owners) = (std::mem::take(&mut analysis.kept), std::mem::take(&mut analysis.kept_by));
         let writers = self.writers.read().unwrap_or_else(|p| p.into_inner()).clone();
         let mut failed = false;
         for writer in writers {
