@@ -218,9 +218,9 @@ fn general(n: usize) -> Vec<LogData> {
     (0..n).map(|i| log("GENERAL", &format!("line {i}"), &[])).collect()
 }
 
-#[test]
-fn nginx_logs_are_kept_and_their_samples_reach_the_log_mal_file() {
-    let f = fixture(DispatchSettings::for_test());
+/// Installs the shipped `lal/nginx` and `log-mal-rules/nginx` and registers the latter's
+/// metrics; their keys.
+fn install_nginx(f: &Fixture) -> (RuleKey, RuleKey) {
     let lal = lal_key("nginx");
     let mal = RuleKey::new(RuleCatalog::LogMalRules, RuleName::parse("nginx").expect("name"));
     install(&f.runtime, &lal, DslKind::Lal, &shipped("lal/nginx.yaml"));
@@ -228,6 +228,13 @@ fn nginx_logs_are_kept_and_their_samples_reach_the_log_mal_file() {
     install(&f.runtime, &mal, DslKind::Mal, &log_mal);
     let Ok(Compiled::Mal(file)) = compile(DslKind::Mal, log_mal.as_bytes()) else { panic!("MAL") };
     f.registry.0.lock().expect("lock").extend(file.metrics());
+    (lal, mal)
+}
+
+#[test]
+fn nginx_logs_are_kept_and_their_samples_reach_the_log_mal_file() {
+    let f = fixture(DispatchSettings::for_test());
+    let (lal, mal) = install_nginx(&f);
     f.submit(vec![access_log(), error_log()]);
     f.idle();
 
@@ -322,13 +329,7 @@ async fn a_structural_swap_drains_and_no_log_is_evaluated_by_the_old_version_aft
 fn a_backlog_is_worked_as_one_group_with_one_write_and_per_batch_counters() {
     let settings = DispatchSettings { log_workers: 1, ..DispatchSettings::for_test() };
     let f = fixture(settings);
-    let lal = lal_key("nginx");
-    let mal = RuleKey::new(RuleCatalog::LogMalRules, RuleName::parse("nginx").expect("name"));
-    install(&f.runtime, &lal, DslKind::Lal, &shipped("lal/nginx.yaml"));
-    let log_mal = shipped("log-mal-rules/nginx.yaml");
-    install(&f.runtime, &mal, DslKind::Mal, &log_mal);
-    let Ok(Compiled::Mal(file)) = compile(DslKind::Mal, log_mal.as_bytes()) else { panic!("MAL") };
-    f.registry.0.lock().expect("lock").extend(file.metrics());
+    let (lal, mal) = install_nginx(&f);
     f.logs.hold();
     f.submit(vec![access_log(), error_log()]);
     f.logs.wait_blocked();
