@@ -10,22 +10,61 @@ use std::sync::Arc;
 
 use regex::Regex;
 
+use crate::backtrack::{Outcome, Program};
+
 const JAVA_ONLY: &[&str] = &["(?=", "(?!", "(?<=", "(?<!", "(?>", "\\k<", "\\G", "\\Z"];
 
+/// A compiled pattern: the `regex` crate's, and the backtracking program that finds its groups
+/// faster when the pattern is within what it runs (`backtrack`). Derefs to the `Regex`.
+#[derive(Debug)]
+pub(crate) struct JavaRegex {
+    regex: Regex,
+    program: Option<Program>,
+}
+
+impl std::ops::Deref for JavaRegex {
+    type Target = Regex;
+
+    fn deref(&self) -> &Regex {
+        &self.regex
+    }
+}
+
+impl JavaRegex {
+    /// The text of each group of the first match (Java's `find()`), or None without a match:
+    /// the program's answer, or the `regex` crate's when there is no program or it gave up.
+    pub(crate) fn groups(&self, text: &str) -> Option<Vec<Option<String>>> {
+        let group = |range: Option<(usize, usize)>| range.and_then(|(start, end)| text.get(start..end)).map(str::to_owned);
+        if let Some(program) = &self.program {
+            match program.search(text) {
+                Outcome::Matched(slots) => return Some(slots.chunks(2).map(|s| group(s.first().copied().flatten().zip(s.get(1).copied().flatten()))).collect()),
+                Outcome::NoMatch => return None,
+                Outcome::GaveUp => {}
+            }
+        }
+        let captures = self.regex.captures(text)?;
+        Some(captures.iter().map(|m| group(m.map(|m| (m.start(), m.end())))).collect())
+    }
+}
+
 /// The compiled pattern, or why it cannot run.
-pub(crate) fn compile(pattern: &str) -> Result<Arc<Regex>, String> {
+pub(crate) fn compile(pattern: &str) -> Result<Arc<JavaRegex>, String> {
     if let Some(construct) = JAVA_ONLY.iter().find(|c| pattern.contains(**c)) {
         return Err(format!(
             "'{construct}' (Java-only regex syntax) is not supported by hotrule"
         ));
     }
-    Regex::new(&translate(pattern)).map(Arc::new).map_err(|e| {
+    let translated = translate(pattern);
+    let regex = Regex::new(&translated).map_err(|e| {
         e.to_string()
             .lines()
             .find_map(|l| l.strip_prefix("error: "))
             .unwrap_or("invalid regular expression")
             .to_owned()
-    })
+    })?;
+    // A program must agree with the regex on the groups it reports.
+    let program = Program::compile(&translated).filter(|p| p.slots() == regex.captures_len() * 2);
+    Ok(Arc::new(JavaRegex { regex, program }))
 }
 
 fn translate(pattern: &str) -> String {

@@ -16,6 +16,7 @@
 //! [`analyze`] shares one sampler state among the files; [`analyze_files`] routes the same way
 //! over files that each own their state (dispatch, which swaps files one at a time).
 
+mod backtrack;
 pub mod bench;
 mod error;
 mod eval;
@@ -33,7 +34,7 @@ use std::sync::Arc;
 use hotrule_mal_engine::Sample;
 use hotrule_rule_compiler::ast::{Block, ExprKind, Span};
 use hotrule_rule_compiler::{LalFile, LalRule};
-use regex::Regex;
+use crate::java_regex::JavaRegex;
 use serde_json::Value as Json;
 
 pub use error::{EvalError, RuleError};
@@ -63,7 +64,7 @@ pub struct PreparedLalFile {
 struct PreparedRule {
     key: String,
     input_type: Option<String>,
-    regexes: HashMap<Span, Result<Arc<Regex>, String>>,
+    regexes: HashMap<Span, Result<Arc<JavaRegex>, String>>,
 }
 
 /// What one rule made of one log.
@@ -450,7 +451,7 @@ fn for_each_call(block: &Block, visit: &mut dyn FnMut(&hotrule_rule_compiler::as
     }
 }
 
-fn collect_regexes(block: &Block, regexes: &mut HashMap<Span, Result<Arc<Regex>, String>>) {
+fn collect_regexes(block: &Block, regexes: &mut HashMap<Span, Result<Arc<JavaRegex>, String>>) {
     for_each_call(block, &mut |call| {
         if call.method.name == "regexp"
             && call.receiver.is_none()

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use regex::Regex;
+use crate::java_regex::JavaRegex;
 use serde_json::{Map, Value as Json};
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -30,7 +30,7 @@ pub(crate) enum Parsed {
     Groups {
         /// Shared, not cloned: a cloned `Regex` gets a fresh matching cache, which made every
         /// match allocate one.
-        regex: Arc<Regex>,
+        regex: Arc<JavaRegex>,
         groups: Vec<Option<String>>,
     },
     /// A typed input's message.
@@ -38,7 +38,7 @@ pub(crate) enum Parsed {
 }
 
 /// The compiled form of a Java pattern, or why it cannot run (see `java_regex`).
-pub(crate) fn compile_java_regex(pattern: &str) -> Result<Arc<Regex>, String> {
+pub(crate) fn compile_java_regex(pattern: &str) -> Result<Arc<JavaRegex>, String> {
     crate::java_regex::compile(pattern)
 }
 
@@ -80,7 +80,7 @@ pub(crate) fn yaml(log: &LogData) -> Option<Map<String, Json>> {
 }
 
 /// `text { regexp }`: the groups of the first match, or `None` when nothing matches.
-pub(crate) fn text(log: &LogData, regex: &Regex) -> Option<Vec<Option<String>>> {
+pub(crate) fn text(log: &LogData, regex: &JavaRegex) -> Option<Vec<Option<String>>> {
     if log.typed.is_some() {
         return None;
     }
@@ -88,13 +88,7 @@ pub(crate) fn text(log: &LogData, regex: &Regex) -> Option<Vec<Option<String>>> 
         Body::Text(text) => text.as_str(),
         _ => "",
     };
-    let captures = regex.captures(text)?;
-    Some(
-        captures
-            .iter()
-            .map(|group| group.map(|m| m.as_str().to_owned()))
-            .collect(),
-    )
+    regex.groups(text)
 }
 
 fn add_metadata(map: &mut Map<String, Json>, log: &LogData) {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use hotrule_mal_engine::Sample;
 use hotrule_rule_compiler::ast::{Block, Call, Else, Expr, ExprKind, IfStmt, Span, StmtKind};
-use regex::Regex;
+use crate::java_regex::JavaRegex;
 use serde_json::Value as Json;
 
 use crate::error::{EvalError, RuleError};
@@ -64,7 +64,7 @@ struct Extracted {
 #[derive(Default)]
 struct ParserOptions {
     abort_on_failure: Option<bool>,
-    regexp: Option<Result<Arc<Regex>, String>>,
+    regexp: Option<Result<Arc<JavaRegex>, String>>,
 }
 
 /// The fields of one `metrics {}` block.
@@ -80,7 +80,7 @@ pub(crate) struct Run<'a> {
     env: Env<'a>,
     rule_key: &'a str,
     output_type: Option<&'a str>,
-    regexes: &'a HashMap<Span, Result<Arc<Regex>, String>>,
+    regexes: &'a HashMap<Span, Result<Arc<JavaRegex>, String>>,
     state: &'a mut LalState,
     now_ms: i64,
     auto_mode: bool,
@@ -104,7 +104,7 @@ impl<'a> Run<'a> {
         log: &'a LogData,
         rule_key: &'a str,
         output_type: Option<&'a str>,
-        regexes: &'a HashMap<Span, Result<Arc<Regex>, String>>,
+        regexes: &'a HashMap<Span, Result<Arc<JavaRegex>, String>>,
         state: &'a mut LalState,
         now_ms: i64,
         auto_mode: bool,
