@@ -79,10 +79,6 @@ impl CharSet {
         set
     }
 
-    fn ascii_only(&self) -> bool {
-        self.wide.is_empty()
-    }
-
     /// The length of the character at `at` if the set holds it.
     #[inline]
     fn at(&self, hay: &[u8], at: usize) -> Option<usize> {
@@ -375,7 +371,7 @@ impl Program {
             *steps = steps.checked_sub(1)?;
             let advanced = match self.insts.get(pc)? {
                 Inst::Literal(bytes) => {
-                    if hay.get(at..).is_some_and(|rest| rest.starts_with(bytes)) {
+                    if literal_at(hay, at, bytes) {
                         at += bytes.len();
                         true
                     } else {
@@ -479,6 +475,17 @@ impl Program {
     }
 }
 
+/// Whether `hay` holds `literal` at `at` (short literals compared in line: most are a byte or
+/// two, where a call to `memcmp` costs more than the comparison).
+#[inline]
+fn literal_at(hay: &[u8], at: usize, literal: &[u8]) -> bool {
+    match hay.get(at..at.saturating_add(literal.len())) {
+        Some(window) if literal.len() <= 4 => window.iter().zip(literal).all(|(a, b)| a == b),
+        Some(window) => window == literal,
+        None => false,
+    }
+}
+
 /// Where `count` characters of `set` from `at` end, if they are there.
 fn take(set: &CharSet, hay: &[u8], mut at: usize, count: u32) -> Option<usize> {
     for _ in 0..count {
@@ -492,24 +499,24 @@ fn take(set: &CharSet, hay: &[u8], mut at: usize, count: u32) -> Option<usize> {
 fn take_most(set: &CharSet, hay: &[u8], from: usize, most: Option<u32>) -> (usize, usize) {
     let mut at = from;
     let mut count = 0u32;
-    if set.ascii_only() && most.is_none() {
-        // The common case (`.+` on ASCII, `[^"]*`): a byte loop.
-        while let Some(&b) = hay.get(at) {
-            if b >= 0x80 || (set.ascii[(b / 64) as usize] >> (b % 64)) & 1 == 0 {
-                break;
-            }
-            at += 1;
-        }
-        return (at, at - from);
-    }
     while most.is_none_or(|m| count < m) {
-        match set.at(hay, at) {
-            Some(len) => {
-                at += len;
-                count += 1;
-            }
+        // ASCII by the bitmap in line (the common case: `.+` over an ASCII line), the rest
+        // through the set.
+        let len = match hay.get(at) {
             None => break,
-        }
+            Some(&b) if b < 0x80 => {
+                if (set.ascii[(b / 64) as usize] >> (b % 64)) & 1 == 0 {
+                    break;
+                }
+                1
+            }
+            Some(_) => match set.at(hay, at) {
+                Some(len) => len,
+                None => break,
+            },
+        };
+        at += len;
+        count += 1;
     }
     (at, at - from)
 }
@@ -527,7 +534,7 @@ fn give_back(hay: &[u8], min_end: usize, upto: usize, limit: usize, then: Option
     loop {
         let window = hay.get(min_end..end + 1).or_else(|| hay.get(min_end..end))?;
         let found = memchr::memrchr(first, window)? + min_end;
-        if hay.get(found..).is_some_and(|rest| rest.starts_with(literal)) {
+        if literal_at(hay, found, literal) {
             return Some(found);
         }
         if found == min_end {
