@@ -35,7 +35,10 @@ fn content_type_from(code: u8) -> Result<ContentType, ValueError> {
 /// The stored value of one kept log.
 pub fn encode_log(log: &KeptLog) -> Vec<u8> {
     let r = &log.record;
-    let mut out = Vec::with_capacity(64 + r.content.len() + r.service.len() + r.tags.len() * 24);
+    // Sized for every part (lengths are 4 bytes, the fixed fields under 64), so it never grows.
+    let texts = [&r.service, &r.instance, &r.endpoint, &r.layer, &r.trace_id, &r.segment_id, &r.content, &log.rule, &log.file];
+    let tags: usize = r.tags.iter().map(|(k, v)| 8 + k.len() + v.len()).sum();
+    let mut out = Vec::with_capacity(64 + texts.iter().map(|t| 4 + t.len()).sum::<usize>() + tags + r.output_type.as_ref().map_or(0, |o| 4 + o.len()));
     out.push(FORMAT_VERSION);
     for text in [&r.service, &r.instance, &r.endpoint, &r.layer, &r.trace_id, &r.segment_id] {
         put_str(&mut out, text);
