@@ -15,7 +15,7 @@
 //! as pending rows: its logs are written once, compressed, instead of raw and again by the flush. Logs already past retention are not written (counted
 //! `logs_stored{result="expired"}`): the retention worker would delete them anyway.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use super::buffer::Chunk;
@@ -134,17 +134,18 @@ impl LogStore {
     /// blocks stays pending.
     fn direct_blocks(&self, rows: &[GroupRow<'_>], ops: &mut Vec<SeriesOp>) -> (Vec<bool>, usize) {
         let mut direct = vec![false; rows.len()];
-        let mut parts: HashMap<(i64, &str), Vec<usize>> = HashMap::new();
+        // A group has a few parts (services × slices): a B-tree finds one in a few comparisons,
+        // cheaper than hashing each row's service.
+        let mut parts: BTreeMap<(i64, &str), Vec<usize>> = BTreeMap::new();
         for (at, row) in rows.iter().enumerate() {
             if let Some(service) = row.service {
                 parts.entry((row.slice, service)).or_default().push(at);
             }
         }
-        let mut parts: Vec<((i64, &str), Vec<usize>)> = parts.into_iter().filter(|(_, at)| at.len() >= self.limits.direct_logs).collect();
+        parts.retain(|_, at| at.len() >= self.limits.direct_logs);
         if parts.is_empty() {
             return (direct, 0);
         }
-        parts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut flusher = lock(&self.block_writer);
         let mut blocks = 0;
         for ((slice, service), at) in parts {
