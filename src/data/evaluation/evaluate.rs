@@ -193,16 +193,15 @@ fn write_group(shared: &Shared, key: &RuleKey, group: Vec<QueuedWrite>) {
 /// first, then the busy ones in turn.
 pub(super) fn run_batch(shared: &Shared, batch: &Batch) {
     let files = shared.files_of(batch.catalog);
-    let names = names_of(batch);
-    let batch = (batch, &names);
+    let batch = [(batch, names_of(batch))];
     let mut pending: Vec<&(RuleKey, Slot)> = files.iter().collect();
     while !pending.is_empty() {
         let mut busy = Vec::with_capacity(pending.len());
         for entry in pending.drain(..) {
             let (key, slot) = entry;
             let queued = match slot.eval.try_lock() {
-                Ok(mut file) => evaluate_file(shared, key, &mut file, &slot.queued, batch),
-                Err(std::sync::TryLockError::Poisoned(p)) => evaluate_file(shared, key, &mut p.into_inner(), &slot.queued, batch),
+                Ok(mut file) => evaluate_file(shared, key, &mut file, &slot.queued, &batch),
+                Err(std::sync::TryLockError::Poisoned(p)) => evaluate_file(shared, key, &mut p.into_inner(), &slot.queued, &batch),
                 Err(std::sync::TryLockError::WouldBlock) => {
                     busy.push(entry);
                     continue;
@@ -214,7 +213,7 @@ pub(super) fn run_batch(shared: &Shared, batch: &Batch) {
         }
         // Everything left was busy: wait for the first, then try the rest again.
         if let Some((key, slot)) = busy.first().copied() {
-            let queued = evaluate_file(shared, key, &mut lock(&slot.eval), &slot.queued, batch);
+            let queued = evaluate_file(shared, key, &mut lock(&slot.eval), &slot.queued, &batch);
             if let Some(queued) = queued {
                 finish(shared, key, slot, queued);
             }
@@ -236,37 +235,33 @@ fn names_of(batch: &Batch) -> Names<'_> {
 /// Evaluates each of `batches` on its own (as SkyWalking evaluates each sample a LAL rule emits:
 /// one MAL run per sample) against every loaded MAL file of their catalog, and writes each
 /// file's values of all of them in one call, in their order. The same values reach the store as
-/// one `run_batch` per batch would write, with one store write per file instead of one per batch.
+/// one `run_batch` per batch would write, with one gate opening, one queued write and one store
+/// write per file instead of one per batch.
 pub(super) fn run_each(shared: &Shared, batches: &[Batch]) {
     let Some(first) = batches.first() else { return };
     let files = shared.files_of(first.catalog);
+    let each: Vec<(&Batch, Names<'_>)> = batches.iter().map(|batch| (batch, names_of(batch))).collect();
     for (key, slot) in files.iter() {
-        let mut queued = Vec::new();
-        {
-            let mut file = lock(&slot.eval);
-            for batch in batches {
-                queued.extend(evaluate_file(shared, key, &mut file, &slot.queued, (batch, &names_of(batch))));
-            }
-        }
-        // The first finish writes every queued evaluation in one group; the others find their
-        // outcome set and only close their gates.
-        for one in queued {
-            finish(shared, key, slot, one);
+        let queued = evaluate_file(shared, key, &mut lock(&slot.eval), &slot.queued, &each);
+        if let Some(queued) = queued {
+            finish(shared, key, slot, queued);
         }
     }
 }
 
-/// Evaluates `batch` with the file's lock held; the values, if any, are queued for the write
-/// (see [`finish`]), with the gate still open.
+/// Evaluates each of `batches` on its own, with the file's lock held and its gate opened once
+/// for all of them; the values, if any, are queued for the write as one (see [`finish`]), with
+/// the gate still open.
 fn evaluate_file(
     shared: &Shared,
     key: &RuleKey,
     file: &mut FileEval,
     queue: &Mutex<Vec<QueuedWrite>>,
-    (batch, names): (&Batch, &Names<'_>),
+    batches: &[(&Batch, Names<'_>)],
 ) -> Option<Queued> {
     let version = shared.runtime.version();
-    if file.verified_at == Some(version) && file.prepared.as_ref().is_some_and(|p| p.reads(names) == 0) {
+    let reads = |p: &Prepared| batches.iter().map(|(_, names)| p.reads(names)).sum::<usize>();
+    if file.verified_at == Some(version) && file.prepared.as_ref().is_some_and(|p| reads(p) == 0) {
         return None;
     }
     let guard = match shared.runtime.begin_eval(key) {
@@ -274,7 +269,7 @@ fn evaluate_file(
         Err(GateClosed::NotLoaded) => return None,
         Err(GateClosed::Suspended(loaded)) => {
             let dropped = match file.prepare(key, &loaded) {
-                true => file.prepared.as_ref().map_or(0, |p| p.reads(names)),
+                true => file.prepared.as_ref().map_or(0, reads),
                 false => 0,
             };
             file.verified_at = Some(version);
@@ -300,25 +295,37 @@ fn evaluate_file(
     }
     let FileEval { prepared, state, .. } = file;
     let Some(prepared) = prepared.as_ref() else { return None };
-    let read = prepared.reads(names);
-    if read == 0 {
-        return None;
-    }
     let stats = shared.stats.of(key);
     let rule = key.to_string();
+    let seconds = shared.telemetry.evaluation_seconds.get_or_create(&labels([("rule", &rule)])).clone();
     let now_ms = crate::base::clock::now_ms();
-    let started = Instant::now();
-    let evaluation = prepared.file.evaluate(&batch.samples, i64::try_from(now_ms).unwrap_or(i64::MAX), state);
-    shared.telemetry.evaluation_seconds.get_or_create(&labels([("rule", &rule)])).observe(started.elapsed().as_secs_f64());
-    stats.samples_in.add(read as u64);
-    stats.runs.evaluated(now_ms);
-    if let Some(last) = evaluation.errors.last() {
-        shared.telemetry.evaluation_errors.get_or_create(&labels([("rule", &rule)])).inc_by(evaluation.errors.len() as u64);
-        stats.errors.add(evaluation.errors.len() as u64);
-        stats.runs.set_error(last.to_string(), now_ms);
-        tracing::debug!(rule = %key, errors = evaluation.errors.len(), last = %last, "evaluation errors");
+    let (mut values, mut evaluations, mut errors) = (Vec::new(), 0, 0);
+    for (batch, names) in batches {
+        let read = prepared.reads(names);
+        if read == 0 {
+            continue;
+        }
+        let started = Instant::now();
+        let evaluation = prepared.file.evaluate(&batch.samples, i64::try_from(now_ms).unwrap_or(i64::MAX), state);
+        seconds.observe(started.elapsed().as_secs_f64());
+        stats.samples_in.add(read as u64);
+        evaluations += 1;
+        if let Some(last) = evaluation.errors.last() {
+            errors += evaluation.errors.len();
+            stats.runs.set_error(last.to_string(), now_ms);
+            tracing::debug!(rule = %key, errors = evaluation.errors.len(), last = %last, "evaluation errors");
+        }
+        values.extend(evaluation.values);
     }
-    let accepted = registered(shared, &guard.disabled_metrics, evaluation.values);
+    if evaluations == 0 {
+        return None;
+    }
+    stats.runs.evaluated_times(evaluations, now_ms);
+    if errors > 0 {
+        shared.telemetry.evaluation_errors.get_or_create(&labels([("rule", &rule)])).inc_by(errors as u64);
+        stats.errors.add(errors as u64);
+    }
+    let accepted = registered(shared, &guard.disabled_metrics, values);
     let unregistered = accepted.rejected;
     if unregistered > 0 {
         shared.reject("unregistered_measure", unregistered);
