@@ -248,7 +248,7 @@ fn outcome_json(outcome: &RuleOutcome, targets: &mut [MalTarget], now_ms: i64) -
         "save": outcome.save,
         "aborted": outcome.aborted,
         "persisted": outcome.persisted.len(),
-        "record": record_json(&outcome.record),
+        "record": record_json(outcome.record()),
         "samples": outcome.samples.iter().map(sample_json).collect::<Vec<_>>(),
         "warnings": outcome.warnings.iter().map(warning_text).collect::<Vec<_>>(),
     });

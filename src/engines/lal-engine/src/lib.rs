@@ -77,15 +77,23 @@ pub struct RuleOutcome {
     pub save: bool,
     /// The rule aborted (SkyWalking's `shouldAbort`).
     pub aborted: bool,
-    /// The extracted record: as persisted by the last sink reached, otherwise as extraction
-    /// left it (what would have been stored).
-    pub record: LogRecord,
+    /// The record as extraction left it when no sink persisted one (empty otherwise: then
+    /// [`RuleOutcome::record`] is the last persisted, not a copy of it).
+    pub extracted: LogRecord,
     /// One copy per `sink {}` that persisted (normally zero or one).
     pub persisted: Vec<LogRecord>,
     /// Samples emitted by `metrics {}`, for the `log-mal-rules` files.
     pub samples: Vec<Sample>,
     pub warnings: Vec<Warning>,
     pub error: Option<RuleError>,
+}
+
+impl RuleOutcome {
+    /// The extracted record: as persisted by the last sink reached, otherwise as extraction
+    /// left it (what would have been stored).
+    pub fn record(&self) -> &LogRecord {
+        self.persisted.last().unwrap_or(&self.extracted)
+    }
 }
 
 /// The sink's verdict for one rule on one log.

@@ -68,7 +68,7 @@ fn dsl_test_extractor() {
   }
 }"#);
     assert_eq!(outcome.error, None);
-    let record = &outcome.record;
+    let record = outcome.record();
     assert_eq!(
         (
             record.service.as_str(),

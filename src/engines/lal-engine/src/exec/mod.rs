@@ -174,16 +174,14 @@ impl<'a> Run<'a> {
         } else {
             Decision::NoSink
         };
-        let record = match self.persisted.last() {
-            Some(record) => record.clone(),
-            None => self.record(),
-        };
+        // The last persisted record is the outcome's record: not copied.
+        let extracted = if self.persisted.is_empty() { self.record() } else { LogRecord::default() };
         RuleOutcome {
             rule: self.rule_key.to_string(),
             decision,
             save: self.save,
             aborted: self.abort,
-            record,
+            extracted,
             persisted: self.persisted,
             samples: self.samples,
             warnings: self.warnings,

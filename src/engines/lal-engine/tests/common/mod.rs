@@ -101,7 +101,7 @@ pub fn mismatches(outcome: &RuleOutcome, expect: &Json) -> Vec<String> {
     let Some(expect) = expect.as_object() else {
         return out;
     };
-    let record = &outcome.record;
+    let record = outcome.record();
     for (key, wanted) in expect {
         let wanted = text(wanted);
         let actual = match key.as_str() {
