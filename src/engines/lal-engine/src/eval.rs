@@ -260,17 +260,23 @@ impl Env<'_> {
     }
 
     fn function(&self, name: &str, args: Vec<Val>) -> Result<Val, EvalError> {
-        let first = args.first().cloned().unwrap_or(Val::Null);
+        // The first argument as text, borrowed when it is a string (`tag("LOG_KIND")` runs on
+        // every log: no copies of its name).
+        let key = || match args.first() {
+            Some(Val::Str(text)) => std::borrow::Cow::Borrowed(text.as_str()),
+            Some(other) => std::borrow::Cow::Owned(other.display()),
+            None => std::borrow::Cow::Owned(Val::Null.display()),
+        };
         match name {
-            "tag" => Ok(Val::Str(self.log.tag(&first.display()).to_owned())),
+            "tag" => Ok(Val::Str(self.log.tag(&key()).to_owned())),
             "sourceAttribute" => Ok(Val::Str(
                 self.log
                     .source_attributes
-                    .get(&first.display())
+                    .get(key().as_ref())
                     .cloned()
                     .unwrap_or_default(),
             )),
-            "toJson" | "toJsonArray" => Ok(match first {
+            "toJson" | "toJsonArray" => Ok(match args.into_iter().next().unwrap_or(Val::Null) {
                 Val::Str(text) => match serde_json::from_str::<Json>(&text) {
                     Ok(json @ (Json::Object(_) | Json::Array(_))) => Val::Json(json),
                     _ => Val::Null,
