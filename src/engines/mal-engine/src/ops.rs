@@ -177,14 +177,21 @@ fn group_size((key, group): (Labels, Vec<&Sample>)) -> Sample {
 }
 
 fn group_by<'s>(samples: &'s [Sample], by: &[String]) -> Vec<(Labels, Vec<&'s Sample>)> {
-    let mut groups: Vec<(Labels, Vec<&Sample>)> = Vec::new();
-    let mut index: HashMap<Labels, usize> = HashMap::new();
-    for sample in samples {
-        let key: Labels = Arc::new(
+    let key_of = |sample: &Sample| -> Labels {
+        Arc::new(
             by.iter()
                 .map(|label| (label.clone(), sample.label(label).to_owned()))
                 .collect(),
-        );
+        )
+    };
+    // One sample (the log-MAL case) is one group: no index to hash into.
+    if let [sample] = samples {
+        return vec![(key_of(sample), vec![sample])];
+    }
+    let mut groups: Vec<(Labels, Vec<&Sample>)> = Vec::new();
+    let mut index: HashMap<Labels, usize> = HashMap::new();
+    for sample in samples {
+        let key = key_of(sample);
         match index.get(&key) {
             Some(&i) => groups[i].1.push(sample),
             None => {
@@ -354,4 +361,54 @@ pub(crate) fn histogram(
         ));
     }
     Ok(Family::build(untagged))
+}
+
+#[cfg(test)]
+mod group_by_tests {
+    use super::*;
+    use crate::sample::labels;
+
+    /// `group_by` without the one-sample shortcut.
+    fn group_by_reference<'s>(samples: &'s [Sample], by: &[String]) -> Vec<(Labels, Vec<&'s Sample>)> {
+        let mut groups: Vec<(Labels, Vec<&Sample>)> = Vec::new();
+        for sample in samples {
+            let key: Labels = Arc::new(
+                by.iter()
+                    .map(|label| (label.clone(), sample.label(label).to_owned()))
+                    .collect(),
+            );
+            match groups.iter().position(|(k, _)| *k == key) {
+                Some(i) => groups[i].1.push(sample),
+                None => groups.push((key, vec![sample])),
+            }
+        }
+        groups
+    }
+
+    #[test]
+    fn group_by_matches_reference() {
+        let bys: Vec<Vec<String>> = vec![
+            vec![],
+            vec!["service".into()],
+            vec!["level".into(), "service".into(), "missing".into()],
+        ];
+        let all: Vec<Sample> = (0..12)
+            .map(|i| {
+                let mut pairs = vec![("level", format!("l{}", i % 2))];
+                if i % 3 != 0 {
+                    pairs.push(("service", format!("s{}", i % 4)));
+                }
+                Sample::new("m", labels(pairs), i as f64, i)
+            })
+            .collect();
+        for by in &bys {
+            for len in [0, 1, 2, all.len()] {
+                assert_eq!(group_by(&all[..len], by), group_by_reference(&all[..len], by));
+            }
+            for sample in &all {
+                let one = std::slice::from_ref(sample);
+                assert_eq!(group_by(one, by), group_by_reference(one, by));
+            }
+        }
+    }
 }

@@ -175,26 +175,117 @@ fn cut(mut name: String, max: usize) -> String {
 /// labels removed, and the full labels of its first sample. Groups are in first-seen order.
 pub(crate) fn group(spec: &ScopeSpec, samples: &[Sample]) -> Vec<(Entity, Vec<Sample>, Labels)> {
     let keys = spec.label_keys();
-    let mut groups: Vec<(Labels, Entity, Vec<Sample>, Labels)> = Vec::new();
-    let mut index: std::collections::HashMap<Labels, usize> = std::collections::HashMap::new();
+    let mut groups: Vec<(Entity, Vec<Sample>, Labels)> = Vec::with_capacity(samples.len().min(16));
+    // Keyed by the values of `keys` in order, borrowed from the samples: the same grouping as a
+    // map of key to value (a key listed twice reads the same value twice), without copies.
+    let mut index: std::collections::HashMap<Vec<&str>, usize> = std::collections::HashMap::new();
     for sample in samples {
-        let key: Labels = std::sync::Arc::new(
-            keys.iter()
-                .map(|k| (k.clone(), sample.label(k).to_owned()))
-                .collect(),
-        );
-        let mut left = sample.clone();
-        std::sync::Arc::make_mut(&mut left.labels).retain(|k, _| !keys.contains(k));
+        let left = without_keys(sample, &keys);
+        // One sample (the log-MAL case) needs no index.
+        if samples.len() == 1 {
+            groups.push((spec.entity(sample), vec![left], sample.labels.clone()));
+            break;
+        }
+        let key: Vec<&str> = keys.iter().map(|k| sample.label(k)).collect();
         match index.get(&key) {
-            Some(&i) => groups[i].2.push(left),
+            Some(&i) => groups[i].1.push(left),
             None => {
-                index.insert(key.clone(), groups.len());
-                groups.push((key, spec.entity(sample), vec![left], sample.labels.clone()));
+                index.insert(key, groups.len());
+                groups.push((spec.entity(sample), vec![left], sample.labels.clone()));
             }
         }
     }
     groups
-        .into_iter()
-        .map(|(_, e, s, first)| (e, s, first))
-        .collect()
+}
+
+/// The sample with the scope labels removed; its labels stay shared when it has none of them.
+fn without_keys(sample: &Sample, keys: &[String]) -> Sample {
+    let mut left = sample.clone();
+    if keys.iter().any(|k| sample.labels.contains_key(k)) {
+        left.labels = std::sync::Arc::new(
+            sample
+                .labels
+                .iter()
+                .filter(|(k, _)| !keys.contains(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        );
+    }
+    left
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::labels;
+
+    /// The grouping before the borrowed-key rewrite: keys as label maps, labels cloned then
+    /// trimmed.
+    fn group_reference(spec: &ScopeSpec, samples: &[Sample]) -> Vec<(Entity, Vec<Sample>, Labels)> {
+        let keys = spec.label_keys();
+        let mut groups: Vec<(Entity, Vec<Sample>, Labels)> = Vec::new();
+        let mut index: std::collections::HashMap<Labels, usize> = std::collections::HashMap::new();
+        for sample in samples {
+            let key: Labels = std::sync::Arc::new(
+                keys.iter()
+                    .map(|k| (k.clone(), sample.label(k).to_owned()))
+                    .collect(),
+            );
+            let mut left = sample.clone();
+            std::sync::Arc::make_mut(&mut left.labels).retain(|k, _| !keys.contains(k));
+            match index.get(&key) {
+                Some(&i) => groups[i].1.push(left),
+                None => {
+                    index.insert(key, groups.len());
+                    groups.push((spec.entity(sample), vec![left], sample.labels.clone()));
+                }
+            }
+        }
+        groups
+    }
+
+    fn spec(scope: ScopeType, lists: &[&[&str]]) -> ScopeSpec {
+        ScopeSpec {
+            scope,
+            lists: lists
+                .iter()
+                .map(|l| l.iter().map(|s| s.to_string()).collect())
+                .collect(),
+            strings: Vec::new(),
+            layer: Some("NGINX".to_owned()),
+            detect_point: None,
+            has_properties: false,
+        }
+    }
+
+    #[test]
+    fn group_matches_reference() {
+        let specs = [
+            spec(ScopeType::Service, &[&["service"]]),
+            spec(ScopeType::ServiceInstance, &[&["service"], &["instance"]]),
+            // A label listed twice, and one no sample has.
+            spec(ScopeType::ServiceInstance, &[&["service"], &["service", "missing"]]),
+        ];
+        let mut all = Vec::new();
+        for i in 0..24 {
+            let mut pairs = vec![("level", format!("l{}", i % 2))];
+            if i % 5 != 0 {
+                pairs.push(("service", format!("s{}", i % 3)));
+            }
+            if i % 4 != 0 {
+                pairs.push(("instance", format!("i{}", i % 4)));
+            }
+            all.push(Sample::new("m", labels(pairs), i as f64, 1000 + i));
+        }
+        for spec in &specs {
+            for len in [0, 1, 2, 5, all.len()] {
+                let samples = &all[..len];
+                assert_eq!(group(spec, samples), group_reference(spec, samples));
+            }
+            for sample in &all {
+                let one = std::slice::from_ref(sample);
+                assert_eq!(group(spec, one), group_reference(spec, one));
+            }
+        }
+    }
 }

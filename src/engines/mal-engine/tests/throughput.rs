@@ -146,3 +146,39 @@ fn vm_yaml_throughput() {
     );
     assert!(values > 0);
 }
+
+/// The log-MAL case: LAL emits one sample per log and each is evaluated on its own by nginx.yaml.
+/// `cargo test --release -p hotrule-mal-engine --test throughput -- --ignored --nocapture nginx`
+#[test]
+#[ignore]
+fn nginx_log_mal_one_sample_throughput() {
+    let yaml = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../config/rules/log-mal-rules/nginx.yaml"
+    ))
+    .expect("nginx.yaml");
+    let file = common::prepare(&yaml);
+    let mut state = EngineState::default();
+    let batches: Vec<Vec<Sample>> = (0..200_000)
+        .map(|i| {
+            let labels = hotrule_mal_engine::labels([
+                ("level", if i % 3 == 0 { "warn" } else { "error" }.to_owned()),
+                ("service", format!("nginx-bench-{}", i % 4)),
+                ("service_instance_id", format!("nginx-{}", i % 7)),
+            ]);
+            vec![Sample::new("nginx_error_log_count", labels, 1.0, 1_700_000_000_000)]
+        })
+        .collect();
+    let started = Instant::now();
+    let mut values = 0;
+    for batch in &batches {
+        let evaluation = file.evaluate(batch, 1_700_000_000_000, &mut state);
+        values += evaluation.values.len();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    eprintln!(
+        "nginx.yaml one-sample: {:.3} us per evaluation, {values} values",
+        elapsed * 1e6 / batches.len() as f64
+    );
+    assert_eq!(values, 2 * batches.len());
+}
