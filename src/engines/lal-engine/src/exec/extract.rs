@@ -15,7 +15,7 @@ impl Run<'_> {
     pub(super) fn extractor_statement(&mut self, call: &Call, name: &str) -> Result<(), EvalError> {
         match name {
             "service" | "instance" | "endpoint" | "layer" | "traceId" | "segmentId" => {
-                let Some(text) = self.value(call, "extractor")?.to_str() else {
+                let Some(text) = self.value(call, "extractor")?.into_str() else {
                     return Ok(());
                 };
                 if text.is_empty() {
@@ -54,7 +54,7 @@ impl Run<'_> {
             }
             "tag" => {
                 for (key, value) in self.pairs(&call.args)? {
-                    if let Some(value) = value.to_str()
+                    if let Some(value) = value.into_str()
                         && !key.is_empty()
                         && !value.is_empty()
                     {
@@ -82,14 +82,14 @@ impl Run<'_> {
 
     pub(super) fn metrics_statement(&mut self, call: &Call, name: &str) -> Result<(), EvalError> {
         match name {
-            "name" => self.metric.name = self.value(call, "name")?.to_str(),
+            "name" => self.metric.name = self.value(call, "name")?.into_str(),
             "value" => self.metric.value = Some(self.value(call, "value")?.to_double()?),
             "timestamp" => {
                 self.metric.timestamp_ms = timestamp_of(&self.value(call, "timestamp")?, None)?;
             }
             "labels" => {
                 for (key, value) in self.pairs(&call.args)? {
-                    if let Some(value) = value.to_str()
+                    if let Some(value) = value.into_str()
                         && !key.trim().is_empty()
                     {
                         self.metric.labels.insert(key, value);
