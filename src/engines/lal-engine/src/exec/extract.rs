@@ -164,7 +164,9 @@ impl Run<'_> {
         } else {
             (log.body.content_type(), log.body.content().to_owned())
         };
-        let mut tags = log.tags.clone();
+        // Sized once for the log's tags and the extracted ones.
+        let mut tags = Vec::with_capacity(log.tags.len() + out.tags.len());
+        tags.extend(log.tags.iter().cloned());
         tags.extend(out.tags.iter().cloned());
         LogRecord {
             service: pick(&out.service, &log.service),
