@@ -193,11 +193,12 @@ impl Run<'_> {
 /// fails the rule); with a pattern, a string that does not match gives 0 (the log's own
 /// timestamp is used at the sink). Null or empty sets nothing.
 fn timestamp_of(value: &Val, format: Option<&str>) -> Result<Option<i64>, EvalError> {
+    // A string is read in place; only other values are rendered.
     let text = match value {
         Val::Null => return Ok(None),
         Val::Int(i) => return Ok(Some(*i)),
         Val::Float(f) => return Ok(Some(*f as i64)),
-        other => other.display(),
+        other => other.display_cow(),
     };
     if text.is_empty() {
         return Ok(None);
@@ -207,7 +208,9 @@ fn timestamp_of(value: &Val, format: Option<&str>) -> Result<Option<i64>, EvalEr
             .trim()
             .parse()
             .map(Some)
-            .map_err(|_| EvalError::NotANumber { text }),
+            .map_err(|_| EvalError::NotANumber {
+                text: text.into_owned(),
+            }),
         Some(format) => Ok(Some(crate::time::parse(&text, format).unwrap_or(0))),
     }
 }
