@@ -192,6 +192,12 @@ impl Env<'_> {
             }
             _ => {}
         }
+        if matches!(op, BinaryOp::Eq | BinaryOp::NotEq)
+            && let (Some(l), Some(r)) = (self.borrowed_str(left), self.borrowed_str(right))
+        {
+            // Two strings compare as strings: no need to copy them into values first.
+            return Ok(Val::Bool((l == r) == (op == BinaryOp::Eq)));
+        }
         let l = self.eval(left)?;
         let r = self.eval(right)?;
         match op {
@@ -237,6 +243,25 @@ impl Env<'_> {
         }
     }
 
+    /// The string an expression evaluates to, borrowed, for the side-effect-free forms that are
+    /// always strings: a string literal and `tag("literal")` (as `==` in filters uses them).
+    fn borrowed_str<'e>(&'e self, expr: &'e Expr) -> Option<&'e str> {
+        match &expr.kind {
+            ExprKind::Str(literal) => Some(&literal.value),
+            ExprKind::Paren(inner) => self.borrowed_str(inner),
+            ExprKind::Call(call) if call.receiver.is_none() && call.method.name == "tag" => {
+                match call.args.as_slice() {
+                    [arg] => match &arg.value.kind {
+                        ExprKind::Str(key) => Some(self.log.tag(&key.value)),
+                        _ => None,
+                    },
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
     fn call(&mut self, call: &Call) -> Result<Val, EvalError> {
         let mut args = Vec::with_capacity(call.args.len());
         for arg in &call.args {
@@ -260,23 +285,17 @@ impl Env<'_> {
     }
 
     fn function(&self, name: &str, args: Vec<Val>) -> Result<Val, EvalError> {
-        // The first argument as text, borrowed when it is a string (`tag("LOG_KIND")` runs on
-        // every log: no copies of its name).
-        let key = || match args.first() {
-            Some(Val::Str(text)) => std::borrow::Cow::Borrowed(text.as_str()),
-            Some(other) => std::borrow::Cow::Owned(other.display()),
-            None => std::borrow::Cow::Owned(Val::Null.display()),
-        };
+        let first = args.into_iter().next().unwrap_or(Val::Null);
         match name {
-            "tag" => Ok(Val::Str(self.log.tag(&key()).to_owned())),
+            "tag" => Ok(Val::Str(self.log.tag(&first.display_cow()).to_owned())),
             "sourceAttribute" => Ok(Val::Str(
                 self.log
                     .source_attributes
-                    .get(key().as_ref())
+                    .get(first.display_cow().as_ref())
                     .cloned()
                     .unwrap_or_default(),
             )),
-            "toJson" | "toJsonArray" => Ok(match args.into_iter().next().unwrap_or(Val::Null) {
+            "toJson" | "toJsonArray" => Ok(match first {
                 Val::Str(text) => match serde_json::from_str::<Json>(&text) {
                     Ok(json @ (Json::Object(_) | Json::Array(_))) => Val::Json(json),
                     _ => Val::Null,

@@ -61,6 +61,22 @@ impl Val {
         }
     }
 
+    /// [`Val::to_str`] that moves a string instead of copying it.
+    pub fn into_str(self) -> Option<String> {
+        match self {
+            Val::Str(s) => Some(s),
+            other => other.to_str(),
+        }
+    }
+
+    /// [`Val::display`] that borrows a string instead of copying it.
+    pub fn display_cow(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Val::Str(s) => std::borrow::Cow::Borrowed(s),
+            other => std::borrow::Cow::Owned(other.display()),
+        }
+    }
+
     /// Java's string form; null is `"null"` (as in a GString).
     pub fn display(&self) -> String {
         match self {

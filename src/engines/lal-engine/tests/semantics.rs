@@ -400,3 +400,16 @@ fn process_registry_names_virtual_processes_for_every_upstream_method() {
     assert_eq!(record.tag("remote"), Some("virtual:s:i:10.0.0.9:80"));
     assert_eq!(record.tag("named"), Some("virtual:s:i:UNKNOWN_REMOTE"), "the upstream k8s-service rule's call evaluates");
 }
+
+#[test]
+fn tag_compared_with_a_string_matches_as_the_evaluated_comparison() {
+    let mut l = log("GENERAL", Body::Text("x".into()));
+    l.tags = vec![("kind".into(), "A".into())];
+    let dsl = "filter {\n  extractor {\n    tag eq: tag('kind') == 'A'\n    tag ne: tag('kind') != 'A'\n    tag flipped: ('B' == tag(\"kind\"))\n    tag missing: tag('none') == ''\n    tag via_var: tag('kind') == tag('kind').toString()\n  }\n  sink {}\n}";
+    let record = &run1(dsl, &l).persisted[0];
+    assert_eq!(record.tag("eq"), Some("true"));
+    assert_eq!(record.tag("ne"), Some("false"));
+    assert_eq!(record.tag("flipped"), Some("false"));
+    assert_eq!(record.tag("missing"), Some("true"), "a missing tag reads as empty");
+    assert_eq!(record.tag("via_var"), Some("true"));
+}

@@ -15,7 +15,7 @@ impl Run<'_> {
     pub(super) fn extractor_statement(&mut self, call: &Call, name: &str) -> Result<(), EvalError> {
         match name {
             "service" | "instance" | "endpoint" | "layer" | "traceId" | "segmentId" => {
-                let Some(text) = self.value(call, "extractor")?.to_str() else {
+                let Some(text) = self.value(call, "extractor")?.into_str() else {
                     return Ok(());
                 };
                 if text.is_empty() {
@@ -54,7 +54,7 @@ impl Run<'_> {
             }
             "tag" => {
                 for (key, value) in self.pairs(&call.args)? {
-                    if let Some(value) = value.to_str()
+                    if let Some(value) = value.into_str()
                         && !key.is_empty()
                         && !value.is_empty()
                     {
@@ -82,14 +82,14 @@ impl Run<'_> {
 
     pub(super) fn metrics_statement(&mut self, call: &Call, name: &str) -> Result<(), EvalError> {
         match name {
-            "name" => self.metric.name = self.value(call, "name")?.to_str(),
+            "name" => self.metric.name = self.value(call, "name")?.into_str(),
             "value" => self.metric.value = Some(self.value(call, "value")?.to_double()?),
             "timestamp" => {
                 self.metric.timestamp_ms = timestamp_of(&self.value(call, "timestamp")?, None)?;
             }
             "labels" => {
                 for (key, value) in self.pairs(&call.args)? {
-                    if let Some(value) = value.to_str()
+                    if let Some(value) = value.into_str()
                         && !key.trim().is_empty()
                     {
                         self.metric.labels.insert(key, value);
@@ -164,7 +164,9 @@ impl Run<'_> {
         } else {
             (log.body.content_type(), log.body.content().to_owned())
         };
-        let mut tags = log.tags.clone();
+        // Sized once for the log's tags and the extracted ones.
+        let mut tags = Vec::with_capacity(log.tags.len() + out.tags.len());
+        tags.extend(log.tags.iter().cloned());
         tags.extend(out.tags.iter().cloned());
         LogRecord {
             service: pick(&out.service, &log.service),
@@ -191,11 +193,12 @@ impl Run<'_> {
 /// fails the rule); with a pattern, a string that does not match gives 0 (the log's own
 /// timestamp is used at the sink). Null or empty sets nothing.
 fn timestamp_of(value: &Val, format: Option<&str>) -> Result<Option<i64>, EvalError> {
+    // A string is read in place; only other values are rendered.
     let text = match value {
         Val::Null => return Ok(None),
         Val::Int(i) => return Ok(Some(*i)),
         Val::Float(f) => return Ok(Some(*f as i64)),
-        other => other.display(),
+        other => other.display_cow(),
     };
     if text.is_empty() {
         return Ok(None);
@@ -205,7 +208,9 @@ fn timestamp_of(value: &Val, format: Option<&str>) -> Result<Option<i64>, EvalEr
             .trim()
             .parse()
             .map(Some)
-            .map_err(|_| EvalError::NotANumber { text }),
+            .map_err(|_| EvalError::NotANumber {
+                text: text.into_owned(),
+            }),
         Some(format) => Ok(Some(crate::time::parse(&text, format).unwrap_or(0))),
     }
 }
