@@ -442,4 +442,4 @@ fn log_loop(plane: &LogPlane) {
 /// The logs a LAL thread takes from a backlog at once, in whole batches (the first whatever its
 /// size): a group shares one synced log write, one metric write per log-MAL file and one
 /// opening of the gates. Without a backlog a thread takes one batch.
-const GROUP_LOGS: usize = 4096;
+const GROUP_LOGS: usize = 16384;

@@ -62,18 +62,19 @@ pub struct FlushLimits {
     pub max_age_ms: i64,
     /// The most raw bytes of rows in one block (a row larger than that is a block of its own).
     pub block_bytes: usize,
-    /// A write's logs of one slice and service, this many or more, are written as blocks at
-    /// once instead of pending ([`super::write`]).
-    pub direct_logs: usize,
+    /// A write's logs of one slice and service, this many raw bytes or more, are written as
+    /// blocks at once instead of pending ([`super::write`]).
+    pub direct_bytes: usize,
 }
 
-/// The default `direct_logs`: a block of 256 logs (tens of KiB raw) is worth its meta and index,
-/// and one HTTP request of a few logs stays pending until its slice is flushed.
-pub const DIRECT_LOGS: usize = 256;
+/// The default `direct_bytes`, an eighth of a full block (512 KiB raw, about 2,000 nginx access
+/// lines): a search reads every meta of its range, so blocks written at once may be smaller
+/// than a flush's but not much; smaller parts stay pending and are flushed into full blocks.
+pub const DIRECT_BYTES: usize = 512 << 10;
 
 impl Default for FlushLimits {
     fn default() -> Self {
-        FlushLimits { max_bytes: 64 << 20, grace_ms: 5_000, quiet_ms: 2_000, max_age_ms: 90_000, block_bytes: 4 << 20, direct_logs: DIRECT_LOGS }
+        FlushLimits { max_bytes: 64 << 20, grace_ms: 5_000, quiet_ms: 2_000, max_age_ms: 90_000, block_bytes: 4 << 20, direct_bytes: DIRECT_BYTES }
     }
 }
 

@@ -58,7 +58,7 @@ fn layouts() -> Vec<(&'static str, LogStore)> {
         ("pending", with(buffer::FlushLimits::default())),
         ("blocks", with(buffer::FlushLimits { max_bytes: 0, ..buffer::FlushLimits::default() })),
         ("mixed", with(buffer::FlushLimits { max_bytes: 2048, block_bytes: 600, ..buffer::FlushLimits::default() })),
-        ("direct", with(buffer::FlushLimits { direct_logs: 2, block_bytes: 600, ..buffer::FlushLimits::default() })),
+        ("direct", with(buffer::FlushLimits { direct_bytes: 120, block_bytes: 600, ..buffer::FlushLimits::default() })),
     ]
 }
 
