@@ -58,8 +58,15 @@ fn layouts() -> Vec<(&'static str, LogStore)> {
         ("pending", with(buffer::FlushLimits::default())),
         ("blocks", with(buffer::FlushLimits { max_bytes: 0, ..buffer::FlushLimits::default() })),
         ("mixed", with(buffer::FlushLimits { max_bytes: 2048, block_bytes: 600, ..buffer::FlushLimits::default() })),
-        ("direct", with(buffer::FlushLimits { direct_bytes: 120, block_bytes: 600, ..buffer::FlushLimits::default() })),
+        // One and a half rows of the tests' logs: two logs of a service in a write are a part
+        // written as a block, one is pending.
+        ("direct", with(buffer::FlushLimits { direct_bytes: row_bytes() * 3 / 2, block_bytes: 600, ..buffer::FlushLimits::default() })),
     ]
+}
+
+/// The raw bytes of one row of a typical log of these tests.
+fn row_bytes() -> usize {
+    block::ROW_HEADER + codec::encode_log(&log("a", NOW, "log number 10")).len()
 }
 
 fn filter(start_ms: i64, end_ms: i64, limit: usize, order: LogOrder) -> LogFilter {
