@@ -25,6 +25,8 @@ mod java_regex;
 mod log;
 mod parse;
 mod sampler;
+#[doc(hidden)]
+pub mod testing;
 mod time;
 mod value;
 

@@ -5,29 +5,18 @@
 mod common;
 
 use common::{load_lal, load_lal_text, rules_path};
+use hotrule_lal_engine::testing::Rng;
 use hotrule_lal_engine::{Body, LalState, LogData, PreparedLalFile, TypedInput, analyze};
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[(self.next() % items.len() as u64) as usize]
-    }
-    fn text(&mut self) -> String {
-        let len = (self.next() % 40) as usize;
-        (0..len)
-            .map(|_| {
-                let c = self.next() % 128;
-                char::from_u32(if c < 32 { 0x4E00 + c as u32 } else { c as u32 }).unwrap_or('?')
-            })
-            .collect()
-    }
+/// Random text with some CJK characters in it.
+fn text(rng: &mut Rng) -> String {
+    let len = (rng.next() % 40) as usize;
+    (0..len)
+        .map(|_| {
+            let c = rng.next() % 128;
+            char::from_u32(if c < 32 { 0x4E00 + c as u32 } else { c as u32 }).unwrap_or('?')
+        })
+        .collect()
 }
 
 const LAYERS: &[&str] = &[
@@ -82,7 +71,7 @@ const TIMES: &[i64] = &[0, 1, -1, i64::MIN, i64::MAX, 1_609_459_200_000];
 
 fn generated(rng: &mut Rng) -> LogData {
     let body_text = if rng.next().is_multiple_of(3) {
-        rng.text()
+        text(rng)
     } else {
         rng.pick(BODIES).to_owned()
     };
@@ -96,9 +85,9 @@ fn generated(rng: &mut Rng) -> LogData {
         service: if rng.next().is_multiple_of(10) {
             String::new()
         } else {
-            rng.text() + "svc"
+            text(rng) + "svc"
         },
-        service_instance: rng.text(),
+        service_instance: text(rng),
         layer: rng.pick(LAYERS).to_owned(),
         timestamp_ms: TIMES[(rng.next() % TIMES.len() as u64) as usize],
         body,

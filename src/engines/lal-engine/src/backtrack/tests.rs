@@ -1,4 +1,5 @@
 use super::*;
+use crate::testing::Rng;
 
 /// The reference: the `regex` crate's slots for `text`, or None without a match.
 fn reference(regex: &regex::Regex, text: &str) -> Option<Vec<Option<usize>>> {
@@ -104,22 +105,6 @@ fn a_search_past_its_budget_gives_up() {
     let text = "a".repeat(5000);
     let program = Program::compile("a*a*a*a*b").expect("compiles");
     assert_eq!(program.search(&text), Outcome::GaveUp);
-}
-
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[(self.next() % items.len() as u64) as usize]
-    }
 }
 
 fn atom(rng: &mut Rng, depth: u32) -> String {
