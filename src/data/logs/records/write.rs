@@ -7,13 +7,14 @@
 //! rows) and the new sequence record. The queue lets one fsync acknowledge every caller that
 //! arrived while the previous group was syncing. Once synced, the groups join the store's
 //! pending logs in memory ([`super::buffer`]), where reads find them until a flush turns them
-//! into blocks.
+//! into blocks. Logs already past retention are not written (counted
+//! `logs_stored{result="expired"}`): the retention worker would delete them anyway.
 //!
 //! A large group (a backlog the LAL threads take at once, a big request) has parts of one slice
-//! and service with many logs. Each part of at least `FlushLimits::direct_bytes` raw bytes is written
-//! in the same synced batch as blocks and metas, exactly as a flush would make them, instead of
-//! as pending rows: its logs are written once, compressed, instead of raw and again by the flush. Logs already past retention are not written (counted
-//! `logs_stored{result="expired"}`): the retention worker would delete them anyway.
+//! and service with many logs. Each part of at least `FlushLimits::direct_bytes` raw bytes is
+//! written in the same synced batch as blocks and metas, exactly as a flush would make them,
+//! instead of as pending rows: its logs are written once, compressed, instead of raw and again
+//! by the flush.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -85,8 +86,9 @@ impl LogStore {
     }
 
     /// Writes `group` in one synced batch, sequences from `next_sequence` on: each part of one
-    /// slice and service with at least `direct_bytes` raw bytes as blocks (compressed and indexed as a
-    /// flush makes them), the other rows as pending groups, which then join the buffer.
+    /// slice and service with at least `direct_bytes` raw bytes as blocks (compressed and
+    /// indexed as a flush makes them), the other rows as pending groups, which then join the
+    /// buffer.
     fn write_group(&self, next_sequence: &mut u64, group: &[Pending<Encoded>]) -> Result<(), KvError> {
         let count: usize = group.iter().map(|p| p.logs.len()).sum();
         let mut sequence = *next_sequence;
@@ -130,8 +132,8 @@ impl LogStore {
     }
 
     /// The block and meta puts of the parts of `rows` (one slice and service) with at least
-    /// `direct_bytes` raw bytes; which rows they hold, and how many blocks. A part that fails to make
-    /// blocks stays pending.
+    /// `direct_bytes` raw bytes; which rows they hold, and how many blocks. A part that fails
+    /// to make blocks stays pending.
     fn direct_blocks(&self, rows: &[GroupRow<'_>], ops: &mut Vec<SeriesOp>) -> (Vec<bool>, usize) {
         let mut direct = vec![false; rows.len()];
         // A group has a few parts (services × slices): a B-tree finds one in a few comparisons,
@@ -142,7 +144,9 @@ impl LogStore {
                 parts.entry((row.slice, service)).or_default().push(at);
             }
         }
-        let bytes = |at: &[usize]| at.iter().filter_map(|&i| rows.get(i)).map(|row| block::ROW_HEADER + row.value.len()).sum::<usize>();
+        let bytes = |at: &[usize]| {
+            at.iter().filter_map(|&i| rows.get(i)).map(|row| block::ROW_HEADER + row.value.len()).sum::<usize>()
+        };
         parts.retain(|_, at| bytes(at) >= self.limits.direct_bytes);
         if parts.is_empty() {
             return (direct, 0);
