@@ -133,20 +133,25 @@ impl MetricStore {
             self.telemetry.values_rejected.get_or_create(&labels([("reason", "shape_mismatch")])).inc_by(mismatched);
         }
 
-        // 2. One batched read of every touched cell.
-        let touched: BTreeSet<&[u8]> = accepted.iter().flatten().flat_map(|v| v.cells.iter().map(Vec::as_slice)).collect();
+        // 2. One batched read of every touched cell (a group's values touch few distinct cells:
+        //    deduplicated by hash, then sorted for the read).
+        let mut touched: Vec<&[u8]> = {
+            let mut seen: FastSet<&[u8]> = FastSet::default();
+            accepted.iter().flatten().flat_map(|v| v.cells.iter().map(Vec::as_slice)).filter(|key| seen.insert(key)).collect()
+        };
+        touched.sort_unstable();
         let touched: Vec<Vec<u8>> = touched.into_iter().map(<[u8]>::to_vec).collect();
         let stored = match self.kv.get_many(&touched) {
             Ok(stored) => stored,
             Err(e) => return group.iter().map(|_| Err(MetricStoreError::Kv(copy_kv_error(&e)))).collect(),
         };
-        let mut working: BTreeMap<&[u8], Cell> = BTreeMap::new();
-        let mut unreadable: BTreeMap<&[u8], ValueError> = BTreeMap::new();
+        let mut working: FastMap<&[u8], Working> = FastMap::default();
+        let mut unreadable: FastMap<&[u8], ValueError> = FastMap::default();
         for (key, value) in touched.iter().zip(stored) {
             if let Some(bytes) = value {
                 match codec::decode_cell(&bytes) {
                     Ok(cell) => {
-                        working.insert(key.as_slice(), cell);
+                        working.insert(key.as_slice(), Working { cell, written: false });
                     }
                     Err(detail) => {
                         unreadable.insert(key.as_slice(), detail);
@@ -172,15 +177,16 @@ impl MetricStore {
             for value in values {
                 for key in &value.cells {
                     match working.get_mut(key.as_slice()) {
-                        Some(cell) => {
+                        Some(touched) => {
                             // Checked above against stored cells; deltas of one metric share
                             // its indexed data type.
-                            if let Err(e) = cell.combine(&value.delta) {
+                            if let Err(e) = touched.cell.combine(&value.delta) {
                                 tracing::warn!(metric = %value.info.name, error = %e, "value skipped for one cell");
                             }
+                            touched.written = true;
                         }
                         None => {
-                            working.insert(key.as_slice(), value.delta.clone());
+                            working.insert(key.as_slice(), Working { cell: value.delta.clone(), written: true });
                         }
                     }
                 }
@@ -193,18 +199,12 @@ impl MetricStore {
             }
         }
 
-        // 5. One synced batch: changed cells and new index records.
-        let mut ops: Vec<SeriesOp> = Vec::with_capacity(working.len() + used_new.len());
-        let written: BTreeSet<&[u8]> = accepted
-            .iter()
-            .zip(&results)
-            .filter(|(_, result)| result.is_ok())
-            .flat_map(|(values, _)| values.iter().flat_map(|v| v.cells.iter().map(Vec::as_slice)))
-            .collect();
-        for (key, cell) in &working {
-            if written.contains(key) {
-                ops.push(SeriesOp::Put { key: key.to_vec(), value: codec::encode_cell(cell) });
-            }
+        // 5. One synced batch: changed cells (in key order) and new index records.
+        let mut written: Vec<(&[u8], &Cell)> = working.iter().filter(|(_, w)| w.written).map(|(key, w)| (*key, &w.cell)).collect();
+        written.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut ops: Vec<SeriesOp> = Vec::with_capacity(written.len() + used_new.len());
+        for (key, cell) in &written {
+            ops.push(SeriesOp::Put { key: key.to_vec(), value: codec::encode_cell(cell) });
         }
         for name in &used_new {
             if let Some(info) = new_metrics.get(*name) {
@@ -224,7 +224,7 @@ impl MetricStore {
             }
         }
         drop(index);
-        self.handoff.mark(written.iter().copied());
+        self.handoff.mark(written.iter().map(|(key, _)| *key));
         for (metric, count) in stored_per_metric {
             self.telemetry.values_stored.get_or_create(&labels([("metric", metric)])).inc_by(count);
         }
@@ -232,14 +232,24 @@ impl MetricStore {
     }
 }
 
-fn check_cells(values: &[&Prepared], working: &BTreeMap<&[u8], Cell>, unreadable: &BTreeMap<&[u8], ValueError>) -> Result<(), MetricStoreError> {
+/// A touched cell during a group's combine: stored or new, and whether a value of the group
+/// changed it (only those are written).
+struct Working {
+    cell: Cell,
+    written: bool,
+}
+
+type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
+
+fn check_cells(values: &[&Prepared], working: &FastMap<&[u8], Working>, unreadable: &FastMap<&[u8], ValueError>) -> Result<(), MetricStoreError> {
     for value in values {
         for key in &value.cells {
             if let Some(detail) = unreadable.get(key.as_slice()) {
                 return Err(corrupt(key, detail.clone()));
             }
             if let Some(stored) = working.get(key.as_slice()) {
-                stored.check_combine(&value.delta).map_err(|e| corrupt(key, e.to_string()))?;
+                stored.cell.check_combine(&value.delta).map_err(|e| corrupt(key, e.to_string()))?;
             }
         }
     }
