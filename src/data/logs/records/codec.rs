@@ -34,14 +34,26 @@ fn content_type_from(code: u8) -> Result<ContentType, ValueError> {
 
 /// The stored value of one kept log.
 pub fn encode_log(log: &KeptLog) -> Vec<u8> {
+    let mut out = Vec::with_capacity(encoded_bound(log));
+    encode_log_into(&mut out, log);
+    out
+}
+
+/// At least the bytes [`encode_log`] makes of `log` (lengths are 4 bytes, the fixed fields
+/// under 64), but for its output fields, which are rare: a buffer of this size never grows.
+pub fn encoded_bound(log: &KeptLog) -> usize {
     let r = &log.record;
-    // Sized for every part (lengths are 4 bytes, the fixed fields under 64), so it never grows.
     let texts = [&r.service, &r.instance, &r.endpoint, &r.layer, &r.trace_id, &r.segment_id, &r.content, &log.rule, &log.file];
     let tags: usize = r.tags.iter().map(|(k, v)| 8 + k.len() + v.len()).sum();
-    let mut out = Vec::with_capacity(64 + texts.iter().map(|t| 4 + t.len()).sum::<usize>() + tags + r.output_type.as_ref().map_or(0, |o| 4 + o.len()));
+    64 + texts.iter().map(|t| 4 + t.len()).sum::<usize>() + tags + r.output_type.as_ref().map_or(0, |o| 4 + o.len())
+}
+
+/// [`encode_log`], appended to `out`.
+pub fn encode_log_into(out: &mut Vec<u8>, log: &KeptLog) {
+    let r = &log.record;
     out.push(FORMAT_VERSION);
     for text in [&r.service, &r.instance, &r.endpoint, &r.layer, &r.trace_id, &r.segment_id] {
-        put_str(&mut out, text);
+        put_str(out, text);
     }
     match r.span_id {
         None => out.push(0),
@@ -51,25 +63,24 @@ pub fn encode_log(log: &KeptLog) -> Vec<u8> {
         }
     }
     out.push(r.content_type as u8);
-    put_str(&mut out, &r.content);
-    put_len(&mut out, r.tags.len());
+    put_str(out, &r.content);
+    put_len(out, r.tags.len());
     for (key, value) in &r.tags {
-        put_str(&mut out, key);
-        put_str(&mut out, value);
+        put_str(out, key);
+        put_str(out, value);
     }
     match &r.output_type {
         None => out.push(0),
         Some(kind) => {
             out.push(1);
-            put_str(&mut out, kind);
+            put_str(out, kind);
         }
     }
     let fields = if r.fields.is_empty() { String::new() } else { serde_json::to_string(&r.fields).unwrap_or_default() };
-    put_str(&mut out, &fields);
-    put_str(&mut out, &log.rule);
-    put_str(&mut out, &log.file);
+    put_str(out, &fields);
+    put_str(out, &log.rule);
+    put_str(out, &log.file);
     out.extend_from_slice(&log.received_ms.to_be_bytes());
-    out
 }
 
 /// The `[service, instance, endpoint]` of a stored log, without decoding the rest.

@@ -63,14 +63,38 @@ pub(crate) fn group_commit<L>(
     }
 }
 
-/// What a format-2 caller queues: timestamp and encoded value of each log, in its order.
-pub(super) type Encoded = Vec<(i64, Vec<u8>)>;
+/// What a format-2 caller queues: the encoded values of its logs one after the other in one
+/// buffer (one allocation for a group of thousands), and each log's timestamp and bytes there,
+/// in its order.
+pub(super) struct Encoded {
+    logs: Vec<(i64, std::ops::Range<usize>)>,
+    bytes: Vec<u8>,
+}
+
+impl Encoded {
+    fn len(&self) -> usize {
+        self.logs.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.logs.is_empty()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (i64, &[u8])> {
+        self.logs.iter().filter_map(|(timestamp_ms, range)| Some((*timestamp_ms, self.bytes.get(range.clone())?)))
+    }
+}
 
 impl LogStore {
     pub(super) fn write_logs(&self, logs: &[KeptLog]) -> Result<(), LogStoreError> {
         let cutoff = self.cutoff_ms((self.now_ms)());
-        let encoded: Vec<(i64, Vec<u8>)> =
-            logs.iter().filter(|log| log.record.timestamp_ms >= cutoff).map(|log| (log.record.timestamp_ms, codec::encode_log(log))).collect();
+        let kept = || logs.iter().filter(|log| log.record.timestamp_ms >= cutoff);
+        let mut encoded = Encoded { logs: Vec::with_capacity(logs.len()), bytes: Vec::with_capacity(kept().map(codec::encoded_bound).sum()) };
+        for log in kept() {
+            let start = encoded.bytes.len();
+            codec::encode_log_into(&mut encoded.bytes, log);
+            encoded.logs.push((log.record.timestamp_ms, start..encoded.bytes.len()));
+        }
         let expired = logs.len() - encoded.len();
         if expired > 0 {
             self.telemetry.logs_stored.get_or_create(&labels([("result", "expired")])).inc_by(expired as u64);
@@ -94,11 +118,11 @@ impl LogStore {
         let mut sequence = *next_sequence;
         let mut rows: Vec<GroupRow<'_>> = Vec::with_capacity(count);
         for pending in group {
-            for (timestamp_ms, value) in &pending.logs {
-                let cursor = LogCursor { timestamp_ms: *timestamp_ms, sequence };
+            for (timestamp_ms, value) in pending.logs.iter() {
+                let cursor = LogCursor { timestamp_ms, sequence };
                 // Values encoded just now always read; one that does not stays pending.
                 let service = codec::service_bytes(value).ok().and_then(|s| std::str::from_utf8(s).ok());
-                rows.push(GroupRow { slice: keys::slice_of(*timestamp_ms), service, cursor, value });
+                rows.push(GroupRow { slice: keys::slice_of(timestamp_ms), service, cursor, value });
                 sequence += 1;
             }
         }
