@@ -143,6 +143,42 @@ fn each_function_over_several_writes_at_minute_hour_and_day() {
     assert_eq!(counter(&f.telemetry.values_stored, "metric", "m_avg"), 4);
 }
 
+/// A call's values of one cell are combined before the group (`MetricStore::prepare`): one
+/// call of many values stores the same bytes, and counts the same values, as one call each.
+#[test]
+fn values_of_one_cell_in_one_call_store_what_one_call_each_stores() {
+    let (a, b) = (service("a"), service("b"));
+    let labeled = |entries: &[(&str, i64)]| Value::Labeled(entries.iter().map(|(k, v)| (k.to_string(), *v)).collect());
+    let histogram = |buckets: &[(i64, i64)], ranks: &[u32]| Value::Histogram { labels: "route=/a".into(), buckets: buckets.to_vec(), percentiles: ranks.to_vec() };
+    let mut values = Vec::new();
+    for function in [Downsampling::Avg, Downsampling::Sum, Downsampling::SumPerMin, Downsampling::Latest, Downsampling::Max, Downsampling::Min] {
+        let metric = format!("m_{}", function.camel());
+        for (i, (entity, minute)) in [(&a, minute(12, 0)), (&b, minute(12, 0)), (&a, minute(12, 0)), (&a, minute(12, 1)), (&b, minute(12, 0)), (&a, minute(13, 5)), (&a, minute(12, 0))].into_iter().enumerate() {
+            values.push(value(&metric, entity, minute, Value::Single([7, -3, 40, 12, 5, 0, 21][i]), function));
+        }
+    }
+    for (i, entries) in [&[("mode=idle", 10), ("mode=user", 2)][..], &[("mode=idle", 30)], &[("mode=sys", 1), ("mode=user", 4)]].into_iter().enumerate() {
+        values.push(value("cpu", &a, minute(12, i as i64 % 2), labeled(entries), Downsampling::Avg));
+    }
+    for (buckets, ranks) in [(&[(100, 5), (250, 3)][..], &[50u32, 90][..]), (&[(100, 1), (500, 2)], &[99]), (&[(250, 4)], &[50, 90])] {
+        values.push(value("lat", &a, minute(12, 0), histogram(buckets, ranks), Downsampling::Sum));
+    }
+    let (each, once) = (fixture(), fixture());
+    for v in &values {
+        each.store.write(std::slice::from_ref(v)).expect("write one");
+    }
+    once.store.write(&values).expect("write all");
+    assert_eq!(once.kv.dump(), each.kv.dump());
+    for metric in ["m_avg", "m_sum", "m_latest", "cpu", "lat"] {
+        let stored = counter(&once.telemetry.values_stored, "metric", metric);
+        assert_eq!(stored, counter(&each.telemetry.values_stored, "metric", metric), "{metric}");
+        assert!(stored >= 3, "{metric}: {stored}");
+    }
+    let day = once.store.read(&filter("m_sum"), Granularity::Day, at(0, 0), at(23, 59)).expect("read");
+    let sums: Vec<(String, Vec<Value>)> = day.into_iter().map(|s| (s.entity.service_name, s.points.into_iter().map(|p| p.value).collect())).collect();
+    assert_eq!(sums, vec![("a".into(), vec![Value::Single(80)]), ("b".into(), vec![Value::Single(2)])]);
+}
+
 #[test]
 fn labeled_histogram_and_percentile_values_merge() {
     let f = fixture();

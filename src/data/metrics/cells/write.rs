@@ -26,6 +26,9 @@ struct Prepared {
     /// Whether the minute cell is among them (what `values_stored` counts).
     minute: bool,
     delta: Cell,
+    /// How many values of the caller `delta` holds (values of one metric, entity and minute
+    /// are combined before the group: see [`MetricStore::prepare`]).
+    values: u64,
 }
 
 /// One caller's queued write and where its outcome goes.
@@ -55,13 +58,28 @@ impl MetricStore {
 
     /// Deltas and cell keys of `values`; values whose every cell is past retention are dropped
     /// here (a minute cell past retention counts `values_rejected{reason="expired"}`).
+    ///
+    /// Values of one metric (same shape), entity and minute update the same cells, so their
+    /// deltas are combined here into one, in arrival order, before the group sees them:
+    /// combining is associative (the property partial states merged across the cluster rely
+    /// on, [`Cell::combine`]), so the cells come out the same, and a group of thousands of
+    /// log-MAL values of a few entities reads and combines a few deltas. A delta that does not
+    /// combine (another value type) stays a value of its own.
     fn prepare(&self, values: &[MetricValue], now_ms: i64) -> Vec<Prepared> {
         let cutoffs = Granularity::ALL.map(|g| keys::bucket_of(g, now_ms.saturating_sub(self.retention.millis(g))));
-        let mut out = Vec::with_capacity(values.len());
+        let mut out: Vec<Prepared> = Vec::with_capacity(values.len());
+        // The value of `out` each minute cell key went to.
+        let mut by_minute: FastMap<Vec<u8>, usize> = FastMap::default();
         let mut expired = 0;
         for value in values {
             let (delta, group) = Cell::from_value(&value.value, value.downsampling, value.timestamp_ms);
             let suffix = keys::cell_suffix(&value.entity, &group);
+            let info = MetricInfo {
+                name: value.metric.clone(),
+                scope: value.entity.scope,
+                data_type: value.data_type,
+                downsampling: value.downsampling,
+            };
             let mut cells = Vec::with_capacity(3);
             let mut minute = false;
             for (granularity, cutoff) in Granularity::ALL.into_iter().zip(cutoffs) {
@@ -72,19 +90,25 @@ impl MetricStore {
                     }
                     continue;
                 }
-                minute |= granularity == Granularity::Minute;
-                cells.push(keys::cell_key_with(&value.metric, granularity, bucket, &suffix));
+                let key = keys::cell_key_with(&value.metric, granularity, bucket, &suffix);
+                if granularity == Granularity::Minute {
+                    minute = true;
+                    if let Some(earlier) = by_minute.get(&key).and_then(|&at| out.get_mut(at))
+                        && earlier.info == info
+                        && earlier.delta.combine(&delta).is_ok()
+                    {
+                        earlier.values += 1;
+                        break;
+                    }
+                    by_minute.insert(key.clone(), out.len());
+                }
+                cells.push(key);
             }
+            // Empty also when the value was combined into an earlier one (minute is first).
             if cells.is_empty() {
                 continue;
             }
-            let info = MetricInfo {
-                name: value.metric.clone(),
-                scope: value.entity.scope,
-                data_type: value.data_type,
-                downsampling: value.downsampling,
-            };
-            out.push(Prepared { info, cells, minute, delta });
+            out.push(Prepared { info, cells, minute, delta, values: 1 });
         }
         if expired > 0 {
             self.telemetry.values_rejected.get_or_create(&labels([("reason", "expired")])).inc_by(expired);
@@ -191,7 +215,7 @@ impl MetricStore {
                     }
                 }
                 if value.minute {
-                    *stored_per_metric.entry(value.info.name.as_str()).or_default() += 1;
+                    *stored_per_metric.entry(value.info.name.as_str()).or_default() += value.values;
                 }
                 if new_metrics.contains_key(&value.info.name) {
                     used_new.insert(value.info.name.as_str());
