@@ -125,7 +125,9 @@ struct Analysis {
 }
 
 impl Analysis {
-    fn record(&mut self, index: usize, log: (usize, usize), outcome: RuleOutcome, received_ms: i64) {
+    /// Counts `outcome` for file `index` and takes its kept logs and samples (by reference: an
+    /// outcome is a few hundred bytes, not worth a copy per log).
+    fn record(&mut self, index: usize, log: (usize, usize), outcome: &mut RuleOutcome, received_ms: i64) {
         let Some(file) = self.files.get_mut(index) else { return };
         let tally = &mut file.tally;
         if file.last_log != Some(log) {
@@ -152,11 +154,9 @@ impl Analysis {
             tracing::debug!(file = %file.key, ?warning, "LAL warning");
         }
         tally.samples_out += outcome.samples.len() as u64;
-        self.samples.extend(outcome.samples.into_iter().map(|sample| (sample, received_ms)));
-        let rule = outcome.rule;
-        for record in outcome.persisted {
-            let kept = KeptLog { rule: rule.clone(), file: file.file.clone(), record, received_ms };
-            self.kept.push(kept);
+        self.samples.extend(outcome.samples.drain(..).map(|sample| (sample, received_ms)));
+        for record in outcome.persisted.drain(..) {
+            self.kept.push(KeptLog { rule: outcome.rule.clone(), file: file.file.clone(), record, received_ms });
             self.kept_by.push(index);
         }
     }
@@ -352,9 +352,9 @@ impl LogPlane {
                 continue;
             }
             let FileAnalysis::Ran(outcomes) = analyze_files(&mut runs, log, now_ms, general_fallback) else { continue };
-            for (run, outcome) in outcomes {
+            for (run, mut outcome) in outcomes {
                 if let Some(&file) = running.get(run) {
-                    analysis.record(file, index, outcome, received_ms);
+                    analysis.record(file, index, &mut outcome, received_ms);
                 }
             }
         }
