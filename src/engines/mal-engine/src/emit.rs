@@ -7,25 +7,26 @@ use hotrule_rule_compiler::MalRule;
 use crate::error::EvalError;
 use crate::ops;
 use crate::output::{DataType, Entity, MetricValue, Value, minute_bucket, to_long};
-use crate::sample::Sample;
+use crate::sample::{LabelMap, Sample};
 
-/// Turns the captured entity map into stored values, per the rule's data type.
+/// Turns the captured entity map into stored values, per the rule's data type, appended to `out`
+/// (on an error, some may have been: the caller drops the rule's values).
 pub(crate) fn emit(
     rule: &MalRule,
     percentiles: &[u32],
     label_order: &[String],
     entities: Vec<(Entity, Vec<Sample>)>,
-) -> Result<Vec<MetricValue>, EvalError> {
+    out: &mut Vec<MetricValue>,
+) -> Result<(), EvalError> {
     let shape = rule.shape;
-    let mut out = Vec::new();
     for (entity, samples) in entities {
         let Some(first) = samples.first() else {
             continue;
         };
-        let value = |value: Value, ts: i64| MetricValue {
+        let value = |entity: Entity, value: Value, ts: i64| MetricValue {
             metric: rule.metric_name.clone(),
             rule: rule.name.clone(),
-            entity: entity.clone(),
+            entity,
             time_bucket: minute_bucket(ts),
             timestamp_ms: ts,
             value,
@@ -34,28 +35,26 @@ pub(crate) fn emit(
         };
         match shape.data_type {
             DataType::Single => out.push(value(
+                entity,
                 Value::Single(to_long(first.value)),
                 first.timestamp_ms,
             )),
             DataType::Labeled => {
                 let mut table: Vec<(String, i64)> = Vec::new();
                 for sample in &samples {
-                    let key = label_key(sample.labels.iter(), label_order);
+                    let key = label_key(&sample.labels, None, label_order);
                     let v = to_long(sample.value);
                     match table.iter_mut().find(|(k, _)| *k == key) {
                         Some(slot) => slot.1 = v,
                         None => table.push((key, v)),
                     }
                 }
-                out.push(value(Value::Labeled(table), first.timestamp_ms));
+                out.push(value(entity, Value::Labeled(table), first.timestamp_ms));
             }
             DataType::Histogram | DataType::HistogramPercentile => {
                 let mut groups: Vec<(String, Vec<&Sample>)> = Vec::new();
                 for sample in &samples {
-                    let key = label_key(
-                        sample.labels.iter().filter(|(k, _)| *k != "le"),
-                        label_order,
-                    );
+                    let key = label_key(&sample.labels, Some("le"), label_order);
                     match groups.iter_mut().find(|(k, _)| *k == key) {
                         Some(group) => group.1.push(sample),
                         None => groups.push((key, vec![sample])),
@@ -90,6 +89,7 @@ pub(crate) fn emit(
                         Vec::new()
                     };
                     out.push(value(
+                        entity.clone(),
                         Value::Histogram {
                             labels,
                             buckets,
@@ -101,26 +101,86 @@ pub(crate) fn emit(
             }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
-/// `k1=v1,k2=v2` in label-name order.
-/// `k1=v1,k2=v2`, labels in the order of the rule's last aggregation list (upstream's label
-/// order), any others after them by name.
-fn label_key<'a>(
-    labels: impl Iterator<Item = (&'a String, &'a String)>,
-    order: &[String],
-) -> String {
-    let mut pairs: Vec<(&String, &String)> = labels.collect();
-    pairs.sort_by_key(|(k, _)| (order.iter().position(|o| o == *k).unwrap_or(usize::MAX), *k));
+/// `k1=v1,k2=v2` of `labels` but `skip`: labels in the order of the rule's last aggregation list
+/// (upstream's label order), any others after them by name (the map's own order).
+fn label_key(labels: &LabelMap, skip: Option<&str>, order: &[String]) -> String {
     let mut key = String::new();
-    for (k, v) in pairs {
+    let mut push = |k: &str, v: &str| {
         if !key.is_empty() {
             key.push(',');
         }
         key.push_str(k);
         key.push('=');
         key.push_str(v);
+    };
+    for (i, name) in order.iter().enumerate() {
+        // A name listed twice takes its first place.
+        if Some(name.as_str()) == skip || order[..i].contains(name) {
+            continue;
+        }
+        if let Some(v) = labels.get(name) {
+            push(name, v);
+        }
+    }
+    for (k, v) in labels {
+        if Some(k.as_str()) != skip && !order.contains(k) {
+            push(k, v);
+        }
     }
     key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::labels;
+
+    /// `label_key` as it was: collect, sort by (place in the order, name), join.
+    fn label_key_reference<'a>(
+        labels: impl Iterator<Item = (&'a String, &'a String)>,
+        order: &[String],
+    ) -> String {
+        let mut pairs: Vec<(&String, &String)> = labels.collect();
+        pairs.sort_by_key(|(k, _)| (order.iter().position(|o| o == *k).unwrap_or(usize::MAX), *k));
+        pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    #[test]
+    fn label_key_matches_reference() {
+        let maps = [
+            labels::<&str, &str>([]),
+            labels([("le", "100")]),
+            labels([("b", "2"), ("a", "1"), ("le", "5"), ("z", "")]),
+            labels([("level", "error"), ("service_instance_id", "i-1")]),
+        ];
+        let orders: Vec<Vec<String>> = [
+            &[][..],
+            &["z", "a"][..],
+            &["le", "b", "missing"][..],
+            &["b", "b", "a"][..],
+            &["level", "service", "service_instance_id"][..],
+        ]
+        .iter()
+        .map(|o| o.iter().map(|s| s.to_string()).collect())
+        .collect();
+        for map in &maps {
+            for order in &orders {
+                assert_eq!(
+                    label_key(map, None, order),
+                    label_key_reference(map.iter(), order)
+                );
+                assert_eq!(
+                    label_key(map, Some("le"), order),
+                    label_key_reference(map.iter().filter(|(k, _)| *k != "le"), order)
+                );
+            }
+        }
+    }
 }

@@ -19,6 +19,8 @@ pub(crate) struct ScopeSpec {
     pub detect_point: Option<DetectPoint>,
     /// The call has a properties closure (`instance(..., { tags -> [...] })`).
     pub has_properties: bool,
+    /// [`ScopeSpec::label_keys`], read once.
+    keys: Vec<String>,
 }
 
 const MAX_SERVICE: usize = 70;
@@ -26,6 +28,27 @@ const MAX_INSTANCE: usize = 70;
 const MAX_ENDPOINT: usize = 150;
 
 impl ScopeSpec {
+    pub(crate) fn new(
+        scope: ScopeType,
+        lists: Vec<Vec<String>>,
+        strings: Vec<String>,
+        layer: Option<String>,
+        detect_point: Option<DetectPoint>,
+        has_properties: bool,
+    ) -> ScopeSpec {
+        let mut spec = ScopeSpec {
+            scope,
+            lists,
+            strings,
+            layer,
+            detect_point,
+            has_properties,
+            keys: Vec::new(),
+        };
+        spec.keys = spec.label_keys();
+        spec
+    }
+
     fn list(&self, i: usize) -> &[String] {
         self.lists.get(i).map_or(&[], Vec::as_slice)
     }
@@ -34,7 +57,7 @@ impl ScopeSpec {
     }
 
     /// Every label the scope consumes (removed from the samples it keeps per entity).
-    pub(crate) fn label_keys(&self) -> Vec<String> {
+    fn label_keys(&self) -> Vec<String> {
         let mut keys: Vec<String> = self.lists.iter().flatten().cloned().collect();
         match self.scope {
             ScopeType::Process => keys.extend(self.strings.first().cloned()),
@@ -174,13 +197,13 @@ fn cut(mut name: String, max: usize) -> String {
 /// Groups samples by the scope's label values; each group keeps its samples with the scope
 /// labels removed, and the full labels of its first sample. Groups are in first-seen order.
 pub(crate) fn group(spec: &ScopeSpec, samples: &[Sample]) -> Vec<(Entity, Vec<Sample>, Labels)> {
-    let keys = spec.label_keys();
+    let keys = &spec.keys;
     let mut groups: Vec<(Entity, Vec<Sample>, Labels)> = Vec::with_capacity(samples.len().min(16));
     // Keyed by the values of `keys` in order, borrowed from the samples: the same grouping as a
     // map of key to value (a key listed twice reads the same value twice), without copies.
     let mut index: std::collections::HashMap<Vec<&str>, usize> = std::collections::HashMap::new();
     for sample in samples {
-        let left = without_keys(sample, &keys);
+        let left = without_keys(sample, keys);
         // One sample (the log-MAL case) needs no index.
         if samples.len() == 1 {
             groups.push((spec.entity(sample), vec![left], sample.labels.clone()));
@@ -245,17 +268,17 @@ mod tests {
     }
 
     fn spec(scope: ScopeType, lists: &[&[&str]]) -> ScopeSpec {
-        ScopeSpec {
+        ScopeSpec::new(
             scope,
-            lists: lists
+            lists
                 .iter()
                 .map(|l| l.iter().map(|s| s.to_string()).collect())
                 .collect(),
-            strings: Vec::new(),
-            layer: Some("NGINX".to_owned()),
-            detect_point: None,
-            has_properties: false,
-        }
+            Vec::new(),
+            Some("NGINX".to_owned()),
+            None,
+            false,
+        )
     }
 
     #[test]
