@@ -8,6 +8,7 @@ use crate::error::EvalError;
 use crate::ops;
 use crate::output::{DataType, Entity, MetricValue, Value, minute_bucket, to_long};
 use crate::sample::{LabelMap, Sample};
+use crate::scope::Groups;
 
 /// Turns the captured entity map into stored values, per the rule's data type, appended to `out`
 /// (on an error, some may have been: the caller drops the rule's values).
@@ -15,11 +16,11 @@ pub(crate) fn emit(
     rule: &MalRule,
     percentiles: &[u32],
     label_order: &[String],
-    entities: Vec<(Entity, Vec<Sample>)>,
+    entities: Groups,
     out: &mut Vec<MetricValue>,
 ) -> Result<(), EvalError> {
     let shape = rule.shape;
-    for (entity, samples) in entities {
+    for (entity, samples, _) in entities {
         let Some(first) = samples.first() else {
             continue;
         };

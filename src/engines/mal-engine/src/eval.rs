@@ -21,9 +21,8 @@ use crate::counter::{CounterState, RuleKey};
 use crate::error::{EvalError, Warning};
 use crate::k8s::{self, K8sMetadata};
 use crate::ops::{self, Agg, Arith, TagOp, ValueOp};
-use crate::output::Entity;
 use crate::regex_cache::RegexCache;
-use crate::sample::{Family, Sample};
+use crate::sample::Family;
 use crate::scope;
 use crate::value::V;
 
@@ -51,7 +50,7 @@ pub(crate) struct RuleRun<'r> {
     /// Next counter call site (`increase`, `rate`, `irate`) in evaluation order.
     pub site: u32,
     /// Set by the scope call.
-    pub entities: Option<Vec<(Entity, Vec<Sample>)>>,
+    pub entities: Option<scope::Groups>,
     /// What `histogram()` without a unit scales `le` by (see [`crate::PreparedFile`]).
     pub histogram_unit_ms: f64,
 }
@@ -364,21 +363,20 @@ impl RuleRun<'_> {
                         &read
                     }
                 };
-                let mut groups = Vec::new();
+                let mut groups = scope::group(spec, family.samples());
                 let closure = args.iter().rev().find_map(|a| closure_arg(Some(a)));
-                for (mut entity, samples, first_labels) in scope::group(spec, family.samples()) {
-                    if let (true, Some(closure)) = (spec.has_properties, closure) {
+                if let (true, Some(closure)) = (spec.has_properties, closure) {
+                    for (entity, _, first_labels) in &mut groups {
                         // Upstream reads the properties from the group's first sample, scope
                         // labels included.
                         let result = self
                             .interp()
-                            .call(closure, vec![tags_value(&first_labels)])?;
+                            .call(closure, vec![tags_value(first_labels)])?;
                         if let V::Map(map) = result {
                             entity.instance_properties =
                                 Some(labels_of(&map, at)?.as_ref().clone());
                         }
                     }
-                    groups.push((entity, samples));
                 }
                 self.entities = Some(groups);
                 family
@@ -461,7 +459,7 @@ impl RuleRun<'_> {
             return Ok(());
         };
         let mut outcome = Ok(());
-        for (entity, _) in &mut groups {
+        for (entity, _, _) in &mut groups {
             if entity.scope != ScopeType::Service {
                 continue;
             }

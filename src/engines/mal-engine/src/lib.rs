@@ -420,7 +420,12 @@ pub fn run_expression(
         Val::Family(family) => family,
         Val::Num(_) => Family::empty(),
     };
-    let entities = run.entities.take();
+    let entities = run.entities.take().map(|groups| {
+        groups
+            .into_iter()
+            .map(|(entity, samples, _)| (entity, samples))
+            .collect()
+    });
     Ok(ExpressionResult {
         family,
         entities,

@@ -5,7 +5,7 @@
 use hotrule_rule_compiler::ScopeType;
 
 use crate::output::{DetectPoint, Entity};
-use crate::sample::{Labels, Sample};
+use crate::sample::{LabelMap, Labels, Sample};
 
 /// The parsed arguments of one scope call.
 #[derive(Debug, Clone)]
@@ -188,17 +188,21 @@ fn component(sample: &Sample, key: Option<&str>) -> i32 {
 }
 
 fn cut(mut name: String, max: usize) -> String {
-    if name.chars().count() > max {
+    // No more bytes than `max` is no more characters.
+    if name.len() > max && name.chars().count() > max {
         name = name.chars().take(max).collect();
     }
     name
 }
 
-/// Groups samples by the scope's label values; each group keeps its samples with the scope
-/// labels removed, and the full labels of its first sample. Groups are in first-seen order.
-pub(crate) fn group(spec: &ScopeSpec, samples: &[Sample]) -> Vec<(Entity, Vec<Sample>, Labels)> {
+/// The meter entities of a scope call, in first-seen order: each with its samples (scope labels
+/// removed) and the full labels of its first sample (what a properties closure reads).
+pub(crate) type Groups = Vec<(Entity, Vec<Sample>, Labels)>;
+
+/// Groups samples by the scope's label values into [`Groups`].
+pub(crate) fn group(spec: &ScopeSpec, samples: &[Sample]) -> Groups {
     let keys = &spec.keys;
-    let mut groups: Vec<(Entity, Vec<Sample>, Labels)> = Vec::with_capacity(samples.len().min(16));
+    let mut groups: Groups = Vec::with_capacity(samples.len().min(16));
     // Keyed by the values of `keys` in order, borrowed from the samples: the same grouping as a
     // map of key to value (a key listed twice reads the same value twice), without copies.
     let mut index: std::collections::HashMap<Vec<&str>, usize> = std::collections::HashMap::new();
@@ -225,14 +229,12 @@ pub(crate) fn group(spec: &ScopeSpec, samples: &[Sample]) -> Vec<(Entity, Vec<Sa
 fn without_keys(sample: &Sample, keys: &[String]) -> Sample {
     let mut left = sample.clone();
     if keys.iter().any(|k| sample.labels.contains_key(k)) {
-        left.labels = std::sync::Arc::new(
-            sample
-                .labels
-                .iter()
-                .filter(|(k, _)| !keys.contains(k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        );
+        // Inserted in the map's order, not collected: collecting sorts a buffer first.
+        let mut labels = LabelMap::new();
+        for (k, v) in sample.labels.iter().filter(|(k, _)| !keys.contains(k)) {
+            labels.insert(k.clone(), v.clone());
+        }
+        left.labels = std::sync::Arc::new(labels);
     }
     left
 }
