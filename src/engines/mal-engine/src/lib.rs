@@ -27,6 +27,8 @@ pub mod exposition;
 mod k8s;
 mod ops;
 mod output;
+#[cfg(test)]
+mod prepared_tests;
 mod regex_cache;
 mod sample;
 mod scope;

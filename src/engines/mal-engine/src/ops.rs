@@ -219,15 +219,7 @@ pub(crate) fn aggregate(family: &Family, agg: Agg, by: Option<&[String]>) -> Fam
     let Some(first) = samples.first() else {
         return Family::empty();
     };
-    let reduce = |group: &[&Sample]| -> f64 {
-        let values = group.iter().map(|s| s.value);
-        match agg {
-            Agg::Sum => values.sum(),
-            Agg::Min => values.fold(f64::INFINITY, java_min),
-            Agg::Max => values.fold(f64::NEG_INFINITY, java_max),
-            Agg::Avg => values.sum::<f64>() / group.len() as f64,
-        }
-    };
+    let reduce = |group: &[&Sample]| reduce(agg, group);
     match by {
         None => {
             let all: Vec<&Sample> = samples.iter().collect();
@@ -253,19 +245,34 @@ pub(crate) fn aggregate(family: &Family, agg: Agg, by: Option<&[String]>) -> Fam
                 first.timestamp_ms,
             )])
         }
-        Some(by) => Family::build(
-            group_by(samples, by)
-                .into_iter()
-                .map(|(key, group)| {
-                    Sample::new(
-                        group[0].name.clone(),
-                        key,
-                        reduce(&group),
-                        group[0].timestamp_ms,
-                    )
-                })
-                .collect(),
-        ),
+        Some(by) => aggregate_grouped(family, agg, by),
+    }
+}
+
+/// `sum/min/max/avg(by)` through the general grouping (any number of samples).
+pub(crate) fn aggregate_grouped(family: &Family, agg: Agg, by: &[String]) -> Family {
+    Family::build(
+        group_by(family.samples(), by)
+            .into_iter()
+            .map(|(key, group)| {
+                Sample::new(
+                    group[0].name.clone(),
+                    key,
+                    reduce(agg, &group),
+                    group[0].timestamp_ms,
+                )
+            })
+            .collect(),
+    )
+}
+
+fn reduce(agg: Agg, group: &[&Sample]) -> f64 {
+    let values = group.iter().map(|s| s.value);
+    match agg {
+        Agg::Sum => values.sum(),
+        Agg::Min => values.fold(f64::INFINITY, java_min),
+        Agg::Max => values.fold(f64::NEG_INFINITY, java_max),
+        Agg::Avg => values.sum::<f64>() / group.len() as f64,
     }
 }
 
