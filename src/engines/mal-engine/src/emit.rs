@@ -16,11 +16,14 @@ pub(crate) fn emit(
     rule: &MalRule,
     percentiles: &[u32],
     label_order: &[String],
-    entities: Groups,
+    groups: Groups,
     out: &mut Vec<MetricValue>,
 ) -> Result<(), EvalError> {
     let shape = rule.shape;
-    for (entity, samples, _) in entities {
+    // The samples still have the scope's labels (see `Groups`): keys leave them out.
+    let Groups { keys, entities } = groups;
+    let scope_label = |label: &str| keys.iter().any(|key| key == label);
+    for (entity, samples) in entities {
         let Some(first) = samples.first() else {
             continue;
         };
@@ -43,7 +46,7 @@ pub(crate) fn emit(
             DataType::Labeled => {
                 let mut table: Vec<(String, i64)> = Vec::new();
                 for sample in &samples {
-                    let key = label_key(&sample.labels, None, label_order);
+                    let key = label_key(&sample.labels, scope_label, label_order);
                     let v = to_long(sample.value);
                     match table.iter_mut().find(|(k, _)| *k == key) {
                         Some(slot) => slot.1 = v,
@@ -55,7 +58,11 @@ pub(crate) fn emit(
             DataType::Histogram | DataType::HistogramPercentile => {
                 let mut groups: Vec<(String, Vec<&Sample>)> = Vec::new();
                 for sample in &samples {
-                    let key = label_key(&sample.labels, Some("le"), label_order);
+                    let key = label_key(
+                        &sample.labels,
+                        |label| label == "le" || scope_label(label),
+                        label_order,
+                    );
                     match groups.iter_mut().find(|(k, _)| *k == key) {
                         Some(group) => group.1.push(sample),
                         None => groups.push((key, vec![sample])),
@@ -64,7 +71,10 @@ pub(crate) fn emit(
                 for (labels, group) in groups {
                     let mut buckets = Vec::with_capacity(group.len());
                     for sample in &group {
-                        let Some(le) = sample.labels.get("le") else {
+                        let le = Some(&sample.labels)
+                            .filter(|_| !scope_label("le"))
+                            .and_then(|labels| labels.get("le"));
+                        let Some(le) = le else {
                             return Err(EvalError::BadArgument {
                                 function: "histogram".to_owned(),
                                 detail: "a sample without an 'le' label reached storage (keep 'le' in the aggregation)".to_owned(),
@@ -105,10 +115,17 @@ pub(crate) fn emit(
     Ok(())
 }
 
-/// `k1=v1,k2=v2` of `labels` but `skip`: labels in the order of the rule's last aggregation list
-/// (upstream's label order), any others after them by name (the map's own order).
-fn label_key(labels: &LabelMap, skip: Option<&str>, order: &[String]) -> String {
-    let mut key = String::new();
+/// `k1=v1,k2=v2` of `labels` but those `skip` takes: labels in the order of the rule's last
+/// aggregation list (upstream's label order), any others after them by name (the map's own
+/// order).
+fn label_key(labels: &LabelMap, skip: impl Fn(&str) -> bool, order: &[String]) -> String {
+    // At most every label kept, each with its `=` and `,`: one allocation.
+    let length = labels
+        .iter()
+        .filter(|(k, _)| !skip(k))
+        .map(|(k, v)| k.len() + v.len() + 2)
+        .sum();
+    let mut key = String::with_capacity(length);
     let mut push = |k: &str, v: &str| {
         if !key.is_empty() {
             key.push(',');
@@ -119,7 +136,7 @@ fn label_key(labels: &LabelMap, skip: Option<&str>, order: &[String]) -> String 
     };
     for (i, name) in order.iter().enumerate() {
         // A name listed twice takes its first place.
-        if Some(name.as_str()) == skip || order[..i].contains(name) {
+        if skip(name) || order[..i].contains(name) {
             continue;
         }
         if let Some(v) = labels.get(name) {
@@ -127,7 +144,7 @@ fn label_key(labels: &LabelMap, skip: Option<&str>, order: &[String]) -> String 
         }
     }
     for (k, v) in labels {
-        if Some(k.as_str()) != skip && !order.contains(k) {
+        if !skip(k) && !order.contains(k) {
             push(k, v);
         }
     }
@@ -174,12 +191,17 @@ mod tests {
         for map in &maps {
             for order in &orders {
                 assert_eq!(
-                    label_key(map, None, order),
+                    label_key(map, |_| false, order),
                     label_key_reference(map.iter(), order)
                 );
                 assert_eq!(
-                    label_key(map, Some("le"), order),
+                    label_key(map, |k| k == "le", order),
                     label_key_reference(map.iter().filter(|(k, _)| *k != "le"), order)
+                );
+                let scope = |k: &str| k == "le" || k == "b" || k == "service_instance_id";
+                assert_eq!(
+                    label_key(map, scope, order),
+                    label_key_reference(map.iter().filter(|(k, _)| !scope(k)), order)
                 );
             }
         }

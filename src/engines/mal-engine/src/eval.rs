@@ -366,12 +366,12 @@ impl RuleRun<'_> {
                 let mut groups = scope::group(spec, family.samples());
                 let closure = args.iter().rev().find_map(|a| closure_arg(Some(a)));
                 if let (true, Some(closure)) = (spec.has_properties, closure) {
-                    for (entity, _, first_labels) in &mut groups {
+                    for (entity, samples) in &mut groups.entities {
                         // Upstream reads the properties from the group's first sample, scope
                         // labels included.
                         let result = self
                             .interp()
-                            .call(closure, vec![tags_value(first_labels)])?;
+                            .call(closure, vec![tags_value(&samples[0].labels)])?;
                         if let V::Map(map) = result {
                             entity.instance_properties =
                                 Some(labels_of(&map, at)?.as_ref().clone());
@@ -459,7 +459,7 @@ impl RuleRun<'_> {
             return Ok(());
         };
         let mut outcome = Ok(());
-        for (entity, _, _) in &mut groups {
+        for (entity, _) in &mut groups.entities {
             if entity.scope != ScopeType::Service {
                 continue;
             }

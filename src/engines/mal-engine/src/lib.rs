@@ -422,12 +422,7 @@ pub fn run_expression(
         Val::Family(family) => family,
         Val::Num(_) => Family::empty(),
     };
-    let entities = run.entities.take().map(|groups| {
-        groups
-            .into_iter()
-            .map(|(entity, samples, _)| (entity, samples))
-            .collect()
-    });
+    let entities = run.entities.take().map(scope::Groups::stripped);
     Ok(ExpressionResult {
         family,
         entities,

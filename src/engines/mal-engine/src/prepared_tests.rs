@@ -1,16 +1,19 @@
 //! [`PreparedFile::evaluate`] against a straightforward reference: the evaluation as it was
 //! before the one-sample work, where every call read its arguments from the syntax tree on each
-//! run, the batch went through per-name maps and each rule got its own owned input map. A wrong
+//! run, the batch went through per-name maps, each rule got its own owned input map and the
+//! scope labels were taken off the samples before emission. A wrong
 //! prepared constant (a label list, a scope's lists, strings, layer or detect point, a tag pair)
 //! or a wrong input selection shows as a difference in values, warnings or errors.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use hotrule_rule_compiler::{Compiled, DslKind, MalRule, compile, compile_bundled};
 
 use crate::call_args::CallArgs;
 use crate::eval::{Inputs, RuleRun, Val};
+use crate::scope::Groups;
 use crate::synth::synthesize;
 use crate::{
     EngineState, EvalError, Evaluation, Family, PreparedFile, RuleError, Sample,
@@ -117,14 +120,20 @@ fn reference(
         };
         let result = run.eval(&rule.expr).and_then(|result| {
             let mut values = Vec::new();
-            if let (Val::Family(family), Some(entities)) = (result, run.entities.take())
+            if let (Val::Family(family), Some(groups)) = (result, run.entities.take())
                 && !family.is_empty()
             {
+                // As upstream keeps them: the scope labels taken off the samples, none left to
+                // skip at emission.
+                let stripped = Groups {
+                    keys: Arc::from([]),
+                    entities: groups.stripped(),
+                };
                 emit::emit(
                     rule,
                     &prepared.percentiles,
                     &prepared.label_order,
-                    entities,
+                    stripped,
                     &mut values,
                 )?;
             }
@@ -145,7 +154,7 @@ fn reference(
 }
 
 /// Runs `batches` in order through both evaluations, each with its own state, and asserts every
-/// result equal. Returns how many values they produced.
+/// result equal. Returns how many values and errors they produced.
 fn assert_same(file: &PreparedFile, batches: &[(Vec<Sample>, i64)], what: &str) -> usize {
     let mut fast_state = EngineState::default();
     let mut reference_state = EngineState::default();
@@ -154,7 +163,7 @@ fn assert_same(file: &PreparedFile, batches: &[(Vec<Sample>, i64)], what: &str) 
         let fast = file.evaluate(batch, *now_ms, &mut fast_state);
         let slow = reference(file, batch, *now_ms, &mut reference_state);
         assert_eq!(fast, slow, "{what}: batch {index} ({} samples)", batch.len());
-        produced += fast.values.len();
+        produced += fast.values.len() + fast.errors.len();
     }
     produced
 }
@@ -217,7 +226,8 @@ fn prepare(yaml: &str) -> PreparedFile {
 const T0: i64 = 1_700_000_000_000;
 
 /// Log-MAL shaped samples of two names: four services, four instances, two levels, some labels
-/// missing, one extra label, values including zero, negatives and NaN.
+/// missing, one extra label, values including zero, negatives and NaN; the second name has
+/// histogram buckets (`le`) but one sample.
 fn samples() -> Vec<Sample> {
     let mut out = Vec::new();
     for i in 0..32_i64 {
@@ -233,6 +243,9 @@ fn samples() -> Vec<Sample> {
         }
         if i % 11 == 4 {
             pairs.push(("extra", "x".to_owned()));
+        }
+        if i % 6 == 5 && i != 23 {
+            pairs.push(("le", ["100", "250", "Infinity"][(i as usize / 6) % 3].to_owned()));
         }
         let value = match i % 9 {
             0 => 0.0,
@@ -269,6 +282,9 @@ const EXPRESSIONS: &[&str] = &[
     "nginx_error_log_count.sum(['service', 'service_instance_id', 'level']).serviceInstanceRelation(DetectPoint.SERVER, ['service'], ['level'], ['service'], ['service_instance_id'], '@', Layer.GENERAL, '')",
     "nginx_error_log_count.sum(['service', 'service_instance_id', 'level']).process(['service'], ['service_instance_id'], ['level'], 'level')",
     "nginx_error_log_count.sum(['level', 'service', 'service_instance_id']).increase('PT1M').service(['service'], Layer.NGINX)",
+    "nginx_access_count.sum(['service', 'le']).histogram().service(['service'], Layer.GENERAL)",
+    "nginx_access_count.sum(['service', 'level', 'le']).histogram().histogram_percentile([50, 99]).service(['service'], Layer.GENERAL)",
+    "nginx_access_count.sum(['service', 'le']).histogram().service(['service', 'le'], Layer.GENERAL)",
 ];
 
 fn file_of(expressions: &[&str], filter: Option<&str>) -> String {
@@ -317,7 +333,7 @@ fn evaluate_matches_the_reference_on_argument_heavy_rules() {
             let file = prepare(&file_of(&[exp], filter));
             assert_all_prepared(&file);
             let produced = assert_same(&file, &batches, exp);
-            assert!(produced > 0, "{exp} produced nothing under {filter:?}");
+            assert!(produced > 0, "{exp} did nothing under {filter:?}");
         }
         let file = prepare(&file_of(EXPRESSIONS, filter));
         assert_all_prepared(&file);

@@ -2,10 +2,12 @@
 //! `serviceInstanceRelation`, `processRelation`): their argument overloads, and grouping a family
 //! into meter entities the way `SampleFamily.createMeterSamples` does.
 
+use std::sync::Arc;
+
 use hotrule_rule_compiler::ScopeType;
 
 use crate::output::{DetectPoint, Entity};
-use crate::sample::{LabelMap, Labels, Sample};
+use crate::sample::{LabelMap, Sample};
 
 /// The parsed arguments of one scope call.
 #[derive(Debug, Clone)]
@@ -19,8 +21,8 @@ pub(crate) struct ScopeSpec {
     pub detect_point: Option<DetectPoint>,
     /// The call has a properties closure (`instance(..., { tags -> [...] })`).
     pub has_properties: bool,
-    /// [`ScopeSpec::label_keys`], read once.
-    keys: Vec<String>,
+    /// [`ScopeSpec::label_keys`], read once; shared with the [`Groups`] it makes.
+    keys: Arc<[String]>,
 }
 
 const MAX_SERVICE: usize = 70;
@@ -43,9 +45,9 @@ impl ScopeSpec {
             layer,
             detect_point,
             has_properties,
-            keys: Vec::new(),
+            keys: Arc::from([]),
         };
-        spec.keys = spec.label_keys();
+        spec.keys = spec.label_keys().into();
         spec
     }
 
@@ -164,12 +166,14 @@ impl ScopeSpec {
 
 /// A name part: the keys' values in order, empty ones skipped, joined by the delimiter.
 fn dim(sample: &Sample, keys: &[String], delimiter: &str) -> String {
-    let mut out = String::new();
-    for value in keys
-        .iter()
-        .map(|k| sample.label(k))
-        .filter(|v| !v.is_empty())
-    {
+    let values = || {
+        keys.iter()
+            .map(|k| sample.label(k))
+            .filter(|v| !v.is_empty())
+    };
+    let length = values().map(|v| v.len() + delimiter.len()).sum::<usize>();
+    let mut out = String::with_capacity(length.saturating_sub(delimiter.len()));
+    for value in values() {
         if !out.is_empty() {
             out.push_str(delimiter);
         }
@@ -195,34 +199,62 @@ fn cut(mut name: String, max: usize) -> String {
     name
 }
 
-/// The meter entities of a scope call, in first-seen order: each with its samples (scope labels
-/// removed) and the full labels of its first sample (what a properties closure reads).
-pub(crate) type Groups = Vec<(Entity, Vec<Sample>, Labels)>;
+/// The meter entities of a scope call, in first-seen order, each with its samples.
+///
+/// Upstream removes the scope's labels from the samples it keeps per entity. Here the samples stay
+/// whole (their label maps shared, not rebuilt) and readers leave the scope labels out where it
+/// shows: emission's label keys ([`Groups::keys`]) and `run_expression`'s result
+/// ([`Groups::stripped`]). A group's first sample, whole, is what a properties closure reads.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Groups {
+    /// The labels the scope consumes.
+    pub keys: Arc<[String]>,
+    pub entities: Vec<(Entity, Vec<Sample>)>,
+}
+
+impl Groups {
+    /// The groups as upstream keeps them: samples without the scope labels.
+    pub(crate) fn stripped(self) -> Vec<(Entity, Vec<Sample>)> {
+        let keys = self.keys;
+        self.entities
+            .into_iter()
+            .map(|(entity, samples)| {
+                let samples = samples
+                    .iter()
+                    .map(|sample| without_keys(sample, &keys))
+                    .collect();
+                (entity, samples)
+            })
+            .collect()
+    }
+}
 
 /// Groups samples by the scope's label values into [`Groups`].
 pub(crate) fn group(spec: &ScopeSpec, samples: &[Sample]) -> Groups {
     let keys = &spec.keys;
-    let mut groups: Groups = Vec::with_capacity(samples.len().min(16));
+    let mut groups: Vec<(Entity, Vec<Sample>)> = Vec::with_capacity(samples.len().min(16));
     // Keyed by the values of `keys` in order, borrowed from the samples: the same grouping as a
     // map of key to value (a key listed twice reads the same value twice), without copies.
     let mut index: std::collections::HashMap<Vec<&str>, usize> = std::collections::HashMap::new();
     for sample in samples {
-        let left = without_keys(sample, keys);
         // One sample (the log-MAL case) needs no index.
         if samples.len() == 1 {
-            groups.push((spec.entity(sample), vec![left], sample.labels.clone()));
+            groups.push((spec.entity(sample), vec![sample.clone()]));
             break;
         }
         let key: Vec<&str> = keys.iter().map(|k| sample.label(k)).collect();
         match index.get(&key) {
-            Some(&i) => groups[i].1.push(left),
+            Some(&i) => groups[i].1.push(sample.clone()),
             None => {
                 index.insert(key, groups.len());
-                groups.push((spec.entity(sample), vec![left], sample.labels.clone()));
+                groups.push((spec.entity(sample), vec![sample.clone()]));
             }
         }
     }
-    groups
+    Groups {
+        keys: keys.clone(),
+        entities: groups,
+    }
 }
 
 /// The sample with the scope labels removed; its labels stay shared when it has none of them.
@@ -242,7 +274,7 @@ fn without_keys(sample: &Sample, keys: &[String]) -> Sample {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::labels;
+    use crate::sample::{Labels, labels};
 
     /// The grouping before the borrowed-key rewrite: keys as label maps, labels cloned then
     /// trimmed.
@@ -267,6 +299,22 @@ mod tests {
             }
         }
         groups
+    }
+
+    /// [`group`] stripped, with each group's first labels whole.
+    fn as_upstream(spec: &ScopeSpec, samples: &[Sample]) -> Vec<(Entity, Vec<Sample>, Labels)> {
+        let groups = group(spec, samples);
+        let firsts: Vec<Labels> = groups
+            .entities
+            .iter()
+            .map(|(_, samples)| samples[0].labels.clone())
+            .collect();
+        groups
+            .stripped()
+            .into_iter()
+            .zip(firsts)
+            .map(|((entity, samples), first)| (entity, samples, first))
+            .collect()
     }
 
     fn spec(scope: ScopeType, lists: &[&[&str]]) -> ScopeSpec {
@@ -305,11 +353,11 @@ mod tests {
         for spec in &specs {
             for len in [0, 1, 2, 5, all.len()] {
                 let samples = &all[..len];
-                assert_eq!(group(spec, samples), group_reference(spec, samples));
+                assert_eq!(as_upstream(spec, samples), group_reference(spec, samples));
             }
             for sample in &all {
                 let one = std::slice::from_ref(sample);
-                assert_eq!(group(spec, one), group_reference(spec, one));
+                assert_eq!(as_upstream(spec, one), group_reference(spec, one));
             }
         }
     }
