@@ -23,7 +23,8 @@ pub(crate) fn emit(
     // The samples still have the scope's labels (see `Groups`): keys leave them out.
     let Groups { keys, entities } = groups;
     let scope_label = |label: &str| keys.iter().any(|key| key == label);
-    for (entity, samples) in entities {
+    for (entity, family) in entities {
+        let samples = family.samples();
         let Some(first) = samples.first() else {
             continue;
         };
@@ -45,7 +46,7 @@ pub(crate) fn emit(
             )),
             DataType::Labeled => {
                 let mut table: Vec<(String, i64)> = Vec::new();
-                for sample in &samples {
+                for sample in samples {
                     let key = label_key(&sample.labels, scope_label, label_order);
                     let v = to_long(sample.value);
                     match table.iter_mut().find(|(k, _)| *k == key) {
@@ -57,7 +58,7 @@ pub(crate) fn emit(
             }
             DataType::Histogram | DataType::HistogramPercentile => {
                 let mut groups: Vec<(String, Vec<&Sample>)> = Vec::new();
-                for sample in &samples {
+                for sample in samples {
                     let key = label_key(
                         &sample.labels,
                         |label| label == "le" || scope_label(label),

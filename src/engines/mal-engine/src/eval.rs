@@ -363,15 +363,15 @@ impl RuleRun<'_> {
                         &read
                     }
                 };
-                let mut groups = scope::group(spec, family.samples());
+                let mut groups = scope::group(spec, &family);
                 let closure = args.iter().rev().find_map(|a| closure_arg(Some(a)));
                 if let (true, Some(closure)) = (spec.has_properties, closure) {
-                    for (entity, samples) in &mut groups.entities {
+                    for (entity, members) in &mut groups.entities {
                         // Upstream reads the properties from the group's first sample, scope
                         // labels included.
                         let result = self
                             .interp()
-                            .call(closure, vec![tags_value(&samples[0].labels)])?;
+                            .call(closure, vec![tags_value(&members.samples()[0].labels)])?;
                         if let V::Map(map) = result {
                             entity.instance_properties =
                                 Some(labels_of(&map, at)?.as_ref().clone());

@@ -127,7 +127,11 @@ fn reference(
                 // skip at emission.
                 let stripped = Groups {
                     keys: Arc::from([]),
-                    entities: groups.stripped(),
+                    entities: groups
+                        .stripped()
+                        .into_iter()
+                        .map(|(entity, samples)| (entity, Family::build(samples)))
+                        .collect(),
                 };
                 emit::emit(
                     rule,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use hotrule_rule_compiler::ScopeType;
 
 use crate::output::{DetectPoint, Entity};
-use crate::sample::{LabelMap, Sample};
+use crate::sample::{Family, LabelMap, Sample};
 
 /// The parsed arguments of one scope call.
 #[derive(Debug, Clone)]
@@ -205,11 +205,14 @@ fn cut(mut name: String, max: usize) -> String {
 /// whole (their label maps shared, not rebuilt) and readers leave the scope labels out where it
 /// shows: emission's label keys ([`Groups::keys`]) and `run_expression`'s result
 /// ([`Groups::stripped`]). A group's first sample, whole, is what a properties closure reads.
+/// When every sample is one entity's (always so for one sample), its family is the scoped family
+/// itself, shared.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Groups {
     /// The labels the scope consumes.
     pub keys: Arc<[String]>,
-    pub entities: Vec<(Entity, Vec<Sample>)>,
+    /// Never an empty family.
+    pub entities: Vec<(Entity, Family)>,
 }
 
 impl Groups {
@@ -218,8 +221,9 @@ impl Groups {
         let keys = self.keys;
         self.entities
             .into_iter()
-            .map(|(entity, samples)| {
-                let samples = samples
+            .map(|(entity, family)| {
+                let samples = family
+                    .samples()
                     .iter()
                     .map(|sample| without_keys(sample, &keys))
                     .collect();
@@ -229,32 +233,42 @@ impl Groups {
     }
 }
 
-/// Groups samples by the scope's label values into [`Groups`].
-pub(crate) fn group(spec: &ScopeSpec, samples: &[Sample]) -> Groups {
+/// Groups a family's samples by the scope's label values into [`Groups`].
+pub(crate) fn group(spec: &ScopeSpec, family: &Family) -> Groups {
     let keys = &spec.keys;
-    let mut groups: Vec<(Entity, Vec<Sample>)> = Vec::with_capacity(samples.len().min(16));
+    let samples = family.samples();
+    let groups = |entities| Groups {
+        keys: keys.clone(),
+        entities,
+    };
+    let Some(first) = samples.first() else {
+        return groups(Vec::new());
+    };
+    // One entity (one sample, the log-MAL case, or one target's scrape): no index, no copies.
+    let same_entity = |sample: &Sample| keys.iter().all(|k| sample.label(k) == first.label(k));
+    if samples[1..].iter().all(same_entity) {
+        return groups(vec![(spec.entity(first), family.clone())]);
+    }
+    let mut entities: Vec<(Entity, Vec<Sample>)> = Vec::with_capacity(samples.len().min(16));
     // Keyed by the values of `keys` in order, borrowed from the samples: the same grouping as a
     // map of key to value (a key listed twice reads the same value twice), without copies.
     let mut index: std::collections::HashMap<Vec<&str>, usize> = std::collections::HashMap::new();
     for sample in samples {
-        // One sample (the log-MAL case) needs no index.
-        if samples.len() == 1 {
-            groups.push((spec.entity(sample), vec![sample.clone()]));
-            break;
-        }
         let key: Vec<&str> = keys.iter().map(|k| sample.label(k)).collect();
         match index.get(&key) {
-            Some(&i) => groups[i].1.push(sample.clone()),
+            Some(&i) => entities[i].1.push(sample.clone()),
             None => {
-                index.insert(key, groups.len());
-                groups.push((spec.entity(sample), vec![sample.clone()]));
+                index.insert(key, entities.len());
+                entities.push((spec.entity(sample), vec![sample.clone()]));
             }
         }
     }
-    Groups {
-        keys: keys.clone(),
-        entities: groups,
-    }
+    groups(
+        entities
+            .into_iter()
+            .map(|(entity, samples)| (entity, Family::build(samples)))
+            .collect(),
+    )
 }
 
 /// The sample with the scope labels removed; its labels stay shared when it has none of them.
@@ -303,11 +317,11 @@ mod tests {
 
     /// [`group`] stripped, with each group's first labels whole.
     fn as_upstream(spec: &ScopeSpec, samples: &[Sample]) -> Vec<(Entity, Vec<Sample>, Labels)> {
-        let groups = group(spec, samples);
+        let groups = group(spec, &Family::build(samples.to_vec()));
         let firsts: Vec<Labels> = groups
             .entities
             .iter()
-            .map(|(_, samples)| samples[0].labels.clone())
+            .map(|(_, family)| family.samples()[0].labels.clone())
             .collect();
         groups
             .stripped()
