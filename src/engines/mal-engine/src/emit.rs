@@ -72,9 +72,12 @@ pub(crate) fn emit(
                 for (labels, group) in groups {
                     let mut buckets = Vec::with_capacity(group.len());
                     for sample in &group {
-                        let le = Some(&sample.labels)
-                            .filter(|_| !scope_label("le"))
-                            .and_then(|labels| labels.get("le"));
+                        // A scope that consumes `le` leaves the sample without it.
+                        let le = if scope_label("le") {
+                            None
+                        } else {
+                            sample.labels.get("le")
+                        };
                         let Some(le) = le else {
                             return Err(EvalError::BadArgument {
                                 function: "histogram".to_owned(),

@@ -55,7 +55,7 @@ use crate::call_args::CallArgs;
 use crate::eval::{Inputs, RuleRun, Val};
 
 /// A rule file ready to evaluate: the compiled file plus what each rule reads and the constant
-/// arguments of its calls (see [`call_args`]).
+/// arguments of its calls (see the `call_args` module).
 ///
 /// An evaluation sorts the batch's samples into one family per name some rule reads (a slot per
 /// name, numbered when the file is prepared), then hands each rule the families it reads,
