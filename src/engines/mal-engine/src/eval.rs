@@ -13,17 +13,17 @@ use hotrule_rule_compiler::ast::{BinaryOp, Call, Closure, Expr, ExprKind, UnaryO
 
 use crate::ast_read::{
     class_constant, closure_arg, iso_duration_ms, kind_name, number_literal, string_list,
-    string_literal, time_unit_ms, unparen,
+    string_literal, time_unit_ms,
 };
+use crate::call_args::{self, CallArgs, Prepared};
 use crate::closure::{Interp, entity_value, labels_of, tags_value};
 use crate::counter::{CounterState, RuleKey};
 use crate::error::{EvalError, Warning};
 use crate::k8s::{self, K8sMetadata};
 use crate::ops::{self, Agg, Arith, TagOp, ValueOp};
-use crate::output::{DetectPoint, Entity};
 use crate::regex_cache::RegexCache;
-use crate::sample::{Family, Sample};
-use crate::scope::{self, ScopeSpec};
+use crate::sample::Family;
+use crate::scope;
 use crate::value::V;
 
 /// An intermediate value outside closures.
@@ -37,7 +37,10 @@ pub(crate) enum Val {
 pub(crate) struct RuleRun<'r> {
     pub rule_key: &'r RuleKey,
     pub rule_name: &'r str,
-    pub inputs: &'r HashMap<String, Family>,
+    pub inputs: Inputs<'r>,
+    /// The constant arguments of the expression's calls, read when the file was prepared (empty
+    /// for a bare expression: every call then reads its arguments itself).
+    pub call_args: &'r CallArgs,
     pub now_ms: i64,
     pub counters: &'r mut CounterState,
     pub regexes: &'r mut RegexCache,
@@ -47,9 +50,30 @@ pub(crate) struct RuleRun<'r> {
     /// Next counter call site (`increase`, `rate`, `irate`) in evaluation order.
     pub site: u32,
     /// Set by the scope call.
-    pub entities: Option<Vec<(Entity, Vec<Sample>)>>,
+    pub entities: Option<scope::Groups>,
     /// What `histogram()` without a unit scales `le` by (see [`crate::PreparedFile`]).
     pub histogram_unit_ms: f64,
+}
+
+/// The input families of a run, by sample name.
+#[derive(Clone, Copy)]
+pub(crate) enum Inputs<'r> {
+    /// A caller's map (`run_expression`).
+    Map(&'r HashMap<String, Family>),
+    /// A rule's few inputs in a file evaluation, borrowed from the batch's families.
+    List(&'r [(&'r str, &'r Family)]),
+}
+
+impl<'r> Inputs<'r> {
+    fn get(self, name: &str) -> Option<&'r Family> {
+        match self {
+            Inputs::Map(map) => map.get(name),
+            Inputs::List(list) => list
+                .iter()
+                .find(|(input, _)| *input == name)
+                .map(|(_, family)| *family),
+        }
+    }
 }
 
 fn line(expr: &Expr) -> usize {
@@ -151,19 +175,16 @@ impl RuleRun<'_> {
                     "tagMatch" => TagOp::Match,
                     _ => TagOp::NotMatch,
                 };
-                let strings: Option<Vec<&str>> =
-                    args.iter().map(|a| string_literal(&a.value)).collect();
-                let strings = strings.ok_or_else(|| bad("(tag, value) string pairs"))?;
-                let pairs: Vec<(String, String)> = strings
-                    .chunks(2)
-                    .map(|p| {
-                        (
-                            p[0].to_owned(),
-                            p.get(1).copied().unwrap_or_default().to_owned(),
-                        )
-                    })
-                    .collect();
-                ops::tag_filter(&family, op, &pairs, self.regexes, at)?
+                let read;
+                let pairs = match self.call_args.get(call) {
+                    Some(Prepared::Tags(pairs)) => pairs,
+                    _ => {
+                        read = call_args::tag_pairs(args)
+                            .ok_or_else(|| bad("(tag, value) string pairs"))?;
+                        &read
+                    }
+                };
+                ops::tag_filter(&family, op, pairs, self.regexes, at)?
             }
             "valueEqual" | "valueNotEqual" | "valueGreater" | "valueGreaterEqual" | "valueLess"
             | "valueLessEqual" => {
@@ -182,15 +203,17 @@ impl RuleRun<'_> {
                 ops::value_filter(&family, op, n)
             }
             "sum" | "min" | "max" | "avg" | "count" => {
-                let by = match args.first() {
-                    None => None,
-                    Some(arg) if matches!(unparen(&arg.value).kind, ExprKind::Null) => None,
-                    Some(arg) => {
-                        Some(string_list(&arg.value).ok_or_else(|| bad("a list of label names"))?)
+                let read;
+                let by = match self.call_args.get(call) {
+                    Some(Prepared::By(by)) => by.as_deref(),
+                    _ => {
+                        read = call_args::by_list(args)
+                            .ok_or_else(|| bad("a list of label names"))?;
+                        read.as_deref()
                     }
                 };
                 match method {
-                    "count" => ops::count(&family, by.as_deref()),
+                    "count" => ops::count(&family, by),
                     _ => {
                         let agg = match method {
                             "sum" => Agg::Sum,
@@ -198,7 +221,7 @@ impl RuleRun<'_> {
                             "max" => Agg::Max,
                             _ => Agg::Avg,
                         };
-                        ops::aggregate(&family, agg, by.as_deref())
+                        ops::aggregate(&family, agg, by)
                     }
                 }
             }
@@ -331,22 +354,29 @@ impl RuleRun<'_> {
                 if family.is_empty() {
                     return Ok(Val::Family(family));
                 }
-                let spec = self.scope_spec(method, call, at)?;
-                let mut groups = Vec::new();
+                let read;
+                let spec = match self.call_args.get(call) {
+                    Some(Prepared::Scope(spec)) => spec,
+                    _ => {
+                        let scope = call_args::scope_type(method).unwrap_or(ScopeType::Service);
+                        read = call_args::scope_spec(scope, method, call, at)?;
+                        &read
+                    }
+                };
+                let mut groups = scope::group(spec, &family);
                 let closure = args.iter().rev().find_map(|a| closure_arg(Some(a)));
-                for (mut entity, samples, first_labels) in scope::group(&spec, family.samples()) {
-                    if let (true, Some(closure)) = (spec.has_properties, closure) {
+                if let (true, Some(closure)) = (spec.has_properties, closure) {
+                    for (entity, members) in &mut groups.entities {
                         // Upstream reads the properties from the group's first sample, scope
                         // labels included.
                         let result = self
                             .interp()
-                            .call(closure, vec![tags_value(&first_labels)])?;
+                            .call(closure, vec![tags_value(&members.samples()[0].labels)])?;
                         if let V::Map(map) = result {
                             entity.instance_properties =
                                 Some(labels_of(&map, at)?.as_ref().clone());
                         }
                     }
-                    groups.push((entity, samples));
                 }
                 self.entities = Some(groups);
                 family
@@ -429,7 +459,7 @@ impl RuleRun<'_> {
             return Ok(());
         };
         let mut outcome = Ok(());
-        for (entity, _) in &mut groups {
+        for (entity, _) in &mut groups.entities {
             if entity.scope != ScopeType::Service {
                 continue;
             }
@@ -442,55 +472,6 @@ impl RuleRun<'_> {
         }
         self.entities = Some(groups);
         outcome
-    }
-
-    fn scope_spec(&self, method: &str, call: &Call, at: usize) -> Result<ScopeSpec, EvalError> {
-        let scope = match method {
-            "service" => ScopeType::Service,
-            "instance" => ScopeType::ServiceInstance,
-            "endpoint" => ScopeType::Endpoint,
-            "process" => ScopeType::Process,
-            "serviceRelation" => ScopeType::ServiceRelation,
-            "serviceInstanceRelation" => ScopeType::ServiceInstanceRelation,
-            _ => ScopeType::ProcessRelation,
-        };
-        let mut spec = ScopeSpec {
-            scope,
-            lists: Vec::new(),
-            strings: Vec::new(),
-            layer: None,
-            detect_point: None,
-            has_properties: false,
-        };
-        for arg in &call.args {
-            let value = &arg.value;
-            if let Some(list) = string_list(value) {
-                spec.lists.push(list);
-            } else if let Some(text) = string_literal(value) {
-                spec.strings.push(text.to_owned());
-            } else if let Some((class, constant)) = class_constant(value) {
-                match class {
-                    "Layer" => spec.layer = Some(constant.to_owned()),
-                    "DetectPoint" => {
-                        spec.detect_point = Some(match constant {
-                            "SERVER" => DetectPoint::Server,
-                            "PROXY" => DetectPoint::Proxy,
-                            _ => DetectPoint::Client,
-                        })
-                    }
-                    _ => {}
-                }
-            } else if let ExprKind::Closure(_) = &unparen(value).kind {
-                spec.has_properties = true;
-            } else if !matches!(unparen(value).kind, ExprKind::Null) {
-                return Err(EvalError::BadArgument {
-                    function: method.to_owned(),
-                    detail: "label lists, strings, Layer.X, DetectPoint.X or a closure".to_owned(),
-                    line: at,
-                });
-            }
-        }
-        Ok(spec)
     }
 }
 

@@ -16,6 +16,7 @@
 //!   `retagByK8sMeta` (without one, tags stay unchanged and a [`Warning`] says so once).
 
 mod ast_read;
+mod call_args;
 mod closure;
 mod closure_builtins;
 mod counter;
@@ -26,13 +27,15 @@ pub mod exposition;
 mod k8s;
 mod ops;
 mod output;
+#[cfg(test)]
+mod prepared_tests;
 mod regex_cache;
 mod sample;
 mod scope;
 pub mod synth;
 mod value;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use hotrule_rule_compiler::{MalFile, MalRule};
@@ -48,15 +51,22 @@ pub use regex_cache::RegexCache;
 pub use sample::{Family, LabelMap, Labels, Sample, labels};
 
 use crate::closure::{Interp, tags_value};
-use crate::eval::{RuleRun, Val};
+use crate::call_args::CallArgs;
+use crate::eval::{Inputs, RuleRun, Val};
 
-/// A rule file ready to evaluate: the compiled file plus what each rule reads.
+/// A rule file ready to evaluate: the compiled file plus what each rule reads and the constant
+/// arguments of its calls (see the `call_args` module).
+///
+/// An evaluation sorts the batch's samples into one family per name some rule reads (a slot per
+/// name, numbered when the file is prepared), then hands each rule the families it reads,
+/// borrowed: a one-sample batch (the log MAL case) builds one family and no map.
 #[derive(Debug, Clone)]
 pub struct PreparedFile {
-    file: MalFile,
+    /// Shared, never copied: the prepared call arguments are keyed by the addresses of its calls.
+    file: Arc<MalFile>,
     rules: Vec<PreparedRule>,
-    /// Every sample name some rule reads: only these are taken from a batch.
-    all_inputs: HashSet<String>,
+    /// Every sample name some rule reads, with its slot: only these are taken from a batch.
+    slots: HashMap<String, usize>,
     /// The unit `histogram()` without one reads `le` in, as milliseconds: SkyWalking's
     /// `defaultHistogramBucketUnit` of the receiver that built the family. Seconds (1000) for
     /// Prometheus and OpenTelemetry data, as `PrometheusMetricConverter` builds them;
@@ -71,6 +81,10 @@ struct PreparedRule {
     percentiles: Vec<u32>,
     /// Order of labels in labeled keys (the last aggregation's list).
     label_order: Vec<String>,
+    /// The slot of each of `inputs`.
+    input_slots: Vec<usize>,
+    /// The constant arguments of the expression's calls.
+    call_args: CallArgs,
 }
 
 /// Everything an evaluation carries from one batch to the next, owned by the caller.
@@ -132,7 +146,10 @@ pub struct Evaluation {
 
 impl PreparedFile {
     pub fn new(file: MalFile) -> PreparedFile {
+        // Shared before the call arguments are read, so they are read from its final place.
+        let file = Arc::new(file);
         let mut ordinals: HashMap<&str, u32> = HashMap::new();
+        let mut slots: HashMap<String, usize> = HashMap::new();
         let rules = file
             .rules
             .iter()
@@ -149,22 +166,27 @@ impl PreparedFile {
                 ast_read::percentiles(&rule.expr, &mut percentiles);
                 let mut label_order = Vec::new();
                 ast_read::aggregation_labels(&rule.expr, &mut label_order);
+                let input_slots = inputs
+                    .iter()
+                    .map(|name| {
+                        let next = slots.len();
+                        *slots.entry(name.clone()).or_insert(next)
+                    })
+                    .collect();
                 PreparedRule {
                     key,
                     inputs,
                     percentiles,
                     label_order,
+                    input_slots,
+                    call_args: CallArgs::of(&rule.expr),
                 }
             })
             .collect::<Vec<PreparedRule>>();
-        let all_inputs = rules
-            .iter()
-            .flat_map(|rule| rule.inputs.iter().cloned())
-            .collect();
         PreparedFile {
             file,
             rules,
-            all_inputs,
+            slots,
             histogram_unit_ms: 1000.0,
         }
     }
@@ -190,59 +212,66 @@ impl PreparedFile {
     /// reads it, and it caps the batch's newest timestamp, against which idle counter series are
     /// pruned.
     pub fn evaluate(&self, batch: &[Sample], now_ms: i64, state: &mut EngineState) -> Evaluation {
-        let mut by_name: HashMap<&str, Vec<Sample>> = HashMap::new();
+        // The samples of each name read, by slot; a family per slot that has any.
+        let mut by_slot: Vec<Vec<Sample>> = Vec::new();
+        by_slot.resize_with(self.slots.len(), Vec::new);
         for sample in batch {
-            if self.all_inputs.contains(&sample.name) {
-                by_name
-                    .entry(sample.name.as_str())
-                    .or_default()
-                    .push(sample.clone());
+            if let Some(&slot) = self.slots.get(&sample.name) {
+                by_slot[slot].push(sample.clone());
             }
         }
-        let families: HashMap<&str, Family> = by_name
+        let families: Vec<Option<Family>> = by_slot
             .into_iter()
-            .map(|(name, samples)| (name, Family::build(samples)))
-            .filter(|(_, family)| !family.is_empty())
+            .map(|samples| {
+                // An empty `Family` still allocates: no family for a name the batch lacks.
+                (!samples.is_empty())
+                    .then(|| Family::build(samples))
+                    .filter(|family| !family.is_empty())
+            })
             .collect();
         // The file filter depends on the sample only: run it once per family, not once per rule.
-        let filtered: Option<HashMap<&str, Result<Family, EvalError>>> =
+        let filtered: Option<Vec<Option<Result<Family, EvalError>>>> =
             self.file.filter.as_ref().map(|filter| {
                 let mut verdicts = Verdicts::new();
                 families
                     .iter()
-                    .map(|(name, family)| {
-                        (
-                            *name,
-                            filter_family(filter, family, &mut state.regexes, &mut verdicts),
-                        )
+                    .map(|family| {
+                        family.as_ref().map(|family| {
+                            filter_family(filter, family, &mut state.regexes, &mut verdicts)
+                        })
                     })
                     .collect()
             });
         let mut evaluation = Evaluation::default();
+        let mut inputs: Vec<(&str, &Family)> = Vec::new();
         for (rule, prepared) in self.file.rules.iter().zip(&self.rules) {
-            let Some(inputs) = select_inputs(
+            if !select_inputs(
                 rule,
                 prepared,
                 &families,
-                filtered.as_ref(),
+                filtered.as_deref(),
+                &mut inputs,
                 &mut evaluation.warnings,
-            ) else {
+            ) {
                 continue;
-            };
-            match self.evaluate_rule(
+            }
+            let before = evaluation.values.len();
+            if let Err(error) = self.evaluate_rule(
                 rule,
                 prepared,
                 &inputs,
                 now_ms,
                 state,
+                &mut evaluation.values,
                 &mut evaluation.warnings,
             ) {
-                Ok(values) => evaluation.values.extend(values),
-                Err(error) => evaluation.errors.push(RuleError {
+                // A failing rule stores nothing for the batch.
+                evaluation.values.truncate(before);
+                evaluation.errors.push(RuleError {
                     rule: rule.name.clone(),
                     metric: rule.metric_name.clone(),
                     error,
-                }),
+                });
             }
         }
         // Idle series are judged on the data's clock, capped by the wall clock: replayed or
@@ -253,19 +282,24 @@ impl PreparedFile {
         evaluation
     }
 
+    /// Evaluates one rule on its inputs, appending what it emits to `values` (on an error,
+    /// possibly part of it: the caller drops that).
+    #[allow(clippy::too_many_arguments)]
     fn evaluate_rule(
         &self,
         rule: &MalRule,
         prepared: &PreparedRule,
-        inputs: &HashMap<String, Family>,
+        inputs: &[(&str, &Family)],
         now_ms: i64,
         state: &mut EngineState,
+        values: &mut Vec<MetricValue>,
         warnings: &mut Vec<Warning>,
-    ) -> Result<Vec<MetricValue>, EvalError> {
+    ) -> Result<(), EvalError> {
         let mut run = RuleRun {
             rule_key: &prepared.key,
             rule_name: &rule.name,
-            inputs,
+            inputs: Inputs::List(inputs),
+            call_args: &prepared.call_args,
             now_ms,
             counters: &mut state.counters,
             regexes: &mut state.regexes,
@@ -279,66 +313,69 @@ impl PreparedFile {
         let result = run.eval(&rule.expr)?;
         let entities = run.entities.take();
         match (result, entities) {
-            (Val::Family(family), Some(entities)) if !family.is_empty() => {
-                emit::emit(rule, &prepared.percentiles, &prepared.label_order, entities)
-            }
-            _ => Ok(Vec::new()),
+            (Val::Family(family), Some(entities)) if !family.is_empty() => emit::emit(
+                rule,
+                &prepared.percentiles,
+                &prepared.label_order,
+                entities,
+                values,
+            ),
+            _ => Ok(()),
         }
     }
 }
 
-/// A rule's input families: the ones it reads that are present, filtered by the file filter.
-/// `None` when nothing is left (the rule is skipped silently, as upstream). If the filter failed
-/// on one of them, the rule runs on its unfiltered input, as upstream does, with a warning.
-fn select_inputs(
+/// A rule's input families into `inputs`: the ones it reads that are present, filtered by the
+/// file filter. `false` when nothing is left (the rule is skipped silently, as upstream). If the
+/// filter failed on one of them, the rule runs on its unfiltered input, as upstream does, with a
+/// warning.
+fn select_inputs<'f>(
     rule: &MalRule,
-    prepared: &PreparedRule,
-    families: &HashMap<&str, Family>,
-    filtered: Option<&HashMap<&str, Result<Family, EvalError>>>,
+    prepared: &'f PreparedRule,
+    families: &'f [Option<Family>],
+    filtered: Option<&'f [Option<Result<Family, EvalError>>]>,
+    inputs: &mut Vec<(&'f str, &'f Family)>,
     warnings: &mut Vec<Warning>,
-) -> Option<HashMap<String, Family>> {
-    let present: Vec<(&String, &Family)> = prepared
-        .inputs
-        .iter()
-        .filter_map(|name| families.get(name.as_str()).map(|family| (name, family)))
-        .collect();
-    if present.is_empty() {
-        return None;
-    }
-    let Some(filtered) = filtered else {
-        return Some(
-            present
-                .into_iter()
-                .map(|(n, f)| (n.clone(), f.clone()))
-                .collect(),
-        );
+) -> bool {
+    inputs.clear();
+    let present = || {
+        prepared
+            .inputs
+            .iter()
+            .zip(&prepared.input_slots)
+            .filter(|(_, slot)| families[**slot].is_some())
     };
-    let failure = present
-        .iter()
-        .find_map(|(name, _)| match filtered.get(name.as_str()) {
-            Some(Err(error)) => Some(error.clone()),
-            _ => None,
-        });
+    if present().next().is_none() {
+        return false;
+    }
+    let unfiltered = |inputs: &mut Vec<(&'f str, &'f Family)>| {
+        inputs.extend(present().filter_map(|(name, slot)| {
+            families[*slot].as_ref().map(|family| (name.as_str(), family))
+        }));
+    };
+    let Some(filtered) = filtered else {
+        unfiltered(inputs);
+        return true;
+    };
+    let failure = present().find_map(|(_, slot)| match &filtered[*slot] {
+        Some(Err(error)) => Some(error),
+        _ => None,
+    });
     if let Some(error) = failure {
         warnings.push(Warning::FilterFailed {
             rule: rule.name.clone(),
             reason: error.to_string(),
         });
-        return Some(
-            present
-                .into_iter()
-                .map(|(n, f)| (n.clone(), f.clone()))
-                .collect(),
-        );
+        unfiltered(inputs);
+        return true;
     }
-    let inputs: HashMap<String, Family> = present
-        .into_iter()
-        .filter_map(|(name, _)| match filtered.get(name.as_str()) {
-            Some(Ok(family)) if !family.is_empty() => Some((name.clone(), family.clone())),
+    inputs.extend(
+        present().filter_map(|(name, slot)| match &filtered[*slot] {
+            Some(Ok(family)) if !family.is_empty() => Some((name.as_str(), family)),
             _ => None,
-        })
-        .collect();
-    (!inputs.is_empty()).then_some(inputs)
+        }),
+    );
+    !inputs.is_empty()
 }
 
 /// The outcome of [`run_expression`].
@@ -364,10 +401,12 @@ pub fn run_expression(
         ordinal: 0,
     };
     let mut warnings = Vec::new();
+    let no_call_args = CallArgs::default();
     let mut run = RuleRun {
         rule_key: &key,
         rule_name: "<expression>",
-        inputs,
+        inputs: Inputs::Map(inputs),
+        call_args: &no_call_args,
         now_ms,
         counters: &mut state.counters,
         regexes: &mut state.regexes,
@@ -383,7 +422,7 @@ pub fn run_expression(
         Val::Family(family) => family,
         Val::Num(_) => Family::empty(),
     };
-    let entities = run.entities.take();
+    let entities = run.entities.take().map(scope::Groups::stripped);
     Ok(ExpressionResult {
         family,
         entities,

@@ -176,14 +176,24 @@ fn group_size((key, group): (Labels, Vec<&Sample>)) -> Sample {
     Sample::new(group[0].name.clone(), key, group.len() as f64, group[0].timestamp_ms)
 }
 
+/// A sample's group key for `by`: the values of the `by` labels, missing ones `""`. When `by`
+/// names exactly the sample's labels (`sum(['level', 'service', 'instance'])` on samples with
+/// those three), the key is equal to the sample's label map, which is shared instead of copied.
+fn key_of(sample: &Sample, by: &[String]) -> Labels {
+    if by.iter().all(|label| sample.labels.contains_key(label))
+        && sample.labels.keys().all(|key| by.contains(key))
+    {
+        return sample.labels.clone();
+    }
+    let mut key = crate::sample::LabelMap::new();
+    for label in by {
+        key.insert(label.clone(), sample.label(label).to_owned());
+    }
+    Arc::new(key)
+}
+
 fn group_by<'s>(samples: &'s [Sample], by: &[String]) -> Vec<(Labels, Vec<&'s Sample>)> {
-    let key_of = |sample: &Sample| -> Labels {
-        Arc::new(
-            by.iter()
-                .map(|label| (label.clone(), sample.label(label).to_owned()))
-                .collect(),
-        )
-    };
+    let key_of = |sample: &Sample| key_of(sample, by);
     // One sample (the log-MAL case) is one group: no index to hash into.
     if let [sample] = samples {
         return vec![(key_of(sample), vec![sample])];
@@ -209,15 +219,7 @@ pub(crate) fn aggregate(family: &Family, agg: Agg, by: Option<&[String]>) -> Fam
     let Some(first) = samples.first() else {
         return Family::empty();
     };
-    let reduce = |group: &[&Sample]| -> f64 {
-        let values = group.iter().map(|s| s.value);
-        match agg {
-            Agg::Sum => values.sum(),
-            Agg::Min => values.fold(f64::INFINITY, java_min),
-            Agg::Max => values.fold(f64::NEG_INFINITY, java_max),
-            Agg::Avg => values.sum::<f64>() / group.len() as f64,
-        }
-    };
+    let reduce = |group: &[&Sample]| reduce(agg, group);
     match by {
         None => {
             let all: Vec<&Sample> = samples.iter().collect();
@@ -228,19 +230,49 @@ pub(crate) fn aggregate(family: &Family, agg: Agg, by: Option<&[String]>) -> Fam
                 first.timestamp_ms,
             )])
         }
-        Some(by) => Family::build(
-            group_by(samples, by)
-                .into_iter()
-                .map(|(key, group)| {
-                    Sample::new(
-                        group[0].name.clone(),
-                        key,
-                        reduce(&group),
-                        group[0].timestamp_ms,
-                    )
-                })
-                .collect(),
-        ),
+        // One sample (the log-MAL case): one group of itself, and when its key is its own labels
+        // and the reduction its own value, the result is the family as it was.
+        Some(by) if samples.len() == 1 => {
+            let key = key_of(first, by);
+            let value = reduce(&[first]);
+            if Arc::ptr_eq(&key, &first.labels) && value.to_bits() == first.value.to_bits() {
+                return family.clone();
+            }
+            Family::build(vec![Sample::new(
+                first.name.clone(),
+                key,
+                value,
+                first.timestamp_ms,
+            )])
+        }
+        Some(by) => aggregate_grouped(family, agg, by),
+    }
+}
+
+/// `sum/min/max/avg(by)` through the general grouping (any number of samples).
+pub(crate) fn aggregate_grouped(family: &Family, agg: Agg, by: &[String]) -> Family {
+    Family::build(
+        group_by(family.samples(), by)
+            .into_iter()
+            .map(|(key, group)| {
+                Sample::new(
+                    group[0].name.clone(),
+                    key,
+                    reduce(agg, &group),
+                    group[0].timestamp_ms,
+                )
+            })
+            .collect(),
+    )
+}
+
+fn reduce(agg: Agg, group: &[&Sample]) -> f64 {
+    let values = group.iter().map(|s| s.value);
+    match agg {
+        Agg::Sum => values.sum(),
+        Agg::Min => values.fold(f64::INFINITY, java_min),
+        Agg::Max => values.fold(f64::NEG_INFINITY, java_max),
+        Agg::Avg => values.sum::<f64>() / group.len() as f64,
     }
 }
 

@@ -2,10 +2,12 @@
 //! `serviceInstanceRelation`, `processRelation`): their argument overloads, and grouping a family
 //! into meter entities the way `SampleFamily.createMeterSamples` does.
 
+use std::sync::Arc;
+
 use hotrule_rule_compiler::ScopeType;
 
 use crate::output::{DetectPoint, Entity};
-use crate::sample::{Labels, Sample};
+use crate::sample::{Family, LabelMap, Sample};
 
 /// The parsed arguments of one scope call.
 #[derive(Debug, Clone)]
@@ -19,6 +21,8 @@ pub(crate) struct ScopeSpec {
     pub detect_point: Option<DetectPoint>,
     /// The call has a properties closure (`instance(..., { tags -> [...] })`).
     pub has_properties: bool,
+    /// [`ScopeSpec::label_keys`], read once; shared with the [`Groups`] it makes.
+    keys: Arc<[String]>,
 }
 
 const MAX_SERVICE: usize = 70;
@@ -26,6 +30,27 @@ const MAX_INSTANCE: usize = 70;
 const MAX_ENDPOINT: usize = 150;
 
 impl ScopeSpec {
+    pub(crate) fn new(
+        scope: ScopeType,
+        lists: Vec<Vec<String>>,
+        strings: Vec<String>,
+        layer: Option<String>,
+        detect_point: Option<DetectPoint>,
+        has_properties: bool,
+    ) -> ScopeSpec {
+        let mut spec = ScopeSpec {
+            scope,
+            lists,
+            strings,
+            layer,
+            detect_point,
+            has_properties,
+            keys: Arc::from([]),
+        };
+        spec.keys = spec.label_keys().into();
+        spec
+    }
+
     fn list(&self, i: usize) -> &[String] {
         self.lists.get(i).map_or(&[], Vec::as_slice)
     }
@@ -34,7 +59,7 @@ impl ScopeSpec {
     }
 
     /// Every label the scope consumes (removed from the samples it keeps per entity).
-    pub(crate) fn label_keys(&self) -> Vec<String> {
+    fn label_keys(&self) -> Vec<String> {
         let mut keys: Vec<String> = self.lists.iter().flatten().cloned().collect();
         match self.scope {
             ScopeType::Process => keys.extend(self.strings.first().cloned()),
@@ -141,12 +166,14 @@ impl ScopeSpec {
 
 /// A name part: the keys' values in order, empty ones skipped, joined by the delimiter.
 fn dim(sample: &Sample, keys: &[String], delimiter: &str) -> String {
-    let mut out = String::new();
-    for value in keys
-        .iter()
-        .map(|k| sample.label(k))
-        .filter(|v| !v.is_empty())
-    {
+    let values = || {
+        keys.iter()
+            .map(|k| sample.label(k))
+            .filter(|v| !v.is_empty())
+    };
+    let length = values().map(|v| v.len() + delimiter.len()).sum::<usize>();
+    let mut out = String::with_capacity(length.saturating_sub(delimiter.len()));
+    for value in values() {
         if !out.is_empty() {
             out.push_str(delimiter);
         }
@@ -165,51 +192,95 @@ fn component(sample: &Sample, key: Option<&str>) -> i32 {
 }
 
 fn cut(mut name: String, max: usize) -> String {
-    if name.chars().count() > max {
+    // No more bytes than `max` is no more characters.
+    if name.len() > max && name.chars().count() > max {
         name = name.chars().take(max).collect();
     }
     name
 }
 
-/// Groups samples by the scope's label values; each group keeps its samples with the scope
-/// labels removed, and the full labels of its first sample. Groups are in first-seen order.
-pub(crate) fn group(spec: &ScopeSpec, samples: &[Sample]) -> Vec<(Entity, Vec<Sample>, Labels)> {
-    let keys = spec.label_keys();
-    let mut groups: Vec<(Entity, Vec<Sample>, Labels)> = Vec::with_capacity(samples.len().min(16));
+/// The meter entities of a scope call, in first-seen order, each with its samples.
+///
+/// Upstream removes the scope's labels from the samples it keeps per entity. Here the samples stay
+/// whole (their label maps shared, not rebuilt) and readers leave the scope labels out where it
+/// shows: emission's label keys ([`Groups::keys`]) and `run_expression`'s result
+/// ([`Groups::stripped`]). A group's first sample, whole, is what a properties closure reads.
+/// When every sample is one entity's (always so for one sample), its family is the scoped family
+/// itself, shared.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Groups {
+    /// The labels the scope consumes.
+    pub keys: Arc<[String]>,
+    /// Never an empty family.
+    pub entities: Vec<(Entity, Family)>,
+}
+
+impl Groups {
+    /// The groups as upstream keeps them: samples without the scope labels.
+    pub(crate) fn stripped(self) -> Vec<(Entity, Vec<Sample>)> {
+        let keys = self.keys;
+        self.entities
+            .into_iter()
+            .map(|(entity, family)| {
+                let samples = family
+                    .samples()
+                    .iter()
+                    .map(|sample| without_keys(sample, &keys))
+                    .collect();
+                (entity, samples)
+            })
+            .collect()
+    }
+}
+
+/// Groups a family's samples by the scope's label values into [`Groups`].
+pub(crate) fn group(spec: &ScopeSpec, family: &Family) -> Groups {
+    let keys = &spec.keys;
+    let samples = family.samples();
+    let groups = |entities| Groups {
+        keys: keys.clone(),
+        entities,
+    };
+    let Some(first) = samples.first() else {
+        return groups(Vec::new());
+    };
+    // One entity (one sample, the log-MAL case, or one target's scrape): no index, no copies.
+    let same_entity = |sample: &Sample| keys.iter().all(|k| sample.label(k) == first.label(k));
+    if samples[1..].iter().all(same_entity) {
+        return groups(vec![(spec.entity(first), family.clone())]);
+    }
+    let mut entities: Vec<(Entity, Vec<Sample>)> = Vec::with_capacity(samples.len().min(16));
     // Keyed by the values of `keys` in order, borrowed from the samples: the same grouping as a
     // map of key to value (a key listed twice reads the same value twice), without copies.
     let mut index: std::collections::HashMap<Vec<&str>, usize> = std::collections::HashMap::new();
     for sample in samples {
-        let left = without_keys(sample, &keys);
-        // One sample (the log-MAL case) needs no index.
-        if samples.len() == 1 {
-            groups.push((spec.entity(sample), vec![left], sample.labels.clone()));
-            break;
-        }
         let key: Vec<&str> = keys.iter().map(|k| sample.label(k)).collect();
         match index.get(&key) {
-            Some(&i) => groups[i].1.push(left),
+            Some(&i) => entities[i].1.push(sample.clone()),
             None => {
-                index.insert(key, groups.len());
-                groups.push((spec.entity(sample), vec![left], sample.labels.clone()));
+                index.insert(key, entities.len());
+                entities.push((spec.entity(sample), vec![sample.clone()]));
             }
         }
     }
-    groups
+    groups(
+        entities
+            .into_iter()
+            .map(|(entity, samples)| (entity, Family::build(samples)))
+            .collect(),
+    )
 }
 
 /// The sample with the scope labels removed; its labels stay shared when it has none of them.
 fn without_keys(sample: &Sample, keys: &[String]) -> Sample {
     let mut left = sample.clone();
     if keys.iter().any(|k| sample.labels.contains_key(k)) {
-        left.labels = std::sync::Arc::new(
-            sample
-                .labels
-                .iter()
-                .filter(|(k, _)| !keys.contains(k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        );
+        // Inserted in the map's order, not collected: collecting sorts a buffer first.
+        let mut labels = LabelMap::new();
+        for (k, v) in sample.labels.iter().filter(|(k, _)| !keys.contains(k)) {
+            labels.insert(k.clone(), v.clone());
+        }
+        left.labels = std::sync::Arc::new(labels);
     }
     left
 }
@@ -217,7 +288,7 @@ fn without_keys(sample: &Sample, keys: &[String]) -> Sample {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sample::labels;
+    use crate::sample::{Labels, labels};
 
     /// The grouping before the borrowed-key rewrite: keys as label maps, labels cloned then
     /// trimmed.
@@ -244,18 +315,34 @@ mod tests {
         groups
     }
 
+    /// [`group`] stripped, with each group's first labels whole.
+    fn as_upstream(spec: &ScopeSpec, samples: &[Sample]) -> Vec<(Entity, Vec<Sample>, Labels)> {
+        let groups = group(spec, &Family::build(samples.to_vec()));
+        let firsts: Vec<Labels> = groups
+            .entities
+            .iter()
+            .map(|(_, family)| family.samples()[0].labels.clone())
+            .collect();
+        groups
+            .stripped()
+            .into_iter()
+            .zip(firsts)
+            .map(|((entity, samples), first)| (entity, samples, first))
+            .collect()
+    }
+
     fn spec(scope: ScopeType, lists: &[&[&str]]) -> ScopeSpec {
-        ScopeSpec {
+        ScopeSpec::new(
             scope,
-            lists: lists
+            lists
                 .iter()
                 .map(|l| l.iter().map(|s| s.to_string()).collect())
                 .collect(),
-            strings: Vec::new(),
-            layer: Some("NGINX".to_owned()),
-            detect_point: None,
-            has_properties: false,
-        }
+            Vec::new(),
+            Some("NGINX".to_owned()),
+            None,
+            false,
+        )
     }
 
     #[test]
@@ -280,11 +367,11 @@ mod tests {
         for spec in &specs {
             for len in [0, 1, 2, 5, all.len()] {
                 let samples = &all[..len];
-                assert_eq!(group(spec, samples), group_reference(spec, samples));
+                assert_eq!(as_upstream(spec, samples), group_reference(spec, samples));
             }
             for sample in &all {
                 let one = std::slice::from_ref(sample);
-                assert_eq!(group(spec, one), group_reference(spec, one));
+                assert_eq!(as_upstream(spec, one), group_reference(spec, one));
             }
         }
     }
