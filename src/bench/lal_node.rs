@@ -18,6 +18,9 @@
 //! CPU is the whole process's (`/proc/self/stat`): producers (cloning prepared batches), LAL
 //! threads, stores and the node's other workers, so logs per CPU-second is a node figure,
 //! lower than the interpreter's alone (`nginx_throughput` example of `hotrule-lal-engine`).
+//! The interpreter alone runs in the same process on the same logs, half its lines before the
+//! node starts and half after it stops: on a shared host whose speed drifts, one run before
+//! the node alone moved the ratio by several points from run to run.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -92,9 +95,13 @@ pub struct LalNodeReport {
     pub values_stored: u64,
     /// The stored minute values of [`ERROR_METRIC`], summed over every service.
     pub error_count_stored: i64,
-    /// The interpreter alone on the same logs, in the same process before the node started:
-    /// lines per CPU-second of its thread.
+    /// The interpreter alone on the same logs, in the same process: lines per CPU-second of its
+    /// thread over both of its runs, half the lines before the node started and half after it
+    /// stopped, so a machine whose speed drifts during the run (a shared host) weighs on both
+    /// sides of the ratio.
     pub interpreter_lines_per_cpu_second: Option<f64>,
+    /// The interpreter's rate in its run before the node, and in its run after.
+    pub interpreter_before_after: Option<(f64, f64)>,
     /// Process CPU seconds over the run by thread kind (name), most first.
     pub cpu_by_thread: Vec<(String, f64)>,
     /// CPU seconds of the LAL threads' steps over the run.
@@ -291,8 +298,9 @@ fn error_count_stored(reader: &dyn MetricReader, start_ms: i64, end_ms: i64) -> 
     Ok(sum)
 }
 
-/// Lines per CPU-second of `lal/nginx.yaml` alone (`hotrule_lal_engine::bench::drive`, as the
-/// `nginx_throughput` example runs it) over `logs`, on this thread: a warm-up, then `lines`.
+/// The interpreter alone: `lal/nginx.yaml` (`hotrule_lal_engine::bench::drive`, as the
+/// `nginx_throughput` example runs it) over `logs` on this thread, a warm-up, then `lines`;
+/// the CPU seconds of those lines (None when the thread clock is unavailable).
 fn interpreter_alone(rules_dir: &std::path::Path, logs: &[LogData], lines: u64) -> Result<Option<f64>, String> {
     let path = rules_dir.join("lal").join("nginx.yaml");
     let source = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -307,7 +315,13 @@ fn interpreter_alone(rules_dir: &std::path::Path, logs: &[LogData], lines: u64) 
     if driven.errors > 0 || driven.kept != lines {
         return Err(format!("the interpreter alone: {} errors, {} of {lines} lines kept", driven.errors, driven.kept));
     }
-    Ok(cpu.filter(|c| *c > 0.0).map(|c| lines as f64 / c))
+    Ok(cpu.filter(|c| *c > 0.0))
+}
+
+/// [`interpreter_alone`] on a blocking thread, for `lines` lines.
+async fn interpreter_run(rules_dir: &std::path::Path, logs: &Arc<Vec<LogData>>, lines: u64) -> Result<Option<f64>, String> {
+    let (rules_dir, logs) = (rules_dir.to_path_buf(), logs.clone());
+    tokio::task::spawn_blocking(move || interpreter_alone(&rules_dir, &logs, lines)).await.map_err(|e| e.to_string())?
 }
 
 /// CPU seconds of each of this process's threads by name (`/proc/self/task`); threads that
@@ -355,17 +369,23 @@ pub async fn measure(bench: &LalNodeBench) -> Result<LalNodeReport, String> {
     let prepared: Vec<Vec<(LogBatch, u64)>> = (0..bench.producers)
         .map(|p| (0..PREPARED).map(|i| prepared_batch(p, i, bench.batch, bench.services, start_ms)).collect())
         .collect();
-    let all_logs: Vec<LogData> = prepared.iter().flatten().flat_map(|(batch, _)| batch.logs.iter().cloned()).collect();
-    let rules_dir = bench.rules_dir.clone();
-    let lines = bench.interpreter_lines;
-    let interpreter = tokio::task::spawn_blocking(move || interpreter_alone(&rules_dir, &all_logs, lines)).await.map_err(|e| e.to_string())??;
+    let all_logs: Arc<Vec<LogData>> = Arc::new(prepared.iter().flatten().flat_map(|(batch, _)| batch.logs.iter().cloned()).collect());
+    let half = bench.interpreter_lines.div_ceil(2);
+    let before = interpreter_run(&bench.rules_dir, &all_logs, half).await?;
     let (kv, store) = engine(bench.dir.as_deref())?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
     let settings = NodeSettings { dispatch: bench.dispatch.clone(), ..NodeSettings::for_test() };
     let node = NodeBuilder::new(settings).start(kv, listener).await.map_err(|e| e.to_string())?;
-    let result = run_on(&node, bench, store, prepared, start_ms).await.map(|report| LalNodeReport { interpreter_lines_per_cpu_second: interpreter, ..report });
+    let result = run_on(&node, bench, store, prepared, start_ms).await;
     node.shutdown().await;
-    result
+    let mut report = result?;
+    let after = interpreter_run(&bench.rules_dir, &all_logs, half).await?;
+    if let (Some(before), Some(after)) = (before, after) {
+        let lines = half as f64;
+        report.interpreter_lines_per_cpu_second = Some(2.0 * lines / (before + after));
+        report.interpreter_before_after = Some((lines / before, lines / after));
+    }
+    Ok(report)
 }
 
 async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str, prepared: Vec<Vec<(LogBatch, u64)>>, start_ms: i64) -> Result<LalNodeReport, String> {
@@ -465,6 +485,7 @@ async fn run_on(node: &RunningNode, bench: &LalNodeBench, store: &'static str, p
             .sum(),
         error_count_stored: error_count,
         interpreter_lines_per_cpu_second: None,
+        interpreter_before_after: None,
         cpu_by_thread,
         steps,
         flush_cpu_seconds,
@@ -498,8 +519,8 @@ pub async fn run(bench: &LalNodeBench) -> Result<(), String> {
         (Some(cpu), Some(rate)) => println!("  {cpu:.2} s of process CPU = {rate:.0} logs per CPU-core-second (goal ≥ 200,000)"),
         _ => println!("  process CPU unavailable"),
     }
-    if let Some(alone) = report.interpreter_lines_per_cpu_second {
-        println!("  the interpreter alone, same logs, same process, before the node: {alone:.0} lines per CPU-second");
+    if let (Some(alone), Some((before, after))) = (report.interpreter_lines_per_cpu_second, report.interpreter_before_after) {
+        println!("  the interpreter alone, same logs, same process: {alone:.0} lines per CPU-second (half the lines before the node: {before:.0}; half after: {after:.0})");
     }
     if let Some(share) = report.share_of_interpreter() {
         println!("  the node runs at {:.1}% of the interpreter's rate (goal ≥ 75%)", share * 100.0);
@@ -555,6 +576,10 @@ mod tests {
         assert!(report.logs_per_second() > 0.0);
         assert!(report.inconsistency().is_none());
         assert!(report.interpreter_lines_per_cpu_second.is_some_and(|r| r > 0.0), "{report:?}");
+        // The combined rate lies between the runs before and after the node.
+        let (before, after) = report.interpreter_before_after.expect("both interpreter runs timed");
+        let combined = report.interpreter_lines_per_cpu_second.unwrap_or_default();
+        assert!(before.min(after) <= combined * 1.000_001 && combined <= before.max(after) * 1.000_001, "{report:?}");
         assert!(report.cpu_by_thread.iter().any(|(name, _)| name.starts_with("hotrule-lal")), "{:?}", report.cpu_by_thread);
     }
 
@@ -575,6 +600,7 @@ mod tests {
             values_stored: 4,
             error_count_stored: 10,
             interpreter_lines_per_cpu_second: Some(400.0),
+            interpreter_before_after: Some((390.0, 410.0)),
             cpu_by_thread: Vec::new(),
             steps: Default::default(),
             flush_cpu_seconds: 0.0,

@@ -277,7 +277,8 @@ pub enum BenchCommand {
         /// Log queue bound in batches (`dispatch.log_queue_batches`).
         #[arg(long, default_value_t = 1024)]
         log_queue: usize,
-        /// Lines the interpreter alone runs first, on the same logs, for the same-run ratio.
+        /// Lines the interpreter alone runs on the same logs for the same-run ratio, half before the
+        /// node starts and half after it stops.
         #[arg(long, default_value_t = 2_000_000)]
         interpreter_lines: u64,
     },
