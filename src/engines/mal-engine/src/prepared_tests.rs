@@ -6,7 +6,7 @@
 //! or a wrong input selection shows as a difference in values, warnings or errors.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use hotrule_rule_compiler::{Compiled, DslKind, MalRule, compile, compile_bundled};
@@ -367,30 +367,13 @@ fn evaluate_matches_the_reference_on_log_mal_nginx() {
     assert!(produced > 0);
 }
 
-fn mal_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            if path.file_name().is_some_and(|n| n != "lal") {
-                mal_files(&path, out);
-            }
-        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            out.push(path);
-        }
-    }
-}
 
 /// Every corpus file on its synthesized batches (two, 60 s apart, as the corpus test runs them)
 /// and on one-sample batches cut from them.
 #[test]
 fn evaluate_matches_the_reference_on_the_corpus() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../config/rules");
-    let mut files = Vec::new();
-    mal_files(Path::new(root), &mut files);
-    files.sort();
+    let files = crate::synth::rule_files(Path::new(root));
     assert!(files.len() >= 80, "corpus not found at {root}");
     let mut produced = 0;
     for path in &files {

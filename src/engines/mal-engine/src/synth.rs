@@ -12,6 +12,30 @@ use hotrule_rule_compiler::ast::{
 
 use crate::{PreparedFile, Sample};
 
+/// The MAL rule files under a rules directory (every catalog's `.yaml`/`.yml` but `lal`'s),
+/// sorted: the files the corpus tests run on their synthesized input.
+pub fn rule_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "lal") {
+                    walk(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(root, &mut files);
+    files.sort();
+    files
+}
+
 /// What a rule's expression tells about the samples it needs.
 #[derive(Default, Debug)]
 struct Needs {

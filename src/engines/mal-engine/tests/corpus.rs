@@ -8,7 +8,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use hotrule_mal_engine::synth::synthesize;
 use hotrule_mal_engine::{EngineState, PreparedFile};
@@ -20,21 +20,6 @@ const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../config/rules
 /// `(file relative to the corpus, rule name, reason)`.
 const KNOWN_GAPS: &[(&str, &str, &str)] = &[];
 
-fn mal_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            if path.file_name().is_some_and(|n| n != "lal") {
-                mal_files(&path, out);
-            }
-        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            out.push(path);
-        }
-    }
-}
 
 #[test]
 fn every_corpus_rule_yields_a_value() {
@@ -42,9 +27,7 @@ fn every_corpus_rule_yields_a_value() {
     if !root.is_dir() {
         panic!("corpus not found at {CORPUS}");
     }
-    let mut files = Vec::new();
-    mal_files(root, &mut files);
-    files.sort();
+    let files = hotrule_mal_engine::synth::rule_files(root);
     assert!(
         files.len() >= 80,
         "expected the corpus' MAL files, found {}",
@@ -134,9 +117,7 @@ fn every_corpus_rule_yields_a_value() {
 #[test]
 fn hostile_samples_never_panic() {
     let root = Path::new(CORPUS);
-    let mut files = Vec::new();
-    mal_files(root, &mut files);
-    files.sort();
+    let files = hotrule_mal_engine::synth::rule_files(root);
     let odd_labels = [
         "",
         "+Inf",
