@@ -193,15 +193,14 @@ fn key_of(sample: &Sample, by: &[String]) -> Labels {
 }
 
 fn group_by<'s>(samples: &'s [Sample], by: &[String]) -> Vec<(Labels, Vec<&'s Sample>)> {
-    let key_of = |sample: &Sample| key_of(sample, by);
     // One sample (the log-MAL case) is one group: no index to hash into.
     if let [sample] = samples {
-        return vec![(key_of(sample), vec![sample])];
+        return vec![(key_of(sample, by), vec![sample])];
     }
     let mut groups: Vec<(Labels, Vec<&Sample>)> = Vec::new();
     let mut index: HashMap<Labels, usize> = HashMap::new();
     for sample in samples {
-        let key = key_of(sample);
+        let key = key_of(sample, by);
         match index.get(&key) {
             Some(&i) => groups[i].1.push(sample),
             None => {
@@ -219,14 +218,13 @@ pub(crate) fn aggregate(family: &Family, agg: Agg, by: Option<&[String]>) -> Fam
     let Some(first) = samples.first() else {
         return Family::empty();
     };
-    let reduce = |group: &[&Sample]| reduce(agg, group);
     match by {
         None => {
             let all: Vec<&Sample> = samples.iter().collect();
             Family::build(vec![Sample::new(
                 first.name.clone(),
                 Labels::default(),
-                reduce(&all),
+                reduce(agg, &all),
                 first.timestamp_ms,
             )])
         }
@@ -234,7 +232,7 @@ pub(crate) fn aggregate(family: &Family, agg: Agg, by: Option<&[String]>) -> Fam
         // and the reduction its own value, the result is the family as it was.
         Some(by) if samples.len() == 1 => {
             let key = key_of(first, by);
-            let value = reduce(&[first]);
+            let value = reduce(agg, &[first]);
             if Arc::ptr_eq(&key, &first.labels) && value.to_bits() == first.value.to_bits() {
                 return family.clone();
             }
