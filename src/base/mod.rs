@@ -5,6 +5,7 @@ pub mod base64;
 pub mod entity_ids;
 pub mod clock;
 pub mod duration;
+pub mod fast;
 pub mod ids;
 pub mod owner;
 pub mod secret;

@@ -16,14 +16,13 @@
 //! Labeled values keep their label keys once per frame (interned), each with the label set it
 //! parses to, so the evaluation compares numbers instead of strings.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use hotrule_mqe_engine::{KeyValue, MemSource};
 
 use super::entity::AlarmEntity;
 use super::window::{EpochMinute, MetricValue, Window};
-
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+use crate::base::fast::FastMap;
 
 /// Label keys a reused frame keeps; past this many (keys that keep changing) it starts afresh.
 const MAX_KEPT_LABEL_KEYS: usize = 10_000;

@@ -26,6 +26,7 @@ use crate::compiler::{Compiled, MetricShape};
 use crate::data::seam::Batch;
 use crate::base::ids::{ContentHash, RuleKey};
 use crate::control::runtime::{EvalGuard, GateClosed, LoadedRule};
+use crate::base::fast::{FastMap, FastSet};
 use crate::base::self_metrics::labels;
 
 /// A content version ready to evaluate.
@@ -82,9 +83,8 @@ pub(super) fn restarted_metrics(old: &BTreeMap<String, MetricShape>, new: &BTree
 }
 
 /// A batch's sample count per sample name, counted once for all files.
-type Names<'a> = HashMap<&'a str, usize, foldhash::fast::RandomState>;
+type Names<'a> = FastMap<&'a str, usize>;
 
-type FastSet<T> = HashSet<T, foldhash::fast::RandomState>;
 
 /// One file's evaluation state, owned by dispatch.
 #[derive(Default)]
@@ -225,7 +225,7 @@ pub(super) fn run_batch(shared: &Shared, batch: &Batch) {
 
 /// How many samples of each name `batch` holds.
 fn names_of(batch: &Batch) -> Names<'_> {
-    let mut names: Names<'_> = HashMap::default();
+    let mut names: Names<'_> = FastMap::default();
     for sample in &batch.samples {
         *names.entry(sample.name.as_str()).or_default() += 1;
     }

@@ -16,6 +16,7 @@ use super::{MetricStore, codec, corrupt, keys, lock, read_lock, write_lock};
 use crate::data::metrics::{Granularity, MetricInfo, MetricStoreError, MetricValue};
 use crate::store::kv::KvError;
 use crate::store::series::SeriesOp;
+use crate::base::fast::{FastMap, FastSet};
 use crate::base::self_metrics::labels;
 
 /// One value, ready to merge.
@@ -262,9 +263,6 @@ struct Working {
     cell: Cell,
     written: bool,
 }
-
-type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-type FastSet<T> = std::collections::HashSet<T, foldhash::fast::RandomState>;
 
 fn check_cells(values: &[&Prepared], working: &FastMap<&[u8], Working>, unreadable: &FastMap<&[u8], ValueError>) -> Result<(), MetricStoreError> {
     for value in values {
