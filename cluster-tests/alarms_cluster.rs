@@ -25,14 +25,16 @@ metricsRules:
     exp: load.sum(['svc']).downsampling(LATEST)
 ";
 
-/// Silence 10 checks (10 s at one check a second): the kill, the failover and the fall back
-/// happen inside it, so a repeat fire cannot hide a duplicate.
-fn settings(webhook: &str) -> String {
+/// A window of `period` minutes; silence `silence` checks (seconds, at one check a second): the
+/// kill, the failover and the fall back happen inside it, so a repeat fire cannot hide a
+/// duplicate.
+fn settings(webhook: &str, period: u32, silence: u32) -> String {
     format!(
         "rules:
   load_rule:
     expression: sum(ac_load > 100) >= 1
-    silence-period: 10
+    period: {period}
+    silence-period: {silence}
 hooks:
   webhook:
     test:
@@ -64,14 +66,14 @@ async fn owner(members: &[Option<Member>]) -> Option<usize> {
 }
 
 /// A three-member cluster on `127.0.<net>.x` whose nodes check `settings` (a webhook to
-/// `webhook`, silence `silence` checks) every second, running the MAL rule: its members and the
-/// test's directory (kept for restarts).
-async fn start_cluster(net: u8, webhook: &str, silence: u32) -> (Vec<Option<Member>>, tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+/// `webhook`, a window of `period` minutes, silence `silence` checks) every second, running the
+/// MAL rule: its members and the test's directory (kept for restarts).
+async fn start_cluster(net: u8, webhook: &str, period: u32, silence: u32) -> (Vec<Option<Member>>, tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     let secret = dir.path().join("secret");
     std::fs::write(&secret, format!("alarms-cluster-secret-{net}")).expect("secret");
     let alarm_settings = dir.path().join("alarm-settings.yml");
-    std::fs::write(&alarm_settings, settings(webhook).replace("silence-period: 10", &format!("silence-period: {silence}"))).expect("settings");
+    std::fs::write(&alarm_settings, settings(webhook, period, silence)).expect("settings");
     let config = dir.path().join("node.yaml");
     std::fs::write(&config, format!("alarms:\n  settings_file: {}\n  check_interval: 1s\n", alarm_settings.display())).expect("config");
     let mut members = Vec::new();
@@ -91,7 +93,7 @@ async fn start_cluster(net: u8, webhook: &str, silence: u32) -> (Vec<Option<Memb
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_firing_owner_sends_no_second_fire_and_one_recovery() {
     let (webhook, received) = components::webhook::start().await;
-    let (mut members, _dir, _, _) = start_cluster(89, &webhook, 10).await;
+    let (mut members, _dir, _, _) = start_cluster(89, &webhook, 1, 10).await;
     let first = members[0].as_ref().expect("member");
 
     // A minute with room for the whole scenario (samples at seconds 1 to 4 stay in the past).
@@ -139,16 +141,21 @@ async fn killing_the_firing_owner_sends_no_second_fire_and_one_recovery() {
 /// The owner is killed while its alarm fires, a survivor resumes it, and the old owner comes
 /// back (same data dir) and owns the entity again: the survivor hands the state back, so there
 /// is still one FIRING, and one recovery with its uuid. The value is fed every 200 ms with the
-/// current time, so the scenario may cross minute boundaries.
+/// current time, so the scenario may cross minute boundaries. The window is two minutes: a check
+/// a second can run in the first instant of a minute, before any of the minute's samples has
+/// reached the owner, and a one-minute window would then be empty, so the entity would expire
+/// with its state and no recovery, as SkyWalking's `RunningRule` expires empty windows. A minute
+/// at 150 then stays in the window up to a minute after the value falls, so the silence outlasts
+/// that: a check that still matches after the silence would fire again, as it should.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_that_returns_resumes_the_alarm_from_the_node_that_held_it() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicI64, Ordering};
     const NET: u8 = 92;
     let (webhook, received) = components::webhook::start().await;
-    // Silence 40 checks (40 s): the kill, the failover and the return fit inside it, so a
-    // repeat fire cannot hide a duplicate.
-    let (mut members, dir, secret, config) = start_cluster(NET, &webhook, 40).await;
+    // Silence 90 checks (90 s): the kill, the failover, the return and a minute at 150 leaving
+    // the window fit inside it, so a repeat fire cannot hide a duplicate.
+    let (mut members, dir, secret, config) = start_cluster(NET, &webhook, 2, 90).await;
 
     // The feeder: the current value, now, to whichever member answers (bounded: it stops with
     // the test, at most one post per 200 ms).
@@ -186,7 +193,8 @@ async fn an_owner_that_returns_resumes_the_alarm_from_the_node_that_held_it() {
     assert_eq!(received.of_rule("fire", "load_rule").len(), 1, "no second FIRING: {:?}", received.of_rule("fire", "load_rule"));
 
     value.store(10, Ordering::SeqCst);
-    wait_until(Duration::from_secs(90), "load_rule recovered", || async { !received.of_rule("recover", "load_rule").is_empty() }).await;
+    // The silence ends 90 checks after the fire.
+    wait_until(Duration::from_secs(150), "load_rule recovered", || async { !received.of_rule("recover", "load_rule").is_empty() }).await;
     feeder.abort();
     let recovered = received.of_rule("recover", "load_rule");
     assert_eq!(recovered.len(), 1, "{recovered:?}");
