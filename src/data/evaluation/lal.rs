@@ -125,8 +125,8 @@ struct Analysis {
 }
 
 impl Analysis {
-    /// Counts `outcome` for file `index` and takes its kept logs and samples (by reference: an
-    /// outcome is a few hundred bytes, not worth a copy per log).
+    /// Counts `outcome` for file `index` and takes its kept logs, samples and rule name (by
+    /// reference: an outcome is a few hundred bytes, not worth a copy per log).
     fn record(&mut self, index: usize, log: (usize, usize), outcome: &mut RuleOutcome, received_ms: i64) {
         let Some(file) = self.files.get_mut(index) else { return };
         let tally = &mut file.tally;
@@ -155,8 +155,11 @@ impl Analysis {
         }
         tally.samples_out += outcome.samples.len() as u64;
         self.samples.extend(outcome.samples.drain(..).map(|sample| (sample, received_ms)));
-        for record in outcome.persisted.drain(..) {
-            self.kept.push(KeptLog { rule: outcome.rule.clone(), file: file.file.clone(), record, received_ms });
+        // The outcome ends here: its rule name goes to its last kept log, a copy to the others.
+        let last = outcome.persisted.len().saturating_sub(1);
+        for (at, record) in outcome.persisted.drain(..).enumerate() {
+            let rule = if at == last { std::mem::take(&mut outcome.rule) } else { outcome.rule.clone() };
+            self.kept.push(KeptLog { rule, file: file.file.clone(), record, received_ms });
             self.kept_by.push(index);
         }
     }

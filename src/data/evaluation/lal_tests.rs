@@ -270,6 +270,23 @@ fn nginx_logs_are_kept_and_their_samples_reach_the_log_mal_file() {
     assert_eq!((f.by_rule("lal/nginx", "kept"), f.by_rule("lal/nginx", "no_sink")), (2, 2));
 }
 
+/// A rule whose two sinks both persist keeps two logs, each named after the rule and file.
+#[test]
+fn every_copy_a_rule_keeps_carries_its_rule_and_file() {
+    let f = fixture(DispatchSettings::for_test());
+    let key = lal_key("twice");
+    let dsl = "filter {\n  extractor { tag copy: 'first' }\n  sink {}\n  extractor { tag copy: 'second' }\n  sink {}\n}";
+    install(&f.runtime, &key, DslKind::Lal, &lal_file(&[("both", "GENERAL", dsl)]));
+    f.submit(general(2));
+    f.idle();
+    let kept = f.logs.logs();
+    // Tags append (keys may repeat): the second copy holds both `copy` tags.
+    let copies = |k: &KeptLog| k.record.tags.iter().filter(|(key, _)| key == "copy").map(|(_, v)| v.as_str()).collect::<Vec<_>>().join("+");
+    let names: Vec<(&str, &str, String)> = kept.iter().map(|k| (k.rule.as_str(), k.file.as_str(), copies(k))).collect();
+    let expected = |copy: &str| ("GENERAL:both", "lal/twice", copy.to_string());
+    assert_eq!(names, [expected("first"), expected("first+second"), expected("first"), expected("first+second")]);
+}
+
 #[test]
 fn a_suspended_file_drops_its_logs_and_counts_them() {
     let f = fixture(DispatchSettings::for_test());
