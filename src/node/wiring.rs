@@ -172,7 +172,17 @@ pub(super) async fn start_replication(
             let bus_limits = limits.listener(limits.bus_connections, u64::MAX);
             servers.push(("cluster bus", spawn_server(listener, router, bus_limits, stop.clone(), "cluster bus")));
         }
-        (None, Some(network)) => network.register_with_gate(state.node_id.clone(), handler, cluster.bus_gate.clone()),
+        (None, Some(network)) => {
+            // The in-memory bus "serves" until the node stops, as a process's port would: a
+            // stopped node is unreachable, not a handler still answering from its stores.
+            network.register_with_gate(state.node_id.clone(), handler.clone(), cluster.bus_gate.clone());
+            let (network, node, stop) = (network.clone(), state.node_id.clone(), stop.clone());
+            let served = async move {
+                stop.cancelled().await;
+                network.unregister_handler(&node, &handler);
+            };
+            servers.push(("cluster bus (in memory)", tokio::spawn(served)));
+        }
         (None, None) => {}
     }
     workers.spawn(crate::cluster::replication::forward::ProbeWorker::new(cluster.clone()));

@@ -160,6 +160,15 @@ impl MemNetwork {
         self.lock().handlers.remove(node);
     }
 
+    /// Removes `node`'s handler if it is still `handler` (a node that stops; a restart that
+    /// registered since keeps its own).
+    pub fn unregister_handler(&self, node: &NodeId, handler: &Arc<dyn BusHandler>) {
+        let mut state = self.lock();
+        if state.handlers.get(node).is_some_and(|(registered, _)| Arc::ptr_eq(registered, handler)) {
+            state.handlers.remove(node);
+        }
+    }
+
     /// A client that calls from `from` with the network's secret.
     pub fn client(&self, from: NodeId) -> MemBusClient {
         self.client_with_auth(from, self.auth.clone())
