@@ -7,8 +7,9 @@
 //! task, as in the HTTP server, so a caller that times out does not cancel it.
 //!
 //! Faults, and how a call sees them:
-//! - a cut link (`cut`, `isolate`) or a node with no handler: [`BusError::Unreachable`]
-//!   **immediately**, like a refused connection;
+//! - a cut link (`cut`, `isolate`) or a node with no handler (never started, or stopped: a
+//!   node's registration ends with its shutdown): [`BusError::Unreachable`] **immediately**,
+//!   like a refused connection;
 //! - a dropped request or answer (`drop_requests`, `drop_responses`): the call hangs until the
 //!   caller's timeout, then [`BusError::Timeout`], like a lost packet. A dropped answer means the
 //!   handler did run. Drops are deterministic: a fraction `f` drops exactly the calls where the
