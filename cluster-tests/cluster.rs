@@ -109,7 +109,6 @@ impl TestCluster {
 
     async fn stop_node(&mut self, i: usize) {
         if let Some(node) = self.nodes[i - 1].take() {
-            self.bus.unregister(&node_id(i));
             let TestNode { node, client, kv } = node;
             drop((client, kv));
             node.shutdown().await;

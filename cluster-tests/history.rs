@@ -344,7 +344,6 @@ impl Trio {
 
     async fn stop_node(&mut self, i: usize) {
         if let Some(node) = self.nodes[i - 1].take() {
-            self.bus.unregister(&NodeId(format!("n{i}")));
             let TestNode { node, client, kv } = node;
             drop((client, kv));
             node.shutdown().await;

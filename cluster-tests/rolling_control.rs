@@ -122,7 +122,6 @@ impl Cluster {
 
     async fn stop(&mut self, i: usize) {
         if let Some(node) = self.nodes[i - 1].take() {
-            self.bus.unregister(&NodeId(format!("n{i}")));
             let TestNode { node, client, kv } = node;
             drop((client, kv));
             node.shutdown().await;
