@@ -85,7 +85,6 @@ pub(super) fn restarted_metrics(old: &BTreeMap<String, MetricShape>, new: &BTree
 /// A batch's sample count per sample name, counted once for all files.
 type Names<'a> = FastMap<&'a str, usize>;
 
-
 /// One file's evaluation state, owned by dispatch.
 #[derive(Default)]
 pub(super) struct FileEval {

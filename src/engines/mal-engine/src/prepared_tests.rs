@@ -367,7 +367,6 @@ fn evaluate_matches_the_reference_on_log_mal_nginx() {
     assert!(produced > 0);
 }
 
-
 /// Every corpus file on its synthesized batches (two, 60 s apart, as the corpus test runs them)
 /// and on one-sample batches cut from them.
 #[test]

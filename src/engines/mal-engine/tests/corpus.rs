@@ -20,7 +20,6 @@ const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../config/rules
 /// `(file relative to the corpus, rule name, reason)`.
 const KNOWN_GAPS: &[(&str, &str, &str)] = &[];
 
-
 #[test]
 fn every_corpus_rule_yields_a_value() {
     let root = Path::new(CORPUS);
